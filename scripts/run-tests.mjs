@@ -1,0 +1,21 @@
+// Runs every test/**/*.test.ts with node's test runner through tsx. Extra arguments are passed on
+// (e.g. `npm run test:unit -- --test-name-pattern store`); file arguments narrow the run.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const args = process.argv.slice(2);
+const fileArgs = args.filter((a) => a.endsWith('.ts'));
+const flagArgs = args.filter((a) => !a.endsWith('.ts'));
+
+function find(dir) {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'fixtures' ? [] : find(p);
+    return e.name.endsWith('.test.ts') ? [p] : [];
+  });
+}
+
+const files = fileArgs.length > 0 ? fileArgs : find('test').sort();
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...flagArgs, ...files], { stdio: 'inherit' });
+process.exit(result.status ?? 1);

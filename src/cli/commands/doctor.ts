@@ -1,0 +1,28 @@
+import type { Command } from 'commander';
+import { runChecks, type CheckResult } from '../../doctor/checks.js';
+import { addSettingOptions, commandContext } from '../context.js';
+
+const MARK: Record<CheckResult['status'], string> = { ok: 'ok     ', missing: 'missing', warn: 'warn   ', fail: 'FAIL   ' };
+
+export function registerDoctor(program: Command): void {
+  const cmd = program
+    .command('doctor')
+    .description('check what this machine has for Cohort (Node, Electron, onnxruntime providers, GPU, SQLite, disk, peers) and how to fix what is missing')
+    .option('--json', 'print the checks as one JSON object');
+  addSettingOptions(cmd, ['initialPeers']);
+  cmd.action(async (opts: { json?: boolean }) => {
+    const { config } = commandContext(cmd);
+    const results = await runChecks(config);
+    const failed = results.filter((r) => r.status === 'fail');
+    if (opts.json) {
+      process.stdout.write(JSON.stringify({ ok: failed.length === 0, checks: results }) + '\n');
+    } else {
+      for (const r of results) {
+        process.stdout.write(`${MARK[r.status]}  ${r.name}: ${r.detail}\n`);
+        if (r.fix && r.status !== 'ok') process.stdout.write(`         fix: ${r.fix}\n`);
+      }
+      process.stdout.write(failed.length === 0 ? '\nCohort can run on this machine.\n' : `\n${failed.length} required check(s) failed.\n`);
+    }
+    if (failed.length > 0) process.exitCode = 1;
+  });
+}

@@ -1,0 +1,49 @@
+import { createRequire } from 'node:module';
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../config/load.js';
+import { StoreError } from '../store/errors.js';
+import { registerDoctor } from './commands/doctor.js';
+import { registerStart } from './commands/start.js';
+import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
+
+/** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
+export const EXIT_USAGE = 2;
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('cohort')
+    .description('Cohort: train ALBERT together with volunteers over the internet (headless node and tools)')
+    .version(version, '-V, --version')
+    .option('-c, --config <file>', 'JSON config file (env COHORT_CONFIG; default ./cohort.config.json if present). Precedence: flags > COHORT_* env > config file > defaults')
+    .showHelpAfterError('(run with --help for the accepted flags and values)')
+    .exitOverride();
+  addSettingOptions(program, GLOBAL_SETTINGS);
+  registerDoctor(program);
+  registerStart(program);
+  for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
+  return program;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync([...argv], { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // commander already printed its message; help and version are successful exits
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`cohort: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    if (err instanceof StoreError) {
+      process.stderr.write(`cohort: ${err.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`cohort: ${(err as Error).stack ?? String(err)}\n`);
+    return 1;
+  }
+}
+

@@ -1,0 +1,151 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import path from 'node:path';
+import type { Config } from '../config/settings.js';
+import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
+
+const require = createRequire(import.meta.url);
+
+export type CheckStatus = 'ok' | 'missing' | 'warn' | 'fail';
+
+/** One line of `cohort doctor`: what was found, and how to fix it when it is not ok. */
+export interface CheckResult {
+  readonly name: string;
+  readonly status: CheckStatus;
+  readonly detail: string;
+  readonly fix?: string;
+}
+
+export const MIN_NODE = [20, 19] as const;
+
+export function checkNode(version = process.versions.node): CheckResult {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const ok = major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1]);
+  if (!ok) return { name: 'Node.js', status: 'fail', detail: `${version} (Cohort needs >= ${MIN_NODE.join('.')})`, fix: 'install Node.js 22 LTS (or >= 20.19) and run `npm ci` again' };
+  const note = major < 22 ? '; Promise.withResolvers is polyfilled for libp2p' : '';
+  return { name: 'Node.js', status: 'ok', detail: `${version}${note}` };
+}
+
+export function checkElectron(): CheckResult {
+  let binary: string;
+  try {
+    binary = require('electron') as string;
+  } catch (err) {
+    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND';
+    return {
+      name: 'Electron',
+      status: 'missing',
+      detail: notInstalled ? 'not installed (its binary download failed, so npm dropped the optional dependency)' : `installed but unusable: ${(err as Error).message}`,
+      fix: 'on a machine that can reach the Electron download site run `npm ci` (or `npm install electron`); without it `npm start` runs the headless node and serves the dashboard in your browser',
+    };
+  }
+  if (!fs.existsSync(binary)) return { name: 'Electron', status: 'missing', detail: `binary not found at ${binary}`, fix: 'run `npm rebuild electron` where the download site is reachable' };
+  return { name: 'Electron', status: 'ok', detail: binary };
+}
+
+export async function checkOnnxRuntime(): Promise<CheckResult[]> {
+  const version = onnxruntimeVersion();
+  if (!version) return [{ name: 'onnxruntime-node', status: 'fail', detail: 'not installed', fix: 'run `npm ci`' }];
+  const cpu = await probeProvider('cpu');
+  const results: CheckResult[] = [
+    cpu.ok
+      ? { name: 'onnxruntime-node', status: 'ok', detail: `${version}, CPU execution provider loads` }
+      : { name: 'onnxruntime-node', status: 'fail', detail: `${version}, CPU provider failed: ${cpu.error}`, fix: 'reinstall with `npm ci`; check that the platform is supported (linux/darwin/win32, x64/arm64)' },
+  ];
+  const cuda = await probeProvider('cuda');
+  results.push(
+    cuda.ok
+      ? { name: 'CUDA provider', status: 'ok', detail: 'loads; training will use the GPU' }
+      : {
+          name: 'CUDA provider',
+          status: 'missing',
+          detail: `does not load: ${cuda.error}${cudaFilesMissing() ? ' (the provider libraries are not installed)' : ''}`,
+          fix:
+            process.platform === 'linux' && process.arch === 'x64'
+              ? 'needs an NVIDIA driver, CUDA 12 + cuDNN 9 libraries, and the provider files: run `npm rebuild` on a machine that can reach NuGet (the CPU works meanwhile)'
+              : 'the CUDA provider is offered for Linux x64 and Windows x64 only; the CPU provider is used',
+        },
+  );
+  return results;
+}
+
+function cudaFilesMissing(): boolean {
+  const bin = path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch);
+  return process.platform === 'linux' && !fs.existsSync(path.join(bin, 'libonnxruntime_providers_cuda.so'));
+}
+
+export function checkGpu(): CheckResult {
+  const r = spawnSync('nvidia-smi', ['--query-gpu=name,memory.total,driver_version', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000 });
+  if (r.error) return { name: 'GPU', status: 'missing', detail: (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no NVIDIA driver found (nvidia-smi is not installed)' : `nvidia-smi failed: ${r.error.message}`, fix: 'install the NVIDIA driver to train on a GPU; Cohort trains on the CPU otherwise' };
+  if (r.status !== 0) return { name: 'GPU', status: 'missing', detail: `nvidia-smi exited ${r.status}: ${r.stderr.trim()}`, fix: 'check the NVIDIA driver installation' };
+  const gpus = r.stdout.trim().split('\n').filter(Boolean);
+  return { name: 'GPU', status: 'ok', detail: gpus.join('; ') };
+}
+
+export function checkSqlite(): CheckResult {
+  try {
+    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const db = new Database(':memory:');
+    const { v } = db.prepare('SELECT sqlite_version() AS v').get() as { v: string };
+    db.close();
+    return { name: 'SQLite', status: 'ok', detail: `${v} (better-sqlite3)` };
+  } catch (err) {
+    return { name: 'SQLite', status: 'fail', detail: `better-sqlite3 does not load: ${(err as Error).message.split('\n')[0]}`, fix: 'run `npm rebuild better-sqlite3` (needs python3, make and a C++ compiler when no prebuilt binary can be downloaded)' };
+  }
+}
+
+/** Minimum free space worth warning about: a few large-preset checkpoints plus a data cache. */
+const LOW_DISK_BYTES = 2 * 1024 ** 3;
+
+export function checkDataDir(dataDir: string): CheckResult {
+  try {
+    fs.mkdirSync(dataDir, { recursive: true });
+    fs.accessSync(dataDir, fs.constants.W_OK);
+    const stats = fs.statfsSync(dataDir);
+    const free = stats.bavail * stats.bsize;
+    const freeText = `${(free / 1024 ** 3).toFixed(1)} GiB free`;
+    if (free < LOW_DISK_BYTES) return { name: 'Data directory', status: 'warn', detail: `${dataDir} (${freeText})`, fix: 'free some disk space or choose another --data-dir' };
+    return { name: 'Data directory', status: 'ok', detail: `${dataDir} (${freeText})` };
+  } catch (err) {
+    return { name: 'Data directory', status: 'fail', detail: `${dataDir} is not writable: ${(err as Error).message}`, fix: 'choose a writable directory with --data-dir or COHORT_DATA_DIR' };
+  }
+}
+
+/** host and TCP port of a multiaddr like /ip4/1.2.3.4/tcp/31337/p2p/…, or undefined if it has none. */
+export function tcpTarget(multiaddr: string): { host: string; port: number } | undefined {
+  const m = /^\/(ip4|ip6|dns4|dns6|dns)\/([^/]+)\/tcp\/(\d+)(\/|$)/.exec(multiaddr);
+  if (!m) return undefined;
+  return { host: m[2]!, port: Number(m[3]) };
+}
+
+export async function checkPeer(multiaddr: string, timeoutMs = 3000): Promise<CheckResult> {
+  const name = `Peer ${multiaddr}`;
+  const target = tcpTarget(multiaddr);
+  if (!target) return { name, status: 'warn', detail: 'not a TCP multiaddr; reachability not tested', fix: 'use the form /ip4/<address>/tcp/<port>/p2p/<peer id>' };
+  const error = await new Promise<string | undefined>((resolve) => {
+    const socket = net.connect({ host: target.host, port: target.port });
+    const done = (e?: string) => {
+      socket.destroy();
+      resolve(e);
+    };
+    socket.setTimeout(timeoutMs, () => done(`no answer within ${timeoutMs} ms`));
+    socket.once('connect', () => done());
+    socket.once('error', (e) => done(e.message));
+  });
+  if (error) return { name, status: 'warn', detail: `unreachable: ${error}`, fix: 'check the address, that the peer is running, and your firewall; peers behind NAT join with --client-mode' };
+  return { name, status: 'ok', detail: `TCP ${target.host}:${target.port} reachable` };
+}
+
+export async function runChecks(config: Pick<Config, 'dataDir' | 'initialPeers'>): Promise<CheckResult[]> {
+  return [
+    checkNode(),
+    checkElectron(),
+    ...(await checkOnnxRuntime()),
+    checkGpu(),
+    checkSqlite(),
+    checkDataDir(path.resolve(config.dataDir)),
+    ...(await Promise.all(config.initialPeers.map((p) => checkPeer(p)))),
+  ];
+}

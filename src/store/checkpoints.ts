@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import type { Database } from 'better-sqlite3';
+import { CheckpointCorruptError } from './errors.js';
+
+/** Chunk size of stored checkpoint blobs: large enough for few rows, small enough to stream. */
+export const CHECKPOINT_CHUNK_BYTES = 4 * 1024 * 1024;
+
+export interface CheckpointInfo {
+  readonly id: number;
+  readonly kind: string;
+  readonly epoch: number;
+  readonly createdAt: number;
+  readonly size: number;
+  readonly sha256: string;
+  readonly meta: Record<string, unknown>;
+}
+
+export interface SaveCheckpoint {
+  /** What the bytes are, e.g. `model` (safetensors) or `optimizer`. */
+  readonly kind: string;
+  readonly epoch: number;
+  readonly meta?: Record<string, unknown>;
+  /** The bytes, whole or as a sequence of pieces (they are re-chunked). */
+  readonly data: Uint8Array | Iterable<Uint8Array>;
+  /** Keep at most this many checkpoints of this kind (oldest are deleted in the same transaction). */
+  readonly keep?: number;
+}
+
+interface Row {
+  id: number;
+  kind: string;
+  epoch: number;
+  created_at: number;
+  size: number;
+  sha256: string;
+  chunk_count: number;
+  meta: string;
+}
+
+/**
+ * Checkpoints as chunked blobs with a SHA-256. A save is one SQLite transaction, so a process killed
+ * mid-save leaves the previous checkpoints exactly as they were.
+ */
+export class CheckpointStore {
+  constructor(
+    private readonly db: Database,
+    private readonly file: string,
+  ) {}
+
+  save(checkpoint: SaveCheckpoint): CheckpointInfo {
+    const createdAt = Date.now();
+    const meta = checkpoint.meta ?? {};
+    const insertChunk = this.db.prepare('INSERT INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (?, ?, ?)');
+    const run = this.db.transaction((): CheckpointInfo => {
+      const id = Number(
+        this.db
+          .prepare("INSERT INTO checkpoints (kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (?, ?, ?, 0, '', 0, ?)")
+          .run(checkpoint.kind, checkpoint.epoch, createdAt, JSON.stringify(meta)).lastInsertRowid,
+      );
+      const hash = createHash('sha256');
+      let size = 0;
+      let seq = 0;
+      for (const chunk of rechunk(checkpoint.data, CHECKPOINT_CHUNK_BYTES)) {
+        hash.update(chunk);
+        insertChunk.run(id, seq++, chunk);
+        size += chunk.byteLength;
+      }
+      const sha256 = hash.digest('hex');
+      this.db.prepare('UPDATE checkpoints SET size = ?, sha256 = ?, chunk_count = ? WHERE id = ?').run(size, sha256, seq, id);
+      if (checkpoint.keep !== undefined) this.prune(checkpoint.kind, checkpoint.keep);
+      return { id, kind: checkpoint.kind, epoch: checkpoint.epoch, createdAt, size, sha256, meta };
+    });
+    return run();
+  }
+
+  /** Newest first. */
+  list(kind?: string): CheckpointInfo[] {
+    const rows = (kind === undefined
+      ? this.db.prepare('SELECT * FROM checkpoints ORDER BY id DESC').all()
+      : this.db.prepare('SELECT * FROM checkpoints WHERE kind = ? ORDER BY id DESC').all(kind)) as Row[];
+    return rows.map(toInfo);
+  }
+
+  /** Reads and verifies one checkpoint; throws CheckpointCorruptError if chunks are missing or the hash differs. */
+  load(id: number): { info: CheckpointInfo; data: Buffer } {
+    const row = this.db.prepare('SELECT * FROM checkpoints WHERE id = ?').get(id) as Row | undefined;
+    if (!row) throw new CheckpointCorruptError(this.file, `checkpoint ${id} does not exist in ${this.file}`);
+    const chunks = this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').all(id) as Array<{ seq: number; data: Buffer }>;
+    if (chunks.length !== row.chunk_count || chunks.some((c, i) => c.seq !== i)) {
+      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${chunks.length} of ${row.chunk_count} chunks`);
+    }
+    const data = Buffer.concat(chunks.map((c) => c.data));
+    const sha256 = createHash('sha256').update(data).digest('hex');
+    if (data.byteLength !== row.size || sha256 !== row.sha256) {
+      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) fails its checksum: expected ${row.sha256}, got ${sha256}`);
+    }
+    return { info: toInfo(row), data };
+  }
+
+  /**
+   * The newest checkpoint of `kind` that verifies. Damaged newer ones are skipped and reported
+   * through `onSkip`, never deleted, so nothing is lost silently.
+   */
+  loadLatest(kind: string, onSkip?: (err: CheckpointCorruptError) => void): { info: CheckpointInfo; data: Buffer } | undefined {
+    for (const info of this.list(kind)) {
+      try {
+        return this.load(info.id);
+      } catch (err) {
+        if (!(err instanceof CheckpointCorruptError)) throw err;
+        onSkip?.(err);
+      }
+    }
+    return undefined;
+  }
+
+  /** Deletes all but the newest `keep` checkpoints of `kind`; returns how many were deleted. */
+  prune(kind: string, keep: number): number {
+    return this.db
+      .prepare('DELETE FROM checkpoints WHERE kind = ? AND id NOT IN (SELECT id FROM checkpoints WHERE kind = ? ORDER BY id DESC LIMIT ?)')
+      .run(kind, kind, Math.max(0, keep)).changes;
+  }
+}
+
+function toInfo(row: Row): CheckpointInfo {
+  return { id: row.id, kind: row.kind, epoch: row.epoch, createdAt: row.created_at, size: row.size, sha256: row.sha256, meta: JSON.parse(row.meta) as Record<string, unknown> };
+}
+
+/** Re-cuts a byte sequence into pieces of exactly `size` bytes (the last may be shorter). */
+function* rechunk(data: Uint8Array | Iterable<Uint8Array>, size: number): Generator<Uint8Array> {
+  const pieces = data instanceof Uint8Array ? [data] : data;
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  for (const piece of pieces) {
+    let offset = 0;
+    while (offset < piece.byteLength) {
+      const take = Math.min(size - pendingBytes, piece.byteLength - offset);
+      pending.push(piece.subarray(offset, offset + take));
+      pendingBytes += take;
+      offset += take;
+      if (pendingBytes === size) {
+        yield Buffer.concat(pending);
+        pending = [];
+        pendingBytes = 0;
+      }
+    }
+  }
+  if (pendingBytes > 0) yield Buffer.concat(pending);
+}

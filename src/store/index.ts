@@ -1,0 +1,37 @@
+import path from 'node:path';
+import type { Database } from 'better-sqlite3';
+import { CheckpointStore } from './checkpoints.js';
+import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
+import { MetricsStore } from './metrics.js';
+import { PeerStore } from './peers.js';
+import { SettingsStore } from './settings-store.js';
+
+export * from './errors.js';
+export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
+export type { MetricPoint, StoredMetric } from './metrics.js';
+export type { SeenPeer } from './peers.js';
+
+/** The node's local database: one SQLite file in the data directory, one small store per concern. */
+export interface Store {
+  readonly file: string;
+  readonly db: Database;
+  readonly checkpoints: CheckpointStore;
+  readonly metrics: MetricsStore;
+  readonly settings: SettingsStore;
+  readonly peers: PeerStore;
+  close(): void;
+}
+
+export function openStore(dataDir: string, options: OpenDatabaseOptions = {}): Store {
+  const db = openDatabase(dataDir, options);
+  const file = path.join(dataDir, DATABASE_FILE);
+  return {
+    file,
+    db,
+    checkpoints: new CheckpointStore(db, file),
+    metrics: new MetricsStore(db),
+    settings: new SettingsStore(db),
+    peers: new PeerStore(db),
+    close: () => db.close(),
+  };
+}

@@ -1,0 +1,85 @@
+import type { Database } from 'better-sqlite3';
+
+/**
+ * Versioned schema changes, applied in order inside one transaction each; the schema version is
+ * SQLite's `user_version`. Never edit a released migration: append a new one.
+ */
+export interface Migration {
+  readonly version: number;
+  readonly description: string;
+  readonly up: (db: Database) => void;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'checkpoints, metrics, data-shard cache, peers, settings',
+    up: (db) =>
+      db.exec(`
+        CREATE TABLE checkpoints (
+          id          INTEGER PRIMARY KEY,
+          kind        TEXT    NOT NULL,
+          epoch       INTEGER NOT NULL,
+          created_at  INTEGER NOT NULL,
+          size        INTEGER NOT NULL,
+          sha256      TEXT    NOT NULL,
+          chunk_count INTEGER NOT NULL,
+          meta        TEXT    NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX checkpoints_kind ON checkpoints (kind, id);
+        CREATE TABLE checkpoint_chunks (
+          checkpoint_id INTEGER NOT NULL REFERENCES checkpoints (id) ON DELETE CASCADE,
+          seq           INTEGER NOT NULL,
+          data          BLOB    NOT NULL,
+          UNIQUE (checkpoint_id, seq)
+        );
+        CREATE TABLE metrics (
+          series TEXT    NOT NULL,
+          ts     INTEGER NOT NULL,
+          value  REAL    NOT NULL,
+          peer   TEXT    NOT NULL DEFAULT '',
+          epoch  INTEGER
+        );
+        CREATE INDEX metrics_series_ts ON metrics (series, ts);
+        CREATE TABLE shards (
+          cache_key    TEXT    NOT NULL,
+          seq          INTEGER NOT NULL,
+          examples     INTEGER NOT NULL,
+          tokens       INTEGER NOT NULL,
+          data         BLOB    NOT NULL,
+          sha256       TEXT    NOT NULL,
+          created_at   INTEGER NOT NULL,
+          last_used_at INTEGER NOT NULL,
+          PRIMARY KEY (cache_key, seq)
+        );
+        CREATE TABLE peers (
+          peer_id    TEXT    PRIMARY KEY,
+          addrs      TEXT    NOT NULL DEFAULT '[]',
+          first_seen INTEGER NOT NULL,
+          last_seen  INTEGER NOT NULL,
+          info       TEXT    NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE settings (
+          key   TEXT PRIMARY KEY,
+          value TEXT NOT NULL
+        );
+      `),
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** Applies the migrations newer than the database's version; returns the versions applied. */
+export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  const applied: number[] = [];
+  for (const m of migrations) {
+    if (m.version <= current) continue;
+    db.transaction(() => {
+      m.up(db);
+      db.pragma(`user_version = ${m.version}`);
+    })();
+    applied.push(m.version);
+  }
+  return applied;
+}

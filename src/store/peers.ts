@@ -1,0 +1,29 @@
+import type { Database } from 'better-sqlite3';
+
+export interface SeenPeer {
+  readonly peerId: string;
+  readonly addrs: string[];
+  readonly firstSeen: number;
+  readonly lastSeen: number;
+  readonly info: Record<string, unknown>;
+}
+
+/** Peers this node has met, so a restart can re-dial them and the UI can show when each was last seen. */
+export class PeerStore {
+  constructor(private readonly db: Database) {}
+
+  seen(peerId: string, addrs: readonly string[], info: Record<string, unknown> = {}, at = Date.now()): void {
+    this.db
+      .prepare(
+        `INSERT INTO peers (peer_id, addrs, first_seen, last_seen, info) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (peer_id) DO UPDATE SET addrs = excluded.addrs, last_seen = excluded.last_seen, info = excluded.info`,
+      )
+      .run(peerId, JSON.stringify(addrs), at, at, JSON.stringify(info));
+  }
+
+  /** Most recently seen first. */
+  list(limit = 1000): SeenPeer[] {
+    const rows = this.db.prepare('SELECT * FROM peers ORDER BY last_seen DESC LIMIT ?').all(limit) as Array<{ peer_id: string; addrs: string; first_seen: number; last_seen: number; info: string }>;
+    return rows.map((r) => ({ peerId: r.peer_id, addrs: JSON.parse(r.addrs) as string[], firstSeen: r.first_seen, lastSeen: r.last_seen, info: JSON.parse(r.info) as Record<string, unknown> }));
+  }
+}

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { test } from 'node:test';
+import { runCli } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+test('--version prints the package version', async () => {
+  const r = await runCli(['--version']);
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout.trim(), version);
+});
+
+test('--help works for the program and every command', async () => {
+  const top = await runCli(['--help']);
+  assert.equal(top.code, 0);
+  const commands = [...top.stdout.matchAll(/^ {2}(\w[\w-]*)(?: \[options\])?/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+  assert.ok(commands.includes('doctor') && commands.includes('start'), `commands listed: ${commands.join(', ')}`);
+  for (const c of commands) {
+    const r = await runCli([c, '--help']);
+    assert.equal(r.code, 0, `${c} --help`);
+    assert.match(r.stdout, new RegExp(`Usage: cohort ${c}`));
+  }
+});
+
+test('an unknown flag exits 2 and names the flag', async () => {
+  const r = await runCli(['doctor', '--no-such-flag']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /unknown option '--no-such-flag'/);
+});
+
+test('a bad flag value exits 2 and lists the accepted values', async () => {
+  const r = await runCli(['doctor', '--log-format', 'xml']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--log-format: invalid value "xml".*accepted: pretty, json/);
+});
+
+test('a bad environment value exits 2 and names the variable', async () => {
+  const r = await runCli(['doctor'], { env: { COHORT_LOG_LEVEL: 'chatty' } });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /COHORT_LOG_LEVEL: invalid value "chatty"/);
+});
+
+test('doctor reports Electron, onnxruntime providers, SQLite and the data dir, and exits 0', async (t) => {
+  const dataDir = tmpDir(t);
+  const r = await runCli(['doctor', '--json', '--data-dir', dataDir], { timeoutMs: 120_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
+  const byName = new Map(report.checks.map((c) => [c.name, c]));
+  assert.equal(report.ok, true);
+  assert.equal(byName.get('onnxruntime-node')?.status, 'ok');
+  assert.match(byName.get('onnxruntime-node')!.detail, /CPU execution provider loads/);
+  assert.equal(byName.get('SQLite')?.status, 'ok');
+  assert.equal(byName.get('Data directory')?.status, 'ok');
+  assert.ok(byName.get('Data directory')!.detail.startsWith(dataDir));
+
+  let electronInstalled = true;
+  try {
+    createRequire(import.meta.url)('electron');
+  } catch {
+    electronInstalled = false;
+  }
+  assert.equal(byName.get('Electron')?.status, electronInstalled ? 'ok' : 'missing');
+  // the CUDA provider check must say what happened, whichever way it went
+  const cuda = byName.get('CUDA provider');
+  assert.ok(cuda && (cuda.status === 'ok' || /does not load: \S/.test(cuda.detail)), JSON.stringify(cuda));
+});
+
+test('doctor reports an unreachable peer without failing', async (t) => {
+  const r = await runCli(['doctor', '--json', '--data-dir', tmpDir(t), '--initial-peers', '/ip4/127.0.0.1/tcp/9/p2p/x'], { timeoutMs: 120_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+  const peer = report.checks.find((c) => c.name.startsWith('Peer '));
+  assert.equal(peer?.status, 'warn');
+  assert.match(peer!.detail, /unreachable/);
+});

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
+import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
+import { MIGRATIONS, SCHEMA_VERSION, migrate, type Migration } from '../../src/store/migrations.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+test('a new store is created with WAL, the Cohort application id and every migration', (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  t.after(() => store.close());
+  assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
+  assert.equal(store.db.pragma('application_id', { simple: true }), APPLICATION_ID);
+  assert.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+  const tables = (store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+  for (const table of ['checkpoint_chunks', 'checkpoints', 'metrics', 'peers', 'settings', 'shards']) assert.ok(tables.includes(table), `table ${table}`);
+});
+
+test('reopening keeps data and applies no migration twice', (t) => {
+  const dir = tmpDir(t);
+  const first = openStore(dir);
+  first.metrics.record([{ series: 'loss', value: 2.5, ts: 1 }]);
+  first.close();
+  const second = openStore(dir);
+  t.after(() => second.close());
+  assert.deepEqual(second.metrics.query('loss').map((m) => m.value), [2.5]);
+  assert.deepEqual(migrate(second.db), []);
+});
+
+test('migrations run in order, each in its own transaction, and a failing one changes nothing', (t) => {
+  const db = new BetterSqlite3(path.join(tmpDir(t), 'm.db'));
+  t.after(() => db.close());
+  const steps: Migration[] = [
+    { version: 1, description: 'a', up: (d) => d.exec('CREATE TABLE a (x)') },
+    { version: 2, description: 'b', up: (d) => d.exec('CREATE TABLE b (x)') },
+  ];
+  assert.deepEqual(migrate(db, steps.slice(0, 1)), [1]);
+  assert.deepEqual(migrate(db, steps), [2]);
+  assert.equal(db.pragma('user_version', { simple: true }), 2);
+  const broken: Migration = { version: 3, description: 'broken', up: (d) => d.exec('CREATE TABLE c (x); CREATE TABLE c (x)') };
+  assert.throws(() => migrate(db, [...steps, broken]), /already exists/);
+  assert.equal(db.pragma('user_version', { simple: true }), 2);
+  assert.equal((db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name = 'c'").get() as { n: number }).n, 0);
+});
+
+test('the released migration list is strictly increasing', () => {
+  MIGRATIONS.forEach((m, i) => assert.equal(m.version, i + 1));
+});
+
+test('a corrupt database file gives a clear error and is left untouched', (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, DATABASE_FILE);
+  const garbage = Buffer.from('this is not an sqlite database, just some bytes '.repeat(200));
+  fs.writeFileSync(file, garbage);
+  assert.throws(() => openStore(dir), (err: unknown) => {
+    assert.ok(err instanceof CorruptDatabaseError);
+    assert.equal(err.file, file);
+    assert.match(err.message, /not a readable Cohort database.*--move-aside/);
+    return true;
+  });
+  assert.deepEqual(fs.readFileSync(file), garbage);
+});
+
+test('a database with a damaged page is reported as corrupt', (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  store.metrics.record(Array.from({ length: 2000 }, (_, i) => ({ series: 'loss', value: i, ts: i })));
+  store.db.pragma('wal_checkpoint(TRUNCATE)');
+  store.close();
+  const file = path.join(dir, DATABASE_FILE);
+  const bytes = fs.readFileSync(file);
+  bytes.fill(0xff, 0, 100); // the header: SQLite no longer recognises the file
+  fs.writeFileSync(file, bytes);
+  assert.throws(() => openStore(dir), CorruptDatabaseError);
+});
+
+test('--move-aside renames a corrupt database (with its WAL) and starts afresh', (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, DATABASE_FILE);
+  fs.writeFileSync(file, 'garbage'.repeat(1000));
+  fs.writeFileSync(file + '-wal', 'wal garbage');
+  let movedTo = '';
+  const store = openStore(dir, { moveAside: true, onMovedAside: (to) => (movedTo = to) });
+  t.after(() => store.close());
+  assert.match(path.basename(movedTo), /^cohort\.db\.moved-/);
+  assert.equal(fs.readFileSync(movedTo, 'utf8'), 'garbage'.repeat(1000));
+  assert.equal(fs.readFileSync(movedTo + '-wal', 'utf8'), 'wal garbage');
+  assert.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+});
+
+test('a foreign SQLite database is refused, not migrated', (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, DATABASE_FILE);
+  const other = new BetterSqlite3(file);
+  other.exec('CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL); INSERT INTO invoices (total) VALUES (12.5)');
+  other.close();
+  assert.throws(() => openDatabase(dir), (err: unknown) => err instanceof ForeignDatabaseError && /did not create/.test(err.message));
+  const check = new BetterSqlite3(file, { readonly: true });
+  t.after(() => check.close());
+  assert.equal(check.pragma('user_version', { simple: true }), 0);
+  assert.deepEqual(check.prepare('SELECT total FROM invoices').all(), [{ total: 12.5 }]);
+});
+
+test('a database from a newer Cohort is refused', (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  store.db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+  store.close();
+  assert.throws(() => openStore(dir), (err: unknown) => err instanceof NewerSchemaError && /newer than this Cohort/.test(err.message));
+});
