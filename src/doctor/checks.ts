@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
+import { electronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
 const require = createRequire(import.meta.url);
@@ -29,20 +30,14 @@ export function checkNode(version = process.versions.node): CheckResult {
 }
 
 export function checkElectron(): CheckResult {
-  let binary: string;
-  try {
-    binary = require('electron') as string;
-  } catch (err) {
-    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND';
-    return {
-      name: 'Electron',
-      status: 'missing',
-      detail: notInstalled ? 'not installed (its binary download failed, so npm dropped the optional dependency)' : `installed but unusable: ${(err as Error).message}`,
-      fix: 'on a machine that can reach the Electron download site run `npm ci` (or `npm install electron`); without it `npm start` runs the headless node and serves the dashboard in your browser',
-    };
-  }
-  if (!fs.existsSync(binary)) return { name: 'Electron', status: 'missing', detail: `binary not found at ${binary}`, fix: 'run `npm rebuild electron` where the download site is reachable' };
-  return { name: 'Electron', status: 'ok', detail: binary };
+  const electron = electronBinary();
+  if (electron.found) return { name: 'Electron', status: 'ok', detail: electron.path };
+  return {
+    name: 'Electron',
+    status: 'missing',
+    detail: electron.reason,
+    fix: 'on a machine that can reach the Electron download site run `npm ci` again (or `npx install-electron`); meanwhile `npm start` runs the headless node and serves the dashboard in your browser',
+  };
 }
 
 export async function checkOnnxRuntime(): Promise<CheckResult[]> {

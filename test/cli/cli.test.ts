@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { electronBinary } from '../../src/doctor/electron.js';
 import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -55,13 +56,7 @@ test('doctor reports Electron, onnxruntime providers, SQLite and the data dir, a
   assert.equal(byName.get('Data directory')?.status, 'ok');
   assert.ok(byName.get('Data directory')!.detail.startsWith(dataDir));
 
-  let electronInstalled = true;
-  try {
-    createRequire(import.meta.url)('electron');
-  } catch {
-    electronInstalled = false;
-  }
-  assert.equal(byName.get('Electron')?.status, electronInstalled ? 'ok' : 'missing');
+  assert.equal(byName.get('Electron')?.status, electronBinary().found ? 'ok' : 'missing');
   // the CUDA provider check must say what happened, whichever way it went
   const cuda = byName.get('CUDA provider');
   assert.ok(cuda && (cuda.status === 'ok' || /does not load: \S/.test(cuda.detail)), JSON.stringify(cuda));

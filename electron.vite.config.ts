@@ -1,0 +1,21 @@
+import path from 'node:path';
+import { svelte } from '@sveltejs/vite-plugin-svelte';
+import { defineConfig } from 'electron-vite';
+
+// One build tool for the three Electron targets; native modules stay external (loaded from node_modules / asar.unpacked).
+const external = ['better-sqlite3', 'onnxruntime-node'];
+
+export default defineConfig({
+  main: {
+    build: { outDir: 'out/main', lib: { entry: 'src/main/index.ts', formats: ['es'] }, rollupOptions: { external } },
+  },
+  preload: {
+    // sandboxed preloads must be CommonJS
+    build: { outDir: 'out/preload', lib: { entry: 'src/preload/index.ts', formats: ['cjs'] } },
+  },
+  renderer: {
+    root: 'src/renderer',
+    build: { outDir: path.resolve('out/renderer'), rollupOptions: { input: path.resolve('src/renderer/index.html') } },
+    plugins: [svelte({ configFile: path.resolve('svelte.config.js') })],
+  },
+});
