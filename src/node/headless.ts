@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import { openStore, type Store } from '../store/index.js';
@@ -31,7 +32,7 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 /** Starts the headless node: opens the store and serves the status API and dashboard on loopback. */
 export async function startHeadlessNode(config: Config, log: Logger): Promise<HeadlessNode> {
   if (!LOOPBACK.has(config.dashboardHost)) {
-    throw new Error(`--dashboard-host ${config.dashboardHost}: serving the dashboard beyond loopback needs an access token, which this version does not have yet; use 127.0.0.1`);
+    throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token, which this version does not have yet; accepted: 127.0.0.1, ::1, localhost`);
   }
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
