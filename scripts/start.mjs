@@ -13,7 +13,7 @@ if (electron.found) {
   buildApp();
   command = [electron.path, ['.', ...process.argv.slice(2)]];
 } else {
-  console.log(`Electron is not available (${electron.reason}); starting the headless node instead.`);
+  console.log(`Electron is not available: ${electron.reason}. Starting the headless node instead.`);
   command = [process.execPath, ['bin/cohort.js', 'start', ...process.argv.slice(2)]];
 }
 const child = spawn(command[0], command[1], { stdio: 'inherit' });
