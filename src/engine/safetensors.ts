@@ -4,6 +4,8 @@
  * raw little-endian tensor bytes. Files come from strangers' peers and the internet, so every field
  * is checked before use.
  */
+import { halfToFloat } from './fp16.js';
+
 export type SafeDtype = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
 const DTYPE_BYTES: Record<SafeDtype, number> = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
@@ -118,13 +120,4 @@ export function fromFloat32(values: Float32Array, shape: readonly number[]): Saf
   const view = new DataView(bytes.buffer);
   for (let i = 0; i < values.length; i++) view.setFloat32(i * 4, values[i]!, true);
   return { dtype: 'F32', shape, bytes };
-}
-
-function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 0x1f) return frac ? Number.NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
