@@ -1,0 +1,78 @@
+/**
+ * Swarm progress as hivemind's ProgressTracker computes it: every peer publishes how many samples
+ * it accumulated in the current epoch and its throughput; everyone derives the same global view,
+ * the ETA to `targetBatchSize`, and how soon to look again.
+ */
+export interface PeerProgress {
+  readonly peerId: string;
+  readonly epoch: number;
+  /** Samples accumulated since this peer's current epoch began. */
+  readonly samples: number;
+  readonly samplesPerSecond: number;
+  /** When the peer measured this (ms since the Unix epoch). */
+  readonly time: number;
+  readonly clientMode: boolean;
+}
+
+export interface GlobalProgress {
+  /** The swarm's epoch: the highest any live peer reports. */
+  readonly epoch: number;
+  /** Samples reported by peers at that epoch. */
+  readonly samples: number;
+  /** The same, extrapolated to `now` with each peer's throughput. */
+  readonly estimatedSamples: number;
+  readonly samplesPerSecond: number;
+  readonly peers: number;
+  readonly targetBatchSize: number;
+  /** Seconds until the swarm is expected to reach the target (0 if it has). */
+  readonly eta: number;
+  /** Seconds until progress should be fetched again. */
+  readonly refreshIn: number;
+}
+
+export interface ProgressOptions {
+  readonly targetBatchSize: number;
+  readonly minRefreshSeconds?: number;
+  readonly maxRefreshSeconds?: number;
+  /** hivemind's expected_drift_peers / expected_drift_rate: how many peers may join before the next look. */
+  readonly expectedDriftPeers?: number;
+  readonly expectedDriftRate?: number;
+}
+
+/**
+ * Combines peers' reports (this peer's own included). Peers one epoch behind still count towards
+ * throughput, as in hivemind: they are about to catch up and contribute.
+ */
+export function globalProgress(reports: readonly PeerProgress[], now: number, options: ProgressOptions): GlobalProgress {
+  const { targetBatchSize, minRefreshSeconds = 0.5, maxRefreshSeconds = 30, expectedDriftPeers = 3, expectedDriftRate = 0.2 } = options;
+  if (reports.length === 0) {
+    return { epoch: 0, samples: 0, estimatedSamples: 0, samplesPerSecond: 0, peers: 0, targetBatchSize, eta: Infinity, refreshIn: minRefreshSeconds };
+  }
+  const epoch = Math.max(...reports.map((r) => r.epoch));
+  let samples = 0;
+  let estimatedSamples = 0;
+  let samplesPerSecond = 0;
+  for (const r of reports) {
+    samplesPerSecond += r.samplesPerSecond;
+    if (r.epoch !== epoch) continue;
+    samples += r.samples;
+    estimatedSamples += r.samples + Math.max(0, (now - r.time) / 1000) * r.samplesPerSecond;
+  }
+  const remaining = Math.max(0, targetBatchSize - estimatedSamples);
+  const eta = remaining === 0 ? 0 : samplesPerSecond > 0 ? remaining / samplesPerSecond : Infinity;
+  const peers = reports.length;
+  const expectedMaxPeers = Math.max(peers + expectedDriftPeers, peers * (1 + expectedDriftRate));
+  const refreshIn = Math.min(maxRefreshSeconds, Math.max(minRefreshSeconds, Number.isFinite(eta) ? (eta * peers) / expectedMaxPeers : maxRefreshSeconds));
+  return { epoch, samples, estimatedSamples, samplesPerSecond, peers, targetBatchSize, eta, refreshIn };
+}
+
+/** The line volunteers know from hivemind. */
+export function progressLine(p: GlobalProgress): string {
+  const eta = Number.isFinite(p.eta) ? p.eta.toFixed(2) : 'unknown';
+  return `Collaboration accumulated ${Math.round(p.estimatedSamples)} samples from ${p.peers} peers; ETA ${eta} seconds (refresh in ${p.refreshIn.toFixed(2)} s)`;
+}
+
+/** Whether the swarm has gathered enough samples for the next step. */
+export function readyForStep(p: GlobalProgress): boolean {
+  return p.estimatedSamples >= p.targetBatchSize;
+}

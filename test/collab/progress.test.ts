@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { globalProgress, progressLine, readyForStep, type PeerProgress } from '../../src/collab/progress.js';
+
+const peer = (peerId: string, epoch: number, samples: number, samplesPerSecond: number, time: number): PeerProgress => ({ peerId, epoch, samples, samplesPerSecond, time, clientMode: false });
+
+test('global progress sums samples at the swarm epoch and extrapolates them to now', () => {
+  const now = 10_000;
+  const p = globalProgress([peer('a', 3, 100, 10, now - 2000), peer('b', 3, 50, 5, now), peer('late', 2, 999, 20, now)], now, { targetBatchSize: 1000 });
+  assert.equal(p.epoch, 3);
+  assert.equal(p.samples, 150, 'the peer behind the swarm epoch does not add samples');
+  assert.equal(p.estimatedSamples, 170, 'a 2 s old report at 10 samples/s adds 20');
+  assert.equal(p.samplesPerSecond, 35, 'but its throughput counts: it is about to catch up');
+  assert.equal(p.eta, (1000 - 170) / 35);
+  assert.equal(p.peers, 3);
+  assert.equal(readyForStep(p), false);
+  assert.match(progressLine(p), /^Collaboration accumulated 170 samples from 3 peers; ETA 23\.71 seconds \(refresh in \d+\.\d\d s\)$/);
+});
+
+test('the refresh period shrinks as the epoch nears its end, within bounds', () => {
+  const now = 0;
+  const far = globalProgress([peer('a', 0, 0, 1, now)], now, { targetBatchSize: 10_000 });
+  const near = globalProgress([peer('a', 0, 9990, 100, now)], now, { targetBatchSize: 10_000 });
+  assert.equal(far.refreshIn, 30);
+  assert.equal(near.refreshIn, 0.5);
+  const mid = globalProgress([peer('a', 0, 0, 10, now), peer('b', 0, 0, 10, now)], now, { targetBatchSize: 100 });
+  assert.equal(mid.refreshIn, (5 * 2) / 5, 'eta × peers ÷ expected max peers (2 + 3 drift)');
+});
+
+test('reaching the target means ETA 0 and ready; no reports or no throughput means unknown ETA', () => {
+  const done = globalProgress([peer('a', 1, 600, 1, 0), peer('b', 1, 500, 1, 0)], 0, { targetBatchSize: 1000 });
+  assert.equal(done.eta, 0);
+  assert.equal(readyForStep(done), true);
+  assert.equal(globalProgress([], 0, { targetBatchSize: 10 }).eta, Infinity);
+  const stalled = globalProgress([peer('a', 0, 1, 0, 0)], 0, { targetBatchSize: 10 });
+  assert.equal(stalled.eta, Infinity);
+  assert.match(progressLine(stalled), /ETA unknown seconds/);
+});
