@@ -1,0 +1,16 @@
+/**
+ * The data pipeline: corpus → tokenizer → ALBERT (MLM + SOP) batches, cached as shards in the store.
+ *
+ * @example
+ * const store = openStore(dataDir);
+ * const { info } = await prepareDataset({ store, dataDir });            // bundled corpus, trained tokenizer
+ * const stream = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 8, seed: 1, peerId });
+ * for await (const batch of stream) engine.step(batch);                // AlbertBatch, vocab = stream.vocabSize
+ */
+export { prepareDataset, DEFAULT_MAX_SEQ_LEN, DEFAULT_VOCAB_SIZE, type PrepareOptions, type PrepareEvent, type PreparedDataset } from './prepare.js';
+export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type BatchStreamOptions } from './stream.js';
+export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';
+export { loadTokenizer, TokenizerFileError, type TextTokenizer } from './tokenizer.js';
+export { MASKING_MODES, type MaskingMode, type MaskingOptions } from './masking.js';
+export { SOURCE_FORMATS, BUNDLED_SOURCE, type SourceFormat } from './sources.js';
+export { download, DownloadError, type DownloadProgress } from './download.js';
