@@ -1,5 +1,6 @@
 import type { AlbertBatch } from '../engine/batch.js';
 import type { DatasetStore, ReadCursor } from './dataset-store.js';
+import { DataError } from './errors.js';
 import { buildBatch, type MaskingOptions, type RowSource, type VocabInfo } from './masking.js';
 import { Prng } from './prng.js';
 import type { ShardView } from './shard-format.js';
@@ -40,7 +41,7 @@ export class BatchProducer {
     private readonly init: ProducerInit,
   ) {
     this.seqs = datasets.shardSeqs(init.cacheKey);
-    if (this.seqs.length === 0) throw new Error(`dataset ${init.cacheKey} has no shards; run \`cohort data prepare\``);
+    if (this.seqs.length === 0) throw new DataError(`dataset ${init.cacheKey} has no shards; run \`cohort data prepare\``);
     this.cursor = init.start ?? { epoch: 0, shardPos: 0, examplePos: 0, examplesRead: 0 };
     if (this.cursor.shardPos >= this.seqs.length) this.cursor = { ...this.cursor, epoch: this.cursor.epoch + 1, shardPos: 0, examplePos: 0 };
     this.shardOrder = this.orderFor(this.cursor.epoch);
@@ -59,7 +60,7 @@ export class BatchProducer {
         if ('corrupt' in view) {
           warnings.push(view.corrupt);
           // Bounded: a whole pass over the shards without one readable example is an error, not a loop.
-          if (++emptyShards > this.seqs.length) throw new Error(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
+          if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
           this.advanceShard();
           continue;
         }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Document } from './document.js';
+import { DataError } from './errors.js';
 
 /**
  * The default corpus that works with no network: the State of the Union addresses 1790–2021 shipped in
@@ -25,13 +26,13 @@ export function bundledCorpus(): BundledCorpus {
     .filter((f) => f.endsWith('.json'))
     .sort()
     .map((f) => path.join(dir, f));
-  if (files.length === 0) throw new Error(`${BUNDLED_PACKAGE}: no addresses found in ${dir}; reinstall the package`);
+  if (files.length === 0) throw new DataError(`${BUNDLED_PACKAGE}: no addresses found in ${dir}; reinstall the package`);
   return { id: `${BUNDLED_PACKAGE}@${version}`, files };
 }
 
 export function readBundledDocument(file: string): Document {
   const rec = JSON.parse(fs.readFileSync(file, 'utf8')) as { year?: number; name?: string; text?: unknown };
-  if (typeof rec.text !== 'string') throw new Error(`${file}: no "text" string in the address record`);
+  if (typeof rec.text !== 'string') throw new DataError(`${file}: no "text" string in the address record`);
   const paragraphs = rec.text
     .split(/\n\s*\n/)
     .map((p) => p.replace(/\s+/g, ' ').trim())

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { DownloadError } from './errors.js';
 
 export interface DownloadProgress {
   readonly url: string;
@@ -22,9 +23,6 @@ export interface DownloadOptions {
   readonly idleTimeoutMs?: number;
 }
 
-export class DownloadError extends Error {
-  override readonly name = 'DownloadError';
-}
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
 export function downloadName(url: string): string {

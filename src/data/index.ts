@@ -9,8 +9,10 @@
  */
 export { prepareDataset, DEFAULT_MAX_SEQ_LEN, DEFAULT_VOCAB_SIZE, type PrepareOptions, type PrepareEvent, type PreparedDataset } from './prepare.js';
 export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type BatchStreamOptions } from './stream.js';
+export { BatchProducer, type ProducerInit, type ProducedBatch } from './batch-producer.js';
 export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';
-export { loadTokenizer, TokenizerFileError, type TextTokenizer } from './tokenizer.js';
+export { loadTokenizer, type TextTokenizer } from './tokenizer.js';
+export { DataError, TokenizerFileError, DownloadError } from './errors.js';
 export { MASKING_MODES, type MaskingMode, type MaskingOptions } from './masking.js';
 export { SOURCE_FORMATS, BUNDLED_SOURCE, type SourceFormat } from './sources.js';
-export { download, DownloadError, type DownloadProgress } from './download.js';
+export { download, type DownloadProgress } from './download.js';

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Store } from '../store/index.js';
 import { DatasetStore, cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
 import type { DownloadProgress } from './download.js';
+import { DataError } from './errors.js';
 import { createExamples, type SopExample } from './examples.js';
 import { Prng } from './prng.js';
 import { splitSentences } from './sentences.js';
@@ -131,7 +132,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
       onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
     }
     flush();
-    if (stats.examples === 0) throw new Error(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
+    if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
     datasets.finish(cacheKey, stats);
   } catch (err) {
     datasets.remove(cacheKey);
@@ -151,7 +152,7 @@ function trainTokenizer(documents: Iterable<{ paragraphs: readonly string[] }>, 
     for (const p of doc.paragraphs) counter.add(p);
     onDocument(++n);
   }
-  if (counter.counts.size === 0) throw new Error('cannot train a tokenizer: the source has no text');
+  if (counter.counts.size === 0) throw new DataError('cannot train a tokenizer: the source has no text');
   const json = trainWordPiece(counter.counts, { vocabSize });
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const tmp = `${file}.tmp-${process.pid}`;

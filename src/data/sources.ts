@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { bundledCorpus, readBundledDocument } from './bundled-corpus.js';
 import type { Document } from './document.js';
+import { DataError } from './errors.js';
 import { download, type DownloadProgress } from './download.js';
 import { NotTextError, decodeText } from './text-check.js';
 import { isWikiText, parsePlainText, parseWikiText } from './wikitext.js';
@@ -56,7 +57,7 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   let root = spec;
   if (/^https?:\/\//i.test(spec)) root = await download(spec, options.downloadDir, { sha256: options.sha256, onProgress: options.onDownloadProgress });
   const files = listFiles(root);
-  if (files.length === 0) throw new Error(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS].join(' ')})`);
+  if (files.length === 0) throw new DataError(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS].join(' ')})`);
   const hash = createHash('sha256').update(`files\0${format}\0${field}\0${limit}\0`);
   for (const f of files) {
     hash.update(path.relative(root, f) + '\0');
@@ -74,7 +75,7 @@ function listFiles(root: string): string[] {
   try {
     stat = fs.statSync(root);
   } catch {
-    throw new Error(`source ${root}: no such file or folder`);
+    throw new DataError(`source ${root}: no such file or folder`);
   }
   if (stat.isFile()) return [root];
   return fs

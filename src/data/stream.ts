@@ -3,6 +3,7 @@ import type { AlbertBatch } from '../engine/batch.js';
 import type { Store } from '../store/index.js';
 import { BatchProducer, type ProducedBatch } from './batch-producer.js';
 import { DatasetStore, type DatasetInfo, type ReadCursor } from './dataset-store.js';
+import { DataError } from './errors.js';
 import type { MaskingOptions, VocabInfo } from './masking.js';
 import { loadTokenizer } from './tokenizer.js';
 import type { ToWorker, WorkerInit } from './stream-worker.js';
@@ -41,7 +42,7 @@ export interface BatchStream extends AsyncIterableIterator<AlbertBatch> {
 export function findDataset(store: Store, cacheKey?: string): DatasetInfo {
   const datasets = new DatasetStore(store.db);
   const info = cacheKey ? datasets.get(cacheKey) : datasets.list()[0];
-  if (!info || !info.complete) throw new Error(cacheKey ? `no prepared dataset ${cacheKey} in ${store.file}; run \`cohort data prepare\`` : `no prepared dataset in ${store.file}; run \`cohort data prepare\` first`);
+  if (!info || !info.complete) throw new DataError(cacheKey ? `no prepared dataset ${cacheKey} in ${store.file}; run \`cohort data prepare\`` : `no prepared dataset in ${store.file}; run \`cohort data prepare\` first`);
   return info;
 }
 

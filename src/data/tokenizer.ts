@@ -1,14 +1,12 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { TokenizerFileError } from './errors.js';
 import { SPECIAL_NAMES, type SpecialIds } from './special-tokens.js';
 
 export type TokenizerKind = 'Unigram' | 'WordPiece' | 'BPE';
 const KINDS: readonly TokenizerKind[] = ['Unigram', 'WordPiece', 'BPE'];
 
-export class TokenizerFileError extends Error {
-  override readonly name = 'TokenizerFileError';
-}
 
 /** What the pipeline needs from a tokenizer: ids without special tokens, the special ids, word boundaries. */
 export interface TextTokenizer {

@@ -1,3 +1,4 @@
+import { DataError } from './errors.js';
 import { ALBERT_SPECIALS } from './special-tokens.js';
 
 /** Lower-case, accents stripped, split into words and single punctuation marks (as BertNormalizer + BertPreTokenizer do). */
@@ -47,7 +48,7 @@ export function trainWordPiece(counts: ReadonlyMap<string, number>, options: Wor
   };
   for (const ch of alphabet) intern(ch);
   for (const ch of alphabet) intern(PREFIX + ch);
-  if (symbols.length > options.vocabSize) throw new Error(`--vocab-size ${options.vocabSize} is smaller than the alphabet of the corpus (${symbols.length} symbols incl. specials); use a larger vocabulary`);
+  if (symbols.length > options.vocabSize) throw new DataError(`--vocab-size ${options.vocabSize} is smaller than the alphabet of the corpus (${symbols.length} symbols incl. specials); use a larger vocabulary`);
 
   // Words as symbol sequences; words with a character outside the alphabet cannot be merged (they map to <unk>).
   const words: number[][] = [];

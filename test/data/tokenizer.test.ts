@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 import { ALBERT_SPECIALS } from '../../src/data/special-tokens.js';
-import { TokenizerFileError, loadTokenizer } from '../../src/data/tokenizer.js';
+import { TokenizerFileError } from '../../src/data/errors.js';
+import { loadTokenizer } from '../../src/data/tokenizer.js';
 import { WordCounter, trainWordPiece } from '../../src/data/train-wordpiece.js';
 import { tmpDir } from '../helpers/tmp.js';
 
