@@ -165,6 +165,9 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
       w.reject(e);
     }
   };
+  // The worker keeps the process alive only while a batch is awaited, so a trainer that ends
+  // without close() does not hang on the prefetching thread.
+  worker.unref();
   worker.on('message', deliver);
   worker.on('error', (e) => fail(new Error(`batch worker failed: ${e.message}`)));
   worker.on('exit', (code) => fail(new Error(`batch worker exited (code ${code})`)));
@@ -176,7 +179,17 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
         (failure
           ? Promise.reject(failure)
           : await new Promise<FromWorker>((resolve, reject) => {
-              waiting = { resolve, reject };
+              worker.ref();
+              waiting = {
+                resolve: (m) => {
+                  worker.unref();
+                  resolve(m);
+                },
+                reject: (e) => {
+                  worker.unref();
+                  reject(e);
+                },
+              };
             }));
       const msg = await m;
       if (msg.type === 'error') throw new Error(msg.message);

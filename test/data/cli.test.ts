@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test from 'node:test';
 import { runCli } from '../helpers/cli.js';
@@ -72,4 +75,24 @@ test('cohort data sample without a prepared dataset says what to run', async (t)
   const r = await runCli(['--data-dir', dir, 'data', 'sample']);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /no prepared dataset .*run `cohort data prepare` first/);
+});
+
+test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 and reads the file', async (t) => {
+  const dir = tmpDir(t);
+  const body = Buffer.from(Array.from({ length: 40 }, (_, i) => `Paragraph ${i} is about the harbour. The ships came in at dawn. Nobody knew why.`).join('\n\n'));
+  const server = http.createServer((_req, res) => res.writeHead(200, { 'Content-Length': body.length }).end(body));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/corpus/harbour.txt`;
+  const sha = createHash('sha256').update(body).digest('hex');
+
+  const bad = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', 'f'.repeat(64)]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /checksum mismatch/);
+  assert.equal(fs.existsSync(path.join(dir, 'downloads', 'harbour.txt')), false);
+
+  const ok = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', sha, '--vocab-size', '150', '--max-seq-len', '32']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
+  assert.ok(fs.readFileSync(path.join(dir, 'downloads', 'harbour.txt')).equals(body));
 });
