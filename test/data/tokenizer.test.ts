@@ -62,17 +62,23 @@ test("an ALBERT-style SentencePiece Unigram tokenizer.json (as albert-large-v2's
     truncation: null,
     padding: null,
     added_tokens: specialsAdded,
-    normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { String: '``' }, content: '"' }, { type: 'NFKD' }, { type: 'StripAccents' }, { type: 'Lowercase' }] },
-    pre_tokenizer: { type: 'Metaspace', replacement: '▁', add_prefix_space: true, prepend_scheme: 'always' },
-    post_processor: null,
-    decoder: { type: 'Metaspace', replacement: '▁', add_prefix_space: true, prepend_scheme: 'always' },
+    // The sections of albert-base-v2/large-v2's tokenizer.json (its Precompiled charsmap normaliser left out).
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { String: '``' }, content: '"' }, { type: 'Replace', pattern: { String: "''" }, content: '"' }, { type: 'NFKD' }, { type: 'StripAccents' }, { type: 'Lowercase' }] },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' }, { type: 'Metaspace', replacement: '▁', add_prefix_space: true }] },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }],
+      pair: [{ SpecialToken: { id: '[CLS]', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '[SEP]', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }, { SpecialToken: { id: '[SEP]', type_id: 1 } }],
+      special_tokens: { '[CLS]': { id: '[CLS]', ids: [2], tokens: ['[CLS]'] }, '[SEP]': { id: '[SEP]', ids: [3], tokens: ['[SEP]'] } },
+    },
+    decoder: { type: 'Metaspace', replacement: '▁', add_prefix_space: true },
     model: { type: 'Unigram', unk_id: 1, vocab: pieces },
   });
   const tok = loadTokenizer(file);
   assert.equal(tok.kind, 'Unigram');
   assert.deepEqual(tok.special, { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 });
   assert.equal(tok.vocabSize, pieces.length);
-  const ids = tok.encode('The cats sat on the mat');
+  const ids = tok.encode('The  cats sat on the mat');
   assert.deepEqual(ids.map((id) => tok.idToToken(id)), ['▁the', '▁cat', 's', '▁sat', '▁on', '▁the', '▁mat']);
   assert.equal(tok.decode(ids), 'the cats sat on the mat');
   assert.equal(tok.wordStart[ids[1]!], 1);
