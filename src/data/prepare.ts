@@ -130,6 +130,8 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
         if (pending.length >= shardExamples) flush();
       }
       onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
+      // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
+      if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
     }
     flush();
     if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);

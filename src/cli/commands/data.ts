@@ -229,7 +229,9 @@ export function registerData(program: Command): void {
             }
           }
           const order = batch.sentenceOrderLabel[r] === 1 ? '1 (segments swapped)' : '0 (original order)';
-          process.stdout.write(`example ${r + 1}: sentence_order_label ${order}; ${predicted} of ${real} tokens predicted\n  ${parts.join(' ').replace(/ ##/g, '')}\n\n`);
+          // WordPiece marks continuations (##), SentencePiece and byte-level BPE mark word starts (▁, Ġ).
+        const text = tok.kind === 'WordPiece' ? parts.join(' ').replace(/ ##/g, '') : parts.join('').replace(/[▁Ġ]/g, ' ');
+        process.stdout.write(`example ${r + 1}: sentence_order_label ${order}; ${predicted} of ${real} tokens predicted\n  ${text.trim()}\n\n`);
         }
       } finally {
         store.close();
