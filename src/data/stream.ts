@@ -198,6 +198,7 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
     },
     async close() {
       worker.removeAllListeners('exit');
+      worker.ref(); // keep the process alive until the worker has exited
       worker.postMessage({ type: 'stop' } satisfies ToWorker);
       // The worker closes its database and port and exits; terminate is the bounded fallback.
       await Promise.race([new Promise((r) => worker.once('exit', r)), new Promise((r) => setTimeout(r, 2000).unref())]);
