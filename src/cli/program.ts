@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
+import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerStart } from './commands/start.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
     .exitOverride();
   addSettingOptions(program, GLOBAL_SETTINGS);
   registerDoctor(program);
+  registerData(program);
   registerStart(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;

@@ -65,6 +65,41 @@ export const MIGRATIONS: readonly Migration[] = [
         );
       `),
   },
+  {
+    version: 2,
+    description: 'data pipeline: prepared datasets (stats, tokenizer, params) and per-peer read cursors over their shards',
+    up: (db) =>
+      db.exec(`
+        CREATE TABLE datasets (
+          cache_key      TEXT    PRIMARY KEY,
+          source         TEXT    NOT NULL,
+          dataset_hash   TEXT    NOT NULL,
+          tokenizer_hash TEXT    NOT NULL,
+          tokenizer_file TEXT    NOT NULL,
+          params         TEXT    NOT NULL,
+          vocab_size     INTEGER NOT NULL,
+          documents      INTEGER NOT NULL DEFAULT 0,
+          sentences      INTEGER NOT NULL DEFAULT 0,
+          examples       INTEGER NOT NULL DEFAULT 0,
+          tokens         INTEGER NOT NULL DEFAULT 0,
+          shard_count    INTEGER NOT NULL DEFAULT 0,
+          complete       INTEGER NOT NULL DEFAULT 0,
+          created_at     INTEGER NOT NULL,
+          last_used_at   INTEGER NOT NULL
+        );
+        CREATE TABLE data_cursors (
+          cache_key     TEXT    NOT NULL,
+          peer_id       TEXT    NOT NULL,
+          seed          INTEGER NOT NULL,
+          epoch         INTEGER NOT NULL,
+          shard_pos     INTEGER NOT NULL,
+          example_pos   INTEGER NOT NULL,
+          examples_read INTEGER NOT NULL,
+          updated_at    INTEGER NOT NULL,
+          PRIMARY KEY (cache_key, peer_id, seed)
+        );
+      `),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,0 +1,241 @@
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { ConfigError } from '../../config/load.js';
+import { BatchProducer, DataError, DatasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type MaskingMode, type PrepareEvent, type SourceFormat } from '../../data/index.js';
+import { IGNORE_INDEX } from '../../engine/batch.js';
+import { openStore } from '../../store/index.js';
+import { commandContext } from '../context.js';
+
+function intFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isInteger(n) || n < min || n > max) throw new ConfigError(flag, `invalid value "${value}"; accepted: an integer from ${min} to ${max}`);
+  return n;
+}
+
+function probabilityFlag(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new ConfigError(flag, `invalid value "${value}"; accepted: a number from 0 to 1`);
+  return n;
+}
+
+function choiceFlag<T extends string>(flag: string, value: string | undefined, accepted: readonly T[]): T | undefined {
+  if (value === undefined) return undefined;
+  if (!accepted.includes(value as T)) throw new ConfigError(flag, `invalid value "${value}"; accepted: ${accepted.join(', ')}`);
+  return value as T;
+}
+
+/** Runs a command body; an expected data failure (bad input, no dataset) is one line on stderr and exit 1, not a stack trace. */
+function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {
+  return async (...args) => {
+    try {
+      await body(...args);
+    } catch (err) {
+      if (!(err instanceof DataError)) throw err;
+      process.stderr.write(`cohort: ${err.message}\n`);
+      process.exitCode = 1;
+    }
+  };
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
+
+/** One progress line on stderr: rewritten in place on a terminal, at most every few seconds otherwise. */
+function progressLine(): { update: (e: PrepareEvent) => void; done: () => void } {
+  const tty = process.stderr.isTTY === true;
+  let last = 0;
+  let shown = '';
+  const text = (e: PrepareEvent) => {
+    if (e.phase === 'download') {
+      const { received, total, attempt } = e.progress;
+      const pct = total ? ` ${((100 * received) / total).toFixed(1)}%` : '';
+      return `downloading ${mb(received)}${total ? ` of ${mb(total)}` : ''}${pct}${attempt > 1 ? ` (resumed, attempt ${attempt})` : ''}`;
+    }
+    if (e.phase === 'train-tokenizer') return `training tokenizer: ${e.documents} documents read`;
+    return `tokenizing: ${e.documents} documents, ${e.examples} examples, ${e.tokens} tokens in shards`;
+  };
+  return {
+    update(e) {
+      const now = Date.now();
+      if (now - last < (tty ? 200 : 5000)) return;
+      last = now;
+      shown = text(e);
+      process.stderr.write(tty ? `\r${shown.padEnd(79)}` : `${shown}\n`);
+    },
+    done() {
+      if (tty && shown) process.stderr.write('\n');
+    },
+  };
+}
+
+function describe(d: DatasetInfo): Record<string, unknown> {
+  return {
+    cacheKey: d.cacheKey,
+    source: d.source,
+    documents: d.documents,
+    sentences: d.sentences,
+    examples: d.examples,
+    tokens: d.tokens,
+    shards: d.shardCount,
+    bytes: d.bytes,
+    vocabSize: d.vocabSize,
+    maxSeqLen: d.params.maxSeqLen,
+    tokenizer: d.tokenizerFile,
+    lastUsed: new Date(d.lastUsedAt).toISOString(),
+  };
+}
+
+export function registerData(program: Command): void {
+  const data = program.command('data').description('prepare the training corpus (tokenize, build ALBERT sentence-order pairs, cache shards) and inspect it');
+
+  const prepare = data
+    .command('prepare')
+    .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them')
+    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, a folder, or an http(s) URL', 'bundled')
+    .option('--format <format>', `how to read files; accepted: ${SOURCE_FORMATS.join(', ')}`, 'auto')
+    .option('--field <name>', 'JSONL: the field holding the text', 'text')
+    .option('--sha256 <hex>', 'URL: expected sha256 of the download (verified before use)')
+    .option('--tokenizer <file>', 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE); default: train a WordPiece tokenizer on the corpus and save it next to the data')
+    .option('--vocab-size <n>', 'vocabulary size when training a tokenizer (100–200000)', '8000')
+    .option('--max-seq-len <n>', 'max_seq_length of an example incl. [CLS]/[SEP] (128 default, 512 for the large preset; 16–8192)', '128')
+    .option('--short-seq-prob <p>', 'probability of a shorter target length (0–1)', '0.1')
+    .option('--max-documents <n>', 'read only the first N documents')
+    .option('--seed <n>', 'seed for building the examples', '0')
+    .option('--cache-quota <mb>', 'disk quota for all cached shards in MB; least recently used datasets are evicted', '2048')
+    .option('--json', 'print the result as one JSON object');
+  prepare.action(
+    reportDataErrors(async (opts: Record<string, string | boolean | undefined>) => {
+      const { config, log } = commandContext(prepare);
+      const str = (k: string) => opts[k] as string | undefined;
+      const format = choiceFlag<SourceFormat>('--format', str('format'), SOURCE_FORMATS);
+      const vocabSize = intFlag('--vocab-size', str('vocabSize'), 100, 200_000);
+      const maxSeqLen = intFlag('--max-seq-len', str('maxSeqLen'), 16, 8192);
+      const shortSeqProb = probabilityFlag('--short-seq-prob', str('shortSeqProb'));
+      const maxDocuments = intFlag('--max-documents', str('maxDocuments'), 1, Number.MAX_SAFE_INTEGER);
+      const seed = intFlag('--seed', str('seed'), 0, 2 ** 31 - 1);
+      const quotaMb = intFlag('--cache-quota', str('cacheQuota'), 1, 10_000_000)!;
+      const sha256 = str('sha256');
+      if (sha256 !== undefined && !/^[0-9a-fA-F]{64}$/.test(sha256)) throw new ConfigError('--sha256', `invalid value "${sha256}"; accepted: 64 hex digits`);
+      const tokenizer = str('tokenizer');
+      if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
+
+      const store = openStore(config.dataDir);
+      const progress = progressLine();
+      try {
+        const result = await prepareDataset({
+          store,
+          dataDir: config.dataDir,
+          source: str('source'),
+          format,
+          field: str('field'),
+          sha256,
+          maxDocuments,
+          tokenizerFile: tokenizer,
+          vocabSize,
+          maxSeqLen,
+          shortSeqProb,
+          seed,
+          cacheQuotaBytes: quotaMb * 1024 ** 2,
+          onProgress: progress.update,
+          onWarning: (m) => log.warn(m),
+        });
+        progress.done();
+        if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
+        for (const key of result.evicted) log.info(`evicted dataset ${key} to stay within the cache quota`);
+        const d = result.info;
+        if (opts.json) process.stdout.write(JSON.stringify({ reused: result.reused, skipped: result.skipped, ...describe(d) }) + '\n');
+        else
+          process.stdout.write(
+            `${result.reused ? 'reused' : 'prepared'} dataset ${d.cacheKey}: ${d.documents} documents, ${d.sentences} sentences, ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards (${mb(d.bytes)})\n` +
+              `vocabulary ${d.vocabSize} from ${d.tokenizerFile}\n`,
+          );
+      } finally {
+        progress.done();
+        store.close();
+      }
+    }),
+  );
+
+  const stats = data
+    .command('stats')
+    .description('show the prepared datasets: documents, sentences, examples, tokens, shards and cache size')
+    .option('--json', 'print one JSON object');
+  stats.action(
+    reportDataErrors((opts: { json?: boolean }) => {
+      const { config } = commandContext(stats);
+      const store = openStore(config.dataDir);
+      try {
+        const datasets = new DatasetStore(store.db);
+        const list = datasets.list();
+        const cacheBytes = datasets.totalBytes();
+        if (opts.json) {
+          process.stdout.write(JSON.stringify({ cacheBytes, datasets: list.map(describe) }) + '\n');
+          return;
+        }
+        if (list.length === 0) process.stdout.write('no prepared dataset; run `cohort data prepare`\n');
+        for (const d of list) {
+          process.stdout.write(
+            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n`,
+          );
+        }
+        process.stdout.write(`cache size ${mb(cacheBytes)} in ${list.length} dataset(s)\n`);
+      } finally {
+        store.close();
+      }
+    }),
+  );
+
+  const sample = data
+    .command('sample')
+    .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label')
+    .option('--n <count>', 'number of examples (1–100)', '3')
+    .option('--cache-key <key>', 'dataset to sample (default: the most recently used)')
+    .option('--masking <mode>', `masking; accepted: ${MASKING_MODES.join(', ')}`, 'token')
+    .option('--seed <n>', 'seed for order and masking', '0');
+  sample.action(
+    reportDataErrors((opts: Record<string, string | undefined>) => {
+      const { config } = commandContext(sample);
+      const n = intFlag('--n', opts.n, 1, 100)!;
+      const mode = choiceFlag<MaskingMode>('--masking', opts.masking, MASKING_MODES);
+      const seed = intFlag('--seed', opts.seed, 0, 2 ** 31 - 1)!;
+      const store = openStore(config.dataDir);
+      try {
+        const info = findDataset(store, opts.cacheKey);
+        const tok = loadTokenizer(info.tokenizerFile);
+        // Read without a cursor: sampling must not move any peer's read position.
+        const producer = new BatchProducer(new DatasetStore(store.db), {
+          cacheKey: info.cacheKey,
+          batchSize: n,
+          seqLen: info.params.maxSeqLen,
+          seed,
+          peerId: 'cohort-data-sample',
+          vocab: { vocabSize: tok.vocabSize, special: tok.special, isSpecial: tok.isSpecial, wordStart: tok.wordStart },
+          masking: { mode },
+        });
+        const { batch } = producer.next();
+        for (let r = 0; r < batch.batchSize; r++) {
+          const parts: string[] = [];
+          let predicted = 0;
+          let real = 0;
+          for (let i = r * batch.seqLen; i < (r + 1) * batch.seqLen && batch.attentionMask[i] === 1; i++) {
+            real++;
+            const shown = tok.idToToken(batch.inputIds[i]!);
+            const label = batch.labels[i]!;
+            if (label === IGNORE_INDEX) parts.push(shown);
+            else {
+              predicted++;
+              parts.push(`⟦${shown}→${tok.idToToken(label)}⟧`);
+            }
+          }
+          const order = batch.sentenceOrderLabel[r] === 1 ? '1 (segments swapped)' : '0 (original order)';
+          // WordPiece marks continuations (##), SentencePiece and byte-level BPE mark word starts (▁, Ġ).
+        const text = tok.kind === 'WordPiece' ? parts.join(' ').replace(/ ##/g, '') : parts.join('').replace(/[▁Ġ]/g, ' ');
+        process.stdout.write(`example ${r + 1}: sentence_order_label ${order}; ${predicted} of ${real} tokens predicted\n  ${text.trim()}\n\n`);
+        }
+      } finally {
+        store.close();
+      }
+    }),
+  );
+}

@@ -1,0 +1,96 @@
+import type { AlbertBatch } from '../engine/batch.js';
+import type { DatasetStore, ReadCursor } from './dataset-store.js';
+import { DataError } from './errors.js';
+import { buildBatch, type MaskingOptions, type RowSource, type VocabInfo } from './masking.js';
+import { Prng } from './prng.js';
+import type { ShardView } from './shard-format.js';
+
+export interface ProducerInit {
+  readonly cacheKey: string;
+  readonly batchSize: number;
+  readonly seqLen: number;
+  readonly seed: number;
+  readonly peerId: string;
+  readonly vocab: VocabInfo;
+  readonly masking: MaskingOptions;
+  /** Where to continue (the persisted cursor); the start of epoch 0 when absent. */
+  readonly start?: ReadCursor;
+}
+
+export interface ProducedBatch {
+  readonly batch: AlbertBatch;
+  /** The read position after this batch: persist it once the batch is trained on. */
+  readonly cursor: ReadCursor;
+  /** Corrupt shards skipped while filling this batch. */
+  readonly warnings: readonly string[];
+}
+
+/**
+ * Walks a dataset's shards in this peer's own order (a permutation per epoch seeded by peer id and
+ * seed, and a permutation of examples within each shard) and builds masked batches. Everything random
+ * derives from the position, so a restart from a persisted cursor continues exactly where it stopped.
+ */
+export class BatchProducer {
+  private readonly seqs: number[];
+  private cursor: ReadCursor;
+  private shard: { view: ShardView; order: Uint32Array } | undefined;
+  private shardOrder: Uint32Array;
+
+  constructor(
+    private readonly datasets: DatasetStore,
+    private readonly init: ProducerInit,
+  ) {
+    this.seqs = datasets.shardSeqs(init.cacheKey);
+    if (this.seqs.length === 0) throw new DataError(`dataset ${init.cacheKey} has no shards; run \`cohort data prepare\``);
+    this.cursor = init.start ?? { epoch: 0, shardPos: 0, examplePos: 0, examplesRead: 0 };
+    if (this.cursor.shardPos >= this.seqs.length) this.cursor = { ...this.cursor, epoch: this.cursor.epoch + 1, shardPos: 0, examplePos: 0 };
+    this.shardOrder = this.orderFor(this.cursor.epoch);
+  }
+
+  next(): ProducedBatch {
+    const { batchSize, seqLen, vocab, masking, peerId, seed } = this.init;
+    const at = this.cursor;
+    const rows: RowSource[] = [];
+    const warnings: string[] = [];
+    let emptyShards = 0;
+    while (rows.length < batchSize) {
+      if (!this.shard) {
+        const seq = this.seqs[this.shardOrder[this.cursor.shardPos]!]!;
+        const view = this.datasets.readShard(this.init.cacheKey, seq);
+        if ('corrupt' in view) {
+          warnings.push(view.corrupt);
+          // Bounded: a whole pass over the shards without one readable example is an error, not a loop.
+          if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
+          this.advanceShard();
+          continue;
+        }
+        emptyShards = 0;
+        this.shard = { view, order: new Prng(`within:${peerId}:${seed}:${this.cursor.epoch}:${seq}`).permutation(view.examples) };
+      }
+      const { view, order } = this.shard;
+      const i = order[this.cursor.examplePos]!;
+      const start = view.offsets[i]!;
+      const aLen = view.lengths[2 * i]!;
+      rows.push({ ids: view.ids, aStart: start, aLen, bStart: start + aLen, bLen: view.lengths[2 * i + 1]!, sop: view.sop[i]! });
+      this.cursor = { ...this.cursor, examplePos: this.cursor.examplePos + 1, examplesRead: this.cursor.examplesRead + 1 };
+      if (this.cursor.examplePos >= view.examples) this.advanceShard();
+    }
+    const rng = new Prng(`mask:${peerId}:${seed}:${at.epoch}:${at.shardPos}:${at.examplePos}`);
+    return { batch: buildBatch(rows, seqLen, vocab, rng, masking), cursor: this.cursor, warnings };
+  }
+
+  private advanceShard(): void {
+    this.shard = undefined;
+    let { epoch, shardPos } = this.cursor;
+    if (++shardPos >= this.seqs.length) {
+      epoch++;
+      shardPos = 0;
+      this.shardOrder = this.orderFor(epoch);
+    }
+    this.cursor = { ...this.cursor, epoch, shardPos, examplePos: 0 };
+  }
+
+  private orderFor(epoch: number): Uint32Array {
+    return new Prng(`order:${this.init.peerId}:${this.init.seed}:${epoch}`).permutation(this.seqs.length);
+  }
+}

@@ -1,0 +1,203 @@
+import { createHash } from 'node:crypto';
+import type { Database } from 'better-sqlite3';
+import type { SopExample } from './examples.js';
+import { ShardFormatError, decodeShard, encodeShard, type ShardView } from './shard-format.js';
+
+/** Build parameters that change the examples: part of the cache key. */
+export interface BuildParams {
+  readonly maxSeqLen: number;
+  readonly shortSeqProb: number;
+  readonly seed: number;
+  readonly format: string;
+  readonly field: string;
+  readonly maxDocuments: number | null;
+}
+
+export interface DatasetInfo {
+  readonly cacheKey: string;
+  readonly source: string;
+  readonly datasetHash: string;
+  readonly tokenizerHash: string;
+  readonly tokenizerFile: string;
+  readonly params: BuildParams;
+  readonly vocabSize: number;
+  readonly documents: number;
+  readonly sentences: number;
+  readonly examples: number;
+  readonly tokens: number;
+  readonly shardCount: number;
+  readonly complete: boolean;
+  readonly bytes: number;
+  readonly createdAt: number;
+  readonly lastUsedAt: number;
+}
+
+export interface ReadCursor {
+  readonly epoch: number;
+  readonly shardPos: number;
+  readonly examplePos: number;
+  readonly examplesRead: number;
+}
+
+export function cacheKeyOf(datasetHash: string, tokenizerId: string, params: BuildParams): string {
+  return createHash('sha256').update(`${datasetHash}\0${tokenizerId}\0${JSON.stringify(params)}`).digest('hex').slice(0, 32);
+}
+
+interface DatasetRow {
+  cache_key: string;
+  source: string;
+  dataset_hash: string;
+  tokenizer_hash: string;
+  tokenizer_file: string;
+  params: string;
+  vocab_size: number;
+  documents: number;
+  sentences: number;
+  examples: number;
+  tokens: number;
+  shard_count: number;
+  complete: number;
+  created_at: number;
+  last_used_at: number;
+  bytes: number | null;
+}
+
+const SELECT_DATASET = `SELECT d.*, (SELECT sum(length(data)) FROM shards s WHERE s.cache_key = d.cache_key) AS bytes FROM datasets d`;
+
+/** The data pipeline's tables in the store: datasets, their shards and the peers' read cursors. */
+export class DatasetStore {
+  constructor(private readonly db: Database) {}
+
+  get(cacheKey: string): DatasetInfo | undefined {
+    const row = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key = ?`).get(cacheKey) as DatasetRow | undefined;
+    return row && toInfo(row);
+  }
+
+  /** Complete datasets, most recently used first. */
+  list(): DatasetInfo[] {
+    return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map(toInfo);
+  }
+
+  /** Starts (or restarts) a build: any earlier incomplete build of the key and its shards are removed first. */
+  begin(info: Pick<DatasetInfo, 'cacheKey' | 'source' | 'datasetHash' | 'tokenizerHash' | 'tokenizerFile' | 'params' | 'vocabSize'>, now = Date.now()): void {
+    this.db.transaction(() => {
+      this.remove(info.cacheKey);
+      this.db
+        .prepare(`INSERT INTO datasets (cache_key, source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+        .run(info.cacheKey, info.source, info.datasetHash, info.tokenizerHash, info.tokenizerFile, JSON.stringify(info.params), info.vocabSize, now, now);
+    })();
+  }
+
+  /** Writes one shard in its own transaction, so an interrupted build never leaves a half-written row. */
+  writeShard(cacheKey: string, seq: number, examples: readonly SopExample[], vocabSize: number, now = Date.now()): { bytes: number; tokens: number } {
+    const { data, tokens } = encodeShard(examples, vocabSize);
+    const sha = createHash('sha256').update(data).digest('hex');
+    this.db
+      .prepare(`INSERT INTO shards (cache_key, seq, examples, tokens, data, sha256, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(cacheKey, seq, examples.length, tokens, data, sha, now, now);
+    return { bytes: data.length, tokens };
+  }
+
+  /** Marks a build complete with its totals; only complete datasets are reused or read. */
+  finish(cacheKey: string, stats: { documents: number; sentences: number; examples: number; tokens: number; shardCount: number }): void {
+    this.db
+      .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, complete = 1 WHERE cache_key = ?`)
+      .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, cacheKey);
+  }
+
+  remove(cacheKey: string): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM shards WHERE cache_key = ?').run(cacheKey);
+      this.db.prepare('DELETE FROM data_cursors WHERE cache_key = ?').run(cacheKey);
+      this.db.prepare('DELETE FROM datasets WHERE cache_key = ?').run(cacheKey);
+    })();
+  }
+
+  touch(cacheKey: string, now = Date.now()): void {
+    this.db.prepare('UPDATE datasets SET last_used_at = ? WHERE cache_key = ?').run(now, cacheKey);
+  }
+
+  shardSeqs(cacheKey: string): number[] {
+    return (this.db.prepare('SELECT seq FROM shards WHERE cache_key = ? ORDER BY seq').all(cacheKey) as { seq: number }[]).map((r) => r.seq);
+  }
+
+  /**
+   * Reads and verifies one shard. A row whose sha256 or lengths do not match is reported as
+   * `{ corrupt: reason }` so the reader can skip it with a warning instead of crashing.
+   */
+  readShard(cacheKey: string, seq: number, now = Date.now()): ShardView | { corrupt: string } {
+    const row = this.db.prepare('SELECT examples, tokens, data, sha256 FROM shards WHERE cache_key = ? AND seq = ?').get(cacheKey, seq) as
+      | { examples: number; tokens: number; data: Buffer; sha256: string }
+      | undefined;
+    if (!row) return { corrupt: `shard ${seq} of ${cacheKey} is missing` };
+    const sha = createHash('sha256').update(row.data).digest('hex');
+    if (sha !== row.sha256) return { corrupt: `shard ${seq} of ${cacheKey}: sha256 mismatch (stored ${row.sha256.slice(0, 12)}…, computed ${sha.slice(0, 12)}…)` };
+    try {
+      const view = decodeShard(row.data, row.examples, row.tokens);
+      this.db.prepare('UPDATE shards SET last_used_at = ? WHERE cache_key = ? AND seq = ?').run(now, cacheKey, seq);
+      return view;
+    } catch (err) {
+      if (err instanceof ShardFormatError) return { corrupt: `shard ${seq} of ${cacheKey}: ${err.message}` };
+      throw err;
+    }
+  }
+
+  getCursor(cacheKey: string, peerId: string, seed: number): ReadCursor | undefined {
+    const row = this.db.prepare('SELECT epoch, shard_pos, example_pos, examples_read FROM data_cursors WHERE cache_key = ? AND peer_id = ? AND seed = ?').get(cacheKey, peerId, seed) as
+      | { epoch: number; shard_pos: number; example_pos: number; examples_read: number }
+      | undefined;
+    return row && { epoch: row.epoch, shardPos: row.shard_pos, examplePos: row.example_pos, examplesRead: row.examples_read };
+  }
+
+  setCursor(cacheKey: string, peerId: string, seed: number, c: ReadCursor, now = Date.now()): void {
+    this.db
+      .prepare(
+        `INSERT INTO data_cursors (cache_key, peer_id, seed, epoch, shard_pos, example_pos, examples_read, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (cache_key, peer_id, seed) DO UPDATE SET epoch = excluded.epoch, shard_pos = excluded.shard_pos, example_pos = excluded.example_pos, examples_read = excluded.examples_read, updated_at = excluded.updated_at`,
+      )
+      .run(cacheKey, peerId, seed, c.epoch, c.shardPos, c.examplePos, c.examplesRead, now);
+  }
+
+  /** Bytes of shard data over all datasets. */
+  totalBytes(): number {
+    return (this.db.prepare('SELECT coalesce(sum(length(data)), 0) AS n FROM shards').get() as { n: number }).n;
+  }
+
+  /**
+   * Evicts whole datasets, least recently used first, until the shards fit in `quotaBytes`; `keep` is
+   * never evicted. Returns the evicted cache keys. A dataset is evicted whole: a partial one is useless.
+   */
+  evictToQuota(quotaBytes: number, keep: string): string[] {
+    const evicted: string[] = [];
+    let total = this.totalBytes();
+    const candidates = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key != ? ORDER BY d.last_used_at ASC, d.created_at ASC`).all(keep) as DatasetRow[];
+    for (const row of candidates) {
+      if (total <= quotaBytes) break;
+      this.remove(row.cache_key);
+      total -= row.bytes ?? 0;
+      evicted.push(row.cache_key);
+    }
+    return evicted;
+  }
+}
+
+function toInfo(row: DatasetRow): DatasetInfo {
+  return {
+    cacheKey: row.cache_key,
+    source: row.source,
+    datasetHash: row.dataset_hash,
+    tokenizerHash: row.tokenizer_hash,
+    tokenizerFile: row.tokenizer_file,
+    params: JSON.parse(row.params) as BuildParams,
+    vocabSize: row.vocab_size,
+    documents: row.documents,
+    sentences: row.sentences,
+    examples: row.examples,
+    tokens: row.tokens,
+    shardCount: row.shard_count,
+    complete: row.complete === 1,
+    bytes: row.bytes ?? 0,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+  };
+}

@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { DownloadError } from './errors.js';
+
+export interface DownloadProgress {
+  readonly url: string;
+  /** Bytes on disk so far (including what an earlier attempt left). */
+  readonly received: number;
+  /** Total size when the server says it; otherwise undefined. */
+  readonly total: number | undefined;
+  /** 1-based attempt number; more than 1 means the download is resuming. */
+  readonly attempt: number;
+}
+
+export interface DownloadOptions {
+  /** Expected sha256 (hex) of the complete file; a mismatch is an error and the bad file is removed. */
+  readonly sha256?: string;
+  readonly onProgress?: (p: DownloadProgress) => void;
+  /** Attempts before giving up (each one resumes where the last stopped). @default 5 */
+  readonly attempts?: number;
+  /** A connection with no data for this long is dropped and resumed. @default 30 s */
+  readonly idleTimeoutMs?: number;
+}
+
+
+/** The file name a URL lands under in the downloads folder (last path segment, made safe). */
+export function downloadName(url: string): string {
+  const last = decodeURIComponent(new URL(url).pathname.split('/').filter(Boolean).pop() ?? 'download');
+  return last.replace(/[^A-Za-z0-9._-]/g, '_') || 'download';
+}
+
+/**
+ * Downloads `url` into `dir` and returns the complete file's path. Bytes go to `<name>.part`, which
+ * a later call resumes with an HTTP Range request; only a complete (and, with `sha256`, verified)
+ * file is renamed to `<name>`, so a partial download is never taken as complete.
+ */
+export async function download(url: string, dir: string, options: DownloadOptions = {}): Promise<string> {
+  const target = path.join(dir, downloadName(url));
+  const part = `${target}.part`;
+  const expected = options.sha256?.toLowerCase();
+  if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new DownloadError(`sha256 for ${url}: "${options.sha256}" is not 64 hex digits`);
+  fs.mkdirSync(dir, { recursive: true });
+  if (fs.existsSync(target)) {
+    if (expected === undefined || (await sha256File(target)) === expected) return target;
+    fs.rmSync(target);
+  }
+  const attempts = options.attempts ?? 5;
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    try {
+      const complete = await fetchInto(url, part, attempt, options);
+      if (!complete) continue;
+      if (expected !== undefined) {
+        const actual = await sha256File(part);
+        if (actual !== expected) {
+          fs.rmSync(part);
+          throw new DownloadError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${actual}; the file was deleted`);
+        }
+      }
+      fs.renameSync(part, target);
+      return target;
+    } catch (err) {
+      if (err instanceof DownloadError) throw err;
+      lastError = err;
+    }
+  }
+  const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
+  throw new DownloadError(`download of ${url} failed after ${attempts} attempts (${have} bytes kept in ${part} for a later resume): ${(lastError as Error | undefined)?.message ?? 'incomplete response'}`);
+}
+
+/** One request: appends to `part` from where it ends. Returns true when the file is known complete. */
+async function fetchInto(url: string, part: string, attempt: number, options: DownloadOptions): Promise<boolean> {
+  const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
+  const controller = new AbortController();
+  const idleMs = options.idleTimeoutMs ?? 30_000;
+  let idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
+  try {
+    const res = await fetch(url, { headers: have > 0 ? { Range: `bytes=${have}-` } : {}, signal: controller.signal, redirect: 'follow' });
+    if (res.status === 416 && have > 0) {
+      // Range beyond the end: the part file already holds everything the server has.
+      await res.body?.cancel();
+      return true;
+    }
+    if (res.status !== 200 && res.status !== 206) {
+      await res.body?.cancel();
+      throw new DownloadError(`GET ${url}: HTTP ${res.status} ${res.statusText}`);
+    }
+    const resumed = res.status === 206;
+    let offset = resumed ? have : 0;
+    const total = totalSize(res, offset);
+    const out = fs.openSync(part, resumed ? 'a' : 'w');
+    try {
+      if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);
+      for await (const chunk of res.body) {
+        clearTimeout(idle);
+        idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
+        fs.writeSync(out, chunk as Uint8Array);
+        offset += (chunk as Uint8Array).length;
+        options.onProgress?.({ url, received: offset, total, attempt });
+      }
+      fs.fsyncSync(out);
+    } finally {
+      fs.closeSync(out);
+    }
+    // Without a length the server gave no way to tell a cut connection from the end; a clean end counts.
+    return total === undefined || offset >= total;
+  } finally {
+    clearTimeout(idle);
+  }
+}
+
+function totalSize(res: Response, offset: number): number | undefined {
+  const range = res.headers.get('content-range');
+  const m = range ? /\/(\d+)$/.exec(range) : null;
+  if (m) return Number(m[1]);
+  const len = res.headers.get('content-length');
+  return len === null ? undefined : offset + Number(len);
+}
+
+export async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}

@@ -1,0 +1,163 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Store } from '../store/index.js';
+import { DatasetStore, cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
+import type { DownloadProgress } from './download.js';
+import { DataError } from './errors.js';
+import { createExamples, type SopExample } from './examples.js';
+import { Prng } from './prng.js';
+import { splitSentences } from './sentences.js';
+import { openSource, type SkippedInput, type SourceFormat } from './sources.js';
+import { loadTokenizer, type TextTokenizer } from './tokenizer.js';
+import { WordCounter, trainWordPiece } from './train-wordpiece.js';
+
+export const DEFAULT_MAX_SEQ_LEN = 128;
+export const DEFAULT_VOCAB_SIZE = 8000;
+export const DEFAULT_SHORT_SEQ_PROB = 0.1;
+export const DEFAULT_SHARD_EXAMPLES = 2048;
+/** Default disk quota for all prepared shards together. */
+export const DEFAULT_CACHE_QUOTA_BYTES = 2 * 1024 ** 3;
+
+export type PrepareEvent =
+  | { readonly phase: 'download'; readonly progress: DownloadProgress }
+  | { readonly phase: 'train-tokenizer'; readonly documents: number }
+  | { readonly phase: 'tokenize'; readonly documents: number; readonly examples: number; readonly tokens: number };
+
+export interface PrepareOptions {
+  readonly store: Store;
+  readonly dataDir: string;
+  /** `bundled`, a file, a folder or an http(s) URL. @default bundled */
+  readonly source?: string;
+  readonly format?: SourceFormat;
+  readonly field?: string;
+  readonly sha256?: string;
+  readonly maxDocuments?: number;
+  /** A Hugging Face tokenizer.json; without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
+  readonly tokenizerFile?: string;
+  readonly vocabSize?: number;
+  readonly maxSeqLen?: number;
+  readonly shortSeqProb?: number;
+  readonly seed?: number;
+  readonly shardExamples?: number;
+  readonly cacheQuotaBytes?: number;
+  readonly onProgress?: (e: PrepareEvent) => void;
+  readonly onWarning?: (message: string) => void;
+}
+
+export interface PreparedDataset {
+  readonly info: DatasetInfo;
+  /** True when complete shards for the same key were already in the store. */
+  readonly reused: boolean;
+  /** Input files or lines skipped (binary, non-UTF-8, empty, bad JSON). */
+  readonly skipped: number;
+  readonly evicted: readonly string[];
+}
+
+/**
+ * Turns a corpus into SOP examples stored as shards in the store, keyed by (dataset hash, tokenizer,
+ * build params); a second call with the same inputs reuses the shards. Each shard is written in its
+ * own transaction and the dataset only counts once marked complete, so an interrupted prepare leaves
+ * nothing that a reader would take.
+ */
+export async function prepareDataset(options: PrepareOptions): Promise<PreparedDataset> {
+  const { store, dataDir } = options;
+  const datasets = new DatasetStore(store.db);
+  const maxSeqLen = options.maxSeqLen ?? DEFAULT_MAX_SEQ_LEN;
+  const vocabSize = options.vocabSize ?? DEFAULT_VOCAB_SIZE;
+  if (!Number.isInteger(maxSeqLen) || maxSeqLen < 8 || maxSeqLen > 8192) throw new RangeError(`maxSeqLen ${maxSeqLen}: expected an integer in 8..8192`);
+  const onProgress = options.onProgress ?? (() => {});
+  const warn = options.onWarning ?? (() => {});
+  const source = await openSource(options.source ?? 'bundled', {
+    downloadDir: path.join(dataDir, 'downloads'),
+    format: options.format,
+    field: options.field,
+    sha256: options.sha256,
+    maxDocuments: options.maxDocuments,
+    onDownloadProgress: (progress) => onProgress({ phase: 'download', progress }),
+  });
+  const params: BuildParams = {
+    maxSeqLen,
+    shortSeqProb: options.shortSeqProb ?? DEFAULT_SHORT_SEQ_PROB,
+    seed: options.seed ?? 0,
+    format: options.format ?? 'auto',
+    field: options.field ?? 'text',
+    maxDocuments: options.maxDocuments ?? null,
+  };
+  let skipped = 0;
+  const onSkip = (s: SkippedInput) => {
+    skipped++;
+    warn(`skipped ${s.file}: ${s.reason}`);
+  };
+
+  // A given tokenizer is identified by its bytes; a trained one by how it is trained (it is deterministic).
+  const trainedFile = path.join(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
+  const tokenizerFile = options.tokenizerFile ? path.resolve(options.tokenizerFile) : trainedFile;
+  let tokenizer: TextTokenizer | undefined = options.tokenizerFile ? loadTokenizer(tokenizerFile) : undefined;
+  const tokenizerId = tokenizer ? tokenizer.hash : `trained-wordpiece-v1:${vocabSize}`;
+  const cacheKey = cacheKeyOf(source.hash, tokenizerId, params);
+
+  const existing = datasets.get(cacheKey);
+  if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
+    datasets.touch(cacheKey);
+    return { info: datasets.get(cacheKey)!, reused: true, skipped: 0, evicted: [] };
+  }
+
+  if (!tokenizer) {
+    // Skips are reported once, by the tokenize pass below.
+    if (!fs.existsSync(trainedFile)) trainTokenizer(source.documents(), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents }));
+    tokenizer = loadTokenizer(trainedFile);
+  }
+
+  datasets.begin({ cacheKey, source: source.description, datasetHash: source.hash, tokenizerHash: tokenizer.hash, tokenizerFile, params, vocabSize: tokenizer.vocabSize });
+  const rng = new Prng(`examples:${params.seed}`);
+  const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
+  const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
+  let pending: SopExample[] = [];
+  const flush = () => {
+    if (pending.length === 0) return;
+    stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tokenizer.vocabSize).tokens;
+    stats.examples += pending.length;
+    pending = [];
+  };
+  try {
+    for (const doc of source.documents(onSkip)) {
+      const sentences: number[][] = [];
+      for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tokenizer.encode(s));
+      stats.documents++;
+      stats.sentences += sentences.length;
+      for (const e of createExamples(sentences, params, rng)) {
+        pending.push(e);
+        if (pending.length >= shardExamples) flush();
+      }
+      onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
+      // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
+      if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    flush();
+    if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
+    datasets.finish(cacheKey, stats);
+  } catch (err) {
+    datasets.remove(cacheKey);
+    throw err;
+  }
+  const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
+  const info = datasets.get(cacheKey)!;
+  if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
+  return { info, reused: false, skipped, evicted };
+}
+
+/** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename). */
+function trainTokenizer(documents: Iterable<{ paragraphs: readonly string[] }>, file: string, vocabSize: number, onDocument: (n: number) => void): void {
+  const counter = new WordCounter();
+  let n = 0;
+  for (const doc of documents) {
+    for (const p of doc.paragraphs) counter.add(p);
+    onDocument(++n);
+  }
+  if (counter.counts.size === 0) throw new DataError('cannot train a tokenizer: the source has no text');
+  const json = trainWordPiece(counter.counts, { vocabSize });
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, JSON.stringify(json));
+  fs.renameSync(tmp, file);
+}

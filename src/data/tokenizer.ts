@@ -1,0 +1,103 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { TokenizerFileError } from './errors.js';
+import { SPECIAL_NAMES, type SpecialIds } from './special-tokens.js';
+
+export type TokenizerKind = 'Unigram' | 'WordPiece' | 'BPE';
+const KINDS: readonly TokenizerKind[] = ['Unigram', 'WordPiece', 'BPE'];
+
+
+/** What the pipeline needs from a tokenizer: ids without special tokens, the special ids, word boundaries. */
+export interface TextTokenizer {
+  readonly kind: TokenizerKind;
+  /** sha256 of the tokenizer.json bytes: part of the shard cache key. */
+  readonly hash: string;
+  /** The model's vocabulary size (embedding rows): highest id + 1. */
+  readonly vocabSize: number;
+  readonly special: SpecialIds;
+  /** 1 where a token starts a word (for whole-word and n-gram masking), per id. */
+  readonly wordStart: Uint8Array;
+  /** 1 for special tokens (never masked, never drawn as random replacements), per id. */
+  readonly isSpecial: Uint8Array;
+  /** Token ids of `text`, no special tokens added. */
+  encode(text: string): number[];
+  decode(ids: readonly number[], skipSpecial?: boolean): string;
+  idToToken(id: number): string;
+}
+
+interface TokenizerJson {
+  model?: { type?: unknown; vocab?: unknown; continuing_subword_prefix?: unknown };
+  added_tokens?: { id: number; content: string; special?: boolean }[];
+  pre_tokenizer?: unknown;
+}
+
+/** Loads a Hugging Face tokenizer.json (Unigram as in albert-*-v2, WordPiece or BPE) and checks it has the ALBERT/BERT roles. */
+export function loadTokenizer(file: string): TextTokenizer {
+  let bytes: Buffer;
+  try {
+    bytes = fs.readFileSync(file);
+  } catch (err) {
+    throw new TokenizerFileError(`tokenizer ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  let json: TokenizerJson;
+  try {
+    json = JSON.parse(bytes.toString('utf8')) as TokenizerJson;
+  } catch (err) {
+    throw new TokenizerFileError(`tokenizer ${file}: not JSON (${(err as Error).message}); pass a Hugging Face tokenizer.json`);
+  }
+  return tokenizerFromJson(json, file, createHash('sha256').update(bytes).digest('hex'));
+}
+
+export function tokenizerFromJson(json: TokenizerJson, file: string, hash: string): TextTokenizer {
+  if (typeof json !== 'object' || json === null || typeof json.model !== 'object' || json.model === null) {
+    throw new TokenizerFileError(`tokenizer ${file}: not a Hugging Face tokenizer.json (no "model" section); tokenizer_config.json, vocab.txt or spiece.model are not accepted — pass the tokenizer.json saved by the tokenizers library`);
+  }
+  const kind = json.model.type;
+  if (typeof kind !== 'string' || !KINDS.includes(kind as TokenizerKind)) {
+    throw new TokenizerFileError(`tokenizer ${file}: model type ${JSON.stringify(kind)} is not supported; accepted: ${KINDS.join(', ')}`);
+  }
+  const complete = { added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...json };
+  let tok: Tokenizer;
+  try {
+    tok = new Tokenizer(complete, {});
+  } catch (err) {
+    throw new TokenizerFileError(`tokenizer ${file}: the ${kind} tokenizer could not be built: ${(err as Error).message}`);
+  }
+  const vocab = tok.get_vocab(true);
+  let maxId = -1;
+  for (const id of vocab.values()) if (id > maxId) maxId = id;
+  const vocabSize = maxId + 1;
+  if (vocabSize < 6) throw new TokenizerFileError(`tokenizer ${file}: vocabulary has ${vocabSize} entries; too small to train on`);
+  const find = (role: keyof SpecialIds) => {
+    for (const name of SPECIAL_NAMES[role]) {
+      const id = vocab.get(name);
+      if (id !== undefined) return id;
+    }
+    throw new TokenizerFileError(`tokenizer ${file}: no ${role} token (looked for ${SPECIAL_NAMES[role].join(' or ')}); ALBERT pretraining needs [CLS], [SEP], [MASK], <pad> and <unk>`);
+  };
+  const special: SpecialIds = { pad: find('pad'), unk: find('unk'), cls: find('cls'), sep: find('sep'), mask: find('mask') };
+
+  const isSpecial = new Uint8Array(vocabSize);
+  for (const id of Object.values(special)) isSpecial[id] = 1;
+  for (const t of json.added_tokens ?? []) if (t.special && t.id < vocabSize) isSpecial[t.id] = 1;
+  const wordStart = new Uint8Array(vocabSize);
+  const prefix = typeof json.model.continuing_subword_prefix === 'string' ? json.model.continuing_subword_prefix : '##';
+  for (const [token, id] of vocab) {
+    // WordPiece marks continuations ("##ing"); SentencePiece (▁) and byte-level BPE (Ġ) mark word starts.
+    if (kind === 'WordPiece') wordStart[id] = token.startsWith(prefix) ? 0 : 1;
+    else wordStart[id] = token.startsWith('▁') || token.startsWith('Ġ') || isSpecial[id] === 1 ? 1 : 0;
+  }
+  const idToToken = (id: number) => tok.id_to_token(id) ?? `<id ${id}>`;
+  return {
+    kind: kind as TokenizerKind,
+    hash,
+    vocabSize,
+    special,
+    wordStart,
+    isSpecial,
+    encode: (text) => tok.encode(text, { add_special_tokens: false }).ids,
+    decode: (ids, skipSpecial = false) => tok.decode([...ids], { skip_special_tokens: skipSpecial }),
+    idToToken,
+  };
+}

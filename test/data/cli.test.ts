@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import test from 'node:test';
+import { runCli } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+test('cohort data prepare → stats → sample on a slice of the bundled corpus; a second prepare reuses the shards', async (t) => {
+  const dir = tmpDir(t);
+  const prepare = await runCli(['--data-dir', dir, 'data', 'prepare', '--max-documents', '4', '--vocab-size', '1200', '--json']);
+  assert.equal(prepare.code, 0, prepare.stderr);
+  const result = JSON.parse(prepare.stdout) as { reused: boolean; cacheKey: string; documents: number; examples: number; tokens: number; shards: number; vocabSize: number; tokenizer: string };
+  assert.equal(result.reused, false);
+  assert.equal(result.documents, 4);
+  assert.ok(result.examples > 0 && result.tokens > result.examples);
+  assert.ok(fs.existsSync(result.tokenizer) && result.tokenizer.startsWith(dir));
+  assert.match(prepare.stderr, /training tokenizer|tokenizing/);
+
+  const again = await runCli(['--data-dir', dir, 'data', 'prepare', '--max-documents', '4', '--vocab-size', '1200']);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, new RegExp(`^reused dataset ${result.cacheKey}: 4 documents, \\d+ sentences, ${result.examples} examples`));
+
+  const stats = await runCli(['--data-dir', dir, 'data', 'stats', '--json']);
+  assert.equal(stats.code, 0, stats.stderr);
+  const s = JSON.parse(stats.stdout) as { cacheBytes: number; datasets: { cacheKey: string; examples: number; shards: number }[] };
+  assert.deepEqual(s.datasets.map((d) => [d.cacheKey, d.examples, d.shards]), [[result.cacheKey, result.examples, result.shards]]);
+  assert.ok(s.cacheBytes > 0);
+
+  const sample = await runCli(['--data-dir', dir, 'data', 'sample', '--n', '3']);
+  assert.equal(sample.code, 0, sample.stderr);
+  const examples = sample.stdout.split('\n').filter((l) => l.startsWith('example '));
+  assert.equal(examples.length, 3);
+  for (const line of examples) assert.match(line, /sentence_order_label [01] \((original order|segments swapped)\); \d+ of \d+ tokens predicted/);
+  assert.match(sample.stdout, /\[CLS\] .* \[SEP\] .* \[SEP\]/);
+  assert.match(sample.stdout, /⟦\[MASK\]→[^⟧]+⟧/);
+});
+
+test('cohort data prepare reads a local WikiText file and reports skipped files; bad flag values exit 2 naming the flag', async (t) => {
+  const dir = tmpDir(t);
+  const corpus = path.join(dir, 'corpus');
+  fs.mkdirSync(corpus);
+  const article = (title: string) => ` = ${title} = \n\n` + Array.from({ length: 30 }, (_, i) => ` The ${title} paragraph ${i} talks about rivers . It also mentions mountains and valleys number ${i} . `).join('\n') + '\n';
+  fs.writeFileSync(path.join(corpus, 'wiki.train.raw.txt'), article('Alpha') + article('Beta'));
+  fs.writeFileSync(path.join(corpus, 'broken.txt'), Buffer.from([0xff, 0xfe, 0x00, 0x01]));
+  const r = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', corpus, '--vocab-size', '200', '--max-seq-len', '32']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /prepared dataset \w+: 2 documents/);
+  assert.match(r.stderr, /skipped .*broken\.txt: binary/);
+
+  for (const [flag, value, accepted] of [
+    ['--max-seq-len', '7', /an integer from 16 to 8192/],
+    ['--format', 'xml', /accepted: auto, text, wikitext, jsonl/],
+    ['--short-seq-prob', '2', /a number from 0 to 1/],
+    ['--sha256', 'abc', /64 hex digits/],
+    ['--tokenizer', path.join(dir, 'none.json'), /an existing tokenizer\.json file/],
+  ] as const) {
+    const bad = await runCli(['--data-dir', dir, 'data', 'prepare', flag, value]);
+    assert.equal(bad.code, 2, `${flag} ${value}: ${bad.stderr}`);
+    assert.match(bad.stderr, new RegExp(`${flag}: invalid value`));
+    assert.match(bad.stderr, accepted);
+  }
+  const badTok = path.join(dir, 'tokenizer_config.json');
+  fs.writeFileSync(badTok, '{"do_lower_case": true}');
+  const wrongKind = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', corpus, '--tokenizer', badTok]);
+  assert.equal(wrongKind.code, 1);
+  assert.match(wrongKind.stderr, /^cohort: tokenizer .*tokenizer_config\.json: not a Hugging Face tokenizer\.json/);
+  assert.doesNotMatch(wrongKind.stderr, /\n\s+at /, 'a clear message, not a stack trace');
+});
+
+test('cohort data sample without a prepared dataset says what to run', async (t) => {
+  const dir = tmpDir(t);
+  const r = await runCli(['--data-dir', dir, 'data', 'sample']);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /no prepared dataset .*run `cohort data prepare` first/);
+});
+
+test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 and reads the file', async (t) => {
+  const dir = tmpDir(t);
+  const body = Buffer.from(Array.from({ length: 40 }, (_, i) => `Paragraph ${i} is about the harbour. The ships came in at dawn. Nobody knew why.`).join('\n\n'));
+  const server = http.createServer((_req, res) => res.writeHead(200, { 'Content-Length': body.length }).end(body));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/corpus/harbour.txt`;
+  const sha = createHash('sha256').update(body).digest('hex');
+
+  const bad = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', 'f'.repeat(64)]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /checksum mismatch/);
+  assert.equal(fs.existsSync(path.join(dir, 'downloads', 'harbour.txt')), false);
+
+  const ok = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', sha, '--vocab-size', '150', '--max-seq-len', '32']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
+  assert.ok(fs.readFileSync(path.join(dir, 'downloads', 'harbour.txt')).equals(body));
+});

@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import test, { type TestContext } from 'node:test';
+import { download, type DownloadProgress } from '../../src/data/download.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const BODY = Buffer.from(Array.from({ length: 4000 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.\n`).join(''));
+const SHA = createHash('sha256').update(BODY).digest('hex');
+
+interface Served {
+  readonly url: string;
+  readonly ranges: (string | undefined)[];
+}
+
+/** A file server on 127.0.0.1 with Range support; `dropFirst` requests cut the connection half-way through the body. */
+async function serve(t: TestContext, dropFirst: number): Promise<Served> {
+  const ranges: (string | undefined)[] = [];
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/data/wiki.train.raw') {
+      res.writeHead(404).end();
+      return;
+    }
+    ranges.push(req.headers.range);
+    const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+    const from = m ? Number(m[1]) : 0;
+    if (from >= BODY.length) {
+      res.writeHead(416, { 'Content-Range': `bytes */${BODY.length}` }).end();
+      return;
+    }
+    const part = BODY.subarray(from);
+    res.writeHead(m ? 206 : 200, { 'Content-Length': part.length, ...(m ? { 'Content-Range': `bytes ${from}-${BODY.length - 1}/${BODY.length}` } : {}) });
+    if (ranges.length <= dropFirst) {
+      res.write(part.subarray(0, Math.floor(part.length / 2)), () => res.socket?.destroy());
+      return;
+    }
+    res.end(part);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/data/wiki.train.raw`, ranges };
+}
+
+test('a download whose connection drops half-way resumes with a Range request, completes and verifies', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 2);
+  const progress: DownloadProgress[] = [];
+  const file = await download(served.url, dir, { sha256: SHA, onProgress: (p) => progress.push(p) });
+  assert.equal(file, path.join(dir, 'wiki.train.raw'));
+  assert.ok(fs.readFileSync(file).equals(BODY));
+  assert.equal(fs.existsSync(`${file}.part`), false);
+  assert.equal(served.ranges[0], undefined);
+  assert.match(served.ranges[1]!, /^bytes=\d+-$/);
+  assert.ok(Number(/\d+/.exec(served.ranges[1]!)![0]) > 0, 'the second request resumes from the bytes already received');
+  assert.equal(served.ranges.length, 3);
+  assert.ok(progress.some((p) => p.attempt > 1));
+  assert.equal(progress[progress.length - 1]!.received, BODY.length);
+  assert.equal(progress[progress.length - 1]!.total, BODY.length);
+});
+
+test('a download that keeps failing is not taken as complete: the partial file stays for a later resume', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 3);
+  await assert.rejects(download(served.url, dir, { sha256: SHA, attempts: 2 }), /failed after 2 attempts.*kept in/s);
+  assert.equal(fs.existsSync(path.join(dir, 'wiki.train.raw')), false);
+  const kept = fs.statSync(path.join(dir, 'wiki.train.raw.part')).size;
+  assert.ok(kept > 0 && kept < BODY.length);
+  // A later call resumes from the kept bytes and finishes.
+  const file = await download(served.url, dir, { sha256: SHA });
+  assert.ok(fs.readFileSync(file).equals(BODY));
+  assert.equal(served.ranges[2], `bytes=${kept}-`);
+});
+
+test('a checksum mismatch is an error naming both hashes, and the bad file is removed', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  const wrong = 'ab'.repeat(32);
+  await assert.rejects(download(served.url, dir, { sha256: wrong }), (err: Error) => err.message.includes(wrong) && err.message.includes(SHA) && /checksum mismatch/.test(err.message));
+  assert.deepEqual(fs.readdirSync(dir), []);
+  await assert.rejects(download(served.url, dir, { sha256: 'xyz' }), /not 64 hex digits/);
+});
+
+test('an HTTP error status is a clear error', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  await assert.rejects(download(served.url.replace('wiki.train.raw', 'missing'), dir), /HTTP 404/);
+  assert.deepEqual(fs.readdirSync(dir), []);
+});

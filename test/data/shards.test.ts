@@ -1,0 +1,175 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import test, { type TestContext } from 'node:test';
+import { DatasetStore } from '../../src/data/dataset-store.js';
+import { prepareDataset, type PrepareOptions } from '../../src/data/prepare.js';
+import { openBatchStream } from '../../src/data/stream.js';
+import { loadTokenizer } from '../../src/data/tokenizer.js';
+import { checkBatch, type AlbertBatch } from '../../src/engine/batch.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+function setup(t: TestContext): { dataDir: string; store: Store; base: PrepareOptions } {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  // A slice of the bundled corpus, small shards so there are several.
+  return { dataDir, store, base: { store, dataDir, source: 'bundled', maxDocuments: 6, vocabSize: 1500, shardExamples: 25 } };
+}
+
+async function take(stream: AsyncIterableIterator<AlbertBatch>, n: number): Promise<AlbertBatch[]> {
+  const out: AlbertBatch[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await stream.next();
+    assert.equal(r.done, false);
+    out.push(r.value as AlbertBatch);
+  }
+  return out;
+}
+
+test('prepare trains a tokenizer next to the data, writes compact shards, and a second prepare reuses them', async (t) => {
+  const { dataDir, store, base } = setup(t);
+  const first = await prepareDataset(base);
+  assert.equal(first.reused, false);
+  const info = first.info;
+  assert.equal(info.complete, true);
+  assert.ok(info.documents === 6 && info.sentences > 100 && info.examples > 100 && info.shardCount > 3, JSON.stringify(info));
+  assert.ok(info.tokenizerFile.startsWith(path.join(dataDir, 'data')));
+  const tok = loadTokenizer(info.tokenizerFile);
+  assert.equal(info.vocabSize, tok.vocabSize);
+  assert.equal(info.tokenizerHash, tok.hash);
+  const rows = store.db.prepare('SELECT sum(examples) AS e, sum(tokens) AS n, sum(length(data)) AS b, count(*) AS c FROM shards WHERE cache_key = ?').get(info.cacheKey) as { e: number; n: number; b: number; c: number };
+  assert.deepEqual([rows.e, rows.n, rows.c], [info.examples, info.tokens, info.shardCount]);
+  // uint16 ids plus 5 bytes of lengths and label per example, a little header and padding per shard.
+  assert.ok(rows.b <= info.tokens * 2 + info.examples * 5 + info.shardCount * 20, `${rows.b} bytes for ${info.tokens} tokens`);
+
+  const again = await prepareDataset(base);
+  assert.equal(again.reused, true);
+  assert.equal(again.info.cacheKey, info.cacheKey);
+  assert.equal((store.db.prepare('SELECT count(*) AS c FROM shards').get() as { c: number }).c, info.shardCount);
+
+  const other = await prepareDataset({ ...base, maxSeqLen: 64 });
+  assert.equal(other.reused, false);
+  assert.notEqual(other.info.cacheKey, info.cacheKey);
+  assert.equal(other.info.tokenizerFile, info.tokenizerFile, 'the trained tokenizer is reused for the same corpus');
+});
+
+test('batches match the engine contract; each peer has its own order; worker and in-thread streams agree for the same position', async (t) => {
+  const { store, base } = setup(t);
+  const { info } = await prepareDataset(base);
+  const a = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'peer-a', worker: false });
+  const batches = await take(a, 3);
+  await a.close();
+  for (const b of batches) {
+    checkBatch(b, info.vocabSize);
+    assert.equal(b.seqLen, 128);
+  }
+  const b = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'peer-b', worker: false });
+  const [other] = await take(b, 1);
+  await b.close();
+  assert.notDeepEqual(other!.inputIds, batches[0]!.inputIds);
+
+  store.db.prepare("DELETE FROM data_cursors WHERE peer_id = 'peer-a'").run();
+  const w = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'peer-a' });
+  const fromWorker = await take(w, 3);
+  await w.close();
+  assert.deepEqual(fromWorker, batches);
+});
+
+test('a restart continues from the persisted cursor: no batch is repeated, the sequence is the uninterrupted one', async (t) => {
+  const { store, base } = setup(t);
+  const { info } = await prepareDataset(base);
+  const open = () => openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 8, seed: 3, peerId: 'peer-r', worker: false });
+  const whole = open();
+  const uninterrupted = await take(whole, 12);
+  await whole.close();
+  store.db.prepare('DELETE FROM data_cursors').run();
+
+  let s = open();
+  const before = await take(s, 5);
+  await s.close();
+  assert.equal(s.cursor.examplesRead, 40);
+  s = open();
+  const after = await take(s, 7);
+  await s.close();
+  assert.deepEqual([...before, ...after].map((b) => b.sentenceOrderLabel), uninterrupted.map((b) => b.sentenceOrderLabel));
+  assert.deepEqual([...before, ...after], uninterrupted);
+  assert.equal(s.cursor.examplesRead, 96);
+});
+
+test('a corrupt shard row (bad sha256, bad length) is skipped with a counted warning, not a crash', async (t) => {
+  const { store, base } = setup(t);
+  const { info } = await prepareDataset(base);
+  const seqs = store.db.prepare('SELECT seq, data FROM shards WHERE cache_key = ? ORDER BY seq').all(info.cacheKey) as { seq: number; data: Buffer }[];
+  const flipped = Buffer.from(seqs[0]!.data);
+  flipped[flipped.length - 1] ^= 0xff;
+  store.db.prepare('UPDATE shards SET data = ? WHERE cache_key = ? AND seq = ?').run(flipped, info.cacheKey, seqs[0]!.seq);
+  // Truncated data with a matching sha256: caught by the length checks.
+  const truncated = seqs[1]!.data.subarray(0, seqs[1]!.data.length - 6);
+  const { createHash } = await import('node:crypto');
+  store.db.prepare('UPDATE shards SET data = ?, sha256 = ? WHERE cache_key = ? AND seq = ?').run(truncated, createHash('sha256').update(truncated).digest('hex'), info.cacheKey, seqs[1]!.seq);
+
+  const warnings: string[] = [];
+  const s = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 16, seed: 1, peerId: 'p', worker: false, onWarning: (w) => warnings.push(w) });
+  const needed = Math.ceil(info.examples / 16) + 1; // more than one pass over the good shards
+  const batches = await take(s, needed);
+  await s.close();
+  batches.forEach((b) => checkBatch(b, info.vocabSize));
+  assert.ok(s.corruptShardsSkipped >= 2 && s.corruptShardsSkipped === warnings.length);
+  assert.ok(warnings.some((w) => /sha256 mismatch/.test(w)));
+  assert.ok(warnings.some((w) => /bytes, expected|header says/.test(w)));
+
+  // Every shard corrupt: a clear error, not an endless loop.
+  store.db.prepare("UPDATE shards SET sha256 = 'x' WHERE cache_key = ?").run(info.cacheKey);
+  const dead = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'q', worker: false });
+  await assert.rejects(dead.next(), /no readable shard/);
+  await dead.close();
+});
+
+test('the disk quota evicts whole datasets, least recently used first', async (t) => {
+  const { store, base } = setup(t);
+  // Distinct millisecond timestamps for last_used_at (no assertion depends on durations).
+  const tick = () => new Promise((r) => setTimeout(r, 5));
+  const a = await prepareDataset({ ...base, maxSeqLen: 100 });
+  await tick();
+  const b = await prepareDataset({ ...base, maxSeqLen: 110 });
+  await tick();
+  assert.equal((await prepareDataset({ ...base, maxSeqLen: 100 })).reused, true); // marks A as recently used
+  await tick();
+  // Room for about two of the three (similar-sized) datasets.
+  const quota = 2.5 * Math.max(a.info.bytes, b.info.bytes);
+  const c = await prepareDataset({ ...base, maxSeqLen: 120, cacheQuotaBytes: quota });
+  assert.ok(a.info.bytes + b.info.bytes + c.info.bytes > quota && a.info.bytes + c.info.bytes <= quota, 'the three datasets have similar sizes');
+  assert.deepEqual(c.evicted, [b.info.cacheKey]);
+  const keys = new DatasetStore(store.db).list().map((d) => d.cacheKey);
+  assert.deepEqual(new Set(keys), new Set([a.info.cacheKey, c.info.cacheKey]));
+  assert.equal((store.db.prepare('SELECT count(*) AS c FROM shards WHERE cache_key = ?').get(b.info.cacheKey) as { c: number }).c, 0);
+});
+
+test('an interrupted or empty prepare leaves nothing half-written in the cache', async (t) => {
+  const { dataDir, store, base } = setup(t);
+  let shards = 0;
+  await assert.rejects(
+    prepareDataset({
+      ...base,
+      onProgress: (e) => {
+        if (e.phase === 'tokenize' && e.examples > 30) {
+          shards++;
+          throw new Error('interrupted');
+        }
+      },
+    }),
+    /interrupted/,
+  );
+  assert.equal(shards, 1, 'interrupted after the first shard was written');
+  const count = (sql: string) => (store.db.prepare(sql).get() as { c: number }).c;
+  assert.equal(count('SELECT count(*) AS c FROM shards'), 0);
+  assert.equal(count('SELECT count(*) AS c FROM datasets'), 0);
+
+  const empty = path.join(dataDir, 'corpus');
+  fs.mkdirSync(empty);
+  fs.writeFileSync(path.join(empty, 'one.txt'), 'Only one sentence here');
+  await assert.rejects(prepareDataset({ ...base, source: empty, maxDocuments: undefined }), /gave no training examples \(1 documents, 1 sentences/);
+  assert.equal(count('SELECT count(*) AS c FROM datasets'), 0);
+});
