@@ -5,6 +5,7 @@
 // node and the CPU provider still work. `npx cohort doctor` reports what is present.
 // Skip either with ELECTRON_SKIP_BINARY_DOWNLOAD=1 or ONNXRUNTIME_NODE_INSTALL=skip.
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -43,10 +44,13 @@ function installCudaProvider() {
   if (flag === 'skip') return console.log('cohort: CUDA provider download skipped (ONNXRUNTIME_NODE_INSTALL=skip).');
   const dir = packageDir('onnxruntime-node');
   if (!dir) return;
-  // .npmrc tells onnxruntime-node's own postinstall to skip (it fails the whole install when offline); ask for CUDA 12 here instead.
-  const env = { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'cuda12' };
+  // .npmrc tells onnxruntime-node's own postinstall to skip (it fails the whole install when offline); force it here
+  // instead. '1' means "install what this platform needs"; its parser ignores a value like 'cuda12' and, run from
+  // an npm script, then exits 0 without downloading, so success is checked on disk too.
+  const env = { ...process.env, ONNXRUNTIME_NODE_INSTALL: '1' };
   delete env.npm_config_onnxruntime_node_install;
-  const failure = runInstaller(path.join(dir, 'script', 'install.js'), env);
+  const provider = path.join(dir, 'bin', 'napi-v6', 'linux', 'x64', 'libonnxruntime_providers_cuda.so');
+  const failure = runInstaller(path.join(dir, 'script', 'install.js'), env) ?? (fs.existsSync(provider) ? undefined : `the installer finished but ${provider} is missing`);
   if (failure === undefined) return console.log('cohort: onnxruntime-node CUDA provider installed.');
   console.warn(`cohort: the CUDA provider for onnxruntime-node could not be downloaded (${failure}).`);
   console.warn('cohort: training will use the CPU; run `npx cohort doctor` for details, or `npm rebuild` once online.');
