@@ -66,7 +66,7 @@ export interface StepTiming {
  * ALBERT-large layout is used with the vocabulary sized so the total is as close to `paramCount`
  * as the shapes allow (vocab 30000 ↔ 17.7M); with one, `paramCount` must be its size.
  */
-export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 5): StepTiming {
+export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 7): StepTiming {
   const specs = layout ?? albertLargeLayout(Math.round((paramCount - FIXED) / PER_TOKEN));
   if (specs === layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
   if (!layout && paramCount < FIXED + 2 * PER_TOKEN) throw new RangeError(`paramCount ${paramCount} is below the ALBERT-large layout's minimum of ${FIXED + 2 * PER_TOKEN}`);
@@ -75,7 +75,8 @@ export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layou
   fillNormal(params.data, 0.02, 1);
   fillNormal(grads.data, 1e-3, 2);
   const optimizer = createOptimizer(params, { kind });
-  optimizer.step(params, grads, 1e-3); // warm-up: compiles the loops, touches the moments' pages
+  // warm-up: touches the moments' pages and lets V8 tier the kernels up from its baseline compiler
+  for (let s = 0; s < 3; s++) optimizer.step(params, grads, 1e-3);
   const times: number[] = [];
   for (let s = 0; s < steps; s++) {
     const start = performance.now();
