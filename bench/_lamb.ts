@@ -62,28 +62,39 @@ export interface StepTiming {
 }
 
 /**
- * Median time of one optimizer step over `paramCount` parameters. Without `layout`, the
- * ALBERT-large layout is used with the vocabulary sized so the total is as close to `paramCount`
- * as the shapes allow (vocab 30000 ↔ 17.7M); with one, `paramCount` must be its size.
+ * A ready-to-time optimizer step over `paramCount` parameters, already warmed up. Without `layout`,
+ * the ALBERT-large layout is used with the vocabulary sized so the total is as close to
+ * `paramCount` as the shapes allow (vocab 30000 ↔ 17.8M); with one, `paramCount` must be its size.
  */
-export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 7): StepTiming {
+export function prepareOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[]): { step: () => void; paramCount: number } {
   const specs = layout ?? albertLargeLayout(Math.round((paramCount - FIXED) / PER_TOKEN));
-  if (specs === layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
+  if (layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
   if (!layout && paramCount < FIXED + 2 * PER_TOKEN) throw new RangeError(`paramCount ${paramCount} is below the ALBERT-large layout's minimum of ${FIXED + 2 * PER_TOKEN}`);
   const params = ParameterSet.allocate(specs);
   const grads = params.zerosLike();
   fillNormal(params.data, 0.02, 1);
   fillNormal(grads.data, 1e-3, 2);
   const optimizer = createOptimizer(params, { kind });
-  // warm-up: touches the moments' pages and lets V8 tier the kernels up from its baseline compiler
-  for (let s = 0; s < 3; s++) optimizer.step(params, grads, 1e-3);
-  const times: number[] = [];
-  for (let s = 0; s < steps; s++) {
-    const start = performance.now();
-    optimizer.step(params, grads, 1e-3);
-    times.push(performance.now() - start);
-  }
-  return { msPerStep: median(times), paramCount: params.size };
+  const step = (): void => optimizer.step(params, grads, 1e-3);
+  // warm-up: touches the moments' pages and gives V8 time to tier the kernels up from its
+  // baseline compiler (which runs them at about half speed)
+  for (let s = 0; s < WARMUP_STEPS; s++) step();
+  return { step, paramCount: params.size };
+}
+
+const WARMUP_STEPS = 5;
+
+/** Milliseconds `run` takes. */
+export function timeOnce(run: () => void): number {
+  const start = performance.now();
+  run();
+  return performance.now() - start;
+}
+
+/** Median time of one optimizer step (see `prepareOptimizerStep`). */
+export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 7): StepTiming {
+  const { step, paramCount: size } = prepareOptimizerStep(kind, paramCount, layout);
+  return { msPerStep: median(Array.from({ length: steps }, () => timeOnce(step))), paramCount: size };
 }
 
 /** Median time of one LAMB step (see `timeOptimizerStep`). */

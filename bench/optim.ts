@@ -1,31 +1,35 @@
 // `npm run bench -- optim`: one LAMB and one AdamW step over ALBERT-large's 17.8M parameters, next
 // to peers over the same amount of memory measured in the same run: a memcpy of the parameter
-// buffer (the memory-bound floor: one read and one write stream) and a plain JS axpy loop.
-import { performance } from 'node:perf_hooks';
-import { ALBERT_LARGE_PARAMS, fillNormal, timeLambStep, timeOptimizerStep } from './_lamb.js';
+// buffer (the memory-bound floor: one read and one write stream) and a plain JS axpy loop. When a
+// Python with torch is around, both optimizers are also checked against PyTorch's numbers.
+import { ALBERT_LARGE_PARAMS, fillNormal, prepareOptimizerStep, timeOnce } from './_lamb.js';
 import { median, reportJson } from './_report.js';
+import { crossCheckTorch } from './_torch_check.js';
 
-function timePeer(run: () => void, times = 7): number {
-  run();
-  const samples: number[] = [];
-  for (let i = 0; i < times; i++) {
-    const start = performance.now();
-    run();
-    samples.push(performance.now() - start);
-  }
-  return median(samples);
-}
+/** Largest acceptable difference from torch after five steps on weights of scale 0.05 (a few float32 ulps). */
+const TORCH_TOLERANCE = 1e-6;
+const ROUNDS = 9;
 
 const n = ALBERT_LARGE_PARAMS;
 const x = new Float32Array(n);
 const y = new Float32Array(n);
 fillNormal(x, 1, 3);
-const copyMs = timePeer(() => y.set(x));
-const axpyMs = timePeer(() => {
-  for (let i = 0; i < n; i++) y[i] = y[i]! + 1e-3 * x[i]!;
-});
-const lamb = timeLambStep(n);
-const adamw = timeOptimizerStep('adamw', n);
+const runs = {
+  lamb: prepareOptimizerStep('lamb', n).step,
+  adamw: prepareOptimizerStep('adamw', n).step,
+  memcpy: (): void => y.set(x),
+  axpy: (): void => {
+    for (let i = 0; i < n; i++) y[i] = y[i]! + 1e-3 * x[i]!;
+  },
+};
+// interleaved rounds, so that load from other processes falls on every candidate alike
+const samples = { lamb: [] as number[], adamw: [] as number[], memcpy: [] as number[], axpy: [] as number[] };
+runs.axpy(); // compile the loop before timing it
+for (let r = 0; r < ROUNDS; r++) for (const key of ['lamb', 'memcpy', 'adamw', 'axpy'] as const) samples[key].push(timeOnce(runs[key]));
+const lamb = { msPerStep: median(samples.lamb) };
+const adamw = { msPerStep: median(samples.adamw) };
+const copyMs = median(samples.memcpy);
+const axpyMs = median(samples.axpy);
 
 const f = (ms: number): string => `${ms.toFixed(1)} ms`;
 console.log(`parameters: ${n} (ALBERT-large layout, vocab 30000)`);
@@ -33,6 +37,15 @@ console.log(`LAMB step:  ${f(lamb.msPerStep)}  (target < 60 ms)`);
 console.log(`AdamW step: ${f(adamw.msPerStep)}`);
 console.log(`peers: memcpy ${f(copyMs)}, JS axpy ${f(axpyMs)}`);
 console.log(`LAMB ÷ memcpy ${(lamb.msPerStep / copyMs).toFixed(2)}, LAMB ÷ JS axpy ${(lamb.msPerStep / axpyMs).toFixed(2)}`);
+const torch = crossCheckTorch();
+if ('skipped' in torch) console.log(`torch cross-check skipped: ${torch.skipped}`);
+else {
+  for (const [kind, diff] of Object.entries(torch.maxAbsDiff)) {
+    const ok = diff <= TORCH_TOLERANCE;
+    console.log(`torch cross-check ${kind}: max |ours − torch| after 5 steps = ${diff.toExponential(2)} ${ok ? 'ok' : `MISMATCH (> ${TORCH_TOLERANCE})`}`);
+    if (!ok) process.exitCode = 1;
+  }
+}
 const round = (v: number): number => Math.round(v * 100) / 100;
 reportJson({
   params: n,
@@ -42,4 +55,6 @@ reportJson({
   axpy_ms: round(axpyMs),
   lamb_vs_memcpy: round(lamb.msPerStep / copyMs),
   lamb_vs_axpy: round(lamb.msPerStep / axpyMs),
+  torch_adamw_max_abs_diff: 'skipped' in torch ? null : torch.maxAbsDiff.adamw,
+  torch_lamb_max_abs_diff: 'skipped' in torch ? null : torch.maxAbsDiff.lamb,
 });

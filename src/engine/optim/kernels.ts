@@ -27,15 +27,15 @@ const forEachVector = (i: number, bytes: number, body: number[]): number[] => [
 ];
 
 /**
- * lamb_moments(m, v, g, w, bytes, β₁, 1−β₁, β₂, 1−β₂, ε, λ): m and v updated in place; the lane sums
- * of w² are stored at address 0 and of u² at 16, where u = m/(√v+ε) + λw.
+ * lamb_moments(m, v, g, w, u, bytes, β₁, 1−β₁, β₂, 1−β₂, ε, λ): m and v updated in place,
+ * u = m/(√v+ε) + λw stored, and the lane sums of w² and u² stored at addresses 0 and 16.
  */
 function lambMoments(): WasmFunction {
-  const [m, v, g, w, bytes, b1, c1, b2, c2, eps, decay] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
-  const [i, B1, C1, B2, C2, EPS, DECAY, gi, wi, mi, vi, u, sumW, sumU] = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24];
+  const [m, v, g, w, uOut, bytes, b1, c1, b2, c2, eps, decay] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+  const [i, B1, C1, B2, C2, EPS, DECAY, gi, wi, mi, vi, u, sumW, sumU] = [12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25];
   return {
     name: 'lamb_moments',
-    params: ['i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32', 'f32', 'f32'],
+    params: ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32', 'f32', 'f32'],
     locals: ['i32', ...Array<'v128'>(13).fill('v128')],
     body: [
       ...splat(b1, B1), ...splat(c1, C1), ...splat(b2, B2), ...splat(c2, C2), ...splat(eps, EPS), ...splat(decay, DECAY),
@@ -47,7 +47,7 @@ function lambMoments(): WasmFunction {
         // v ← β₂v + (1−β₂)g²
         ...at(v, i), ...get(B2), ...load(v, i), ...op.f32x4Mul, ...get(C2), ...get(gi), ...op.f32x4Mul, ...get(gi), ...op.f32x4Mul, ...op.f32x4Add, ...tee(vi), ...op.v128Store,
         // u = m/(√v+ε) + λw
-        ...get(mi), ...get(vi), ...op.f32x4Sqrt, ...get(EPS), ...op.f32x4Add, ...op.f32x4Div, ...get(DECAY), ...get(wi), ...op.f32x4Mul, ...op.f32x4Add, ...set(u),
+        ...at(uOut, i), ...get(mi), ...get(vi), ...op.f32x4Sqrt, ...get(EPS), ...op.f32x4Add, ...op.f32x4Div, ...get(DECAY), ...get(wi), ...op.f32x4Mul, ...op.f32x4Add, ...tee(u), ...op.v128Store,
         // Σw², Σu²
         ...get(sumW), ...get(wi), ...get(wi), ...op.f32x4Mul, ...op.f32x4Add, ...set(sumW),
         ...get(sumU), ...get(u), ...get(u), ...op.f32x4Mul, ...op.f32x4Add, ...set(sumU),
@@ -58,22 +58,18 @@ function lambMoments(): WasmFunction {
   };
 }
 
-/** lamb_apply(m, v, w, bytes, ε, keep, scale): w ← keep·w − scale·m/(√v+ε), with keep = 1 − scale·λ. */
+/** lamb_apply(u, w, bytes, scale): w ← w − scale·u. */
 function lambApply(): WasmFunction {
-  const [m, v, w, bytes, eps, keep, scale] = [0, 1, 2, 3, 4, 5, 6];
-  const [i, EPS, KEEP, SCALE] = [7, 8, 9, 10];
+  const [u, w, bytes, scale] = [0, 1, 2, 3];
+  const [i, SCALE] = [4, 5];
   return {
     name: 'lamb_apply',
-    params: ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32'],
-    locals: ['i32', 'v128', 'v128', 'v128'],
+    params: ['i32', 'i32', 'i32', 'f32'],
+    locals: ['i32', 'v128'],
     body: [
-      ...splat(eps, EPS), ...splat(keep, KEEP), ...splat(scale, SCALE),
+      ...splat(scale, SCALE),
       ...forEachVector(i, bytes, [
-        ...at(w, i),
-        ...get(KEEP), ...load(w, i), ...op.f32x4Mul,
-        ...get(SCALE), ...load(m, i), ...op.f32x4Mul, ...load(v, i), ...op.f32x4Sqrt, ...get(EPS), ...op.f32x4Add, ...op.f32x4Div,
-        ...op.f32x4Sub,
-        ...op.v128Store,
+        ...at(w, i), ...load(w, i), ...get(SCALE), ...load(u, i), ...op.f32x4Mul, ...op.f32x4Sub, ...op.v128Store,
       ]),
     ],
   };
@@ -107,8 +103,8 @@ function adamw(): WasmFunction {
 }
 
 export interface Kernels {
-  lamb_moments(m: number, v: number, g: number, w: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, decay: number): void;
-  lamb_apply(m: number, v: number, w: number, bytes: number, eps: number, keep: number, scale: number): void;
+  lamb_moments(m: number, v: number, g: number, w: number, u: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, decay: number): void;
+  lamb_apply(u: number, w: number, bytes: number, scale: number): void;
   adamw(m: number, v: number, g: number, w: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, keep: number, stepSize: number, invRootCorrection2: number): void;
 }
 

@@ -11,9 +11,9 @@ import { MomentOptimizer } from './optimizer.js';
  *   r = min(‖w‖, clamp) / ‖u‖, or 1 if either norm is 0
  *   w ← w − lr·c·r·u,  c = √(1−β₂ᵗ)/(1−β₁ᵗ) with bias correction, else 1
  * Two passes per tensor, because r needs the whole tensor's norms before any weight moves: the
- * first updates the moments and sums ‖w‖² and ‖u‖², the second recomputes u and moves the weights
- * (recomputing costs less than writing u out and reading it back). Both run as SIMD kernels over
- * cache-sized blocks (moment-memory.ts); the norms are summed in float64 across blocks.
+ * first updates the moments, stores u and sums ‖w‖² and ‖u‖²; the second moves the weights by the
+ * stored u (reading u back is cheaper than recomputing its square root and division). Both run as
+ * SIMD kernels over cache-sized blocks (moment-memory.ts); the norms are summed in float64 across blocks.
  */
 export class Lamb extends MomentOptimizer {
   declare readonly config: ResolvedLambConfig;
@@ -28,7 +28,7 @@ export class Lamb extends MomentOptimizer {
     const stepSize = lr * (biasCorrection ? Math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) : 1);
     const mem = this.moments;
     const { lamb_moments, lamb_apply } = mem.kernels;
-    const { firstBlock, mAddr, bytes, vOffset, sums } = mem;
+    const { firstBlock, mAddr, uAddr, bytes, vOffset, sums } = mem;
     const wBlocks = mem.blocksOf(w);
     const gBlocks = mem.blocksOf(g);
     for (let k = 0; k < this.specs.length; k++) {
@@ -38,7 +38,7 @@ export class Lamb extends MomentOptimizer {
       for (let j = firstBlock[k]!; j < firstBlock[k + 1]!; j++) {
         mem.stage('w', wBlocks, j);
         mem.stage('g', gBlocks, j);
-        lamb_moments(mAddr[j]!, mAddr[j]! + vOffset, G_ADDR, W_ADDR, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, decay);
+        lamb_moments(mAddr[j]!, mAddr[j]! + vOffset, G_ADDR, W_ADDR, uAddr[j]!, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, decay);
         weightSq += sums[0]! + sums[1]! + sums[2]! + sums[3]!;
         updateSq += sums[4]! + sums[5]! + sums[6]! + sums[7]!;
       }
@@ -47,7 +47,7 @@ export class Lamb extends MomentOptimizer {
       const scale = stepSize * (weightNorm === 0 || updateNorm === 0 ? 1 : weightNorm / updateNorm);
       for (let j = firstBlock[k]!; j < firstBlock[k + 1]!; j++) {
         mem.stage('w', wBlocks, j);
-        lamb_apply(mAddr[j]!, mAddr[j]! + vOffset, W_ADDR, bytes[j]!, eps, 1 - scale * decay, scale);
+        lamb_apply(uAddr[j]!, W_ADDR, bytes[j]!, scale);
         mem.unstageW(wBlocks, j);
       }
     }

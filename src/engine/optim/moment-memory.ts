@@ -1,7 +1,7 @@
 /**
  * Where the SIMD kernels work: one WebAssembly memory holding the optimizer's moments m and v
  * (each tensor padded to a multiple of 4 elements so every vector stays inside its tensor, padding
- * kept at zero) and two scratch blocks. Parameters and gradients live in ordinary ArrayBuffers
+ * kept at zero), two scratch blocks, and room for one tensor's LAMB update u between its passes. Parameters and gradients live in ordinary ArrayBuffers
  * that WebAssembly cannot address, so they are staged through the scratch blocks one cache-sized
  * block at a time: the copy stays in cache while m and v are read and written where they live.
  */
@@ -12,11 +12,11 @@ import { instantiateKernels, type Kernels } from './kernels.js';
 export const BLOCK = 16384;
 const PAGE = 65536;
 const MAX_PAGES = 65536; // WebAssembly's 4 GiB limit for a 32-bit memory
-/** Byte addresses: lane sums written by lamb_moments, then the scratch blocks, then m and v. */
+/** Byte addresses: lane sums written by lamb_moments, the scratch blocks, u, then m and v. */
 export const SUMS_ADDR = 0;
 export const W_ADDR = 64;
 export const G_ADDR = W_ADDR + BLOCK * 4;
-const MOMENTS_ADDR = G_ADDR + BLOCK * 4;
+export const U_ADDR = G_ADDR + BLOCK * 4;
 
 export class MomentMemory {
   readonly kernels: Kernels;
@@ -30,13 +30,17 @@ export class MomentMemory {
   readonly bytes: Int32Array;
   /** Per block: byte address of its m (v is `vOffset` bytes further). */
   readonly mAddr: Int32Array;
+  /** Per block: byte address of its part of u (its tensor's u starts at U_ADDR). */
+  readonly uAddr: Int32Array;
   readonly vOffset: number;
   private readonly scratch: { readonly w: Float32Array; readonly g: Float32Array };
   /** Per block: the scratch prefix matching the block's length (written back to the parameters). */
   private readonly scratchW: Float32Array[];
   private readonly heap: Float32Array;
-  /** Per tensor: element offset of its padded m (and v) region in `heap`. */
+  /** Per tensor: element offset of its padded m (and v) region from `momentsBase`. */
   private readonly padded: Int32Array;
+  /** Element index of m's first element in `heap` (v follows all of m). */
+  private readonly momentsBase: number;
   /** Per parameter buffer: its blocks as views, made once per buffer rather than per step. */
   private readonly views = new WeakMap<Float32Array, Float32Array[]>();
 
@@ -44,15 +48,19 @@ export class MomentMemory {
     this.padded = new Int32Array(specs.length);
     this.firstBlock = new Int32Array(specs.length + 1);
     let paddedTotal = 0;
+    let paddedLargest = 0;
     let blocks = 0;
     specs.forEach((s, k) => {
       this.padded[k] = paddedTotal;
       paddedTotal += Math.ceil(s.size / 4) * 4;
+      paddedLargest = Math.max(paddedLargest, Math.ceil(s.size / 4) * 4);
       this.firstBlock[k] = blocks;
       blocks += Math.ceil(s.size / BLOCK);
     });
     this.firstBlock[specs.length] = blocks;
-    const totalBytes = MOMENTS_ADDR + 2 * paddedTotal * 4;
+    const momentsAddr = U_ADDR + paddedLargest * 4;
+    this.momentsBase = momentsAddr / 4;
+    const totalBytes = momentsAddr + 2 * paddedTotal * 4;
     const pages = Math.ceil(totalBytes / PAGE);
     if (pages > MAX_PAGES) throw new RangeError(`optimizer moments for ${paddedTotal} parameters need ${totalBytes} bytes, over WebAssembly's 4 GiB memory limit`);
     const { memory, kernels } = instantiateKernels(pages);
@@ -65,6 +73,7 @@ export class MomentMemory {
     this.length = new Int32Array(blocks);
     this.bytes = new Int32Array(blocks);
     this.mAddr = new Int32Array(blocks);
+    this.uAddr = new Int32Array(blocks);
     this.scratchW = [];
     specs.forEach((s, k) => {
       for (let b = 0, j = this.firstBlock[k]!; b < s.size; b += BLOCK, j++) {
@@ -72,7 +81,8 @@ export class MomentMemory {
         this.start[j] = s.offset + b;
         this.length[j] = length;
         this.bytes[j] = Math.ceil(length / 4) * 16;
-        this.mAddr[j] = MOMENTS_ADDR + (this.padded[k]! + b) * 4;
+        this.mAddr[j] = momentsAddr + (this.padded[k]! + b) * 4;
+        this.uAddr[j] = U_ADDR + b * 4;
         this.scratchW.push(this.scratch.w.subarray(0, length));
       }
     });
@@ -103,13 +113,13 @@ export class MomentMemory {
 
   /** Copies m (`which` = 'm') or v out into a set with the parameters' layout. */
   copyOut(which: 'm' | 'v', into: ParameterSet): void {
-    const base = which === 'm' ? MOMENTS_ADDR / 4 : (MOMENTS_ADDR + this.vOffset) / 4;
+    const base = this.momentsBase + (which === 'm' ? 0 : this.vOffset / 4);
     this.specs.forEach((s, k) => into.data.set(this.heap.subarray(base + this.padded[k]!, base + this.padded[k]! + s.size), s.offset));
   }
 
   /** Replaces m or v with the values of a set with the parameters' layout (padding stays zero). */
   copyIn(which: 'm' | 'v', from: ParameterSet): void {
-    const base = which === 'm' ? MOMENTS_ADDR / 4 : (MOMENTS_ADDR + this.vOffset) / 4;
+    const base = this.momentsBase + (which === 'm' ? 0 : this.vOffset / 4);
     this.specs.forEach((s, k) => this.heap.set(from.data.subarray(s.offset, s.offset + s.size), base + this.padded[k]!));
   }
 }
