@@ -1,6 +1,5 @@
 import type { ParameterSet } from '../params.js';
 import type { ResolvedAdamWConfig } from './config.js';
-import { G_ADDR, W_ADDR } from './moment-memory.js';
 import { MomentOptimizer } from './optimizer.js';
 
 /**
@@ -24,16 +23,17 @@ export class AdamW extends MomentOptimizer {
     const invRootCorrection2 = 1 / Math.sqrt(1 - beta2 ** t);
     const mem = this.moments;
     const { adamw } = mem.kernels;
-    const { firstBlock, mAddr, bytes, vOffset } = mem;
-    const wBlocks = mem.blocksOf(w);
-    const gBlocks = mem.blocksOf(g);
+    const { mAddr, vOffset, w: wScratch, g: gScratch } = mem;
+    const { first, bytes } = mem.blocks;
+    const wBlocks = mem.blocks.of(w);
+    const gBlocks = mem.blocks.of(g);
     for (let k = 0; k < this.specs.length; k++) {
       const keep = 1 - lr * this.decay[k]!;
-      for (let j = firstBlock[k]!; j < firstBlock[k + 1]!; j++) {
-        mem.stage('w', wBlocks, j);
-        mem.stage('g', gBlocks, j);
-        adamw(mAddr[j]!, mAddr[j]! + vOffset, G_ADDR, W_ADDR, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, keep, stepSize, invRootCorrection2);
-        mem.unstageW(wBlocks, j);
+      for (let j = first[k]!; j < first[k + 1]!; j++) {
+        wScratch.load(wBlocks[j]!);
+        gScratch.load(gBlocks[j]!);
+        adamw(mAddr[j]!, mAddr[j]! + vOffset, gScratch.addr, wScratch.addr, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, keep, stepSize, invRootCorrection2);
+        wScratch.store(wBlocks[j]!);
       }
     }
   }

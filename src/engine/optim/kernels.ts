@@ -102,10 +102,58 @@ function adamw(): WasmFunction {
   };
 }
 
+/** sum_squares(x, bytes): Σx² in float64, as two f64x2 lane sums stored at addresses 0 and 16. */
+function sumSquares(): WasmFunction {
+  const [x, bytes] = [0, 1];
+  const [i, lo, hi, sumLo, sumHi] = [2, 3, 4, 5, 6];
+  return {
+    name: 'sum_squares',
+    params: ['i32', 'i32'],
+    locals: ['i32', 'v128', 'v128', 'v128', 'v128'],
+    body: [
+      ...forEachVector(i, bytes, [
+        ...at(x, i), ...op.v128Load64Zero(0), ...op.f64x2PromoteLowF32x4, ...set(lo),
+        ...at(x, i), ...op.v128Load64Zero(8), ...op.f64x2PromoteLowF32x4, ...set(hi),
+        ...get(sumLo), ...get(lo), ...get(lo), ...op.f64x2Mul, ...op.f64x2Add, ...set(sumLo),
+        ...get(sumHi), ...get(hi), ...get(hi), ...op.f64x2Mul, ...op.f64x2Add, ...set(sumHi),
+      ]),
+      ...op.i32Const(0), ...get(sumLo), ...op.v128Store,
+      ...op.i32Const(16), ...get(sumHi), ...op.v128Store,
+    ],
+  };
+}
+
+/** scale(x, bytes, factor): x ← factor·x. */
+function scale(): WasmFunction {
+  const [x, bytes, factor] = [0, 1, 2];
+  const [i, FACTOR] = [3, 4];
+  return {
+    name: 'scale',
+    params: ['i32', 'i32', 'f32'],
+    locals: ['i32', 'v128'],
+    body: [...splat(factor, FACTOR), ...forEachVector(i, bytes, [...at(x, i), ...get(FACTOR), ...load(x, i), ...op.f32x4Mul, ...op.v128Store])],
+  };
+}
+
+/** axpy(y, x, bytes, a): y ← y + a·x. */
+function axpy(): WasmFunction {
+  const [y, x, bytes, a] = [0, 1, 2, 3];
+  const [i, A] = [4, 5];
+  return {
+    name: 'axpy',
+    params: ['i32', 'i32', 'i32', 'f32'],
+    locals: ['i32', 'v128'],
+    body: [...splat(a, A), ...forEachVector(i, bytes, [...at(y, i), ...load(y, i), ...get(A), ...load(x, i), ...op.f32x4Mul, ...op.f32x4Add, ...op.v128Store])],
+  };
+}
+
 export interface Kernels {
   lamb_moments(m: number, v: number, g: number, w: number, u: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, decay: number): void;
   lamb_apply(u: number, w: number, bytes: number, scale: number): void;
   adamw(m: number, v: number, g: number, w: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, keep: number, stepSize: number, invRootCorrection2: number): void;
+  sum_squares(x: number, bytes: number): void;
+  scale(x: number, bytes: number, factor: number): void;
+  axpy(y: number, x: number, bytes: number, a: number): void;
 }
 
 /** The slice of the WebAssembly JS API used here (the project's TypeScript lib has no WebAssembly types). */
@@ -123,7 +171,7 @@ let compiled: object | undefined;
 
 /** A fixed-size memory of `pages` 64 KiB pages with the kernels bound to it (the module is compiled once per process). */
 export function instantiateKernels(pages: number): { memory: WasmMemory; kernels: Kernels } {
-  compiled ??= new wasm.Module(assembleModule([lambMoments(), lambApply(), adamw()]));
+  compiled ??= new wasm.Module(assembleModule([lambMoments(), lambApply(), adamw(), sumSquares(), scale(), axpy()]));
   const memory = new wasm.Memory({ initial: pages, maximum: pages });
   return { memory, kernels: new wasm.Instance(compiled, { env: { memory } }).exports as Kernels };
 }

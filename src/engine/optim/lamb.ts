@@ -1,6 +1,5 @@
 import type { ParameterSet } from '../params.js';
 import type { ResolvedLambConfig } from './config.js';
-import { G_ADDR, W_ADDR } from './moment-memory.js';
 import { MomentOptimizer } from './optimizer.js';
 
 /**
@@ -28,27 +27,28 @@ export class Lamb extends MomentOptimizer {
     const stepSize = lr * (biasCorrection ? Math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) : 1);
     const mem = this.moments;
     const { lamb_moments, lamb_apply } = mem.kernels;
-    const { firstBlock, mAddr, uAddr, bytes, vOffset, sums } = mem;
-    const wBlocks = mem.blocksOf(w);
-    const gBlocks = mem.blocksOf(g);
+    const { mAddr, uAddr, vOffset, sums, w: wScratch, g: gScratch } = mem;
+    const { first, bytes } = mem.blocks;
+    const wBlocks = mem.blocks.of(w);
+    const gBlocks = mem.blocks.of(g);
     for (let k = 0; k < this.specs.length; k++) {
       const decay = this.decay[k]!;
       let weightSq = 0;
       let updateSq = 0;
-      for (let j = firstBlock[k]!; j < firstBlock[k + 1]!; j++) {
-        mem.stage('w', wBlocks, j);
-        mem.stage('g', gBlocks, j);
-        lamb_moments(mAddr[j]!, mAddr[j]! + vOffset, G_ADDR, W_ADDR, uAddr[j]!, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, decay);
+      for (let j = first[k]!; j < first[k + 1]!; j++) {
+        wScratch.load(wBlocks[j]!);
+        gScratch.load(gBlocks[j]!);
+        lamb_moments(mAddr[j]!, mAddr[j]! + vOffset, gScratch.addr, wScratch.addr, uAddr[j]!, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, decay);
         weightSq += sums[0]! + sums[1]! + sums[2]! + sums[3]!;
         updateSq += sums[4]! + sums[5]! + sums[6]! + sums[7]!;
       }
       const weightNorm = Math.min(Math.sqrt(weightSq), clampValue);
       const updateNorm = Math.sqrt(updateSq);
       const scale = stepSize * (weightNorm === 0 || updateNorm === 0 ? 1 : weightNorm / updateNorm);
-      for (let j = firstBlock[k]!; j < firstBlock[k + 1]!; j++) {
-        mem.stage('w', wBlocks, j);
-        lamb_apply(uAddr[j]!, W_ADDR, bytes[j]!, scale);
-        mem.unstageW(wBlocks, j);
+      for (let j = first[k]!; j < first[k + 1]!; j++) {
+        wScratch.load(wBlocks[j]!);
+        lamb_apply(uAddr[j]!, wScratch.addr, bytes[j]!, scale);
+        wScratch.store(wBlocks[j]!);
       }
     }
   }

@@ -44,6 +44,8 @@ const section = (id: number, contents: number[]): number[] => [id, ...u32(conten
 const simd = (opcode: number): number[] => [0xfd, ...u32(opcode)];
 /** memarg for 16-byte vectors: alignment 2⁴, offset 0 (callers keep addresses 16-byte aligned). */
 const V128_MEMARG = [4, 0];
+/** memarg for 8-byte loads at `offset` bytes past the address. */
+const memarg64 = (offset: number): number[] => [3, ...u32(offset)];
 
 /** The instructions the kernels use, as bytes. */
 export const op = {
@@ -60,6 +62,11 @@ export const op = {
   brIf: (depth: number): number[] => [0x0d, ...u32(depth)],
   v128Load: [...simd(0x00), ...V128_MEMARG],
   v128Store: [...simd(0x0b), ...V128_MEMARG],
+  /** Loads 8 bytes (two f32) into the low half, zeroing the high half. */
+  v128Load64Zero: (offset: number): number[] => [...simd(0x5d), ...memarg64(offset)],
+  f64x2PromoteLowF32x4: simd(0x5f),
+  f64x2Add: simd(0xf0),
+  f64x2Mul: simd(0xf2),
   f32x4Splat: simd(0x13),
   f32x4Sqrt: simd(0xe3),
   f32x4Add: simd(0xe4),
