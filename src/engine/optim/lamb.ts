@@ -12,7 +12,7 @@ import { MomentOptimizer } from './optimizer.js';
  * Two passes per tensor, because r needs the whole tensor's norms before any weight moves: the
  * first updates the moments, stores u and sums ‖w‖² and ‖u‖²; the second moves the weights by the
  * stored u (reading u back is cheaper than recomputing its square root and division). Both run as
- * SIMD kernels over cache-sized blocks (moment-memory.ts); the norms are summed in float64 across blocks.
+ * SIMD kernels over cache-sized blocks (staging.ts); the norms are summed in float64 across blocks.
  */
 export class Lamb extends MomentOptimizer {
   declare readonly config: ResolvedLambConfig;

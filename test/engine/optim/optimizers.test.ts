@@ -104,6 +104,9 @@ test('weight decay skips biases and LayerNorm weights by name (HF no_decay), and
       assert.equal(moved, !exempt, `${kind}: ${s.name} ${moved ? 'moved' : 'did not move'}`);
       if (moved) assert.ok(params.view(s.name).every((x) => x < 0.5), `${kind}: ${s.name} decays toward 0`);
     }
+    // HF's substring rule misses ALBERT's lower-case full_layer_layer_norm, as in the reference run
+    assert.equal(hfNoDecay('albert.encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.weight'), false);
+    assert.equal(hfNoDecay('albert.encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.bias'), true);
     const untouched = params.clone();
     createOptimizer(params, { kind, weightDecay: 0.1, decayExcluded: () => true }).step(params, grads, 0.01);
     assert.deepEqual(params.data, untouched.data, `${kind}: nothing decays when every tensor is excluded`);
