@@ -55,6 +55,9 @@ function countOf(layout: readonly ParamSpec[]): number {
 const FIXED = countOf(albertLargeLayout(1)) - (EMBEDDING + 1);
 const PER_TOKEN = EMBEDDING + 1;
 
+/** Steps before timing: pages the moments in and lets V8 tier the kernels up from its baseline compiler. */
+const WARMUP_STEPS = 5;
+
 export interface StepTiming {
   /** Median over the timed steps, in milliseconds. */
   readonly msPerStep: number;
@@ -76,13 +79,10 @@ export function prepareOptimizerStep(kind: OptimizerKind, paramCount: number, la
   fillNormal(grads.data, 1e-3, 2);
   const optimizer = createOptimizer(params, { kind });
   const step = (): void => optimizer.step(params, grads, 1e-3);
-  // warm-up: touches the moments' pages and gives V8 time to tier the kernels up from its
-  // baseline compiler (which runs them at about half speed)
+  // the baseline compiler runs the kernels at about half speed: time only after tier-up
   for (let s = 0; s < WARMUP_STEPS; s++) step();
   return { step, paramCount: params.size };
 }
-
-const WARMUP_STEPS = 5;
 
 /** Milliseconds `run` takes. */
 export function timeOnce(run: () => void): number {
