@@ -1,0 +1,100 @@
+import { z } from 'zod';
+import type { ChartSeries, MyContribution, PeerRow, SeriesData, SwarmState } from '../shared/api.js';
+import type { Store } from '../store/index.js';
+import { METRIC } from './metric-series.js';
+
+/** A peer counts as alive when it was seen this recently. */
+export const PEER_ALIVE_MS = 60_000;
+/** Most points a chart gets in one answer (the newest ones). */
+export const MAX_CHART_POINTS = 2000;
+
+const SELF = '';
+
+/**
+ * Read-only views of the store for the dashboard: the newest values of the series the training side
+ * records (metric-series.ts), contribution per peer, and the peers table.
+ */
+export class StoreView {
+  constructor(private readonly store: Store) {}
+
+  /** Newest value of a series for one peer, with its time. */
+  latest(series: string, peer = SELF): { value: number; ts: number } | undefined {
+    return this.store.db.prepare('SELECT value, ts FROM metrics WHERE series = ? AND peer = ? ORDER BY ts DESC, rowid DESC LIMIT 1').get(series, peer) as { value: number; ts: number } | undefined;
+  }
+
+  /** Newest value of a series for every peer. */
+  latestPerPeer(series: string): Map<string, number> {
+    const rows = this.store.db
+      .prepare('SELECT peer, value FROM (SELECT peer, value, ROW_NUMBER() OVER (PARTITION BY peer ORDER BY ts DESC, rowid DESC) AS rn FROM metrics WHERE series = ?) WHERE rn = 1')
+      .all(series) as Array<{ peer: string; value: number }>;
+    return new Map(rows.map((r) => [r.peer, r.value]));
+  }
+
+  swarm(): SwarmState {
+    const read = (series: string) => this.latest(series);
+    const parts = {
+      peersAlive: read(METRIC.peersAlive),
+      samplesPerSecond: read(METRIC.swarmSamplesPerSecond),
+      epoch: read(METRIC.epoch),
+      samplesAccumulated: read(METRIC.samplesAccumulated),
+      targetBatchSize: read(METRIC.targetBatchSize),
+      etaSeconds: read(METRIC.etaSeconds),
+      lastLoss: read(METRIC.loss),
+    };
+    const times = Object.values(parts).flatMap((p) => (p ? [p.ts] : []));
+    const value = (p: { value: number } | undefined) => p?.value ?? null;
+    return {
+      peersAlive: value(parts.peersAlive),
+      samplesPerSecond: value(parts.samplesPerSecond),
+      epoch: value(parts.epoch),
+      samplesAccumulated: value(parts.samplesAccumulated),
+      targetBatchSize: value(parts.targetBatchSize),
+      etaSeconds: value(parts.etaSeconds),
+      lastLoss: value(parts.lastLoss),
+      updatedAt: times.length > 0 ? Math.max(...times) : null,
+    };
+  }
+
+  mine(): MyContribution {
+    const samples = this.latestPerPeer(METRIC.samples);
+    const mySamples = samples.get(SELF) ?? 0;
+    const total = [...samples.values()].reduce((a, b) => a + b, 0);
+    const contributors = [...samples.values()].filter((v) => v > 0).length;
+    return {
+      samples: mySamples,
+      computeHours: (this.latest(METRIC.computeSeconds)?.value ?? 0) / 3600,
+      share: total > 0 ? mySamples / total : null,
+      rank: mySamples > 0 ? 1 + [...samples.values()].filter((v) => v > mySamples).length : null,
+      contributors,
+      samplesPerSecond: this.latest(METRIC.samplesPerSecond)?.value ?? null,
+    };
+  }
+
+  /** This node's view of a chart series: the newest points, oldest first. */
+  series(series: ChartSeries, since = 0): SeriesData {
+    const rows = this.store.db
+      .prepare('SELECT ts, value FROM (SELECT ts, value, rowid FROM metrics WHERE series = ? AND peer = ? AND ts >= ? ORDER BY ts DESC, rowid DESC LIMIT ?) ORDER BY ts, rowid')
+      .all(series, SELF, since, MAX_CHART_POINTS) as Array<{ ts: number; value: number }>;
+    return { series, t: rows.map((r) => r.ts / 1000), v: rows.map((r) => r.value) };
+  }
+
+  peers(now = Date.now()): PeerRow[] {
+    return this.store.peers.list(200).map((p) => {
+      const info = PeerInfoSchema.safeParse(p.info);
+      const parsed = info.success ? info.data : {};
+      return {
+        peerId: p.peerId,
+        samplesPerSecond: parsed.samplesPerSecond ?? null,
+        mode: parsed.clientMode === undefined ? 'unknown' : parsed.clientMode ? 'client' : 'relay',
+        lastSeen: p.lastSeen,
+        alive: now - p.lastSeen <= PEER_ALIVE_MS,
+      };
+    });
+  }
+}
+
+/** The fields of a stored peer's `info` the dashboard shows; anything else is ignored. */
+const PeerInfoSchema = z.object({
+  samplesPerSecond: z.number().finite().nonnegative().optional(),
+  clientMode: z.boolean().optional(),
+});
