@@ -24,7 +24,7 @@ import {
 import type { Store } from '../store/index.js';
 import { ContributionMachine } from './contribution.js';
 import { LogRing } from './log-ring.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime } from './runtime-parts.js';
+import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
 import { StoreView } from './store-view.js';
 
 const SETTINGS_KEY = 'app.settings';
@@ -79,6 +79,7 @@ export class NodeController implements CohortCalls {
       ? { available: true, enabled: false }
       : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm', 'not available')}` };
     this.unsubscribeTraining = init.training?.subscribe((e) => this.onTrainingEvent(e));
+    init.training?.configure(trainingSettings(this.settings));
     for (const c of init.components.filter((c) => !c.available)) this.logs.push('warn', `${c.name}: ${c.detail}`);
     this.last = this.buildSnapshot();
     this.lastJson = JSON.stringify(this.last);
@@ -118,7 +119,9 @@ export class NodeController implements CohortCalls {
     }
     this.store.settings.set(SETTINGS_KEY, next, AppSettingsSchema);
     const changed = Object.keys(patch).filter((k) => JSON.stringify(next[k as keyof AppSettings]) !== JSON.stringify(this.settings[k as keyof AppSettings]));
+    const trainingChanged = JSON.stringify(trainingSettings(next)) !== JSON.stringify(trainingSettings(this.settings));
     this.settings = next;
+    if (trainingChanged) this.training?.configure(trainingSettings(next));
     if (changed.length > 0) this.note('info', `settings changed: ${changed.join(', ')}`);
     this.refresh();
     return { ok: true, value: next };
@@ -245,6 +248,10 @@ export class NodeController implements CohortCalls {
       firstRunDone: this.settings.firstRunDone,
     };
   }
+}
+
+function trainingSettings(s: AppSettings): TrainingSettings {
+  return { policies: s.policies, joinCode: s.joinCode, displayName: s.displayName };
 }
 
 function unavailableDetail(components: readonly ComponentState[], name: string, fallback: string): string | undefined {

@@ -12,6 +12,8 @@ import { resolveStatic } from './static-files.js';
 const MAX_BODY_BYTES = 64 * 1024;
 /** SSE comment sent this often so proxies and browsers keep the stream open. */
 const HEARTBEAT_MS = 15_000;
+/** Open event streams at most (a few tabs and tools; more is a leak or abuse). */
+const MAX_STREAMS = 32;
 
 /** Same policy as the renderer's own meta tag; sent as a header too so it also covers the fallback page. */
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -86,6 +88,7 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
   }
 
   async function openEventStream(res: http.ServerResponse): Promise<void> {
+    if (streams.size >= MAX_STREAMS) return sendJson(res, 503, { error: `too many open event streams (${MAX_STREAMS}); close other dashboard tabs` });
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
     streams.add(res);
     res.on('close', () => streams.delete(res));

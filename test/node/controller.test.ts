@@ -4,7 +4,7 @@ import { createLogger } from '../../src/log/logger.js';
 import type { ComponentState, Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
 import { METRIC } from '../../src/node/metric-series.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime } from '../../src/node/runtime-parts.js';
+import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../../src/node/runtime-parts.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -29,6 +29,10 @@ function storeIn(t: TestContext, dir = tmpDir(t)): Store {
 /** A training runtime that records what the controller asked of it. */
 class FakeTraining implements TrainingRuntime {
   readonly calls: string[] = [];
+  readonly configured: TrainingSettings[] = [];
+  configure(settings: TrainingSettings) {
+    this.configured.push(settings);
+  }
   private listener: ((e: TrainingEvent) => void) | undefined;
   async start() {
     this.calls.push('start');
@@ -91,6 +95,18 @@ test('a policy hold makes a running node wait and never lifts a user pause', asy
   s = await c.getSnapshot();
   assert.equal(s.contribution.phase, 'paused');
   assert.deepEqual(training.calls, ['start', 'pause', 'start', 'pause']);
+});
+
+test('the training runtime is configured with the volunteer\'s limits at start and on every relevant change', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  assert.equal(training.configured.length, 1);
+  await c.updateSettings({ policies: { maxCpuThreads: 5 }, joinCode: 'cohort1-abc' });
+  assert.equal(training.configured.length, 2);
+  assert.equal(training.configured[1]!.policies.maxCpuThreads, 5);
+  assert.equal(training.configured[1]!.joinCode, 'cohort1-abc');
+  await c.updateSettings({ startAtLogin: true });
+  assert.equal(training.configured.length, 2, 'a desktop-only setting does not reconfigure training');
 });
 
 test('settings are validated, merged and persisted', async (t) => {
