@@ -8,6 +8,7 @@ import type { Logger } from '../log/logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { COMPONENTS } from './components.js';
 import { NodeController } from './controller.js';
+import type { CoordinatorRole, TrainingRuntime } from './runtime-parts.js';
 import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
 
 export { COMPONENTS };
@@ -24,8 +25,14 @@ export interface HeadlessNode {
   stop(): Promise<void>;
 }
 
+/** The runtime parts that exist in this build (none yet; the collaborative-training work passes them). */
+export interface RuntimeParts {
+  readonly training?: TrainingRuntime;
+  readonly coordinator?: CoordinatorRole;
+}
+
 /** Starts the headless node: opens the store, runs the controller and serves the dashboard and its API. */
-export async function startHeadlessNode(config: Config, log: Logger, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
+export async function startHeadlessNode(config: Config, log: Logger, parts: RuntimeParts = {}, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
   const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
   if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
     throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);
@@ -33,7 +40,7 @@ export async function startHeadlessNode(config: Config, log: Logger, rendererDir
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
   for (const c of COMPONENTS.filter((c) => !c.available)) log.warn(`${c.name}: ${c.detail}`);
-  const controller = new NodeController({ store, log, version, components: COMPONENTS });
+  const controller = new NodeController({ store, log, version, components: COMPONENTS, ...parts });
   let server;
   try {
     server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log });

@@ -33,10 +33,13 @@ export interface RunningNode {
   readonly child: ChildProcess;
 }
 
-/** `cohort start --dashboard-port 0 --data-dir <tmp>`; resolves with the URL it prints. */
-export async function startNode(t: TestContext): Promise<RunningNode> {
+/** The real CLI: `cohort start --dashboard-port 0 --data-dir <dir>`. */
+const cohortStart = (dataDir: string) => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
+
+/** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
+export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart): Promise<RunningNode> {
   const dataDir = scratchDir('cohort-e2e-');
-  const child = spawn(process.execPath, [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));

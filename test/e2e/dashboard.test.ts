@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { ROOT } from '../helpers/cli.js';
 import { ARTEFACTS, chromiumMissing, ensureRendererBuilt, feedMetrics, launchBrowser, startNode } from './browser.js';
 
 const skip = chromiumMissing();
@@ -99,5 +100,26 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.getByText('Unavailable: coordinator mode needs the swarm').waitFor(WAIT);
     assert.match((await page.locator('#coord-explain').textContent()) ?? '', /join code to share/);
     await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard-dark.png'), fullPage: true });
+  });
+
+  test('with a coordinator role, the switch turns it on and shows the join code as text and QR code', async (t) => {
+    const joinCode = 'cohort-test-join-code-7Hq2ZkR9';
+    const fixture = path.join(ROOT, 'test', 'fixtures', 'node-with-test-coordinator.ts');
+    const node = await startNode(t, (dataDir) => ['--import', 'tsx', fixture, dataDir, joinCode]);
+    const page = await (await launchBrowser(t)).newPage();
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    const toggle = page.getByRole('switch', { name: 'Act as coordinator' });
+    await toggle.focus(WAIT);
+    await page.keyboard.press('Space');
+    await page.locator('[role="switch"][aria-checked="true"]').waitFor(WAIT);
+    assert.equal(await page.getByLabel('Join code', { exact: true }).inputValue(), joinCode);
+    const qr = page.getByRole('img', { name: 'QR code of the join code' });
+    const modules = await qr.locator('path').getAttribute('d');
+    assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');
+    await page.locator('section:has(#coord-title)').screenshot({ path: path.join(ARTEFACTS, 'coordinator.png') });
+    await toggle.click();
+    await page.locator('[role="switch"][aria-checked="false"]').waitFor(WAIT);
+    assert.equal(await page.getByLabel('Join code', { exact: true }).count(), 0, 'the join code goes away with the role');
   });
 });
