@@ -2,12 +2,12 @@
 // process (runtime-process.ts); the behaviour lives in DesktopShell, tested without Electron.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BrowserWindow, Menu, Notification, Tray, app, ipcMain, nativeImage, powerMonitor, session, shell, utilityProcess, type IpcMainInvokeEvent } from 'electron';
+import { BrowserWindow, Menu, Notification, Tray, app, ipcMain, nativeImage, powerMonitor, session, shell, utilityProcess } from 'electron';
 import { SNAPSHOT_CHANNEL, METHOD_NAMES, ipcChannel } from '../shared/channels.js';
 import { DesktopShell, POLICY_TICK_MS, type DesktopPlatform } from './desktop-shell.js';
 import { runtimeClient, type FromRuntime } from './runtime-rpc.js';
 import type { TrayAction, TrayModel } from './tray-model.js';
-import { dashboardWindowOptions, isAppUrl } from './window-options.js';
+import { dashboardWindowOptions, isAppUrl, isFromAppWindow } from './window-options.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const assets = app.isPackaged ? path.join(process.resourcesPath, 'assets') : path.join(here, '../../assets');
@@ -36,10 +36,6 @@ function createWindow(desktop: DesktopShell): BrowserWindow {
   if (devUrl) void w.loadURL(devUrl);
   else void w.loadFile(path.join(here, '../renderer/index.html'));
   return w;
-}
-
-function fromAppWindow(event: IpcMainInvokeEvent): boolean {
-  return win !== undefined && !win.isDestroyed() && event.sender === win.webContents && event.senderFrame === win.webContents.mainFrame;
 }
 
 function renderTray(model: TrayModel, onAction: (action: TrayAction) => void): void {
@@ -100,7 +96,7 @@ if (!app.requestSingleInstanceLock()) {
     const desktop = new DesktopShell(platform, client);
     for (const method of METHOD_NAMES) {
       ipcMain.handle(ipcChannel(method), (event, input: unknown) => {
-        if (!fromAppWindow(event)) throw new Error('refused: IPC from a frame that is not the app window');
+        if (!isFromAppWindow(event, win)) throw new Error('refused: IPC from a frame that is not the app window');
         return desktop.call(method, input);
       });
     }
