@@ -15,6 +15,8 @@ const SELF = '';
  * records (metric-series.ts), contribution per peer, and the peers table.
  */
 export class StoreView {
+  private readonly perPeer = new Map<string, { scannedRowid: number; byPeer: Map<string, { value: number; ts: number }> }>();
+
   constructor(private readonly store: Store) {}
 
   /** Newest value of a series for one peer, with its time. */
@@ -22,12 +24,25 @@ export class StoreView {
     return this.store.db.prepare('SELECT value, ts FROM metrics WHERE series = ? AND peer = ? ORDER BY ts DESC, rowid DESC LIMIT 1').get(series, peer) as { value: number; ts: number } | undefined;
   }
 
-  /** Newest value of a series for every peer. */
+  /**
+   * Newest value of a series for every peer. Kept incrementally (only rows added since the last call
+   * are read), because a coordinator's table grows by every peer's points and this runs every second.
+   * Metric rows are only ever appended, so rowids only grow.
+   */
   latestPerPeer(series: string): Map<string, number> {
+    let cache = this.perPeer.get(series);
+    if (!cache) this.perPeer.set(series, (cache = { scannedRowid: 0, byPeer: new Map() }));
+    // upper bound first, so rows another process adds meanwhile are read next time, not skipped
+    const upTo = (this.store.db.prepare('SELECT MAX(rowid) AS max FROM metrics').get() as { max: number | null }).max ?? 0;
     const rows = this.store.db
-      .prepare('SELECT peer, value FROM (SELECT peer, value, ROW_NUMBER() OVER (PARTITION BY peer ORDER BY ts DESC, rowid DESC) AS rn FROM metrics WHERE series = ?) WHERE rn = 1')
-      .all(series) as Array<{ peer: string; value: number }>;
-    return new Map(rows.map((r) => [r.peer, r.value]));
+      .prepare('SELECT peer, value, ts FROM metrics WHERE rowid > ? AND rowid <= ? AND series = ?')
+      .all(cache.scannedRowid, upTo, series) as Array<{ peer: string; value: number; ts: number }>;
+    for (const r of rows) {
+      const known = cache.byPeer.get(r.peer);
+      if (!known || r.ts >= known.ts) cache.byPeer.set(r.peer, { value: r.value, ts: r.ts });
+    }
+    cache.scannedRowid = upTo;
+    return new Map([...cache.byPeer].map(([peer, v]) => [peer, v.value]));
   }
 
   swarm(): SwarmState {
