@@ -43,10 +43,13 @@ describe('dashboard in headless Chromium', { skip }, () => {
 
     const before = await samplesOnPage(page);
     assert.ok(before > 0, `samples shown (${before})`);
+    const layout = () => page.evaluate(() => [...document.querySelectorAll('header, main section, main dd')].map((e) => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height].join(','); }));
+    const layoutBefore = await layout();
     const feeding = feedMetrics(node.dataDir, 12);
     await page.waitForFunction((n) => Number(document.querySelector('section:has(#mine-title) dd')?.textContent?.replace(/,/g, '')) > n, before, WAIT);
     await feeding;
     assert.ok((await samplesOnPage(page)) > before, 'samples grew on the page without a reload');
+    assert.deepEqual(await layout(), layoutBefore, 'no layout jumps while the numbers update');
 
     const chart = page.locator('figure:has(#loss-chart-title)');
     await chart.locator('[data-points="80"]').waitFor(WAIT);
