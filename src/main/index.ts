@@ -55,7 +55,8 @@ function renderTray(model: TrayModel, onAction: (action: TrayAction) => void): v
 function startRuntime() {
   const child = utilityProcess.fork(path.join(here, 'runtime.js'), [], {
     serviceName: 'Cohort node runtime',
-    env: { ...process.env, COHORT_APP_VERSION: app.getVersion(), COHORT_DATA_DIR: process.env.COHORT_DATA_DIR ?? app.getPath('userData') },
+    // same data directory as the headless node (COHORT_DATA_DIR or the platform default), so both show one history
+    env: { ...process.env, COHORT_APP_VERSION: app.getVersion() },
     stdio: 'inherit',
   });
   const client = runtimeClient({ postMessage: (m) => child.postMessage(m), onMessage: (l) => child.on('message', (m: FromRuntime) => l(m)) });
