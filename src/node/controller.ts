@@ -73,11 +73,11 @@ export class NodeController implements CohortCalls {
     this.coordinatorRole = init.coordinator;
     this.settings = this.loadSettings();
     const wasContributing = this.store.settings.get(INTENT_KEY, z.boolean());
-    const limitation = init.training ? undefined : `nothing is computed yet — ${unavailableDetail(init.components, 'engine', 'the training engine is not in this version')}`;
+    const limitation = init.training ? undefined : `nothing is computed yet — ${unavailableDetail(init.components, 'engine') ?? 'no training runtime is attached to this node'}`;
     this.machine = new ContributionMachine(wasContributing === undefined ? 'never-started' : wasContributing ? 'contribute' : 'paused', limitation);
     this.coordinator = init.coordinator
       ? { available: true, enabled: false }
-      : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm', 'not available')}` };
+      : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm') ?? 'no coordinator role is attached to this node'}` };
     this.unsubscribeTraining = init.training?.subscribe((e) => this.onTrainingEvent(e));
     init.training?.configure(trainingSettings(this.settings));
     for (const c of init.components.filter((c) => !c.available)) this.logs.push('warn', `${c.name}: ${c.detail}`);
@@ -85,7 +85,7 @@ export class NodeController implements CohortCalls {
     this.lastJson = JSON.stringify(this.last);
     this.timer = setInterval(() => this.refresh(), init.refreshMs ?? 1000);
     this.timer.unref();
-    if (this.machine.intent === 'contribute') void this.training?.start();
+    if (this.machine.status.phase === 'running') this.applyToTraining(false);
   }
 
   /** Called with every changed snapshot; returns the unsubscribe function. */
@@ -254,8 +254,8 @@ function trainingSettings(s: AppSettings): TrainingSettings {
   return { policies: s.policies, joinCode: s.joinCode, displayName: s.displayName };
 }
 
-function unavailableDetail(components: readonly ComponentState[], name: string, fallback: string): string | undefined {
+/** "name: detail" of a listed part this build lacks; undefined when it is available or not listed. */
+function unavailableDetail(components: readonly ComponentState[], name: string): string | undefined {
   const c = components.find((x) => x.name === name);
-  if (c?.available) return undefined;
-  return c ? `${c.name}: ${c.detail}` : fallback;
+  return c && !c.available ? `${c.name}: ${c.detail}` : undefined;
 }

@@ -109,6 +109,17 @@ test('the training runtime is configured with the volunteer\'s limits at start a
   assert.equal(training.configured.length, 2, 'a desktop-only setting does not reconfigure training');
 });
 
+test('a node that was contributing resumes training by itself after a restart', async (t) => {
+  const dir = tmpDir(t);
+  const first = controller(t, storeIn(t, dir));
+  await first.startContribution();
+  first.close();
+  const training = new FakeTraining();
+  const again = controller(t, storeIn(t, dir), { training });
+  assert.equal((await again.getSnapshot()).contribution.phase, 'running');
+  assert.deepEqual(training.calls, ['start']);
+});
+
 test('settings are validated, merged and persisted', async (t) => {
   const dir = tmpDir(t);
   const c = controller(t, storeIn(t, dir));
