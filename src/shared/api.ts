@@ -143,8 +143,11 @@ export type MethodName = keyof CohortCalls;
 
 /** The full API a UI gets: the verbs plus a live stream of snapshots. */
 export interface CohortApi extends CohortCalls {
-  /** Calls `listener` with every new snapshot; returns the unsubscribe function. */
-  subscribe(listener: (snapshot: Snapshot) => void): () => void;
+  /**
+   * Calls `listener` with every new snapshot; returns the unsubscribe function. `onConnection` hears
+   * when a transport that can drop (HTTP) loses or regains the node.
+   */
+  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean) => void): () => void;
 }
 
 /** The schema of each verb's one argument (null = takes none), used by every transport's receiving side. */

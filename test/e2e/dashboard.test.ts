@@ -89,7 +89,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     assert.equal(await page.getByLabel('Memory limit (MiB)').inputValue(), '4096', 'the unsaved bad value was not stored');
   });
 
-  test('the coordinator toggle explains itself and says why it is unavailable without the swarm (dark mode)', async (t) => {
+  test('the coordinator toggle says why it is unavailable without the swarm; a lost node is announced (dark mode)', async (t) => {
     const node = await startNode(t);
     await feedMetrics(node.dataDir, 0);
     const page = await (await launchBrowser(t, 'dark')).newPage();
@@ -103,6 +103,12 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.getByText('Unavailable: coordinator mode needs the swarm').waitFor(WAIT);
     assert.match((await page.locator('#coord-explain').textContent()) ?? '', /join code to share/);
     await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard-dark.png'), fullPage: true });
+
+    // the node goes away: the page says so instead of showing stale numbers as live
+    const exited = new Promise((resolve) => node.child.once('exit', resolve));
+    node.child.kill('SIGTERM');
+    await exited;
+    await page.getByText('Lost the connection to the Cohort node').waitFor(WAIT);
   });
 
   test('with a coordinator role, the switch turns it on and shows the join code as text and QR code', async (t) => {

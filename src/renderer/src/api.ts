@@ -24,10 +24,14 @@ function httpApi(): CohortApi {
   const calls = Object.fromEntries(METHOD_NAMES.map((m) => [m, httpVerb(m)])) as unknown as CohortCalls;
   return {
     ...calls,
-    subscribe(listener) {
+    subscribe(listener, onConnection) {
+      // EventSource reconnects by itself; the node sends a fresh snapshot on every (re)connect
       const source = new EventSource(EVENTS_PATH);
-      const onSnapshot = (e: MessageEvent<string>) => listener(JSON.parse(e.data) as Snapshot);
-      source.addEventListener('snapshot', onSnapshot);
+      source.addEventListener('snapshot', (e: MessageEvent<string>) => {
+        onConnection?.(true);
+        listener(JSON.parse(e.data) as Snapshot);
+      });
+      source.addEventListener('error', () => onConnection?.(false));
       return () => source.close();
     },
   };
