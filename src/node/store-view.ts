@@ -93,8 +93,10 @@ export class StoreView {
     return { series, t: rows.map((r) => r.ts / 1000), v: rows.map((r) => r.value) };
   }
 
+  /** Most recently seen first; ties by id, so rows do not swap places between refreshes. */
   peers(now = Date.now()): PeerRow[] {
-    return this.store.peers.list(200).map((p) => {
+    const seen = this.store.peers.list(200).sort((a, b) => b.lastSeen - a.lastSeen || (a.peerId < b.peerId ? -1 : 1));
+    return seen.map((p) => {
       const info = PeerInfoSchema.safeParse(p.info);
       const parsed = info.success ? info.data : {};
       return {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, formatDuration, formatFixed, formatInteger, formatPercent, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -26,4 +26,12 @@ test('batch progress is clamped and unknown without both numbers; peer ids keep 
   assert.equal(batchProgress(10, 0), null);
   assert.equal(shortPeerId('12D3KooWJdNzxz4Tk2VdgRKqpMhCKbqZV8zHGyc5WmB7X1Fh2abc'), '12D3KooW…Fh2abc');
   assert.equal(shortPeerId('short'), 'short');
+});
+
+test('the ETA counts down from when it was estimated and stops at zero', () => {
+  assert.equal(remainingSeconds(60, 10_000, 25_000), 45);
+  assert.equal(remainingSeconds(60, 10_000, 100_000), 0);
+  assert.equal(remainingSeconds(60, 10_000, 5_000), 60, 'a clock behind the estimate does not add time');
+  assert.equal(remainingSeconds(null, 10_000, 25_000), null);
+  assert.equal(remainingSeconds(60, null, 25_000), null);
 });

@@ -37,6 +37,12 @@ export function batchProgress(accumulated: number | null, target: number | null)
   return Math.min(1, Math.max(0, accumulated / target));
 }
 
+/** Seconds left of an estimate made at `madeAt` (ms), counting down between updates; never below 0. */
+export function remainingSeconds(eta: number | null, madeAt: number | null, now: number): number | null {
+  if (eta === null || madeAt === null) return null;
+  return Math.max(0, eta - Math.max(0, now - madeAt) / 1000);
+}
+
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
 export function shortPeerId(id: string): string {
   return id.length <= 16 ? id : `${id.slice(0, 8)}…${id.slice(-6)}`;
