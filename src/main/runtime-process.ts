@@ -3,8 +3,7 @@
 import { resolveConfig } from '../config/load.js';
 import { createLogger } from '../log/logger.js';
 import { dispatch } from '../node/api-dispatch.js';
-import { COMPONENTS } from '../node/components.js';
-import { NodeController } from '../node/controller.js';
+import { createNodeController } from '../node/node-runtime.js';
 import { openStore } from '../store/index.js';
 import { serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
 
@@ -15,7 +14,7 @@ const version = process.env.COHORT_APP_VERSION ?? '0.0.0';
 const config = resolveConfig({ env: process.env });
 const log = createLogger(config);
 const store = openStore(config.dataDir, { moveAside: config.moveAside });
-const controller = new NodeController({ store, log, version, components: COMPONENTS });
+const controller = createNodeController({ store, log, version });
 log.info(`runtime up: data directory ${config.dataDir}`);
 
 serveRuntime(

@@ -24,6 +24,7 @@ import {
 import type { Store } from '../store/index.js';
 import { ContributionMachine } from './contribution.js';
 import { LogRing } from './log-ring.js';
+import { teeLogger } from './log-tee.js';
 import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
 import { StoreView } from './store-view.js';
 
@@ -32,7 +33,13 @@ const INTENT_KEY = 'app.contributing';
 
 export interface NodeControllerInit {
   readonly store: Store;
+  /** The node's logger; every line it writes also goes to the dashboard's log panel. */
   readonly log: Logger;
+  /**
+   * The log panel's ring, when the caller has already teed its logger into it (`teeLogger`) so that
+   * runtime parts made before the controller log into the panel too. @default a new ring, teed here
+   */
+  readonly logs?: LogRing;
   readonly version: string;
   readonly components: readonly ComponentState[];
   /** The training runtime; absent until the engine and swarm exist. */
@@ -52,7 +59,7 @@ export class NodeController implements CohortCalls {
   private readonly store: Store;
   private readonly log: Logger;
   private readonly view: StoreView;
-  private readonly logs = new LogRing();
+  private readonly logs: LogRing;
   private readonly events = new EventEmitter();
   private readonly machine: ContributionMachine;
   private readonly training: TrainingRuntime | undefined;
@@ -67,7 +74,8 @@ export class NodeController implements CohortCalls {
 
   constructor(private readonly init: NodeControllerInit) {
     this.store = init.store;
-    this.log = init.log;
+    this.logs = init.logs ?? new LogRing();
+    this.log = init.logs ? init.log : teeLogger(init.log, this.logs);
     this.view = new StoreView(init.store);
     this.training = init.training;
     this.coordinatorRole = init.coordinator;
@@ -80,7 +88,6 @@ export class NodeController implements CohortCalls {
       : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm') ?? 'no coordinator role is attached to this node'}` };
     this.unsubscribeTraining = init.training?.subscribe((e) => this.onTrainingEvent(e));
     init.training?.configure(trainingSettings(this.settings));
-    for (const c of init.components.filter((c) => !c.available)) this.logs.push('warn', `${c.name}: ${c.detail}`);
     this.last = this.buildSnapshot();
     this.lastJson = JSON.stringify(this.last);
     this.timer = setInterval(() => this.refresh(), init.refreshMs ?? 1000);
@@ -219,7 +226,6 @@ export class NodeController implements CohortCalls {
   }
 
   private note(level: LogLevel, msg: string): void {
-    this.logs.push(level, msg);
     this.log[level](msg);
   }
 

@@ -6,12 +6,9 @@ import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import { openStore, type Store } from '../store/index.js';
-import { COMPONENTS } from './components.js';
-import { NodeController } from './controller.js';
-import type { CoordinatorRole, TrainingRuntime } from './runtime-parts.js';
+import type { NodeController } from './controller.js';
+import { createNodeController, type MakeRuntimeParts } from './node-runtime.js';
 import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
-
-export { COMPONENTS };
 
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
 export const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
@@ -25,22 +22,15 @@ export interface HeadlessNode {
   stop(): Promise<void>;
 }
 
-/** The runtime parts that exist in this build (none yet; the collaborative-training work passes them). */
-export interface RuntimeParts {
-  readonly training?: TrainingRuntime;
-  readonly coordinator?: CoordinatorRole;
-}
-
 /** Starts the headless node: opens the store, runs the controller and serves the dashboard and its API. */
-export async function startHeadlessNode(config: Config, log: Logger, parts: RuntimeParts = {}, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
+export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeRuntimeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
   const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
   if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
     throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);
   }
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
-  for (const c of COMPONENTS.filter((c) => !c.available)) log.warn(`${c.name}: ${c.detail}`);
-  const controller = new NodeController({ store, log, version, components: COMPONENTS, ...parts });
+  const controller = createNodeController({ store, log, version, parts });
   let server;
   try {
     server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log });

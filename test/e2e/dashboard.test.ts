@@ -123,6 +123,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.keyboard.press('Space');
     await page.locator('[role="switch"][aria-checked="true"]').waitFor(WAIT);
     assert.equal(await page.getByLabel('Join code', { exact: true }).inputValue(), joinCode);
+    await page.getByRole('log').getByText(`test coordinator up; join code ${joinCode}`).waitFor(WAIT); // the role's own log line reaches the panel
     const qr = page.getByRole('img', { name: 'QR code of the join code' });
     const modules = await qr.locator('path').getAttribute('d');
     assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');
