@@ -14,6 +14,8 @@ export interface DesktopPlatform {
   notify(title: string, body: string): void;
   setOpenAtLogin(enabled: boolean): void;
   machineState(): MachineState;
+  /** Wall-clock time in ms (injected so snoozes are testable). */
+  now(): number;
   quit(): void;
   /** Pushes a snapshot to the open windows. */
   sendSnapshot(snapshot: Snapshot): void;
@@ -28,6 +30,7 @@ export class DesktopShell {
   private settings: AppSettings | undefined;
   private readonly policy = new PolicyMonitor();
   private hold: string | undefined;
+  private snoozeUntil: number | undefined;
   private quitting = false;
   private readonly unsubscribe: () => void;
 
@@ -53,6 +56,11 @@ export class DesktopShell {
   }
 
   async onTrayAction(action: TrayAction): Promise<void> {
+    if (typeof action === 'object') {
+      this.snoozeUntil = this.platform.now() + action.snooze * 60_000;
+      this.tickPolicy(this.platform.now());
+      return;
+    }
     switch (action) {
       case 'open':
         this.platform.showWindow();
@@ -62,6 +70,8 @@ export class DesktopShell {
         return;
       case 'toggle': {
         const phase = this.snapshot?.contribution.phase;
+        this.snoozeUntil = undefined; // an explicit start or pause ends a snooze
+        this.tickPolicy(this.platform.now());
         const r = phase === 'running' || phase === 'waiting' ? await this.runtime.pauseContribution() : await this.runtime.startContribution();
         if (!r.ok) this.platform.notify('Cohort', r.error);
         return;
@@ -94,10 +104,12 @@ export class DesktopShell {
     this.quitting = true;
   }
 
-  /** Checks the battery / idle policies and tells the runtime when the hold changes. */
+  /** Checks the snooze and the battery / idle policies and tells the runtime when the hold changes. */
   tickPolicy(now: number): void {
     if (!this.settings) return;
-    const hold = this.policy.evaluate(this.platform.machineState(), this.settings.policies, now);
+    if (this.snoozeUntil !== undefined && now >= this.snoozeUntil) this.snoozeUntil = undefined;
+    const policyHold = this.policy.evaluate(this.platform.machineState(), this.settings.policies, now);
+    const hold = this.snoozeUntil !== undefined ? `snoozed until ${new Date(this.snoozeUntil).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}` : policyHold;
     if (hold === this.hold) return;
     this.hold = hold;
     this.runtime.setPolicyHold(hold);

@@ -89,6 +89,7 @@ if (!app.requestSingleInstanceLock()) {
       notify: (title, body) => new Notification({ title, body }).show(),
       setOpenAtLogin: (enabled) => app.setLoginItemSettings({ openAtLogin: enabled, args: [STARTED_AT_LOGIN] }),
       machineState: () => ({ onBattery: powerMonitor.isOnBatteryPower(), idleSeconds: powerMonitor.getSystemIdleTime() }),
+      now: () => Date.now(),
       quit: () => app.quit(),
       sendSnapshot: (snapshot) => {
         if (win && !win.isDestroyed()) win.webContents.send(SNAPSHOT_CHANNEL, snapshot);
@@ -108,7 +109,7 @@ if (!app.requestSingleInstanceLock()) {
       desktop.markQuitting();
     });
     app.on('will-quit', () => child.kill());
-    setInterval(() => desktop.tickPolicy(Date.now()), POLICY_TICK_MS).unref();
+    setInterval(() => desktop.tickPolicy(platform.now()), POLICY_TICK_MS).unref();
     await desktop.start();
     // started at login: stay in the tray; otherwise open the dashboard
     if (!process.argv.includes(STARTED_AT_LOGIN) && !app.getLoginItemSettings().wasOpenedAtLogin) platform.showWindow();

@@ -1,6 +1,10 @@
 import type { Snapshot } from '../shared/api.js';
 
-export type TrayAction = 'toggle' | 'open' | 'quit';
+/** Snooze lengths the tray offers, in minutes (a snooze lifts by itself, unlike a pause). */
+export const SNOOZE_MINUTES = [15, 60] as const;
+export type SnoozeMinutes = (typeof SNOOZE_MINUTES)[number];
+
+export type TrayAction = 'toggle' | 'open' | 'quit' | { readonly snooze: SnoozeMinutes };
 
 export type TrayItem = { readonly kind: 'status'; readonly label: string } | { readonly kind: 'action'; readonly action: TrayAction; readonly label: string } | { readonly kind: 'separator' };
 
@@ -44,6 +48,7 @@ export function trayModel(snapshot: Snapshot | undefined): TrayModel {
       { kind: 'status', label: status },
       { kind: 'separator' },
       { kind: 'action', action: 'toggle', label: contributing ? 'Pause contributing' : 'Start contributing' },
+      ...(phase === 'running' ? SNOOZE_MINUTES.map((m): TrayItem => ({ kind: 'action', action: { snooze: m }, label: `Snooze for ${m < 60 ? `${m} minutes` : `${m / 60} hour`}` })) : []),
       { kind: 'action', action: 'open', label: 'Open dashboard' },
       { kind: 'separator' },
       { kind: 'action', action: 'quit', label: 'Quit Cohort' },

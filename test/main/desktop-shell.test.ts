@@ -41,6 +41,10 @@ class FakePlatform implements DesktopPlatform {
   hidden = 0;
   quits = 0;
   machine = { onBattery: false, idleSeconds: 0 };
+  clock = 1_000_000;
+  now() {
+    return this.clock;
+  }
   renderTray(model: TrayModel) {
     this.trays.push(model);
   }
@@ -150,4 +154,29 @@ test('battery policy ticks hold a running node and release it on mains', async (
   shell.tickPolicy(POWER_SETTLE_MS + 1);
   shell.tickPolicy(2 * POWER_SETTLE_MS + 1);
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
+});
+
+test('a snooze from the tray holds contribution and lifts by itself; Pause or Start ends it early', async (t) => {
+  const { client, controller } = runtime(t);
+  const platform = new FakePlatform();
+  const shell = new DesktopShell(platform, client);
+  t.after(() => shell.dispose());
+  await shell.start();
+  await client.startContribution();
+  await until(() => platform.trays.at(-1)!.items.some((i) => i.kind === 'action' && typeof i.action === 'object'), 'snooze items while running');
+  await shell.onTrayAction({ snooze: 15 });
+  await until(async () => (await controller.getSnapshot()).contribution.detail.startsWith('waiting: snoozed until'), 'the snooze hold');
+  platform.clock += 14 * 60_000;
+  shell.tickPolicy(platform.clock);
+  assert.equal((await controller.getSnapshot()).contribution.phase, 'waiting', 'still snoozed after 14 minutes');
+  platform.clock += 60_000;
+  shell.tickPolicy(platform.clock);
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the snooze to lift after 15 minutes');
+
+  await shell.onTrayAction({ snooze: 60 });
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'waiting', 'a second snooze');
+  await shell.onTrayAction('toggle'); // Pause while snoozed: paused, and the snooze is gone
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'paused', 'the pause');
+  await shell.onTrayAction('toggle');
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'Start runs at once, not after the snooze');
 });

@@ -25,8 +25,9 @@ test('the tray menu offers Start when not contributing and Pause when contributi
   assert.equal(toggleLabel(snapshot('paused')), 'Start contributing');
   assert.equal(toggleLabel(snapshot('running')), 'Pause contributing');
   assert.equal(toggleLabel(snapshot('waiting', 'waiting: on battery')), 'Pause contributing');
-  const actions = trayModel(snapshot('running')).items.flatMap((i) => (i.kind === 'action' ? [i.action] : []));
-  assert.deepEqual(actions, ['toggle', 'open', 'quit']);
+  const actions = (s: Snapshot) => trayModel(s).items.flatMap((i) => (i.kind === 'action' ? [i.action] : []));
+  assert.deepEqual(actions(snapshot('running')), ['toggle', { snooze: 15 }, { snooze: 60 }, 'open', 'quit']);
+  assert.deepEqual(actions(snapshot('paused')), ['toggle', 'open', 'quit'], 'snooze is offered only while running');
 });
 
 test('the status line shows samples/s and epoch while running, and why it waits', () => {
