@@ -7,7 +7,8 @@ const external = ['better-sqlite3', 'onnxruntime-node'];
 
 export default defineConfig({
   main: {
-    build: { outDir: 'out/main', lib: { entry: 'src/main/index.ts', formats: ['es'] }, rollupOptions: { external } },
+    // index: the Electron main process; runtime: the node runtime in its utility process
+    build: { outDir: 'out/main', lib: { entry: { index: 'src/main/index.ts', runtime: 'src/main/runtime-process.ts' }, formats: ['es'] }, rollupOptions: { external } },
   },
   preload: {
     // sandboxed preloads must be CommonJS

@@ -86,6 +86,16 @@ export const SETTINGS = {
     description: 'port of the local dashboard',
     default: () => 7870,
   }),
+  dashboardToken: setting({
+    schema: z
+      .string()
+      .trim()
+      .refine((s) => s === '' || /^[\x21-\x7e]{16,256}$/.test(s), 'must be 16 to 256 printable characters without spaces'),
+    arg: '<token>',
+    accepted: '16 to 256 printable characters without spaces (e.g. from `openssl rand -hex 24`)',
+    description: 'access token the dashboard and its API require; needed to serve beyond loopback',
+    default: () => '',
+  }),
   moveAside: setting({
     schema: booleanish,
     accepted: 'true or false',

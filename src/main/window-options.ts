@@ -38,3 +38,18 @@ export function isAppUrl(url: string, appOrigin: string): boolean {
     return false;
   }
 }
+
+/** The parts of an IPC event and of the app window that the sender check compares. */
+export interface IpcSender {
+  readonly sender: unknown;
+  readonly senderFrame: unknown;
+}
+export interface AppWindowLike {
+  isDestroyed(): boolean;
+  readonly webContents: { readonly mainFrame: unknown };
+}
+
+/** IPC is answered only for the app window's own top frame (never a subframe or another window). */
+export function isFromAppWindow(event: IpcSender, win: AppWindowLike | undefined): boolean {
+  return win !== undefined && !win.isDestroyed() && event.sender === win.webContents && event.senderFrame !== null && event.senderFrame === win.webContents.mainFrame;
+}

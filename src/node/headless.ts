@@ -1,71 +1,55 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import { openStore, type Store } from '../store/index.js';
+import type { NodeController } from './controller.js';
+import { createNodeController, type MakeRuntimeParts } from './node-runtime.js';
+import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
 
-/** A part of the node runtime and whether this build has it yet. */
-export interface ComponentStatus {
-  readonly name: string;
-  readonly available: boolean;
-  readonly detail: string;
-}
+/** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
+export const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
 
-/** What the runtime can do in this version; the dashboard and `npm start` show it instead of failing silently. */
-export const COMPONENTS: readonly ComponentStatus[] = [
-  { name: 'store', available: true, detail: 'SQLite database: checkpoints, metrics, data cache, peers, settings' },
-  { name: 'engine', available: false, detail: 'ALBERT training engine on onnxruntime-node: not in this version yet' },
-  { name: 'data', available: false, detail: 'corpus, tokenizer and MLM/SOP batches: not in this version yet' },
-  { name: 'swarm', available: false, detail: 'libp2p node and DHT: not in this version yet' },
-  { name: 'collaborative training', available: false, detail: 'averaging and the collaborative optimizer: not in this version yet' },
-];
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
 export interface HeadlessNode {
   readonly url: string;
   readonly store: Store;
+  readonly controller: NodeController;
   stop(): Promise<void>;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
-
-/** Starts the headless node: opens the store and serves the status API and dashboard on loopback. */
-export async function startHeadlessNode(config: Config, log: Logger): Promise<HeadlessNode> {
-  if (!LOOPBACK.has(config.dashboardHost)) {
-    throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token, which this version does not have yet; accepted: 127.0.0.1, ::1, localhost`);
+/** Starts the headless node: opens the store, runs the controller and serves the dashboard and its API. */
+export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeRuntimeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
+  const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
+  if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
+    throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);
   }
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
-  const server = http.createServer((req, res) => {
-    if (req.url === '/api/status') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ components: COMPONENTS }));
-      return;
-    }
-    if (req.url === '/' || req.url === '/index.html') {
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'" }).end(statusPage());
-      return;
-    }
-    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(new Error(`dashboard cannot listen on ${config.dashboardHost}:${config.dashboardPort}: ${err.message}`)));
-    server.listen(config.dashboardPort, config.dashboardHost, resolve);
-  });
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${config.dashboardHost.includes(':') ? `[${config.dashboardHost}]` : config.dashboardHost}:${port}`;
-  for (const c of COMPONENTS.filter((c) => !c.available)) log.warn(`${c.name}: ${c.detail}`);
+  const controller = createNodeController({ store, log, version, parts });
+  let server;
+  try {
+    server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log });
+  } catch (err) {
+    controller.close();
+    store.close();
+    throw err;
+  }
+  if (!fs.existsSync(path.join(rendererDir, 'index.html'))) {
+    log.warn(`the dashboard is not built (${rendererDir} has no index.html): run \`npm run build\` (npm start does it); the API works meanwhile`);
+  }
   return {
-    url,
+    url: server.url,
     store,
+    controller,
     stop: async () => {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
+      await server.close();
+      controller.close();
       store.close();
     },
   };
-}
-
-function statusPage(): string {
-  const rows = COMPONENTS.map((c) => `<tr><td>${c.name}</td><td>${c.available ? 'ready' : 'not yet'}</td><td>${c.detail}</td></tr>`).join('');
-  return `<!doctype html><html lang="en"><meta charset="utf-8"><title>Cohort</title><body style="font-family:system-ui;max-width:48rem;margin:2rem auto"><h1>Cohort node</h1><p>This node is running headless. The full dashboard arrives with the desktop app.</p><table>${rows}</table></body></html>`;
 }

@@ -1,23 +1,163 @@
 /**
  * The one API between the node runtime and the UI. The Electron preload exposes it over IPC and
- * the headless node serves it over HTTP; both are derived from this definition, never re-declared.
+ * the headless node serves it over HTTP + Server-Sent Events; channels, paths and input checks are
+ * all derived from the METHODS table below, never re-declared.
  */
+import { z } from 'zod';
+import { SettingsPatchSchema, type AppSettings, type SettingsPatch } from './settings-schema.js';
+
+export * from './settings-schema.js';
+
 export interface ComponentState {
   readonly name: string;
   readonly available: boolean;
   readonly detail: string;
 }
 
-export interface NodeStatus {
+/** Errors cross the boundary as values (Electron reduces thrown errors to a bare message). */
+export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+/**
+ * Contribution state as the volunteer sees it:
+ * - `stopped`: never started (first run) — nothing is computed
+ * - `running`: contributing
+ * - `waiting`: the volunteer wants to contribute but a policy holds it (on battery, machine in use)
+ * - `paused`: paused by the volunteer; stays paused until they resume
+ */
+export type ContributionPhase = 'stopped' | 'running' | 'waiting' | 'paused';
+
+export interface ContributionStatus {
+  readonly phase: ContributionPhase;
+  /** Why the node is waiting, or what limits it (e.g. the engine is not in this version). */
+  readonly detail: string;
+  readonly since: number;
+}
+
+/** This volunteer's contribution to the run. */
+export interface MyContribution {
+  readonly samples: number;
+  readonly computeHours: number;
+  /** Fraction (0..1) of all samples contributed to the run; null while nobody has contributed. */
+  readonly share: number | null;
+  /** 1 = top contributor; null while this node has contributed nothing. */
+  readonly rank: number | null;
+  readonly contributors: number;
+  /** This node's own throughput. */
+  readonly samplesPerSecond: number | null;
+}
+
+/** The swarm's collaborative progress toward the next optimizer step. */
+export interface SwarmState {
+  readonly peersAlive: number | null;
+  readonly samplesPerSecond: number | null;
+  readonly epoch: number | null;
+  /** Samples accumulated toward the current step. */
+  readonly samplesAccumulated: number | null;
+  readonly targetBatchSize: number | null;
+  /** Seconds until the swarm reaches the target batch size. */
+  readonly etaSeconds: number | null;
+  readonly lastLoss: number | null;
+  /** When these numbers were last updated (ms since the epoch); null = never. */
+  readonly updatedAt: number | null;
+}
+
+export type CoordinatorStatus =
+  | { readonly available: false; readonly enabled: false; readonly reason: string }
+  | { readonly available: true; readonly enabled: false }
+  | { readonly available: true; readonly enabled: true; readonly joinCode: string; readonly multiaddrs: readonly string[] };
+
+export interface PeerRow {
+  readonly peerId: string;
+  readonly samplesPerSecond: number | null;
+  /** 'client' peers sit behind NAT and are reached through relays; 'relay' peers accept connections. */
+  readonly mode: 'client' | 'relay' | 'unknown';
+  readonly lastSeen: number;
+  readonly alive: boolean;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export interface LogLine {
+  /** Increasing sequence number, for incremental fetches. */
+  readonly seq: number;
+  readonly ts: number;
+  readonly level: LogLevel;
+  readonly msg: string;
+}
+
+/** Everything the dashboard shows at a glance, pushed on every change. */
+export interface Snapshot {
   readonly version: string;
   readonly components: readonly ComponentState[];
+  readonly contribution: ContributionStatus;
+  readonly mine: MyContribution;
+  readonly swarm: SwarmState;
+  readonly coordinator: CoordinatorStatus;
+  readonly peers: readonly PeerRow[];
+  /** Sequence number of the newest log line, so the UI knows when to fetch logs. */
+  readonly lastLogSeq: number;
+  readonly firstRunDone: boolean;
 }
 
-export interface CohortApi {
-  getStatus(): Promise<NodeStatus>;
+/** Chart series the dashboard can ask for. */
+export const CHART_SERIES = ['loss', 'samples_per_second', 'swarm_samples_per_second'] as const;
+export type ChartSeries = (typeof CHART_SERIES)[number];
+
+export const SeriesQuerySchema = z
+  .object({
+    series: z.enum(CHART_SERIES),
+    /** Only points at or after this time (ms since the epoch). */
+    since: z.number().int().min(0).optional(),
+  })
+  .strict();
+export type SeriesQuery = z.infer<typeof SeriesQuerySchema>;
+
+export interface SeriesData {
+  readonly series: ChartSeries;
+  /** Times in seconds since the epoch (uPlot's convention) and values, same length. */
+  readonly t: readonly number[];
+  readonly v: readonly number[];
 }
 
-/** IPC channel per API verb (main listens, preload invokes). */
-export const IPC_CHANNELS = {
-  getStatus: 'cohort:get-status',
-} as const satisfies Record<keyof CohortApi, string>;
+export const LogQuerySchema = z
+  .object({ after: z.number().int().min(0).optional() })
+  .strict();
+export type LogQuery = z.infer<typeof LogQuerySchema>;
+
+export const CoordinatorToggleSchema = z.object({ enabled: z.boolean() }).strict();
+export type CoordinatorToggle = z.infer<typeof CoordinatorToggleSchema>;
+
+/** The request/response verbs. */
+export interface CohortCalls {
+  getSnapshot(): Promise<Snapshot>;
+  getSeries(query: SeriesQuery): Promise<SeriesData>;
+  getLogs(query: LogQuery): Promise<LogLine[]>;
+  getSettings(): Promise<AppSettings>;
+  updateSettings(patch: SettingsPatch): Promise<Result<AppSettings>>;
+  startContribution(): Promise<Result<ContributionStatus>>;
+  pauseContribution(): Promise<Result<ContributionStatus>>;
+  setCoordinator(toggle: CoordinatorToggle): Promise<Result<CoordinatorStatus>>;
+}
+
+export type MethodName = keyof CohortCalls;
+
+/** The full API a UI gets: the verbs plus a live stream of snapshots. */
+export interface CohortApi extends CohortCalls {
+  /**
+   * Calls `listener` with every new snapshot; returns the unsubscribe function. `onConnection` hears
+   * when a transport that can drop (HTTP) loses or regains the node.
+   */
+  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean) => void): () => void;
+}
+
+/** The schema of each verb's one argument (null = takes none), used by every transport's receiving side. */
+export const METHOD_INPUTS = {
+  getSnapshot: null,
+  getSeries: SeriesQuerySchema,
+  getLogs: LogQuerySchema,
+  getSettings: null,
+  updateSettings: SettingsPatchSchema,
+  startContribution: null,
+  pauseContribution: null,
+  setCoordinator: CoordinatorToggleSchema,
+} as const satisfies Record<MethodName, z.ZodType | null>;

@@ -100,6 +100,11 @@ export const MIGRATIONS: readonly Migration[] = [
         );
       `),
   },
+  {
+    version: 3,
+    description: 'index metrics by (series, peer, ts) for the dashboard\'s newest-value-per-peer reads',
+    up: (db) => db.exec('CREATE INDEX metrics_series_peer_ts ON metrics (series, peer, ts)'),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

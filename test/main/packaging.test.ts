@@ -9,6 +9,8 @@ interface BuilderConfig {
   win?: { target?: string[] };
   mac?: { target?: string[] };
   asarUnpack?: string[];
+  npmRebuild?: boolean;
+  electronFuses?: Record<string, boolean>;
 }
 
 const require = createRequire(import.meta.url);
@@ -27,6 +29,10 @@ test("electron-builder.yml passes electron-builder's own schema check and lists 
   const targets = [...(config.linux?.target ?? []), ...(config.win?.target ?? []), ...(config.mac?.target ?? [])];
   assert.deepEqual(targets.sort(), ['AppImage', 'deb', 'dmg', 'nsis']);
   for (const native of ['better-sqlite3', 'onnxruntime-node']) assert.ok(config.asarUnpack?.some((p) => p.includes(native)), `${native} is unpacked from the asar`);
+  assert.equal(config.npmRebuild, true, 'native modules are rebuilt for Electron while packaging');
+  assert.equal(config.electronFuses?.runAsNode, false);
+  assert.equal(config.electronFuses?.enableNodeOptionsEnvironmentVariable, false);
+  assert.equal(config.electronFuses?.enableEmbeddedAsarIntegrityValidation, true);
 });
 
 test('a broken builder config is caught by the same check', async () => {

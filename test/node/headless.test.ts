@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { CLI, ROOT, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
-test('cohort start serves the status API on loopback, says what is not built yet, and stops cleanly on SIGTERM', async (t) => {
-  const dataDir = tmpDir(t);
-  const child = spawn(process.execPath, [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `cohort start` on a free port; resolves with its URL once printed. */
+async function startNode(t: TestContext, env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [CLI, 'start', '--dashboard-port', '0', '--data-dir', tmpDir(t)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   t.after(() => child.kill('SIGKILL'));
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -22,20 +22,37 @@ test('cohort start serves the status API on loopback, says what is not built yet
       }
     });
   });
-  const status = (await (await fetch(`${url}/api/status`)).json()) as { components: Array<{ name: string; available: boolean }> };
-  assert.equal(status.components.find((c) => c.name === 'store')?.available, true);
-  const page = await (await fetch(url)).text();
-  assert.match(page, /Cohort node/);
-  assert.equal((await fetch(`${url}/nope`)).status, 404);
-  assert.match(stderr, /not in this version yet/, 'missing parts are announced in the log');
+  return { child, url, stderr: () => stderr };
+}
+
+test('cohort start serves the API on loopback, says what is not built yet, and stops cleanly on SIGTERM', async (t) => {
+  const { child, url, stderr } = await startNode(t);
+  const snapshot = (await (await fetch(`${url}/api/getSnapshot`)).json()) as { components: Array<{ name: string; available: boolean }>; contribution: { phase: string } };
+  assert.equal(snapshot.components.find((c) => c.name === 'store')?.available, true);
+  assert.equal(snapshot.contribution.phase, 'stopped');
+  assert.equal((await fetch(`${url}/api/nope`)).status, 404);
+  assert.match(stderr(), /not in this version yet/, 'missing parts are announced in the log');
 
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGTERM');
   assert.equal(await exit, 0);
 });
 
-test('cohort start refuses a non-loopback dashboard address without a token', async (t) => {
+test('cohort start refuses a non-loopback dashboard address without a token, naming the flag to use', async (t) => {
   const r = await runCli(['start', '--dashboard-host', '0.0.0.0', '--data-dir', tmpDir(t)]);
   assert.equal(r.code, 2);
-  assert.match(r.stderr, /beyond loopback needs an access token/);
+  assert.match(r.stderr, /beyond loopback needs an access token; pass --dashboard-token/);
+});
+
+test('a dashboard token that is too short is a usage error naming the flag', async (t) => {
+  const r = await runCli(['start', '--dashboard-token', 'short', '--data-dir', tmpDir(t)]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--dashboard-token: invalid value "short"/);
+});
+
+test('with COHORT_DASHBOARD_TOKEN the API needs the token', async (t) => {
+  const token = 'env-token-abcdef0123456789';
+  const { url } = await startNode(t, { COHORT_DASHBOARD_TOKEN: token });
+  assert.equal((await fetch(`${url}/api/getSnapshot`)).status, 401);
+  assert.equal((await fetch(`${url}/api/getSnapshot`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
 });

@@ -4,11 +4,11 @@ import { addSettingOptions, commandContext } from '../context.js';
 
 export function registerStart(program: Command): void {
   const cmd = program.command('start').description('start the headless node with the default settings and serve the dashboard on loopback (what `npm start` runs without Electron)');
-  addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'initialPeers', 'moveAside']);
+  addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'dashboardToken', 'initialPeers', 'moveAside']);
   cmd.action(async () => {
     const { config, log } = commandContext(cmd);
     const node = await startHeadlessNode(config, log);
-    process.stdout.write(`Cohort dashboard: ${node.url}\n`);
+    process.stdout.write(`Cohort dashboard: ${node.url}${config.dashboardToken ? ' (open it with ?token=<your dashboard token>)' : ''}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);

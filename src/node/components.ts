@@ -1,0 +1,13 @@
+import type { ComponentState } from '../shared/api.js';
+
+/**
+ * What the runtime can do in this version; the dashboard, the tray and `npm start` show it instead of
+ * failing silently. Each part flips to available when its implementation is merged.
+ */
+export const COMPONENTS: readonly ComponentState[] = [
+  { name: 'store', available: true, detail: 'SQLite database: checkpoints, metrics, data cache, peers, settings' },
+  { name: 'engine', available: false, detail: 'ALBERT training engine on onnxruntime-node: not in this version yet' },
+  { name: 'data', available: false, detail: 'corpus, tokenizer and MLM/SOP batches: not in this version yet' },
+  { name: 'swarm', available: false, detail: 'libp2p node and DHT: not in this version yet' },
+  { name: 'collaborative training', available: false, detail: 'averaging and the collaborative optimizer: not in this version yet' },
+];

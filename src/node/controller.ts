@@ -1,0 +1,267 @@
+import { EventEmitter } from 'node:events';
+import { z } from 'zod';
+import type { Logger } from '../log/logger.js';
+import {
+  AppSettingsSchema,
+  DEFAULT_SETTINGS,
+  applySettingsPatch,
+  type AppSettings,
+  type CohortCalls,
+  type ComponentState,
+  type ContributionStatus,
+  type CoordinatorStatus,
+  type CoordinatorToggle,
+  type LogLevel,
+  type LogLine,
+  type LogQuery,
+  type Result,
+  type SeriesData,
+  type SeriesQuery,
+  type SettingsPatch,
+  type Snapshot,
+  type SwarmState,
+} from '../shared/api.js';
+import type { Store } from '../store/index.js';
+import { ContributionMachine } from './contribution.js';
+import { LogRing } from './log-ring.js';
+import { teeLogger } from './log-tee.js';
+import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
+import { StoreView } from './store-view.js';
+
+const SETTINGS_KEY = 'app.settings';
+const INTENT_KEY = 'app.contributing';
+
+export interface NodeControllerInit {
+  readonly store: Store;
+  /** The node's logger; every line it writes also goes to the dashboard's log panel. */
+  readonly log: Logger;
+  /**
+   * The log panel's ring, when the caller has already teed its logger into it (`teeLogger`) so that
+   * runtime parts made before the controller log into the panel too. @default a new ring, teed here
+   */
+  readonly logs?: LogRing;
+  readonly version: string;
+  readonly components: readonly ComponentState[];
+  /** The training runtime; absent until the engine and swarm exist. */
+  readonly training?: TrainingRuntime;
+  /** The coordinator role; absent until the swarm exists. */
+  readonly coordinator?: CoordinatorRole;
+  /** How often the store is re-read for numbers the training side recorded. @default 1000 */
+  readonly refreshMs?: number;
+}
+
+/**
+ * The node runtime as the UIs see it: both the headless dashboard server and Electron main call this
+ * (directly or over a message port). It owns the contribution state machine, the settings, the log
+ * ring and the coordinator toggle, and reads the numbers the training side records in the store.
+ */
+export class NodeController implements CohortCalls {
+  private readonly store: Store;
+  private readonly log: Logger;
+  private readonly view: StoreView;
+  private readonly logs: LogRing;
+  private readonly events = new EventEmitter();
+  private readonly machine: ContributionMachine;
+  private readonly training: TrainingRuntime | undefined;
+  private readonly coordinatorRole: CoordinatorRole | undefined;
+  private readonly unsubscribeTraining: (() => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+  private settings: AppSettings;
+  private coordinator: CoordinatorStatus;
+  private liveSwarm: { swarm: Partial<SwarmState>; at: number } | undefined;
+  private last: Snapshot;
+  private lastJson: string;
+
+  constructor(private readonly init: NodeControllerInit) {
+    this.store = init.store;
+    this.logs = init.logs ?? new LogRing();
+    this.log = init.logs ? init.log : teeLogger(init.log, this.logs);
+    this.view = new StoreView(init.store);
+    this.training = init.training;
+    this.coordinatorRole = init.coordinator;
+    this.settings = this.loadSettings();
+    const wasContributing = this.store.settings.get(INTENT_KEY, z.boolean());
+    const limitation = init.training ? undefined : `nothing is computed yet — ${unavailableDetail(init.components, 'engine') ?? 'no training runtime is attached to this node'}`;
+    this.machine = new ContributionMachine(wasContributing === undefined ? 'never-started' : wasContributing ? 'contribute' : 'paused', limitation);
+    this.coordinator = init.coordinator
+      ? { available: true, enabled: false }
+      : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm') ?? 'no coordinator role is attached to this node'}` };
+    this.unsubscribeTraining = init.training?.subscribe((e) => this.onTrainingEvent(e));
+    init.training?.configure(trainingSettings(this.settings));
+    this.last = this.buildSnapshot();
+    this.lastJson = JSON.stringify(this.last);
+    this.timer = setInterval(() => this.refresh(), init.refreshMs ?? 1000);
+    this.timer.unref();
+    if (this.machine.status.phase === 'running') this.applyToTraining(false);
+  }
+
+  /** Called with every changed snapshot; returns the unsubscribe function. */
+  subscribe(listener: (snapshot: Snapshot) => void): () => void {
+    this.events.on('snapshot', listener);
+    return () => this.events.off('snapshot', listener);
+  }
+
+  async getSnapshot(): Promise<Snapshot> {
+    return this.last;
+  }
+
+  async getSeries(query: SeriesQuery): Promise<SeriesData> {
+    return this.view.series(query.series, query.since);
+  }
+
+  async getLogs(query: LogQuery): Promise<LogLine[]> {
+    return this.logs.after(query.after);
+  }
+
+  async getSettings(): Promise<AppSettings> {
+    return this.settings;
+  }
+
+  async updateSettings(patch: SettingsPatch): Promise<Result<AppSettings>> {
+    let next: AppSettings;
+    try {
+      next = applySettingsPatch(this.settings, patch);
+    } catch (err) {
+      return { ok: false, error: `settings rejected: ${(err as Error).message}` };
+    }
+    this.store.settings.set(SETTINGS_KEY, next, AppSettingsSchema);
+    const changed = Object.keys(patch).filter((k) => JSON.stringify(next[k as keyof AppSettings]) !== JSON.stringify(this.settings[k as keyof AppSettings]));
+    const trainingChanged = JSON.stringify(trainingSettings(next)) !== JSON.stringify(trainingSettings(this.settings));
+    this.settings = next;
+    if (trainingChanged) this.training?.configure(trainingSettings(next));
+    if (changed.length > 0) this.note('info', `settings changed: ${changed.join(', ')}`);
+    this.refresh();
+    return { ok: true, value: next };
+  }
+
+  async startContribution(): Promise<Result<ContributionStatus>> {
+    return this.setIntent(true);
+  }
+
+  async pauseContribution(): Promise<Result<ContributionStatus>> {
+    return this.setIntent(false);
+  }
+
+  async setCoordinator(toggle: CoordinatorToggle): Promise<Result<CoordinatorStatus>> {
+    const role = this.coordinatorRole;
+    if (!role) return { ok: false, error: this.coordinator.available ? 'coordinator mode is unavailable' : this.coordinator.reason };
+    if (toggle.enabled === this.coordinator.enabled) return { ok: true, value: this.coordinator };
+    try {
+      if (toggle.enabled) {
+        const { joinCode, multiaddrs } = await role.start();
+        this.coordinator = { available: true, enabled: true, joinCode, multiaddrs };
+        this.note('info', `coordinator mode on; join code ${joinCode}`);
+      } else {
+        await role.stop();
+        this.coordinator = { available: true, enabled: false };
+        this.note('info', 'coordinator mode off');
+      }
+    } catch (err) {
+      const error = `coordinator mode could not be turned ${toggle.enabled ? 'on' : 'off'}: ${(err as Error).message}`;
+      this.note('error', error);
+      return { ok: false, error };
+    }
+    this.refresh();
+    return { ok: true, value: this.coordinator };
+  }
+
+  /**
+   * A policy (battery, machine in use) holds or releases contribution; `reason` undefined releases.
+   * Not part of the UI API: only the desktop shell's policy monitor calls it.
+   */
+  setPolicyHold(reason: string | undefined): void {
+    const wasRunning = this.machine.status.phase === 'running';
+    if (!this.machine.update({ hold: reason })) return;
+    this.note('info', reason === undefined ? 'policy hold released' : `holding contribution: ${reason}`);
+    this.applyToTraining(wasRunning);
+    this.refresh();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.unsubscribeTraining?.();
+    this.events.removeAllListeners();
+    if (this.machine.status.phase === 'running') void this.training?.pause();
+    if (this.coordinator.enabled) void this.coordinatorRole?.stop();
+  }
+
+  /** Re-reads the store and pushes a snapshot if anything visible changed. */
+  refresh(): void {
+    const next = this.buildSnapshot();
+    const json = JSON.stringify(next);
+    if (json === this.lastJson) return;
+    this.last = next;
+    this.lastJson = json;
+    this.events.emit('snapshot', next);
+  }
+
+  private setIntent(contribute: boolean): Result<ContributionStatus> {
+    const wasRunning = this.machine.status.phase === 'running';
+    this.machine.update({ intent: contribute ? 'contribute' : 'paused' });
+    this.store.settings.set(INTENT_KEY, contribute, z.boolean());
+    if (contribute && !this.settings.firstRunDone) {
+      this.settings = { ...this.settings, firstRunDone: true };
+      this.store.settings.set(SETTINGS_KEY, this.settings, AppSettingsSchema);
+    }
+    this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
+    this.applyToTraining(wasRunning);
+    this.refresh();
+    return { ok: true, value: this.machine.status };
+  }
+
+  /** Starts or pauses the training runtime when the phase crosses into or out of `running`. */
+  private applyToTraining(wasRunning: boolean): void {
+    const running = this.machine.status.phase === 'running';
+    if (!this.training || running === wasRunning) return;
+    (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.note('error', `training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
+  }
+
+  private onTrainingEvent(event: TrainingEvent): void {
+    if (event.type === 'log') {
+      this.logs.push(event.level, event.msg, event.at);
+    } else {
+      this.liveSwarm = { swarm: event.swarm, at: event.at };
+    }
+    this.refresh();
+  }
+
+  private note(level: LogLevel, msg: string): void {
+    this.log[level](msg);
+  }
+
+  private loadSettings(): AppSettings {
+    try {
+      return this.store.settings.get(SETTINGS_KEY, AppSettingsSchema) ?? DEFAULT_SETTINGS;
+    } catch (err) {
+      this.log.warn(`${(err as Error).message}; using the default settings`);
+      return DEFAULT_SETTINGS;
+    }
+  }
+
+  private buildSnapshot(): Snapshot {
+    const stored = this.view.swarm();
+    const live = this.liveSwarm;
+    const swarm: SwarmState = live && (stored.updatedAt === null || live.at >= stored.updatedAt) ? { ...stored, ...live.swarm, updatedAt: live.at } : stored;
+    return {
+      version: this.init.version,
+      components: this.init.components,
+      contribution: this.machine.status,
+      mine: this.view.mine(),
+      swarm,
+      coordinator: this.coordinator,
+      peers: this.view.peers(),
+      lastLogSeq: this.logs.lastSeq,
+      firstRunDone: this.settings.firstRunDone,
+    };
+  }
+}
+
+function trainingSettings(s: AppSettings): TrainingSettings {
+  return { policies: s.policies, joinCode: s.joinCode, displayName: s.displayName };
+}
+
+/** "name: detail" of a listed part this build lacks; undefined when it is available or not listed. */
+function unavailableDetail(components: readonly ComponentState[], name: string): string | undefined {
+  const c = components.find((x) => x.name === name);
+  return c && !c.available ? `${c.name}: ${c.detail}` : undefined;
+}

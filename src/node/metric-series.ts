@@ -1,0 +1,25 @@
+/**
+ * Names of the metric series the dashboard reads from the store (src/store/metrics.ts). This is the
+ * contract with the training side: it records these series, the dashboard shows them. `peer` ''
+ * is this node; other peers' values (e.g. gathered by a coordinator) carry their peer id.
+ */
+export const METRIC = {
+  /** Swarm loss after each optimizer step (the point's epoch is the step). */
+  loss: 'loss',
+  /** This node's throughput in samples/s. */
+  samplesPerSecond: 'samples_per_second',
+  /** The swarm's estimated throughput in samples/s. */
+  swarmSamplesPerSecond: 'swarm_samples_per_second',
+  peersAlive: 'peers_alive',
+  /** The swarm's current epoch (optimizer steps taken). */
+  epoch: 'epoch',
+  /** Samples the swarm has accumulated toward the next step. */
+  samplesAccumulated: 'samples_accumulated',
+  targetBatchSize: 'target_batch_size',
+  /** Estimated seconds until the swarm reaches the target batch size. */
+  etaSeconds: 'eta_seconds',
+  /** Cumulative samples contributed to the run, per peer. */
+  samples: 'samples',
+  /** Cumulative seconds of compute contributed, per peer. */
+  computeSeconds: 'compute_seconds',
+} as const;

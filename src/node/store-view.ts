@@ -1,0 +1,117 @@
+import { z } from 'zod';
+import type { ChartSeries, MyContribution, PeerRow, SeriesData, SwarmState } from '../shared/api.js';
+import type { Store } from '../store/index.js';
+import { METRIC } from './metric-series.js';
+
+/** A peer counts as alive when it was seen this recently. */
+export const PEER_ALIVE_MS = 60_000;
+/** Most points a chart gets in one answer (the newest ones). */
+export const MAX_CHART_POINTS = 2000;
+
+const SELF = '';
+
+/**
+ * Read-only views of the store for the dashboard: the newest values of the series the training side
+ * records (metric-series.ts), contribution per peer, and the peers table.
+ */
+export class StoreView {
+  private readonly perPeer = new Map<string, { scannedRowid: number; byPeer: Map<string, { value: number; ts: number }> }>();
+
+  constructor(private readonly store: Store) {}
+
+  /** Newest value of a series for one peer, with its time. */
+  latest(series: string, peer = SELF): { value: number; ts: number } | undefined {
+    return this.store.db.prepare('SELECT value, ts FROM metrics WHERE series = ? AND peer = ? ORDER BY ts DESC, rowid DESC LIMIT 1').get(series, peer) as { value: number; ts: number } | undefined;
+  }
+
+  /**
+   * Newest value of a series for every peer. Kept incrementally (only rows added since the last call
+   * are read), because a coordinator's table grows by every peer's points and this runs every second.
+   * Metric rows are only ever appended, so rowids only grow.
+   */
+  latestPerPeer(series: string): Map<string, number> {
+    let cache = this.perPeer.get(series);
+    if (!cache) this.perPeer.set(series, (cache = { scannedRowid: 0, byPeer: new Map() }));
+    // upper bound first, so rows another process adds meanwhile are read next time, not skipped
+    const upTo = (this.store.db.prepare('SELECT MAX(rowid) AS max FROM metrics').get() as { max: number | null }).max ?? 0;
+    const rows = this.store.db
+      .prepare('SELECT peer, value, ts FROM metrics WHERE rowid > ? AND rowid <= ? AND series = ?')
+      .all(cache.scannedRowid, upTo, series) as Array<{ peer: string; value: number; ts: number }>;
+    for (const r of rows) {
+      const known = cache.byPeer.get(r.peer);
+      if (!known || r.ts >= known.ts) cache.byPeer.set(r.peer, { value: r.value, ts: r.ts });
+    }
+    cache.scannedRowid = upTo;
+    return new Map([...cache.byPeer].map(([peer, v]) => [peer, v.value]));
+  }
+
+  swarm(): SwarmState {
+    const read = (series: string) => this.latest(series);
+    const parts = {
+      peersAlive: read(METRIC.peersAlive),
+      samplesPerSecond: read(METRIC.swarmSamplesPerSecond),
+      epoch: read(METRIC.epoch),
+      samplesAccumulated: read(METRIC.samplesAccumulated),
+      targetBatchSize: read(METRIC.targetBatchSize),
+      etaSeconds: read(METRIC.etaSeconds),
+      lastLoss: read(METRIC.loss),
+    };
+    const times = Object.values(parts).flatMap((p) => (p ? [p.ts] : []));
+    const value = (p: { value: number } | undefined) => p?.value ?? null;
+    return {
+      peersAlive: value(parts.peersAlive),
+      samplesPerSecond: value(parts.samplesPerSecond),
+      epoch: value(parts.epoch),
+      samplesAccumulated: value(parts.samplesAccumulated),
+      targetBatchSize: value(parts.targetBatchSize),
+      etaSeconds: value(parts.etaSeconds),
+      lastLoss: value(parts.lastLoss),
+      updatedAt: times.length > 0 ? Math.max(...times) : null,
+    };
+  }
+
+  mine(): MyContribution {
+    const samples = this.latestPerPeer(METRIC.samples);
+    const mySamples = samples.get(SELF) ?? 0;
+    const total = [...samples.values()].reduce((a, b) => a + b, 0);
+    const contributors = [...samples.values()].filter((v) => v > 0).length;
+    return {
+      samples: mySamples,
+      computeHours: (this.latest(METRIC.computeSeconds)?.value ?? 0) / 3600,
+      share: total > 0 ? mySamples / total : null,
+      rank: mySamples > 0 ? 1 + [...samples.values()].filter((v) => v > mySamples).length : null,
+      contributors,
+      samplesPerSecond: this.latest(METRIC.samplesPerSecond)?.value ?? null,
+    };
+  }
+
+  /** This node's view of a chart series: the newest points, oldest first. */
+  series(series: ChartSeries, since = 0): SeriesData {
+    const rows = this.store.db
+      .prepare('SELECT ts, value FROM (SELECT ts, value, rowid FROM metrics WHERE series = ? AND peer = ? AND ts >= ? ORDER BY ts DESC, rowid DESC LIMIT ?) ORDER BY ts, rowid')
+      .all(series, SELF, since, MAX_CHART_POINTS) as Array<{ ts: number; value: number }>;
+    return { series, t: rows.map((r) => r.ts / 1000), v: rows.map((r) => r.value) };
+  }
+
+  /** Most recently seen first; ties by id, so rows do not swap places between refreshes. */
+  peers(now = Date.now()): PeerRow[] {
+    const seen = this.store.peers.list(200).sort((a, b) => b.lastSeen - a.lastSeen || (a.peerId < b.peerId ? -1 : 1));
+    return seen.map((p) => {
+      const info = PeerInfoSchema.safeParse(p.info);
+      const parsed = info.success ? info.data : {};
+      return {
+        peerId: p.peerId,
+        samplesPerSecond: parsed.samplesPerSecond ?? null,
+        mode: parsed.clientMode === undefined ? 'unknown' : parsed.clientMode ? 'client' : 'relay',
+        lastSeen: p.lastSeen,
+        alive: now - p.lastSeen <= PEER_ALIVE_MS,
+      };
+    });
+  }
+}
+
+/** The fields of a stored peer's `info` the dashboard shows; anything else is ignored. */
+const PeerInfoSchema = z.object({
+  samplesPerSecond: z.number().finite().nonnegative().optional(),
+  clientMode: z.boolean().optional(),
+});

@@ -1,0 +1,49 @@
+// Number formatting for the dashboard: fixed decimals so values do not change width as they update.
+
+const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+export const DASH = '—';
+
+export function formatInteger(n: number | null): string {
+  return n === null ? DASH : integer.format(Math.round(n));
+}
+
+export function formatFixed(n: number | null, digits: number): string {
+  return n === null ? DASH : n.toFixed(digits);
+}
+
+export function formatPercent(fraction: number | null): string {
+  return fraction === null ? DASH : `${(fraction * 100).toFixed(1)} %`;
+}
+
+/** 75 → "1 min 15 s", 7260 → "2 h 01 min". */
+export function formatDuration(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) return DASH;
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+}
+
+/** "12 s ago" style age of a timestamp (ms). */
+export function formatAge(ts: number | null, now: number): string {
+  if (ts === null) return DASH;
+  return `${formatDuration(Math.max(0, (now - ts) / 1000))} ago`;
+}
+
+/** Progress toward the target batch as a 0..1 fraction, or null when either number is unknown. */
+export function batchProgress(accumulated: number | null, target: number | null): number | null {
+  if (accumulated === null || target === null || target <= 0) return null;
+  return Math.min(1, Math.max(0, accumulated / target));
+}
+
+/** Seconds left of an estimate made at `madeAt` (ms), counting down between updates; never below 0. */
+export function remainingSeconds(eta: number | null, madeAt: number | null, now: number): number | null {
+  if (eta === null || madeAt === null) return null;
+  return Math.max(0, eta - Math.max(0, now - madeAt) / 1000);
+}
+
+/** A long peer id shortened in the middle, keeping both ends recognisable. */
+export function shortPeerId(id: string): string {
+  return id.length <= 16 ? id : `${id.slice(0, 8)}…${id.slice(-6)}`;
+}

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+
+/**
+ * The volunteer's preferences, defined once: the node validates what it stores, the headless server
+ * and Electron main validate what they receive, and the renderer validates the form before sending.
+ */
+export const PoliciesSchema = z
+  .object({
+    /** Hold contribution while the machine runs on battery. */
+    pauseOnBattery: z.boolean(),
+    /** Contribute only while nobody uses the machine. */
+    onlyWhenIdle: z.boolean(),
+    /** Minutes without keyboard or mouse input before the machine counts as idle. */
+    idleMinutes: z.number().int().min(1).max(240),
+    /** CPU threads the engine may use. */
+    maxCpuThreads: z.number().int().min(1).max(256),
+    useGpu: z.boolean(),
+    /** Memory the runtime may use, in MiB. */
+    maxMemoryMiB: z.number().int().min(512).max(1_048_576),
+    /** Network bandwidth cap in KiB/s; 0 means no cap. */
+    bandwidthCapKiBps: z.number().int().min(0).max(10_485_760),
+  })
+  .strict();
+export type Policies = z.infer<typeof PoliciesSchema>;
+
+/** A join code names a swarm; its exact form arrives with the swarm layer, so only its shape is checked here. */
+export const JoinCodeSchema = z
+  .string()
+  .trim()
+  .max(2048, 'a join code is at most 2048 characters')
+  .regex(/^[\x21-\x7e]*$/, 'a join code has no spaces or control characters');
+
+export const AppSettingsSchema = z
+  .object({
+    policies: PoliciesSchema,
+    /** Join code of the swarm to contribute to; '' = the default swarm. */
+    joinCode: JoinCodeSchema,
+    /** Name shown for this volunteer in the contribution table. */
+    displayName: z.string().trim().max(64, 'a display name is at most 64 characters'),
+    /** Start the desktop app when the user logs in (opt-in). */
+    startAtLogin: z.boolean(),
+    /** The first-run screen has been passed. */
+    firstRunDone: z.boolean(),
+    /** The "Cohort keeps contributing in the tray" notice has been shown once. */
+    trayNoticeShown: z.boolean(),
+  })
+  .strict();
+export type AppSettings = z.infer<typeof AppSettingsSchema>;
+
+/** What a client may change in one call: any subset, policies merged field by field. */
+export const SettingsPatchSchema = AppSettingsSchema.extend({ policies: PoliciesSchema.partial().strict() }).partial().strict();
+export type SettingsPatch = z.infer<typeof SettingsPatchSchema>;
+
+export const DEFAULT_SETTINGS: AppSettings = {
+  policies: {
+    pauseOnBattery: true,
+    onlyWhenIdle: false,
+    idleMinutes: 5,
+    maxCpuThreads: 2,
+    useGpu: true,
+    maxMemoryMiB: 4096,
+    bandwidthCapKiBps: 0,
+  },
+  joinCode: '',
+  displayName: '',
+  startAtLogin: false,
+  firstRunDone: false,
+  trayNoticeShown: false,
+};
+
+/** Applies a validated patch; policies are merged so a form can send only what changed. */
+export function applySettingsPatch(current: AppSettings, patch: SettingsPatch): AppSettings {
+  const { policies, ...rest } = patch;
+  return AppSettingsSchema.parse({ ...current, ...rest, policies: { ...current.policies, ...policies } });
+}

@@ -1,0 +1,93 @@
+// Shared set-up for the browser tests: Debian's Chromium driven by playwright-core against a real
+// headless node started as a child process.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestContext } from 'node:test';
+import { chromium, type BrowserContext } from 'playwright-core';
+import { CLI, ROOT } from '../helpers/cli.js';
+
+export const CHROMIUM = '/usr/bin/chromium';
+export const ARTEFACTS = path.join(ROOT, 'test-results');
+
+/** Why the browser tests cannot run here, or undefined when they can. */
+export function chromiumMissing(): string | undefined {
+  return fs.existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is absent: install Debian's chromium (.ci/run does) to run the browser tests`;
+}
+
+/** Builds out/renderer when it is missing or stale, as `npm start` does. */
+export async function ensureRendererBuilt(): Promise<void> {
+  const { ensureBuilt } = (await import(path.join(ROOT, 'scripts', 'build.mjs'))) as { ensureBuilt(log?: (m: string) => void): void };
+  ensureBuilt((m) => process.stderr.write(`${m}\n`));
+}
+
+/** A fresh directory; the caller's one after-hook stops its user first, then removes it (hooks run in registration order). */
+function scratchDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface RunningNode {
+  readonly url: string;
+  readonly dataDir: string;
+  readonly child: ChildProcess;
+}
+
+/** The real CLI: `cohort start --dashboard-port 0 --data-dir <dir>`. */
+const cohortStart = (dataDir: string) => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
+
+/** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
+export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart): Promise<RunningNode> {
+  const dataDir = scratchDir('cohort-e2e-');
+  const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`the node printed no dashboard URL in 30 s; stderr: ${stderr}`)), 30_000);
+    child.on('exit', (code) => reject(new Error(`the node exited (${code}); stderr: ${stderr}`)));
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+  });
+  return { url, dataDir, child };
+}
+
+/** Runs the metrics fixture against a data directory (history, then `liveTicks` live points). */
+export function feedMetrics(dataDir: string, liveTicks: number): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'test', 'fixtures', 'feed-training-metrics.ts'), dataDir, String(liveTicks)], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`metrics fixture failed (${code}): ${stderr}`)))));
+}
+
+/** Headless Chromium with a fresh profile, closed when the test ends. */
+export async function launchBrowser(t: TestContext, colorScheme: 'light' | 'dark' = 'light'): Promise<BrowserContext> {
+  const profile = scratchDir('cohort-chromium-');
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    colorScheme,
+    timeout: 30_000,
+  });
+  t.after(async () => {
+    await context.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  });
+  return context;
+}

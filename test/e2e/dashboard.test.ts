@@ -1,0 +1,135 @@
+// The dashboard in real headless Chromium (Debian's chromium, driven by playwright-core) against a
+// real headless node. Screenshots land in test-results/ as artefacts.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { before, describe, test } from 'node:test';
+import type { Page } from 'playwright-core';
+import { ROOT } from '../helpers/cli.js';
+import { ARTEFACTS, chromiumMissing, ensureRendererBuilt, feedMetrics, launchBrowser, startNode } from './browser.js';
+
+const skip = chromiumMissing();
+if (skip) process.stderr.write(`SKIPPING the browser tests: ${skip}\n`);
+
+const WAIT = { timeout: 15_000 };
+
+async function samplesOnPage(page: Page): Promise<number> {
+  const text = await page.locator('section:has(#mine-title) dt:text-is("Samples") + dd').textContent(WAIT);
+  return Number((text ?? '').replace(/,/g, ''));
+}
+
+describe('dashboard in headless Chromium', { skip }, () => {
+  before(async () => {
+    await ensureRendererBuilt();
+    fs.mkdirSync(ARTEFACTS, { recursive: true });
+  });
+
+  test('first run: Start (by keyboard) begins contributing, live samples grow, the loss chart draws', async (t) => {
+    const node = await startNode(t);
+    await feedMetrics(node.dataDir, 0);
+    const page = await (await launchBrowser(t)).newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(node.url);
+    await page.getByRole('heading', { name: 'Welcome to Cohort' }).waitFor(WAIT);
+    await page.screenshot({ path: path.join(ARTEFACTS, 'first-run.png') });
+
+    await page.getByLabel('Join code').focus();
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent?.trim()), 'Start', 'Start is the next stop after the join code');
+    await page.keyboard.press('Enter');
+    await page.getByRole('status').filter({ hasText: 'Contributing' }).waitFor(WAIT);
+    assert.match((await page.locator('header').textContent()) ?? '', /nothing is computed yet/, 'the page says honestly that no engine runs yet');
+
+    const before = await samplesOnPage(page);
+    assert.ok(before > 0, `samples shown (${before})`);
+    const layout = () => page.evaluate(() => [...document.querySelectorAll('header, main section, main dd')].map((e) => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height].join(','); }));
+    const layoutBefore = await layout();
+    const feeding = feedMetrics(node.dataDir, 12);
+    await page.waitForFunction((n) => Number(document.querySelector('section:has(#mine-title) dd')?.textContent?.replace(/,/g, '')) > n, before, WAIT);
+    await feeding;
+    assert.ok((await samplesOnPage(page)) > before, 'samples grew on the page without a reload');
+    assert.deepEqual(await layout(), layoutBefore, 'no layout jumps while the numbers update');
+
+    const chart = page.locator('figure:has(#loss-chart-title)');
+    await chart.locator('[data-points="80"]').waitFor(WAIT);
+    const inked = await chart.locator('canvas').evaluate((c: HTMLCanvasElement) => {
+      const pixels = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 3; i < pixels.length; i += 4) if (pixels[i]! > 0) n++;
+      return { n, width: c.width, height: c.height };
+    });
+    assert.ok(inked.width > 100 && inked.height > 100, `canvas has a size (${inked.width}×${inked.height})`);
+    assert.ok(inked.n > 1000, `the loss chart drew something (${inked.n} inked pixels)`);
+    await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard.png'), fullPage: true });
+    assert.deepEqual(errors, [], 'no page errors');
+  });
+
+  test('settings persist across a reload', async (t) => {
+    const node = await startNode(t);
+    const page = await (await launchBrowser(t)).newPage();
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    await page.getByRole('heading', { name: 'Settings' }).waitFor(WAIT);
+    await page.getByLabel('CPU threads').fill('7');
+    await page.getByLabel('Pause while on battery').uncheck();
+    await page.getByLabel('Bandwidth cap (KiB/s)').fill('512');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Settings saved.').waitFor(WAIT);
+
+    await page.getByLabel('Memory limit (MiB)').fill('100');
+    assert.match((await page.locator('#set-maxMemoryMiB-hint').textContent()) ?? '', /512/, 'a bad value is explained next to its field');
+    assert.equal(await page.getByRole('button', { name: 'Save settings' }).isDisabled(), true);
+
+    await page.reload();
+    await page.getByLabel('CPU threads').waitFor(WAIT);
+    assert.equal(await page.getByLabel('CPU threads').inputValue(), '7');
+    assert.equal(await page.getByLabel('Bandwidth cap (KiB/s)').inputValue(), '512');
+    assert.equal(await page.getByLabel('Pause while on battery').isChecked(), false);
+    assert.equal(await page.getByLabel('Memory limit (MiB)').inputValue(), '4096', 'the unsaved bad value was not stored');
+  });
+
+  test('the coordinator toggle says why it is unavailable without the swarm; a lost node is announced (dark mode)', async (t) => {
+    const node = await startNode(t);
+    await feedMetrics(node.dataDir, 0);
+    const page = await (await launchBrowser(t, 'dark')).newPage();
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    const toggle = page.getByRole('switch', { name: 'Act as coordinator' });
+    await toggle.waitFor(WAIT);
+    assert.equal(await toggle.getAttribute('aria-checked'), 'false');
+    // the swarm is not part of this version: the node reports the role unavailable and the page says why
+    assert.equal(await toggle.isDisabled(), true);
+    await page.getByText('Unavailable: coordinator mode needs the swarm').waitFor(WAIT);
+    assert.match((await page.locator('#coord-explain').textContent()) ?? '', /join code to share/);
+    await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard-dark.png'), fullPage: true });
+
+    // the node goes away: the page says so instead of showing stale numbers as live
+    const exited = new Promise((resolve) => node.child.once('exit', resolve));
+    node.child.kill('SIGTERM');
+    await exited;
+    await page.getByText('Lost the connection to the Cohort node').waitFor(WAIT);
+  });
+
+  test('with a coordinator role, the switch turns it on and shows the join code as text and QR code', async (t) => {
+    const joinCode = 'cohort-test-join-code-7Hq2ZkR9';
+    const fixture = path.join(ROOT, 'test', 'fixtures', 'node-with-test-coordinator.ts');
+    const node = await startNode(t, (dataDir) => ['--import', 'tsx', fixture, dataDir, joinCode]);
+    const page = await (await launchBrowser(t)).newPage();
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    const toggle = page.getByRole('switch', { name: 'Act as coordinator' });
+    await toggle.focus(WAIT);
+    await page.keyboard.press('Space');
+    await page.locator('[role="switch"][aria-checked="true"]').waitFor(WAIT);
+    assert.equal(await page.getByLabel('Join code', { exact: true }).inputValue(), joinCode);
+    await page.getByRole('log').getByText(`test coordinator up; join code ${joinCode}`).waitFor(WAIT); // the role's own log line reaches the panel
+    const qr = page.getByRole('img', { name: 'QR code of the join code' });
+    const modules = await qr.locator('path').getAttribute('d');
+    assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');
+    await page.locator('section:has(#coord-title)').screenshot({ path: path.join(ARTEFACTS, 'coordinator.png') });
+    await toggle.click();
+    await page.locator('[role="switch"][aria-checked="false"]').waitFor(WAIT);
+    assert.equal(await page.getByLabel('Join code', { exact: true }).count(), 0, 'the join code goes away with the role');
+  });
+});

@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { createLogger } from '../../src/log/logger.js';
+import type { ComponentState, Snapshot } from '../../src/shared/api.js';
+import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
+import { METRIC } from '../../src/node/metric-series.js';
+import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../../src/node/runtime-parts.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
+const NO_SWARM: ComponentState[] = [
+  { name: 'engine', available: false, detail: 'no engine here' },
+  { name: 'swarm', available: false, detail: 'no swarm here' },
+];
+
+function controller(t: TestContext, store: Store, extra: Partial<NodeControllerInit> = {}): NodeController {
+  const c = new NodeController({ store, log, version: '9.9.9', components: NO_SWARM, refreshMs: 60_000, ...extra });
+  t.after(() => c.close());
+  return c;
+}
+
+function storeIn(t: TestContext, dir = tmpDir(t)): Store {
+  const store = openStore(dir);
+  t.after(() => store.close());
+  return store;
+}
+
+/** A training runtime that records what the controller asked of it. */
+class FakeTraining implements TrainingRuntime {
+  readonly calls: string[] = [];
+  readonly configured: TrainingSettings[] = [];
+  configure(settings: TrainingSettings) {
+    this.configured.push(settings);
+  }
+  private listener: ((e: TrainingEvent) => void) | undefined;
+  async start() {
+    this.calls.push('start');
+  }
+  async pause() {
+    this.calls.push('pause');
+  }
+  subscribe(listener: (e: TrainingEvent) => void) {
+    this.listener = listener;
+    return () => (this.listener = undefined);
+  }
+  emit(e: TrainingEvent) {
+    this.listener?.(e);
+  }
+}
+
+test('start and pause move the contribution phase, persist across a restart, and say what is missing', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  const c = new NodeController({ store, log, version: '9.9.9', components: NO_SWARM, refreshMs: 60_000 });
+  assert.equal((await c.getSnapshot()).contribution.phase, 'stopped');
+  assert.equal((await c.getSnapshot()).firstRunDone, false);
+  const seen: Snapshot[] = [];
+  c.subscribe((s) => seen.push(s));
+  const started = await c.startContribution();
+  assert.ok(started.ok);
+  assert.equal(started.value.phase, 'running');
+  assert.match(started.value.detail, /nothing is computed yet — engine: no engine here/);
+  assert.equal(seen.at(-1)?.contribution.phase, 'running', 'subscribers hear about the change');
+  assert.equal(seen.at(-1)?.firstRunDone, true);
+  assert.ok((await c.getLogs({})).some((l) => /contribution started/.test(l.msg)));
+  const paused = await c.pauseContribution();
+  assert.ok(paused.ok);
+  assert.equal(paused.value.phase, 'paused');
+  c.close();
+  store.close();
+
+  const again = controller(t, storeIn(t, dir));
+  const snap = await again.getSnapshot();
+  assert.equal(snap.contribution.phase, 'paused', 'a volunteer pause survives a restart');
+  assert.equal(snap.firstRunDone, true);
+});
+
+test('a policy hold makes a running node wait and never lifts a user pause', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  assert.deepEqual(training.calls, ['start']);
+  c.setPolicyHold('on battery');
+  let s = await c.getSnapshot();
+  assert.equal(s.contribution.phase, 'waiting');
+  assert.match(s.contribution.detail, /on battery/);
+  assert.deepEqual(training.calls, ['start', 'pause']);
+  c.setPolicyHold(undefined);
+  assert.equal((await c.getSnapshot()).contribution.phase, 'running');
+  assert.deepEqual(training.calls, ['start', 'pause', 'start']);
+  await c.pauseContribution();
+  c.setPolicyHold('on battery');
+  c.setPolicyHold(undefined);
+  s = await c.getSnapshot();
+  assert.equal(s.contribution.phase, 'paused');
+  assert.deepEqual(training.calls, ['start', 'pause', 'start', 'pause']);
+});
+
+test('the training runtime is configured with the volunteer\'s limits at start and on every relevant change', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  assert.equal(training.configured.length, 1);
+  await c.updateSettings({ policies: { maxCpuThreads: 5 }, joinCode: 'cohort1-abc' });
+  assert.equal(training.configured.length, 2);
+  assert.equal(training.configured[1]!.policies.maxCpuThreads, 5);
+  assert.equal(training.configured[1]!.joinCode, 'cohort1-abc');
+  await c.updateSettings({ startAtLogin: true });
+  assert.equal(training.configured.length, 2, 'a desktop-only setting does not reconfigure training');
+});
+
+test('a node that was contributing resumes training by itself after a restart', async (t) => {
+  const dir = tmpDir(t);
+  const first = controller(t, storeIn(t, dir));
+  await first.startContribution();
+  first.close();
+  const training = new FakeTraining();
+  const again = controller(t, storeIn(t, dir), { training });
+  assert.equal((await again.getSnapshot()).contribution.phase, 'running');
+  assert.deepEqual(training.calls, ['start']);
+});
+
+test('settings are validated, merged and persisted', async (t) => {
+  const dir = tmpDir(t);
+  const c = controller(t, storeIn(t, dir));
+  const before = await c.getSettings();
+  const r = await c.updateSettings({ policies: { maxCpuThreads: 6 }, displayName: 'ada' });
+  assert.ok(r.ok);
+  assert.equal(r.value.policies.maxCpuThreads, 6);
+  assert.equal(r.value.policies.useGpu, before.policies.useGpu, 'other policies are kept');
+  const bad = await c.updateSettings({ policies: { maxMemoryMiB: 12 } });
+  assert.equal(bad.ok, false);
+  assert.match(!bad.ok ? bad.error : '', /maxMemoryMiB|512/);
+  assert.equal((await c.getSettings()).policies.maxMemoryMiB, before.policies.maxMemoryMiB, 'a rejected patch changes nothing');
+  const reopened = controller(t, storeIn(t, dir));
+  assert.equal((await reopened.getSettings()).policies.maxCpuThreads, 6);
+  assert.equal((await reopened.getSettings()).displayName, 'ada');
+});
+
+test('my contribution, the swarm and the peers come from what the training side recorded', async (t) => {
+  const store = storeIn(t);
+  const now = Date.now();
+  store.metrics.record([
+    { series: METRIC.samples, value: 300, ts: now - 2000 },
+    { series: METRIC.samples, value: 500, ts: now - 1000 },
+    { series: METRIC.samples, value: 900, peer: 'peerA', ts: now },
+    { series: METRIC.samples, value: 100, peer: 'peerB', ts: now },
+    { series: METRIC.computeSeconds, value: 7200, ts: now },
+    { series: METRIC.epoch, value: 12, ts: now },
+    { series: METRIC.samplesAccumulated, value: 1024, ts: now },
+    { series: METRIC.targetBatchSize, value: 4096, ts: now },
+    { series: METRIC.loss, value: 3.5, ts: now - 5000, epoch: 11 },
+    { series: METRIC.loss, value: 3.25, ts: now - 10, epoch: 12 },
+  ]);
+  store.peers.seen('peerA', [], { samplesPerSecond: 12.5, clientMode: true }, now - 1000);
+  store.peers.seen('peerB', [], { samplesPerSecond: 'fast' }, now - 10 * 60_000);
+  const s = await controller(t, store).getSnapshot();
+  assert.equal(s.mine.samples, 500, 'the newest cumulative value, not a sum of points');
+  assert.equal(s.mine.share, 500 / 1500);
+  assert.equal(s.mine.rank, 2);
+  assert.equal(s.mine.contributors, 3);
+  assert.equal(s.mine.computeHours, 2);
+  assert.equal(s.swarm.epoch, 12);
+  assert.equal(s.swarm.lastLoss, 3.25);
+  assert.equal(s.swarm.samplesAccumulated, 1024);
+  assert.equal(s.swarm.peersAlive, null, 'unknown stays unknown');
+  const a = s.peers.find((p) => p.peerId === 'peerA');
+  const b = s.peers.find((p) => p.peerId === 'peerB');
+  assert.deepEqual([a?.mode, a?.samplesPerSecond, a?.alive], ['client', 12.5, true]);
+  assert.deepEqual([b?.mode, b?.samplesPerSecond, b?.alive], ['unknown', null, false], 'malformed peer info is ignored, not trusted');
+  const loss = await controller(t, store).getSeries({ series: 'loss' });
+  assert.deepEqual(loss.v, [3.5, 3.25]);
+  assert.equal(loss.t[1], (now - 10) / 1000);
+});
+
+test('live training progress overrides older stored numbers and its log lines reach the log panel', async (t) => {
+  const store = storeIn(t);
+  store.metrics.record([{ series: METRIC.epoch, value: 3, ts: Date.now() - 5000 }]);
+  const training = new FakeTraining();
+  const c = controller(t, store, { training });
+  training.emit({ type: 'progress', at: Date.now(), swarm: { epoch: 4, etaSeconds: 12 } });
+  training.emit({ type: 'log', at: Date.now(), level: 'info', msg: 'Averaged gradients with 3 peers' });
+  const s = await c.getSnapshot();
+  assert.equal(s.swarm.epoch, 4);
+  assert.equal(s.swarm.etaSeconds, 12);
+  const lines = await c.getLogs({ after: s.lastLogSeq - 1 });
+  assert.deepEqual(lines.map((l) => l.msg), ['Averaged gradients with 3 peers']);
+});
+
+test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {
+  const without = controller(t, storeIn(t));
+  const snap = await without.getSnapshot();
+  assert.equal(snap.coordinator.available, false);
+  const refused = await without.setCoordinator({ enabled: true });
+  assert.equal(refused.ok, false);
+  assert.match(!refused.ok ? refused.error : '', /coordinator mode needs the swarm: swarm: no swarm here/);
+
+  const calls: string[] = [];
+  const role: CoordinatorRole = {
+    start: async () => {
+      calls.push('start');
+      return { joinCode: 'cohort1-test-code', multiaddrs: ['/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWx'] };
+    },
+    stop: async () => void calls.push('stop'),
+  };
+  const c = controller(t, storeIn(t), { coordinator: role });
+  const on = await c.setCoordinator({ enabled: true });
+  assert.ok(on.ok && on.value.enabled);
+  assert.equal(on.ok && on.value.enabled ? on.value.joinCode : '', 'cohort1-test-code');
+  assert.deepEqual((await c.getSnapshot()).coordinator, on.ok ? on.value : undefined);
+  const off = await c.setCoordinator({ enabled: false });
+  assert.ok(off.ok && !off.value.enabled);
+  assert.deepEqual(calls, ['start', 'stop']);
+});

@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { METRIC } from '../../src/node/metric-series.js';
+import { StoreView } from '../../src/node/store-view.js';
+import { openStore } from '../../src/store/index.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+test('newest value per peer follows rows another connection appends, and ignores late-arriving older points', (t) => {
+  const dir = tmpDir(t);
+  const reader = openStore(dir);
+  const writer = openStore(dir); // the training side may write from another process
+  t.after(() => {
+    reader.close();
+    writer.close();
+  });
+  const view = new StoreView(reader);
+  assert.deepEqual(view.latestPerPeer(METRIC.samples), new Map());
+  writer.metrics.record([
+    { series: METRIC.samples, value: 10, ts: 1000 },
+    { series: METRIC.samples, value: 7, ts: 1000, peer: 'p1' },
+    { series: METRIC.loss, value: 3, ts: 1000 },
+  ]);
+  assert.deepEqual(view.latestPerPeer(METRIC.samples), new Map([['', 10], ['p1', 7]]));
+  writer.metrics.record([
+    { series: METRIC.samples, value: 25, ts: 2000 },
+    { series: METRIC.samples, value: 5, ts: 500, peer: 'p1' }, // an old point delivered late
+    { series: METRIC.samples, value: 1, ts: 2000, peer: 'p2' },
+  ]);
+  assert.deepEqual(view.latestPerPeer(METRIC.samples), new Map([['', 25], ['p1', 7], ['p2', 1]]));
+  assert.deepEqual(new StoreView(reader).latestPerPeer(METRIC.samples), view.latestPerPeer(METRIC.samples), 'the incremental view equals a fresh full read');
+});
+
+test('chart series return the newest points oldest-first, in seconds, for this node only', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  store.metrics.record([
+    { series: METRIC.loss, value: 9, ts: 3000 },
+    { series: METRIC.loss, value: 8, ts: 1000 },
+    { series: METRIC.loss, value: 1, ts: 2000, peer: 'other' },
+  ]);
+  const view = new StoreView(store);
+  assert.deepEqual(view.series('loss'), { series: 'loss', t: [1, 3], v: [8, 9] });
+  assert.deepEqual(view.series('loss', 2000), { series: 'loss', t: [3], v: [9] });
+});

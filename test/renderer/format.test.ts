@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DASH, batchProgress, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+
+test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
+  assert.equal(formatInteger(null), DASH);
+  assert.equal(formatInteger(1234567.6), '1,234,568');
+  assert.equal(formatFixed(2, 3), '2.000');
+  assert.equal(formatFixed(null, 1), DASH);
+  assert.equal(formatPercent(0.18613), '18.6 %');
+});
+
+test('durations read naturally and pad minutes/seconds so their width is stable', () => {
+  assert.equal(formatDuration(42.4), '42 s');
+  assert.equal(formatDuration(75), '1 min 15 s');
+  assert.equal(formatDuration(65), '1 min 05 s');
+  assert.equal(formatDuration(7260), '2 h 01 min');
+  assert.equal(formatDuration(-1), DASH);
+  assert.equal(formatDuration(Number.POSITIVE_INFINITY), DASH);
+});
+
+test('batch progress is clamped and unknown without both numbers; peer ids keep both ends', () => {
+  assert.equal(batchProgress(1024, 4096), 0.25);
+  assert.equal(batchProgress(5000, 4096), 1);
+  assert.equal(batchProgress(null, 4096), null);
+  assert.equal(batchProgress(10, 0), null);
+  assert.equal(shortPeerId('12D3KooWJdNzxz4Tk2VdgRKqpMhCKbqZV8zHGyc5WmB7X1Fh2abc'), '12D3KooW…Fh2abc');
+  assert.equal(shortPeerId('short'), 'short');
+});
+
+test('the ETA counts down from when it was estimated and stops at zero', () => {
+  assert.equal(remainingSeconds(60, 10_000, 25_000), 45);
+  assert.equal(remainingSeconds(60, 10_000, 100_000), 0);
+  assert.equal(remainingSeconds(60, 10_000, 5_000), 60, 'a clock behind the estimate does not add time');
+  assert.equal(remainingSeconds(null, 10_000, 25_000), null);
+  assert.equal(remainingSeconds(60, null, 25_000), null);
+});
