@@ -13,7 +13,7 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[]): Map<str
 
   // values that depend on a wrt input through floating-point ops
   const live = new Set(wrt.map((v) => v.name));
-  for (const n of forward) if (n.inputs.some((v) => live.has(v.name))) for (const o of n.outputs) if (g.isFloat(o)) live.add(o.name);
+  for (const n of forward) if (n.inputs.some((v) => live.has(v.name))) for (const o of n.outputs) if (g.isFloat(o) && !g.detached.has(o.name)) live.add(o.name);
   if (!live.has(loss.name)) throw new Error(`autodiff: loss ${loss.name} does not depend on any of the inputs`);
 
   const grads = new Map<string, Value>([[loss.name, g.constant(floatTensor(g.float === 'float16' ? 'float32' : g.float, loss.shape, [1]), 'dloss')]]);

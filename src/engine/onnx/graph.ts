@@ -59,6 +59,8 @@ export class Graph {
   readonly inputs: Value[] = [];
   readonly outputs: Value[] = [];
   readonly initializers: Initializer[] = [];
+  /** Values produced by `detach`: gradients do not flow through them. */
+  readonly detached = new Set<string>();
   private readonly names = new Set<string>();
   private counter = 0;
 
@@ -96,6 +98,13 @@ export class Graph {
     const value: Value = { name: this.fresh(hint), dtype: data.dtype, shape: data.shape };
     this.initializers.push({ value, data });
     return value;
+  }
+
+  /** The same value, but a constant to autodiff (a stop-gradient). */
+  detach(x: Value): Value {
+    const y = this.one('Identity', [x], x.shape);
+    this.detached.add(y.name);
+    return y;
   }
 
   /** A float scalar of the graph's float type. */
@@ -257,6 +266,12 @@ export function floatTensor(dtype: FloatType, shape: Shape, values: ArrayLike<nu
   const arr = dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
   if (arr.length !== sizeOf(shape)) throw new Error(`floatTensor: ${arr.length} values for shape ${fmt(shape)}`);
   return { dtype, shape, bytes: new Uint8Array(arr.buffer) };
+}
+
+export function int32Tensor(shape: Shape, values: ArrayLike<number>): TensorData {
+  const arr = Int32Array.from(values);
+  if (arr.length !== sizeOf(shape)) throw new Error(`int32Tensor: ${arr.length} values for shape ${fmt(shape)}`);
+  return { dtype: 'int32', shape, bytes: new Uint8Array(arr.buffer) };
 }
 
 export function int64Tensor(shape: Shape, values: ArrayLike<number>): TensorData {
