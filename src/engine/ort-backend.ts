@@ -83,7 +83,7 @@ export class OrtBackend implements TrainingBackend {
         return session;
       } catch (err) {
         const reason = (err as Error).message.split('\n')[0];
-        if (choice === 'cuda') throw new Error(`CUDA execution provider failed to load: ${reason}`);
+        if (choice === 'cuda') throw new Error(`CUDA execution provider failed to load: ${reason}`, { cause: err });
         this.options.log?.warn({ reason }, 'CUDA execution provider unavailable; training on CPU');
       }
     }

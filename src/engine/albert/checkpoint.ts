@@ -63,7 +63,7 @@ export function loadModel(dir: string): { config: AlbertConfig; params: Paramete
   try {
     json = JSON.parse(fs.readFileSync(configPath, 'utf8'));
   } catch (err) {
-    throw new Error(`${configPath}: not valid JSON: ${(err as Error).message}`);
+    throw new Error(`${configPath}: not valid JSON: ${(err as Error).message}`, { cause: err });
   }
   const config = configFromHf(json, configPath);
   return { config, ...decodeParams(config, fs.readFileSync(weightsPath), weightsPath) };
