@@ -1,0 +1,103 @@
+/**
+ * Times optimizer steps on an ALBERT-large-like parameter layout (HF AlbertForPreTraining names;
+ * hidden 1024, intermediate 4096, embedding 128, one shared layer, MLM decoder tied to the word
+ * embeddings). Shared by `npm run bench -- optim` and the engine benchmark (`lamb_ms_large`).
+ */
+import { performance } from 'node:perf_hooks';
+import { createOptimizer, type OptimizerKind } from '../src/engine/optim/index.js';
+import { ParameterSet, type ParamSpec } from '../src/engine/params.js';
+import { median } from './_report.js';
+
+const HIDDEN = 1024;
+const INTERMEDIATE = 4096;
+const EMBEDDING = 128;
+const MAX_POSITIONS = 512;
+export const ALBERT_LARGE_VOCAB = 30000;
+
+/** AlbertForPreTraining's trainable tensors for ALBERT-large with `vocabSize` tokens (30000: 17.7M parameters). */
+export function albertLargeLayout(vocabSize = ALBERT_LARGE_VOCAB): ParamSpec[] {
+  const layer = 'albert.encoder.albert_layer_groups.0.albert_layers.0';
+  const linear = (name: string, out: number, inp: number): ParamSpec[] => [
+    { name: `${name}.weight`, shape: [out, inp] },
+    { name: `${name}.bias`, shape: [out] },
+  ];
+  const norm = (name: string, n: number): ParamSpec[] => [
+    { name: `${name}.weight`, shape: [n] },
+    { name: `${name}.bias`, shape: [n] },
+  ];
+  return [
+    { name: 'albert.embeddings.word_embeddings.weight', shape: [vocabSize, EMBEDDING] },
+    { name: 'albert.embeddings.position_embeddings.weight', shape: [MAX_POSITIONS, EMBEDDING] },
+    { name: 'albert.embeddings.token_type_embeddings.weight', shape: [2, EMBEDDING] },
+    ...norm('albert.embeddings.LayerNorm', EMBEDDING),
+    ...linear('albert.encoder.embedding_hidden_mapping_in', HIDDEN, EMBEDDING),
+    ...norm(`${layer}.full_layer_layer_norm`, HIDDEN),
+    ...linear(`${layer}.attention.query`, HIDDEN, HIDDEN),
+    ...linear(`${layer}.attention.key`, HIDDEN, HIDDEN),
+    ...linear(`${layer}.attention.value`, HIDDEN, HIDDEN),
+    ...linear(`${layer}.attention.dense`, HIDDEN, HIDDEN),
+    ...norm(`${layer}.attention.LayerNorm`, HIDDEN),
+    ...linear(`${layer}.ffn`, INTERMEDIATE, HIDDEN),
+    ...linear(`${layer}.ffn_output`, HIDDEN, INTERMEDIATE),
+    ...linear('albert.pooler', HIDDEN, HIDDEN),
+    ...linear('predictions.dense', EMBEDDING, HIDDEN),
+    ...norm('predictions.LayerNorm', EMBEDDING),
+    { name: 'predictions.decoder.bias', shape: [vocabSize] },
+    ...linear('sop_classifier.classifier', 2, HIDDEN),
+  ];
+}
+
+function countOf(layout: readonly ParamSpec[]): number {
+  return layout.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+}
+
+/** Parameters in the layout that do not scale with the vocabulary, and those per vocabulary entry. */
+const FIXED = countOf(albertLargeLayout(1)) - (EMBEDDING + 1);
+const PER_TOKEN = EMBEDDING + 1;
+
+export interface StepTiming {
+  /** Median over the timed steps, in milliseconds. */
+  readonly msPerStep: number;
+  readonly paramCount: number;
+}
+
+/**
+ * Median time of one optimizer step over `paramCount` parameters. Without `layout`, the
+ * ALBERT-large layout is used with the vocabulary sized so the total is as close to `paramCount`
+ * as the shapes allow (vocab 30000 ↔ 17.7M); with one, `paramCount` must be its size.
+ */
+export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 5): StepTiming {
+  const specs = layout ?? albertLargeLayout(Math.round((paramCount - FIXED) / PER_TOKEN));
+  if (specs === layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
+  if (!layout && paramCount < FIXED + 2 * PER_TOKEN) throw new RangeError(`paramCount ${paramCount} is below the ALBERT-large layout's minimum of ${FIXED + 2 * PER_TOKEN}`);
+  const params = ParameterSet.allocate(specs);
+  const grads = params.zerosLike();
+  fillNormal(params.data, 0.02, 1);
+  fillNormal(grads.data, 1e-3, 2);
+  const optimizer = createOptimizer(params, { kind });
+  optimizer.step(params, grads, 1e-3); // warm-up: compiles the loops, touches the moments' pages
+  const times: number[] = [];
+  for (let s = 0; s < steps; s++) {
+    const start = performance.now();
+    optimizer.step(params, grads, 1e-3);
+    times.push(performance.now() - start);
+  }
+  return { msPerStep: median(times), paramCount: params.size };
+}
+
+/** Median time of one LAMB step (see `timeOptimizerStep`). */
+export function timeLambStep(paramCount: number, layout?: readonly ParamSpec[]): StepTiming {
+  return timeOptimizerStep('lamb', paramCount, layout);
+}
+
+/** Deterministic roughly normal values (sum of uniforms from a small LCG): cheap and reproducible. */
+export function fillNormal(x: Float32Array, std: number, seed: number): void {
+  let state = seed >>> 0;
+  const next = (): number => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 4294967296;
+  };
+  for (let i = 0; i < x.length; i++) x[i] = (next() + next() + next() - 1.5) * 2 * std;
+}
+
+export const ALBERT_LARGE_PARAMS = countOf(albertLargeLayout());

@@ -1,0 +1,87 @@
+import type { ParameterSet, ParamView } from '../params.js';
+import { describeConfig, type OptimizerKind, type ResolvedOptimizerConfig } from './config.js';
+import { assertSameLayout, LayoutGuard } from './layout.js';
+
+/** Everything an optimizer needs to continue exactly where it stopped (part of a checkpoint). */
+export interface OptimizerState {
+  readonly kind: OptimizerKind;
+  /** Number of updates applied so far (t in the bias corrections). */
+  readonly step: number;
+  /** First moment m, same layout as the parameters. */
+  readonly expAvg: ParameterSet;
+  /** Second moment v, same layout as the parameters. */
+  readonly expAvgSq: ParameterSet;
+  /** The hyperparameters the state was produced with, for the record; importing does not apply them. */
+  readonly config: Record<string, unknown>;
+}
+
+export interface Optimizer {
+  readonly config: ResolvedOptimizerConfig;
+  /** Updates applied so far. */
+  readonly stepCount: number;
+  /**
+   * One update of `params` in place from `grads` at learning rate `lr` (the scheduled value).
+   * Both must have the layout the optimizer was created for. Gradients must be finite: check them
+   * first (`clipGradNorm` throws on NaN/Inf), since a non-finite gradient poisons the moments.
+   */
+  step(params: ParameterSet, grads: ParameterSet, lr: number): void;
+  /** A copy of the state (safe to serialize while training continues). */
+  exportState(): OptimizerState;
+  /** Replaces the state with a copy of `state`; throws naming the first tensor whose layout differs. */
+  importState(state: OptimizerState): void;
+}
+
+/**
+ * What LAMB and AdamW share: the moments (preallocated once, same layout as the parameters), the
+ * step count, per-tensor weight decay decided by name once, layout checks and state import/export.
+ */
+export abstract class MomentOptimizer implements Optimizer {
+  protected readonly expAvg: ParameterSet;
+  protected readonly expAvgSq: ParameterSet;
+  /** Weight decay of each tensor in layout order (0 for exempt tensors). */
+  protected readonly decay: Float64Array;
+  protected readonly specs: readonly ParamView[];
+  private steps = 0;
+  private readonly guard: LayoutGuard;
+
+  constructor(
+    readonly config: ResolvedOptimizerConfig,
+    private readonly layout: ParameterSet,
+  ) {
+    this.specs = layout.specs;
+    this.guard = new LayoutGuard(layout);
+    this.expAvg = layout.zerosLike();
+    this.expAvgSq = layout.zerosLike();
+    this.decay = Float64Array.from(layout.specs, (s) => (config.decayExcluded(s.name) ? 0 : config.weightDecay));
+  }
+
+  get stepCount(): number {
+    return this.steps;
+  }
+
+  step(params: ParameterSet, grads: ParameterSet, lr: number): void {
+    if (!(lr >= 0 && Number.isFinite(lr))) throw new RangeError(`learning rate must be a finite number ≥ 0; got ${lr}`);
+    this.guard.check(params, 'params');
+    this.guard.check(grads, 'grads');
+    if (params.data === grads.data) throw new Error('params and grads share one buffer; pass the gradients in their own ParameterSet');
+    this.steps += 1;
+    this.update(params.data, grads.data, lr, this.steps);
+  }
+
+  /** Applies update number `t` (1-based) to the flat buffers. */
+  protected abstract update(w: Float32Array, g: Float32Array, lr: number, t: number): void;
+
+  exportState(): OptimizerState {
+    return { kind: this.config.kind, step: this.steps, expAvg: this.expAvg.clone(), expAvgSq: this.expAvgSq.clone(), config: describeConfig(this.config) };
+  }
+
+  importState(state: OptimizerState): void {
+    if (state.kind !== this.config.kind) throw new Error(`optimizer state is for ${state.kind}, this optimizer is ${this.config.kind}`);
+    if (!Number.isSafeInteger(state.step) || state.step < 0) throw new Error(`optimizer state step must be an integer ≥ 0; got ${state.step}`);
+    assertSameLayout(this.layout, state.expAvg, 'optimizer state exp_avg');
+    assertSameLayout(this.layout, state.expAvgSq, 'optimizer state exp_avg_sq');
+    this.expAvg.data.set(state.expAvg.data);
+    this.expAvgSq.data.set(state.expAvgSq.data);
+    this.steps = state.step;
+  }
+}
