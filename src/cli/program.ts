@@ -3,7 +3,9 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
+import { registerTrain } from './commands/train.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
@@ -21,6 +23,8 @@ export function buildProgram(): Command {
   addSettingOptions(program, GLOBAL_SETTINGS);
   registerDoctor(program);
   registerStart(program);
+  registerModel(program);
+  registerTrain(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;
 }

@@ -78,7 +78,7 @@ export class OrtBackend implements TrainingBackend {
     const choice = this.options.provider ?? 'auto';
     if (choice !== 'cpu' && this.provider !== 'cpu') {
       try {
-        const session = await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'] });
+        const session = await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'], logSeverityLevel: 4 }); // failure reported below
         this.provider = 'cuda';
         return session;
       } catch (err) {
