@@ -4,8 +4,9 @@ import { RULES } from './rules.js';
 /**
  * Reverse-mode autodiff over a built Graph. The backward nodes are appended to the same graph, so a
  * single InferenceSession run returns the loss and every gradient. Each op's vector-Jacobian product
- * lives in the RULES table (rules.ts); rules return gradients in the shape of the op's output where
- * an input was broadcast, and `unbroadcast` below (the only place that does it) sums them back.
+ * lives in the RULES table (rules.ts), a fused composite's next to its forward (`Graph.fused`); rules
+ * return gradients in the shape of the op's output where an input was broadcast, and `unbroadcast`
+ * below (the only place that does it) sums them back.
  */
 export function gradients(g: Graph, loss: Value, wrt: readonly Value[]): Map<string, Value> {
   if (sizeOf(loss.shape) !== 1) throw new Error(`autodiff: loss ${loss.name} must be a scalar, has shape [${loss.shape.join(', ')}]`);
@@ -16,15 +17,17 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[]): Map<str
   for (const n of forward) if (n.inputs.some((v) => live.has(v.name))) for (const o of n.outputs) if (g.isFloat(o) && !g.detached.has(o.name)) live.add(o.name);
   if (!live.has(loss.name)) throw new Error(`autodiff: loss ${loss.name} does not depend on any of the inputs`);
 
-  const grads = new Map<string, Value>([[loss.name, g.constant(floatTensor(g.float === 'float16' ? 'float32' : g.float, loss.shape, [1]), 'dloss')]]);
+  const grads = new Map<string, Value>([[loss.name, g.constant(floatTensor(g.float, loss.shape, [1]), 'dloss')]]);
   for (let i = forward.length - 1; i >= 0; i--) {
     const node = forward[i]!;
     const dOut = node.outputs.map((o) => grads.get(o.name));
     if (dOut.every((d) => d === undefined) || !node.inputs.some((v) => live.has(v.name))) continue;
+    const fused = g.fusedVjps.get(node.outputs[0]!.name);
     const rule = RULES[node.op];
-    if (!rule) throw new Error(`autodiff: no gradient rule for ${node.op} (producing ${node.outputs[0]!.name})`);
-    const dIn = rule(g, node, dOut);
-    node.inputs.forEach((input, k) => {
+    if (!fused && !rule) throw new Error(`autodiff: no gradient rule for ${node.op} (producing ${node.outputs[0]!.name})`);
+    const targets = fused ? fused.inputs : node.inputs;
+    const dIn = fused ? fused.vjp(g, dOut[0]!) : rule!(g, node, dOut);
+    targets.forEach((input, k) => {
       const d = dIn[k];
       if (!d || !live.has(input.name)) return;
       const shaped = unbroadcast(g, node, d, input.shape);

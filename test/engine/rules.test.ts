@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
+import { geluNew } from '../../src/engine/fused.js';
 import { RULES } from '../../src/engine/rules.js';
 import { int64Tensor } from '../../src/engine/onnx/graph.js';
 import { gradCheck, randomInput } from '../helpers/gradcheck.js';
@@ -77,6 +78,10 @@ const cases: Record<string, Parameters<typeof gradCheck>[0]> = {
   ReduceMean: (g, r) => {
     const a = randomInput(g, r, 'a', [2, 3, 4]);
     return { inputs: [a], y: g.reduceMean(a.value, [0, 2]) };
+  },
+  'fused gelu_new (its own VJP)': (g, r) => {
+    const a = randomInput(g, r, 'a', [3, 7]);
+    return { inputs: [a], y: geluNew(g, a.value) };
   },
   'Cast (float64 → float32 → float64)': (g, r) => {
     const a = randomInput(g, r, 'a', [4]);

@@ -1,4 +1,5 @@
 import { gradients } from '../autodiff.js';
+import { geluNew } from '../fused.js';
 import { Graph, int32Tensor, type FloatType, type Value } from '../onnx/graph.js';
 import { albertParamSpecs, LAYER } from './params.js';
 import type { AlbertConfig } from './config.js';
@@ -99,13 +100,6 @@ function wordLookup(g: Graph, table: Value, ids: Value, padId: number): Value {
   const isPad = g.cast(g.reshape(g.equal(ids, g.constant(int32Tensor([], [padId]))), [n, 1]), g.float); // (N, 1)
   const keep = g.sub(g.scalar(1), isPad);
   return g.add(g.mul(rows, keep), g.mul(g.detach(rows), isPad));
-}
-
-/** gelu_new: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), built from primitives (no rule of its own). */
-function geluNew(g: Graph, x: Value): Value {
-  const cube = g.mul(g.mul(x, x), x);
-  const inner = g.mul(g.scalar(Math.sqrt(2 / Math.PI)), g.add(x, g.mul(g.scalar(0.044715), cube)));
-  return g.mul(g.mul(g.scalar(0.5), x), g.add(g.scalar(1), g.tanh(inner)));
 }
 
 /**

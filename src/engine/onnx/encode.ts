@@ -1,22 +1,35 @@
 import { ATTR_TYPE, IR_VERSION, ModelProto, OPSET } from './schema.js';
-import { ONNX_CODES, type Attr, type Graph, type TensorData, type Value } from './graph.js';
+import { ONNX_CODES, type Attr, type Graph, type Node, type TensorData, type Value } from './graph.js';
 
-/** Serializes a built graph as ONNX ModelProto bytes (opset 17, every dimension fixed). */
+/**
+ * Serializes a built graph as ONNX ModelProto bytes (opset 17, every dimension fixed). Nodes and
+ * constants that no output depends on are dropped: rules may build gradients nobody asks for (e.g.
+ * of a constant operand), and a dropped node also stops keeping its inputs alive in ORT's memory plan.
+ */
 export function encodeModel(graph: Graph, name = 'cohort'): Uint8Array {
+  const needed = new Set(graph.outputs.map((v) => v.name));
+  const kept: Node[] = [];
+  for (let i = graph.nodes.length - 1; i >= 0; i--) {
+    const n = graph.nodes[i]!;
+    if (!n.outputs.some((o) => needed.has(o.name))) continue;
+    for (const v of n.inputs) needed.add(v.name);
+    kept.push(n);
+  }
+  kept.reverse();
   const message = {
     ir_version: IR_VERSION,
     producer_name: 'cohort',
     opset_import: [{ domain: '', version: OPSET }],
     graph: {
       name,
-      node: graph.nodes.map((n, i) => ({
+      node: kept.map((n, i) => ({
         name: `${n.op}_${i}`,
         op_type: n.op,
         input: n.inputs.map((v) => v.name),
         output: n.outputs.map((v) => v.name),
         attribute: Object.entries(n.attrs).map(([k, a]) => attribute(k, a)),
       })),
-      initializer: graph.initializers.map((init) => tensor(init.data, init.value.name)),
+      initializer: graph.initializers.filter((init) => needed.has(init.value.name)).map((init) => tensor(init.data, init.value.name)),
       input: graph.inputs.map(valueInfo),
       output: graph.outputs.map(valueInfo),
     },

@@ -3,8 +3,8 @@
  * full shape, computed when the node is added, so shape errors surface at build time with the op
  * named, and the autodiff can read any value's shape without running anything.
  */
-export type DType = 'float32' | 'float64' | 'float16' | 'int32' | 'int64' | 'bool';
-export type FloatType = 'float32' | 'float64' | 'float16';
+export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'bool';
+export type FloatType = 'float32' | 'float64';
 export type Shape = readonly number[];
 
 export interface Value {
@@ -30,6 +30,12 @@ export interface Node {
   readonly attrs: Attrs;
 }
 
+export interface FusedVjp {
+  readonly inputs: readonly Value[];
+  /** Gradients of `inputs` (undefined for none) from the gradient of the fused output. */
+  readonly vjp: (g: Graph, d: Value) => readonly (Value | undefined)[];
+}
+
 export interface Initializer {
   readonly value: Value;
   readonly data: TensorData;
@@ -37,7 +43,7 @@ export interface Initializer {
 
 export const sizeOf = (shape: Shape): number => shape.reduce((a, b) => a * b, 1);
 const fmt = (s: Shape) => `[${s.join(', ')}]`;
-const isFloat = (t: DType): t is FloatType => t === 'float32' || t === 'float64' || t === 'float16';
+const isFloat = (t: DType): t is FloatType => t === 'float32' || t === 'float64';
 
 /** Numpy-style broadcast of two shapes; throws naming the op if they are incompatible. */
 export function broadcastShapes(op: string, a: Shape, b: Shape): number[] {
@@ -61,6 +67,8 @@ export class Graph {
   readonly initializers: Initializer[] = [];
   /** Values produced by `detach`: gradients do not flow through them. */
   readonly detached = new Set<string>();
+  /** Outputs of `fused` composites: autodiff applies their own VJP instead of differentiating the inside. */
+  readonly fusedVjps = new Map<string, FusedVjp>();
   private readonly names = new Set<string>();
   private counter = 0;
 
@@ -104,6 +112,16 @@ export class Graph {
   detach(x: Value): Value {
     const y = this.one('Identity', [x], x.shape);
     this.detached.add(y.name);
+    return y;
+  }
+
+  /**
+   * A composite op built from primitives with a hand-written VJP: autodiff calls `vjp` with the
+   * output's gradient and skips the inside, so only what `vjp` uses stays alive for the backward.
+   */
+  fused(inputs: readonly Value[], forward: Value, vjp: FusedVjp['vjp']): Value {
+    const y = this.one('Identity', [forward], forward.shape);
+    this.fusedVjps.set(y.name, { inputs, vjp });
     return y;
   }
 
@@ -251,7 +269,7 @@ export class Graph {
   }
 
   zeros(shape: Shape, dtype: DType = this.float): Value {
-    return this.one('ConstantOfShape', [this.ints(shape)], shape, dtype, { value: { t: dtype === 'float64' ? floatTensor('float64', [1], [0]) : floatTensor('float32', [1], [0]) } });
+    return this.one('ConstantOfShape', [this.ints(shape)], shape, dtype, { value: { t: zeroOf(dtype) } });
   }
 
   isFloat(v: Value): boolean {
@@ -259,10 +277,17 @@ export class Graph {
   }
 }
 
-export const ONNX_CODES: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11 };
+export const ONNX_CODES: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
+
+/** A one-element zero of `dtype` (ConstantOfShape's fill value). */
+function zeroOf(dtype: DType): TensorData {
+  if (dtype === 'float32' || dtype === 'float64') return floatTensor(dtype, [1], [0]);
+  if (dtype === 'int64') return int64Tensor([1], [0]);
+  if (dtype === 'int32') return int32Tensor([1], [0]);
+  return { dtype: 'bool', shape: [1], bytes: new Uint8Array(1) };
+}
 
 export function floatTensor(dtype: FloatType, shape: Shape, values: ArrayLike<number>): TensorData {
-  if (dtype === 'float16') throw new Error('floatTensor: float16 constants are not supported');
   const arr = dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
   if (arr.length !== sizeOf(shape)) throw new Error(`floatTensor: ${arr.length} values for shape ${fmt(shape)}`);
   return { dtype, shape, bytes: new Uint8Array(arr.buffer) };
