@@ -165,10 +165,6 @@ export class Graph {
   logSoftmax(x: Value): Value { return this.one('LogSoftmax', [x], x.shape, x.dtype, { axis: { i: -1 } }); }
   cast(x: Value, to: DType): Value { return this.one('Cast', [x], x.shape, to, { to: { i: ONNX_CODES[to] } }); }
 
-  where(cond: Value, a: Value, b: Value): Value {
-    return this.one('Where', [cond, a, b], broadcastShapes('Where', cond.shape, broadcastShapes('Where', a.shape, b.shape)), a.dtype);
-  }
-
   /** Batched matrix product [..., m, k] × [..., k, n] with broadcast batch dimensions. */
   matmul(a: Value, b: Value): Value {
     if (a.shape.length < 2 || b.shape.length < 2) throw new Error(`MatMul: operands must be at least 2-D, got ${fmt(a.shape)} × ${fmt(b.shape)}`);
