@@ -1,4 +1,5 @@
 import { gradients } from '../autodiff.js';
+import { IGNORE_INDEX } from '../batch.js';
 import { geluNew } from '../fused.js';
 import { Graph, int32Tensor, type FloatType, type Value } from '../onnx/graph.js';
 import { albertParamSpecs, LAYER } from './params.js';
@@ -13,25 +14,23 @@ export const gradOutput = (param: string) => `grad:${param}`;
 /** Batch inputs of the graph (int32 [B, S], sentence_order_label [B]). */
 export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'labels', 'sentence_order_label'] as const;
 
-const IGNORE_INDEX = -100;
 /** torch.finfo(float32).min: HF's additive attention mask value. */
 const MASK_MIN = -3.4028234663852886e38;
 
 export interface AlbertGraphOptions {
   readonly batchSize: number;
   readonly seqLen: number;
+  /** float64 for gradient checks; float32 (default) for training. */
   readonly float?: FloatType;
-  /** Append the backward pass and output every parameter's gradient (default true). */
-  readonly withGrads?: boolean;
 }
 
 /**
  * AlbertForPreTraining as an ONNX graph for one (batch, seq) shape: parameters are graph inputs
- * (named as in HF's state dict), so one session serves every step; outputs are the five metrics and,
- * with `withGrads`, `grad:<name>` per parameter. Activations are kept 2-D [N = B·S, width] so every
+ * (named as in HF's state dict), so one session serves every step; outputs are the five metrics and
+ * `grad:<name>` per parameter. Activations are kept 2-D [N = B·S, width] so every
  * Linear is one Gemm with torch's [out, in] weight (transB).
  */
-export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32', withGrads = true }: AlbertGraphOptions): Graph {
+export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32' }: AlbertGraphOptions): Graph {
   if (S > c.maxPositionEmbeddings) throw new Error(`albert: seq_len ${S} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`);
   const g = new Graph(float);
   const N = B * S;
@@ -50,9 +49,11 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const sopLabels = g.input('sentence_order_label', [B], 'int32'); // (B)
 
   // embeddings: word + position + token type, LayerNorm, then E → H
-  const embeddings = g.add(g.add(wordLookup(g, P('albert.embeddings.word_embeddings.weight'), inputIds, c.padTokenId), // (N, E)
-    g.gather(P('albert.embeddings.position_embeddings.weight'), g.constant(int32Tensor([N], Array.from({ length: N }, (_, i) => i % S))))),
-    g.gather(P('albert.embeddings.token_type_embeddings.weight'), tokenTypes));
+  const positionIds = g.constant(int32Tensor([N], Array.from({ length: N }, (_, i) => i % S))); // (N)
+  const words = wordLookup(g, P('albert.embeddings.word_embeddings.weight'), inputIds, c.padTokenId); // (N, E)
+  const positions = g.gather(P('albert.embeddings.position_embeddings.weight'), positionIds); // (N, E)
+  const types = g.gather(P('albert.embeddings.token_type_embeddings.weight'), tokenTypes); // (N, E)
+  const embeddings = g.add(g.add(words, positions), types);
   let h = linear(layerNorm(embeddings, 'albert.embeddings.LayerNorm'), 'albert.encoder.embedding_hidden_mapping_in'); // (N, H)
 
   // additive mask (1 − mask)·min, broadcast over heads and query positions: (B, 1, 1, S)
@@ -84,9 +85,9 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
 
   const loss = g.add(mlm.loss, sop.loss);
   const metrics: Record<MetricName, Value> = { loss, mlm_loss: mlm.loss, sop_loss: sop.loss, mlm_accuracy: mlm.accuracy, sop_accuracy: sop.accuracy };
-  const grads = withGrads ? gradients(g, loss, [...p.values()]) : undefined;
+  const grads = gradients(g, loss, [...p.values()]);
   for (const name of METRIC_OUTPUTS) g.output(metrics[name], name);
-  if (grads) for (const s of specs) g.output(grads.get(s.name)!, gradOutput(s.name));
+  for (const s of specs) g.output(grads.get(s.name)!, gradOutput(s.name));
   return g;
 }
 
