@@ -55,6 +55,9 @@ function countOf(layout: readonly ParamSpec[]): number {
 const FIXED = countOf(albertLargeLayout(1)) - (EMBEDDING + 1);
 const PER_TOKEN = EMBEDDING + 1;
 
+/** Steps before timing: pages the moments in and lets V8 tier the kernels up from its baseline compiler. */
+const WARMUP_STEPS = 5;
+
 export interface StepTiming {
   /** Median over the timed steps, in milliseconds. */
   readonly msPerStep: number;
@@ -62,27 +65,36 @@ export interface StepTiming {
 }
 
 /**
- * Median time of one optimizer step over `paramCount` parameters. Without `layout`, the
- * ALBERT-large layout is used with the vocabulary sized so the total is as close to `paramCount`
- * as the shapes allow (vocab 30000 ↔ 17.7M); with one, `paramCount` must be its size.
+ * A ready-to-time optimizer step over `paramCount` parameters, already warmed up. Without `layout`,
+ * the ALBERT-large layout is used with the vocabulary sized so the total is as close to
+ * `paramCount` as the shapes allow (vocab 30000 ↔ 17.8M); with one, `paramCount` must be its size.
  */
-export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 5): StepTiming {
+export function prepareOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[]): { step: () => void; paramCount: number } {
   const specs = layout ?? albertLargeLayout(Math.round((paramCount - FIXED) / PER_TOKEN));
-  if (specs === layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
+  if (layout && countOf(layout) !== paramCount) throw new RangeError(`layout has ${countOf(layout)} parameters, not the ${paramCount} asked for`);
   if (!layout && paramCount < FIXED + 2 * PER_TOKEN) throw new RangeError(`paramCount ${paramCount} is below the ALBERT-large layout's minimum of ${FIXED + 2 * PER_TOKEN}`);
   const params = ParameterSet.allocate(specs);
   const grads = params.zerosLike();
   fillNormal(params.data, 0.02, 1);
   fillNormal(grads.data, 1e-3, 2);
   const optimizer = createOptimizer(params, { kind });
-  optimizer.step(params, grads, 1e-3); // warm-up: compiles the loops, touches the moments' pages
-  const times: number[] = [];
-  for (let s = 0; s < steps; s++) {
-    const start = performance.now();
-    optimizer.step(params, grads, 1e-3);
-    times.push(performance.now() - start);
-  }
-  return { msPerStep: median(times), paramCount: params.size };
+  const step = (): void => optimizer.step(params, grads, 1e-3);
+  // the baseline compiler runs the kernels at about half speed: time only after tier-up
+  for (let s = 0; s < WARMUP_STEPS; s++) step();
+  return { step, paramCount: params.size };
+}
+
+/** Milliseconds `run` takes. */
+export function timeOnce(run: () => void): number {
+  const start = performance.now();
+  run();
+  return performance.now() - start;
+}
+
+/** Median time of one optimizer step (see `prepareOptimizerStep`). */
+export function timeOptimizerStep(kind: OptimizerKind, paramCount: number, layout?: readonly ParamSpec[], steps = 7): StepTiming {
+  const { step, paramCount: size } = prepareOptimizerStep(kind, paramCount, layout);
+  return { msPerStep: median(Array.from({ length: steps }, () => timeOnce(step))), paramCount: size };
 }
 
 /** Median time of one LAMB step (see `timeOptimizerStep`). */

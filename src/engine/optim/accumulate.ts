@@ -1,4 +1,5 @@
 import type { ParameterSet } from '../params.js';
+import { blockOps } from './block-ops.js';
 import { LayoutGuard } from './layout.js';
 
 /**
@@ -33,11 +34,9 @@ export class GradientAccumulator {
   add(grads: ParameterSet, samples: number): void {
     if (!Number.isSafeInteger(samples) || samples <= 0) throw new RangeError(`micro-batch sample count must be an integer > 0; got ${samples}`);
     this.guard.check(grads, 'micro-batch gradient');
-    const s = this.sum.data;
-    const g = grads.data;
     // the first batch overwrites, so reset() need not clear the buffer
-    if (this.batches === 0) for (let i = 0; i < s.length; i++) s[i] = samples * g[i]!;
-    else for (let i = 0; i < s.length; i++) s[i] = s[i]! + samples * g[i]!;
+    if (this.batches === 0) blockOps().scaleInto(this.sum.data, grads.data, samples);
+    else blockOps().axpy(this.sum.data, grads.data, samples);
     this.total += samples;
     this.batches += 1;
   }
@@ -50,10 +49,7 @@ export class GradientAccumulator {
     if (this.total === 0) throw new Error('no gradients accumulated: add a micro-batch before averaging');
     const target = out ?? (this.averaged ??= this.layout.zerosLike());
     this.guard.check(target, 'average output');
-    const s = this.sum.data;
-    const o = target.data;
-    const inv = 1 / this.total;
-    for (let i = 0; i < s.length; i++) o[i] = s[i]! * inv;
+    blockOps().scaleInto(target.data, this.sum.data, 1 / this.total);
     return target;
   }
 

@@ -3,7 +3,8 @@ import type { ResolvedAdamWConfig } from './config.js';
 import { MomentOptimizer } from './optimizer.js';
 
 /**
- * AdamW as `torch.optim.AdamW` (decoupled weight decay, Loshchilov & Hutter 2019), one fused pass:
+ * AdamW as `torch.optim.AdamW` (decoupled weight decay, Loshchilov & Hutter 2019), one fused SIMD
+ * pass over cache-sized blocks:
  *   w ← w(1 − lr·λ)
  *   m ← β₁m + (1−β₁)g;  v ← β₂v + (1−β₂)g²
  *   w ← w − (lr/(1−β₁ᵗ)) · m / (√v/√(1−β₂ᵗ) + ε)
@@ -16,27 +17,24 @@ export class AdamW extends MomentOptimizer {
   }
 
   protected update(w: Float32Array, g: Float32Array, lr: number, t: number): void {
-    const [beta1, beta2] = this.config.betas;
+    const { betas, eps } = this.config;
+    const [beta1, beta2] = betas;
     const stepSize = lr / (1 - beta1 ** t);
     const invRootCorrection2 = 1 / Math.sqrt(1 - beta2 ** t);
-    const m = this.expAvg.data;
-    const v = this.expAvgSq.data;
+    const mem = this.moments;
+    const { adamw } = mem.kernels;
+    const { mAddr, vOffset, w: wScratch, g: gScratch } = mem;
+    const { first, bytes } = mem.blocks;
+    const wBlocks = mem.blocks.of(w);
+    const gBlocks = mem.blocks.of(g);
     for (let k = 0; k < this.specs.length; k++) {
-      const { offset, size } = this.specs[k]!;
-      adamwPass(w, g, m, v, offset, offset + size, beta1, beta2, this.config.eps, 1 - lr * this.decay[k]!, stepSize, invRootCorrection2);
+      const keep = 1 - lr * this.decay[k]!;
+      for (let j = first[k]!; j < first[k + 1]!; j++) {
+        wScratch.load(wBlocks[j]!);
+        gScratch.load(gBlocks[j]!);
+        adamw(mAddr[j]!, mAddr[j]! + vOffset, gScratch.addr, wScratch.addr, bytes[j]!, beta1, 1 - beta1, beta2, 1 - beta2, eps, keep, stepSize, invRootCorrection2);
+        wScratch.store(wBlocks[j]!);
+      }
     }
-  }
-}
-
-function adamwPass(w: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, start: number, end: number, beta1: number, beta2: number, eps: number, keep: number, stepSize: number, invRootCorrection2: number): void {
-  const c1 = 1 - beta1;
-  const c2 = 1 - beta2;
-  for (let i = start; i < end; i++) {
-    const gi = g[i]!;
-    const mi = beta1 * m[i]! + c1 * gi;
-    const vi = beta2 * v[i]! + c2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = keep * w[i]! - (stepSize * mi) / (Math.sqrt(vi) * invRootCorrection2 + eps);
   }
 }

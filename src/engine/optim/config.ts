@@ -8,7 +8,9 @@ export type DecayExclusion = (name: string) => boolean;
 
 /**
  * Hugging Face's rule, used by hivemind's ALBERT trainer: `no_decay = ["bias", "LayerNorm.weight"]`
- * matched as substrings of the parameter name, so every bias and every LayerNorm weight is exempt.
+ * matched as substrings of the parameter name, so every bias and every LayerNorm weight is exempt —
+ * except ALBERT's `full_layer_layer_norm.weight`, whose lower-case name the rule misses (so it is
+ * decayed there too; kept for fidelity with the reference run).
  */
 export const HF_NO_DECAY: readonly string[] = ['bias', 'LayerNorm.weight'];
 

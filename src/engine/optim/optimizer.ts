@@ -1,6 +1,7 @@
 import type { ParameterSet, ParamView } from '../params.js';
 import { describeConfig, type OptimizerKind, type ResolvedOptimizerConfig } from './config.js';
 import { assertSameLayout, LayoutGuard } from './layout.js';
+import { MomentMemory } from './moment-memory.js';
 
 /** Everything an optimizer needs to continue exactly where it stopped (part of a checkpoint). */
 export interface OptimizerState {
@@ -32,12 +33,11 @@ export interface Optimizer {
 }
 
 /**
- * What LAMB and AdamW share: the moments (preallocated once, same layout as the parameters), the
- * step count, per-tensor weight decay decided by name once, layout checks and state import/export.
+ * What LAMB and AdamW share: the moments (preallocated once, in the kernels' memory), the step
+ * count, per-tensor weight decay decided by name once, layout checks and state import/export.
  */
 export abstract class MomentOptimizer implements Optimizer {
-  protected readonly expAvg: ParameterSet;
-  protected readonly expAvgSq: ParameterSet;
+  protected readonly moments: MomentMemory;
   /** Weight decay of each tensor in layout order (0 for exempt tensors). */
   protected readonly decay: Float64Array;
   protected readonly specs: readonly ParamView[];
@@ -50,8 +50,7 @@ export abstract class MomentOptimizer implements Optimizer {
   ) {
     this.specs = layout.specs;
     this.guard = new LayoutGuard(layout);
-    this.expAvg = layout.zerosLike();
-    this.expAvgSq = layout.zerosLike();
+    this.moments = new MomentMemory(layout.specs);
     this.decay = Float64Array.from(layout.specs, (s) => (config.decayExcluded(s.name) ? 0 : config.weightDecay));
   }
 
@@ -72,7 +71,11 @@ export abstract class MomentOptimizer implements Optimizer {
   protected abstract update(w: Float32Array, g: Float32Array, lr: number, t: number): void;
 
   exportState(): OptimizerState {
-    return { kind: this.config.kind, step: this.steps, expAvg: this.expAvg.clone(), expAvgSq: this.expAvgSq.clone(), config: describeConfig(this.config) };
+    const expAvg = this.layout.zerosLike();
+    const expAvgSq = this.layout.zerosLike();
+    this.moments.copyOut('m', expAvg);
+    this.moments.copyOut('v', expAvgSq);
+    return { kind: this.config.kind, step: this.steps, expAvg, expAvgSq, config: describeConfig(this.config) };
   }
 
   importState(state: OptimizerState): void {
@@ -80,8 +83,8 @@ export abstract class MomentOptimizer implements Optimizer {
     if (!Number.isSafeInteger(state.step) || state.step < 0) throw new Error(`optimizer state step must be an integer ≥ 0; got ${state.step}`);
     assertSameLayout(this.layout, state.expAvg, 'optimizer state exp_avg');
     assertSameLayout(this.layout, state.expAvgSq, 'optimizer state exp_avg_sq');
-    this.expAvg.data.set(state.expAvg.data);
-    this.expAvgSq.data.set(state.expAvgSq.data);
+    this.moments.copyIn('m', state.expAvg);
+    this.moments.copyIn('v', state.expAvgSq);
     this.steps = state.step;
   }
 }

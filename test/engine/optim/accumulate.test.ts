@@ -43,3 +43,21 @@ test('reset starts a fresh accumulation; bad input is refused', () => {
   assert.throws(() => acc.add(ParameterSet.allocate([{ name: 'w', shape: [4] }, LAYOUT[1]!]), 1), /tensor w has shape \[4\], expected \[2, 2\]/);
   assert.equal(acc.samples, 2, 'refused batches are not counted');
 });
+
+test('accumulation covers buffers longer than one staging block, tail included', () => {
+  const layout = [{ name: 'big.weight', shape: [40005] }];
+  const acc = new GradientAccumulator(ParameterSet.allocate(layout));
+  const a = ParameterSet.allocate(layout);
+  const b = ParameterSet.allocate(layout);
+  for (let i = 0; i < a.data.length; i++) {
+    a.data[i] = (i % 17) - 8;
+    b.data[i] = (i % 5) * 0.5;
+  }
+  acc.add(a, 2);
+  acc.add(b, 6);
+  const avg = acc.average();
+  for (const i of [0, 16383, 16384, 32768, 40003, 40004]) {
+    const want = (2 * a.data[i]! + 6 * b.data[i]!) / 8;
+    assert.ok(Math.abs(avg.data[i]! - want) <= 1e-6 * Math.max(1, Math.abs(want)), `element ${i}: ${avg.data[i]} vs ${want}`);
+  }
+});

@@ -58,10 +58,16 @@ export class RefOptimizer {
       const debias = this.h.debias ?? true;
       const stepSize = lr * (debias ? Math.sqrt(1 - beta2 ** this.t) / (1 - beta1 ** this.t) : 1);
       const adamStep = w.map((wi, i) => m[i]! / (Math.sqrt(v[i]!) + eps) + wd * wi);
-      const weightNorm = Math.min(Math.hypot(...w), this.h.clamp ?? 10);
-      const adamNorm = Math.hypot(...adamStep);
+      const weightNorm = Math.min(norm(w), this.h.clamp ?? 10);
+      const adamNorm = norm(adamStep);
       const trust = weightNorm === 0 || adamNorm === 0 ? 1 : weightNorm / adamNorm;
       for (let i = 0; i < w.length; i++) w[i] = w[i]! - stepSize * trust * adamStep[i]!;
     });
   }
+}
+
+function norm(x: number[]): number {
+  let sq = 0;
+  for (const xi of x) sq += xi * xi;
+  return Math.sqrt(sq);
 }
