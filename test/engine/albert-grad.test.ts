@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as ort from 'onnxruntime-node';
-import { checkConfig, type AlbertConfig } from '../../src/engine/albert/config.js';
+import { PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
 import { buildAlbertGraph, gradOutput } from '../../src/engine/albert/graph.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import type { AlbertBatch } from '../../src/engine/batch.js';
@@ -9,8 +9,8 @@ import { encodeModel } from '../../src/engine/onnx/encode.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import { Rng } from '../../src/engine/rng.js';
 
-// A deliberately small ALBERT (several heads, 2 shared-layer applications, padding and ignored labels).
-const config: AlbertConfig = checkConfig({ vocabSize: 40, embeddingSize: 8, hiddenSize: 12, numHiddenLayers: 2, numAttentionHeads: 3, intermediateSize: 16, maxPositionEmbeddings: 16, typeVocabSize: 2, layerNormEps: 1e-12, initializerRange: 0.02, padTokenId: 0 });
+// The tiny preset (4 heads, 2 applications of the shared layer) on a batch with padding and ignored labels.
+const config: AlbertConfig = PRESETS.tiny;
 const batch: AlbertBatch = {
   batchSize: 2,
   seqLen: 5,
