@@ -1,5 +1,7 @@
 """PyTorch peer for bench/engine.ts: the same ALBERT-for-pretraining step (forward, MLM + SOP loss,
-backward; no optimizer) written in plain torch, timed on the CPU.
+backward; no optimizer) written in plain torch, timed on the CPU. Also an independent reference for
+test/engine/torch-parity.test.ts: with {"check": {"weights": file, "batch": file}} it loads an HF
+model.safetensors and an HF-named batch JSON, and prints the losses and every gradient by HF name.
 
 Usage: engine_torch.py '<json>' where json = {"config": {AlbertConfig fields}, "batch": B, "seq": S,
 "threads": t}. Then each "step" line on stdin runs one step and prints {"ms"}; any other line (or EOF)
@@ -41,6 +43,31 @@ class Albert(nn.Module):
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 m.weight.data.normal_(0.0, 0.02)
 
+    def hf_names(self):
+        """AlbertForPreTraining state-dict name -> parameter of this module."""
+        layer = "albert.encoder.albert_layer_groups.0.albert_layers.0."
+        linear = lambda name, m: {name + ".weight": m.weight, name + ".bias": m.bias}
+        return {
+            "albert.embeddings.word_embeddings.weight": self.word.weight,
+            "albert.embeddings.position_embeddings.weight": self.pos.weight,
+            "albert.embeddings.token_type_embeddings.weight": self.tok.weight,
+            **linear("albert.embeddings.LayerNorm", self.emb_ln),
+            **linear("albert.encoder.embedding_hidden_mapping_in", self.map_in),
+            **linear(layer + "full_layer_layer_norm", self.full_ln),
+            **linear(layer + "attention.query", self.q),
+            **linear(layer + "attention.key", self.k),
+            **linear(layer + "attention.value", self.v),
+            **linear(layer + "attention.dense", self.dense),
+            **linear(layer + "attention.LayerNorm", self.attn_ln),
+            **linear(layer + "ffn", self.ffn),
+            **linear(layer + "ffn_output", self.ffn_out),
+            **linear("albert.pooler", self.pooler),
+            "predictions.bias": self.pred_bias,
+            **linear("predictions.dense", self.pred_dense),
+            **linear("predictions.LayerNorm", self.pred_ln),
+            **linear("sop_classifier.classifier", self.sop),
+        }
+
     def forward(self, ids, types, mask, labels, sop_labels):
         B, S = ids.shape
         H, nh = self.c["hiddenSize"], self.c["numAttentionHeads"]
@@ -59,12 +86,44 @@ class Albert(nn.Module):
         logits = F.linear(t, self.word.weight, self.pred_bias)
         mlm = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         sop = F.cross_entropy(self.sop(torch.tanh(self.pooler(h[:, 0]))), sop_labels)
-        return mlm + sop
+        return mlm + sop, mlm, sop
+
+
+def read_safetensors(path):
+    """F32 tensors of a safetensors file (8-byte header length, JSON header, raw bytes)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = e["data_offsets"]
+        raw = bytearray(data[8 + n + begin : 8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(e["shape"])
+    return out
+
+
+def check(c, spec):
+    model = Albert(c)
+    params = model.hf_names()
+    with torch.no_grad():
+        for name, t in read_safetensors(spec["weights"]).items():
+            params[name].copy_(t)
+    with open(spec["batch"]) as f:
+        b = json.load(f)
+    loss, mlm, sop = model(*(torch.tensor(b[k]) for k in ("input_ids", "token_type_ids", "attention_mask", "labels", "sentence_order_label")))
+    loss.backward()
+    grads = {name: p.grad.flatten().tolist() for name, p in params.items()}
+    print(json.dumps({"loss": loss.item(), "mlm_loss": mlm.item(), "sop_loss": sop.item(), "grads": grads}))
 
 
 def main():
     args = json.loads(sys.argv[1])
-    torch.set_num_threads(args["threads"])
+    torch.set_num_threads(args.get("threads", 1))
+    if "check" in args:
+        return check(args["config"], args["check"])
     torch.manual_seed(0)
     c, B, S = args["config"], args["batch"], args["seq"]
     model = Albert(c)
@@ -82,7 +141,7 @@ def main():
             break
         start = time.perf_counter()
         model.zero_grad(set_to_none=False)
-        loss = model(ids, types, mask, labels, sop_labels)
+        loss = model(ids, types, mask, labels, sop_labels)[0]
         loss.backward()
         ms = (time.perf_counter() - start) * 1000
         first = first if first is not None else loss.item()
