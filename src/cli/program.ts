@@ -4,7 +4,9 @@ import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
+import { registerTrain } from './commands/train.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
@@ -23,6 +25,8 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerData(program);
   registerStart(program);
+  registerModel(program);
+  registerTrain(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;
 }

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
-import protobuf from 'protobufjs';
+import { encodeModel } from '../engine/onnx/encode.js';
+import { Graph } from '../engine/onnx/graph.js';
 
 const require = createRequire(import.meta.url);
 
@@ -10,32 +11,11 @@ export interface ProviderProbe {
   readonly error?: string;
 }
 
-/**
- * The smallest valid ONNX model (y = Identity(x), float[1], opset 17), encoded by hand so that
- * probing providers depends on nothing but protobufjs' wire writer.
- */
+/** The smallest model worth probing with: y = Identity(x), float[1], built with the engine's graph builder. */
 export function identityModelBytes(): Uint8Array {
-  const w = protobuf.Writer.create();
-  const valueInfo = (name: string) => {
-    w.fork().uint32(10).string(name); // ValueInfoProto.name
-    w.uint32(18).fork(); // .type: TypeProto
-    w.uint32(10).fork(); // .tensor_type
-    w.uint32(8).int32(1); // elem_type FLOAT
-    w.uint32(18).fork().uint32(10).fork().uint32(8).int64(1).ldelim().ldelim(); // shape { dim { dim_value: 1 } }
-    w.ldelim().ldelim();
-    w.ldelim();
-  };
-  w.uint32(8).int64(8); // ModelProto.ir_version
-  w.uint32(66).fork().uint32(10).string('').uint32(16).int64(17).ldelim(); // opset_import
-  w.uint32(58).fork(); // graph
-  w.uint32(10).fork().uint32(10).string('x').uint32(18).string('y').uint32(34).string('Identity').ldelim(); // node
-  w.uint32(18).string('probe');
-  w.uint32(90);
-  valueInfo('x');
-  w.uint32(98);
-  valueInfo('y');
-  w.ldelim();
-  return w.finish();
+  const g = new Graph('float32');
+  g.output(g.input('x', [1]), 'y');
+  return encodeModel(g, 'probe');
 }
 
 export function onnxruntimeVersion(): string | undefined {

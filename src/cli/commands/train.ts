@@ -1,0 +1,96 @@
+import type { Command } from 'commander';
+import { checkConfig, PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
+import { saveModel } from '../../engine/albert/checkpoint.js';
+import { initAlbertParams } from '../../engine/albert/params.js';
+import { createOptimizer, LAMB_DEFAULTS, linearWarmupDecay, type OptimizerKind } from '../../engine/optim/index.js';
+import { OrtBackend } from '../../engine/ort-backend.js';
+import { Rng } from '../../engine/rng.js';
+import { syntheticBatch } from '../../engine/synthetic.js';
+import { trainStep } from '../../engine/trainer.js';
+import { commandContext } from '../context.js';
+import { choiceFlag, intFlag, positiveFloatFlag, requiredFlag } from '../flags.js';
+import { PROVIDERS } from './model.js';
+
+const OPTIMIZERS: readonly OptimizerKind[] = ['lamb', 'adamw'];
+
+interface TrainOptions {
+  preset?: string;
+  steps?: string;
+  batchSize?: string;
+  seqLen?: string;
+  lr?: string;
+  warmupSteps?: string;
+  optimizer?: string;
+  maxGradNorm?: string;
+  seed?: string;
+  vocabSize?: string;
+  provider?: string;
+  threads?: string;
+  out?: string;
+}
+
+export function registerTrain(program: Command): void {
+  const cmd = program
+    .command('train')
+    .description('train ALBERT on this machine alone (no swarm) on SYNTHETIC random-token batches until the data pipeline lands; prints progress and a final JSON line')
+    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`)
+    .option('--steps <n>', 'optimizer steps to take')
+    .option('--batch-size <n>', 'sequences per step (default 8)')
+    .option('--seq-len <n>', 'tokens per sequence (default 128)')
+    .option('--lr <x>', `peak learning rate (default ${LAMB_DEFAULTS.lr})`)
+    .option('--warmup-steps <n>', 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)')
+    .option('--optimizer <name>', `accepted: ${OPTIMIZERS.join(', ')} (default lamb)`)
+    .option('--max-grad-norm <x>', 'global gradient-norm clip (default 1)')
+    .option('--seed <n>', 'seed for the initial weights and the synthetic data (default 0)')
+    .option('--vocab-size <n>', "vocabulary size (default: the preset's)")
+    .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto)`)
+    .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
+    .option('--out <dir>', 'save the trained model here (config.json + model.safetensors)');
+  cmd.action(async (opts: TrainOptions) => {
+    const { log } = commandContext(cmd);
+    const preset = requiredFlag('--preset', choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES));
+    const steps = requiredFlag('--steps', intFlag('--steps', opts.steps, 1, 10_000_000));
+    const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096) ?? 8;
+    const vocabSize = intFlag('--vocab-size', opts.vocabSize, 8, 1_000_000);
+    const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
+    const seqLen = intFlag('--seq-len', opts.seqLen, 5, config.maxPositionEmbeddings) ?? Math.min(128, config.maxPositionEmbeddings);
+    const peakLr = positiveFloatFlag('--lr', opts.lr) ?? LAMB_DEFAULTS.lr;
+    const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, steps - 1) ?? Math.floor(steps / 10);
+    const kind = choiceFlag('--optimizer', opts.optimizer, OPTIMIZERS) ?? 'lamb';
+    const maxGradNorm = positiveFloatFlag('--max-grad-norm', opts.maxGradNorm) ?? 1;
+    const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1) ?? 0;
+    const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
+    const threads = intFlag('--threads', opts.threads, 1, 1024);
+
+    const params = initAlbertParams(config, seed);
+    const grads = params.zerosLike();
+    const optimizer = createOptimizer(params, { kind, lr: peakLr });
+    const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log });
+    const rng = new Rng(seed + 1);
+    log.warn('training on SYNTHETIC random-token data (no data pipeline yet): losses do not measure language modelling');
+    log.info({ preset, parameters: params.size, batchSize, seqLen, steps, optimizer: kind, peakLr, warmupSteps }, 'training');
+    const started = performance.now();
+    let last;
+    try {
+      for (let step = 0; step < steps; step++) {
+        const lr = linearWarmupDecay(step + 1, { peakLr, warmupSteps, totalSteps: steps + 1 });
+        last = await trainStep(backend, optimizer, params, grads, syntheticBatch(config, batchSize, seqLen, rng), lr, maxGradNorm);
+        const elapsed = (performance.now() - started) / 1000;
+        process.stderr.write(progressLine(step + 1, steps, elapsed, last.loss, last.mlmLoss, last.sopLoss, lr) + (process.stderr.isTTY ? '\r' : '\n'));
+      }
+    } finally {
+      await backend.close();
+    }
+    if (process.stderr.isTTY) process.stderr.write('\n');
+    if (opts.out) saveModel(opts.out, config, params);
+    const seconds = (performance.now() - started) / 1000;
+    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: 'synthetic' }) + '\n');
+  });
+}
+
+/** `[#####-----] 50/100 loss 7.012 (mlm 6.321 sop 0.691) lr 1.2e-3 0.84 s/step` */
+export function progressLine(step: number, total: number, seconds: number, loss: number, mlm: number, sop: number, lr: number): string {
+  const width = 20;
+  const done = Math.round((step / total) * width);
+  return `[${'#'.repeat(done)}${'-'.repeat(width - done)}] ${step}/${total} loss ${loss.toFixed(3)} (mlm ${mlm.toFixed(3)} sop ${sop.toFixed(3)}) lr ${lr.toExponential(2)} ${(seconds / step).toFixed(2)} s/step`;
+}

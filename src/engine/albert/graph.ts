@@ -1,0 +1,121 @@
+import { gradients } from '../autodiff.js';
+import { IGNORE_INDEX } from '../batch.js';
+import { geluNew } from '../fused.js';
+import { Graph, int32Tensor, type FloatType, type Value } from '../onnx/graph.js';
+import { albertParamSpecs, LAYER } from './params.js';
+import type { AlbertConfig } from './config.js';
+
+/** Names of the scalar outputs of a training graph, in HF's terms. */
+export const METRIC_OUTPUTS = ['loss', 'mlm_loss', 'sop_loss', 'mlm_accuracy', 'sop_accuracy'] as const;
+export type MetricName = (typeof METRIC_OUTPUTS)[number];
+/** The graph output holding ∂loss/∂param. */
+export const gradOutput = (param: string) => `grad:${param}`;
+
+/** Batch inputs of the graph (int32 [B, S], sentence_order_label [B]). */
+export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'labels', 'sentence_order_label'] as const;
+
+/** torch.finfo(float32).min: HF's additive attention mask value. */
+const MASK_MIN = -3.4028234663852886e38;
+
+export interface AlbertGraphOptions {
+  readonly batchSize: number;
+  readonly seqLen: number;
+  /** float64 for gradient checks; float32 (default) for training. */
+  readonly float?: FloatType;
+}
+
+/**
+ * AlbertForPreTraining as an ONNX graph for one (batch, seq) shape: parameters are graph inputs
+ * (named as in HF's state dict), so one session serves every step; outputs are the five metrics and
+ * `grad:<name>` per parameter. Activations are kept 2-D [N = B·S, width] so every
+ * Linear is one Gemm with torch's [out, in] weight (transB).
+ */
+export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32' }: AlbertGraphOptions): Graph {
+  if (S > c.maxPositionEmbeddings) throw new Error(`albert: seq_len ${S} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`);
+  const g = new Graph(float);
+  const N = B * S;
+  const { hiddenSize: H, numAttentionHeads: nh } = c;
+  const d = H / nh;
+  const specs = albertParamSpecs(c);
+  const p = new Map(specs.map((s) => [s.name, g.input(s.name, s.shape)]));
+  const P = (name: string) => p.get(name)!;
+  const linear = (x: Value, name: string) => g.gemm(x, P(`${name}.weight`), P(`${name}.bias`), false, true);
+  const layerNorm = (x: Value, name: string) => g.layerNorm(x, P(`${name}.weight`), P(`${name}.bias`), c.layerNormEps).y;
+
+  const inputIds = g.reshape(g.input('input_ids', [B, S], 'int32'), [N]); // (N)
+  const tokenTypes = g.reshape(g.input('token_type_ids', [B, S], 'int32'), [N]); // (N)
+  const attentionMask = g.input('attention_mask', [B, S], 'int32'); // (B, S)
+  const labels = g.reshape(g.input('labels', [B, S], 'int32'), [N]); // (N)
+  const sopLabels = g.input('sentence_order_label', [B], 'int32'); // (B)
+
+  // embeddings: word + position + token type, LayerNorm, then E → H
+  const positionIds = g.constant(int32Tensor([N], Array.from({ length: N }, (_, i) => i % S))); // (N)
+  const words = wordLookup(g, P('albert.embeddings.word_embeddings.weight'), inputIds, c.padTokenId); // (N, E)
+  const positions = g.gather(P('albert.embeddings.position_embeddings.weight'), positionIds); // (N, E)
+  const types = g.gather(P('albert.embeddings.token_type_embeddings.weight'), tokenTypes); // (N, E)
+  const embeddings = g.add(g.add(words, positions), types);
+  let h = linear(layerNorm(embeddings, 'albert.embeddings.LayerNorm'), 'albert.encoder.embedding_hidden_mapping_in'); // (N, H)
+
+  // additive mask (1 − mask)·min, broadcast over heads and query positions: (B, 1, 1, S)
+  const maskF = g.reshape(g.cast(attentionMask, float), [B, 1, 1, S]);
+  const additiveMask = g.mul(g.sub(g.scalar(1), maskF), g.scalar(MASK_MIN));
+  const heads = (x: Value, perm: number[]) => g.transpose(g.reshape(x, [B, S, nh, d]), perm);
+  const scale = g.scalar(1 / Math.sqrt(d));
+
+  for (let layer = 0; layer < c.numHiddenLayers; layer++) {
+    const q = heads(linear(h, `${LAYER}attention.query`), [0, 2, 1, 3]); // (B, nh, S, d)
+    const kT = heads(linear(h, `${LAYER}attention.key`), [0, 2, 3, 1]); // (B, nh, d, S)
+    const v = heads(linear(h, `${LAYER}attention.value`), [0, 2, 1, 3]); // (B, nh, S, d)
+    const probs = g.softmax(g.add(g.mul(g.matmul(q, kT), scale), additiveMask)); // (B, nh, S, S)
+    const context = g.reshape(g.transpose(g.matmul(probs, v), [0, 2, 1, 3]), [N, H]); // (N, H)
+    const attended = layerNorm(g.add(h, linear(context, `${LAYER}attention.dense`)), `${LAYER}attention.LayerNorm`);
+    const ffn = linear(geluNew(g, linear(attended, `${LAYER}ffn`)), `${LAYER}ffn_output`); // (N, H)
+    h = layerNorm(g.add(ffn, attended), `${LAYER}full_layer_layer_norm`);
+  }
+
+  // MLM head: dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings
+  const t = layerNorm(geluNew(g, linear(h, 'predictions.dense')), 'predictions.LayerNorm'); // (N, E)
+  const mlmLogits = g.gemm(t, P('albert.embeddings.word_embeddings.weight'), P('predictions.bias'), false, true); // (N, V)
+  const mlm = crossEntropy(g, mlmLogits, labels);
+
+  // SOP head on the pooled first token: tanh(pooler(h[:, 0]))
+  const first = g.slice(g.reshape(h, [B, S * H]), [0], [H], [1]); // (B, H)
+  const sopLogits = linear(g.tanh(linear(first, 'albert.pooler')), 'sop_classifier.classifier'); // (B, 2)
+  const sop = crossEntropy(g, sopLogits, sopLabels);
+
+  const loss = g.add(mlm.loss, sop.loss);
+  const metrics: Record<MetricName, Value> = { loss, mlm_loss: mlm.loss, sop_loss: sop.loss, mlm_accuracy: mlm.accuracy, sop_accuracy: sop.accuracy };
+  const grads = gradients(g, loss, [...p.values()]);
+  for (const name of METRIC_OUTPUTS) g.output(metrics[name], name);
+  for (const s of specs) g.output(grads.get(s.name)!, gradOutput(s.name));
+  return g;
+}
+
+/**
+ * Word-embedding lookup with torch's padding_idx semantics: the forward value is the plain lookup,
+ * but positions holding the pad id pass no gradient to the table (their term is detached).
+ */
+function wordLookup(g: Graph, table: Value, ids: Value, padId: number): Value {
+  const rows = g.gather(table, ids); // (N, E)
+  const n = ids.shape[0]!;
+  const isPad = g.cast(g.reshape(g.equal(ids, g.constant(int32Tensor([], [padId]))), [n, 1]), g.float); // (N, 1)
+  const keep = g.sub(g.scalar(1), isPad);
+  return g.add(g.mul(rows, keep), g.mul(g.detach(rows), isPad));
+}
+
+/**
+ * Mean cross-entropy over rows whose label ≠ −100, from LogSoftmax and a one-hot built with Equal
+ * (an ignored label matches no class, so its row contributes 0), and the accuracy over those rows.
+ * With no labelled row both are 0 (HF's mean over nothing would be NaN).
+ */
+function crossEntropy(g: Graph, logits: Value, labels: Value): { loss: Value; accuracy: Value } {
+  const [M, C] = logits.shape as [number, number];
+  const column = g.reshape(labels, [M, 1]);
+  const oneHot = g.cast(g.equal(column, g.constant(int32Tensor([1, C], Array.from({ length: C }, (_, i) => i)))), g.float); // (M, C)
+  const nllSum = g.neg(g.reduceSum(g.mul(g.logSoftmax(logits), oneHot), [], false)); // ()
+  const valid = g.cast(g.not(g.equal(labels, g.constant(int32Tensor([], [IGNORE_INDEX])))), g.float); // (M)
+  const count = g.max(g.reduceSum(valid, [], false), g.scalar(1));
+  const hits = g.cast(g.equal(g.argMax(logits, -1), g.cast(labels, 'int64')), g.float); // (M)
+  return { loss: g.div(nllSum, count), accuracy: g.div(g.reduceSum(g.mul(hits, valid), [], false), count) };
+}
+

@@ -1,0 +1,94 @@
+import * as ort from 'onnxruntime-node';
+import type { Logger } from '../log/logger.js';
+import { buildAlbertGraph, gradOutput, BATCH_INPUTS } from './albert/graph.js';
+import type { AlbertConfig } from './albert/config.js';
+import { checkBatch, type AlbertBatch } from './batch.js';
+import type { StepResult, TrainingBackend } from './backend.js';
+import { encodeModel } from './onnx/encode.js';
+import type { ParameterSet } from './params.js';
+
+export type ProviderChoice = 'auto' | 'cpu' | 'cuda';
+
+export interface OrtBackendOptions {
+  /** 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). */
+  readonly provider?: ProviderChoice;
+  /** ORT intra-op threads (default: ORT's choice, one per core). */
+  readonly intraOpThreads?: number;
+  readonly log?: Pick<Logger, 'info' | 'warn'>;
+}
+
+/**
+ * Runs the ALBERT training graph in onnxruntime-node: one InferenceSession per (batch, seq) shape,
+ * built on first use and cached. Parameters are fed as views of the flat buffer (no copy on CPU);
+ * gradients are copied into the caller's ParameterSet.
+ */
+export class OrtBackend implements TrainingBackend {
+  private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
+  private provider: 'cpu' | 'cuda' | undefined;
+
+  constructor(
+    readonly config: AlbertConfig,
+    private readonly options: OrtBackendOptions = {},
+  ) {}
+
+  get description(): string {
+    return `onnxruntime ${this.provider ?? this.options.provider ?? 'auto'}${this.options.intraOpThreads ? `, ${this.options.intraOpThreads} threads` : ''}`;
+  }
+
+  async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike()): Promise<StepResult> {
+    if (!grads.sameLayout(params)) throw new Error('forwardBackward: grads do not have the parameters\' layout');
+    checkBatch(batch, this.config.vocabSize);
+    const session = await this.session(batch.batchSize, batch.seqLen);
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const spec of params.specs) feeds[spec.name] = new ort.Tensor('float32', params.view(spec.name), [...spec.shape]);
+    const [B, S] = [batch.batchSize, batch.seqLen];
+    const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, labels: batch.labels, sentence_order_label: batch.sentenceOrderLabel };
+    for (const name of BATCH_INPUTS) feeds[name] = new ort.Tensor('int32', batchData[name], name === 'sentence_order_label' ? [B] : [B, S]);
+    const out = await session.run(feeds);
+    const scalar = (name: string) => (out[name]!.data as Float32Array)[0]!;
+    for (const spec of params.specs) grads.view(spec.name).set(out[gradOutput(spec.name)]!.data as Float32Array);
+    const result = { loss: scalar('loss'), mlmLoss: scalar('mlm_loss'), sopLoss: scalar('sop_loss'), mlmAccuracy: scalar('mlm_accuracy'), sopAccuracy: scalar('sop_accuracy'), grads };
+    for (const t of Object.values(out)) t.dispose();
+    return result;
+  }
+
+  async close(): Promise<void> {
+    const sessions = [...this.sessions.values()];
+    this.sessions.clear();
+    for (const s of sessions) await (await s).release();
+  }
+
+  private session(batchSize: number, seqLen: number): Promise<ort.InferenceSession> {
+    const key = `${batchSize}x${seqLen}`;
+    let session = this.sessions.get(key);
+    if (!session) {
+      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen }), `albert_${key}`));
+      session.catch(() => this.sessions.delete(key));
+      this.sessions.set(key, session);
+    }
+    return session;
+  }
+
+  private async createSession(model: Uint8Array): Promise<ort.InferenceSession> {
+    const base: ort.InferenceSession.SessionOptions = {
+      graphOptimizationLevel: 'all',
+      executionMode: 'sequential',
+      ...(this.options.intraOpThreads ? { intraOpNumThreads: this.options.intraOpThreads } : {}),
+    };
+    const choice = this.options.provider ?? 'auto';
+    if (choice !== 'cpu' && this.provider !== 'cpu') {
+      try {
+        const session = await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'], logSeverityLevel: 4 }); // failure reported below
+        this.provider = 'cuda';
+        return session;
+      } catch (err) {
+        const reason = (err as Error).message.split('\n')[0];
+        if (choice === 'cuda') throw new Error(`CUDA execution provider failed to load: ${reason}`, { cause: err });
+        this.options.log?.warn({ reason }, 'CUDA execution provider unavailable; training on CPU');
+      }
+    }
+    this.provider = 'cpu';
+    this.options.log?.info({ intraOpThreads: this.options.intraOpThreads ?? 'default' }, 'onnxruntime session on CPU');
+    return ort.InferenceSession.create(model, { ...base, executionProviders: ['cpu'] });
+  }
+}

@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import test from 'node:test';
+import { decodeSafetensors, encodeSafetensors, type SafeTensor } from '../../src/engine/safetensors.js';
+import { runCli } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const BATCH = {
+  input_ids: [[2, 10, 4, 12, 3, 0], [2, 7, 8, 4, 3, 5]],
+  token_type_ids: [[0, 0, 0, 1, 1, 0], [0, 0, 1, 1, 1, 1]],
+  attention_mask: [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]],
+  labels: [[-100, -100, 11, -100, -100, -100], [-100, -100, -100, 9, -100, -100]],
+  sentence_order_label: [0, 1],
+};
+const QUIET = ['--log-level', 'error', '--provider', 'cpu'];
+
+async function initModel(dir: string, extra: string[] = []) {
+  const r = await runCli(['model', 'init', '--preset', 'tiny', '--seed', '5', '--out', dir, '--log-level', 'error', ...extra]);
+  assert.equal(r.code, 0, r.stderr);
+}
+
+test('model init writes an HF config and state dict; model loss prints the five metrics; --grads names match the weights', async (t) => {
+  const dir = tmpDir(t);
+  await initModel(path.join(dir, 'm'));
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'm', 'config.json'), 'utf8')) as Record<string, unknown>;
+  assert.equal(config.model_type, 'albert');
+  assert.deepEqual(config.architectures, ['AlbertForPreTraining']);
+  const weights = decodeSafetensors(fs.readFileSync(path.join(dir, 'm', 'model.safetensors'))).tensors;
+  assert.deepEqual(weights.get('albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight')!.shape, [config.intermediate_size, config.hidden_size]);
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify(BATCH));
+  const r = await runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), '--grads', path.join(dir, 'g.safetensors'), ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as Record<string, number>;
+  assert.deepEqual(Object.keys(out).sort(), ['loss', 'mlm_accuracy', 'mlm_loss', 'sop_accuracy', 'sop_loss']);
+  assert.ok(Math.abs(out.loss! - out.mlm_loss! - out.sop_loss!) < 1e-5);
+  assert.ok(Math.abs(out.mlm_loss! - Math.log(config.vocab_size as number)) < 0.5, 'a fresh model predicts ≈ uniformly');
+  const grads = decodeSafetensors(fs.readFileSync(path.join(dir, 'g.safetensors'))).tensors;
+  assert.deepEqual([...grads.keys()].sort(), [...weights.keys()].sort());
+  for (const [name, g] of grads) assert.deepEqual(g.shape, weights.get(name)!.shape, name);
+});
+
+test('a hand-made HF-layout checkpoint (aliases, buffers, other key order) gives the same loss; a misshaped tensor is named', async (t) => {
+  const dir = tmpDir(t);
+  await initModel(path.join(dir, 'm'));
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify(BATCH));
+  const original = decodeSafetensors(fs.readFileSync(path.join(dir, 'm', 'model.safetensors'))).tensors;
+  // as transformers may save it: decoder bias under its tied alias, the tied decoder weight present,
+  // the position_ids buffer, keys in reverse order
+  const hf = new Map<string, SafeTensor>();
+  for (const [name, tensor] of [...original].reverse()) hf.set(name === 'predictions.bias' ? 'predictions.decoder.bias' : name, tensor);
+  hf.set('predictions.decoder.weight', original.get('albert.embeddings.word_embeddings.weight')!);
+  const positions = new BigInt64Array(128).map((_, i) => BigInt(i));
+  hf.set('albert.embeddings.position_ids', { dtype: 'I64', shape: [1, 128], bytes: new Uint8Array(positions.buffer) });
+  fs.mkdirSync(path.join(dir, 'hf'));
+  fs.copyFileSync(path.join(dir, 'm', 'config.json'), path.join(dir, 'hf', 'config.json'));
+  fs.writeFileSync(path.join(dir, 'hf', 'model.safetensors'), encodeSafetensors(hf));
+  const [a, b] = await Promise.all(['m', 'hf'].map((m) => runCli(['model', 'loss', '--model', path.join(dir, m), '--batch', path.join(dir, 'b.json'), ...QUIET])));
+  assert.equal(a!.code, 0, a!.stderr);
+  assert.equal(b!.code, 0, b!.stderr);
+  assert.deepEqual(JSON.parse(b!.stdout), JSON.parse(a!.stdout));
+
+  const ffn = 'albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight';
+  const bad = new Map(hf);
+  const w = original.get(ffn)!;
+  bad.set(ffn, { ...w, shape: [...w.shape].reverse() }); // [in, out]: not torch's layout
+  fs.writeFileSync(path.join(dir, 'hf', 'model.safetensors'), encodeSafetensors(bad));
+  const r = await runCli(['model', 'loss', '--model', path.join(dir, 'hf'), '--batch', path.join(dir, 'b.json'), ...QUIET]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, new RegExp(`${ffn.replace(/\./g, '\\.')} has shape`));
+  bad.delete(ffn);
+  fs.writeFileSync(path.join(dir, 'hf', 'model.safetensors'), encodeSafetensors(bad));
+  const missing = await runCli(['model', 'loss', '--model', path.join(dir, 'hf'), '--batch', path.join(dir, 'b.json'), ...QUIET]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /missing tensor albert\.encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.weight/);
+});
+
+test('bad flags exit 2 naming the flag', async (t) => {
+  const dir = tmpDir(t);
+  for (const [args, flag] of [
+    [['model', 'init', '--preset', 'huge', '--out', dir], '--preset'],
+    [['model', 'init', '--preset', 'tiny', '--seed', '1.5', '--out', dir], '--seed'],
+    [['model', 'init', '--preset', 'tiny'], '--out'],
+    [['model', 'loss', '--model', dir, '--batch', path.join(dir, 'none.json'), '--provider', 'tpu'], '--provider'],
+    [['train', '--preset', 'tiny', '--steps', '0'], '--steps'],
+    [['train', '--preset', 'tiny', '--steps', '2', '--optimizer', 'sgd'], '--optimizer'],
+    [['train', '--preset', 'tiny', '--steps', '2', '--seq-len', '100000'], '--seq-len'],
+  ] as const) {
+    const r = await runCli([...args]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.ok(r.stderr.includes(flag), `${args.join(' ')}: ${r.stderr}`);
+  }
+  await initModel(path.join(dir, 'm'));
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify({ ...BATCH, labels: [[1]] }));
+  const r = await runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), ...QUIET]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--batch: .*labels/);
+});
+
+test('train runs a few steps on the labelled synthetic source and can save the model', async (t) => {
+  const dir = tmpDir(t);
+  const r = await runCli(['train', '--preset', 'tiny', '--steps', '3', '--batch-size', '2', '--seq-len', '16', '--out', path.join(dir, 'out'), ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
+  assert.equal(summary.data, 'synthetic');
+  assert.equal(summary.steps, 3);
+  assert.ok(Number.isFinite(summary.loss));
+  assert.match(r.stderr, /3\/3 loss/);
+  assert.ok(fs.existsSync(path.join(dir, 'out', 'model.safetensors')));
+});
