@@ -99,12 +99,40 @@ test('bad flags exit 2 naming the flag', async (t) => {
 
 test('train runs a few steps on the labelled synthetic source and can save the model', async (t) => {
   const dir = tmpDir(t);
-  const r = await runCli(['train', '--preset', 'tiny', '--steps', '3', '--batch-size', '2', '--seq-len', '16', '--out', path.join(dir, 'out'), ...QUIET]);
+  const r = await runCli(['train', '--preset', 'tiny', '--steps', '3', '--batch-size', '2', '--seq-len', '16', '--out', path.join(dir, 'out'), '--data-dir', dir, ...QUIET]);
   assert.equal(r.code, 0, r.stderr);
   const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
-  assert.equal(summary.data, 'synthetic');
+  assert.equal(summary.data, 'synthetic', 'with no prepared dataset, auto falls back to synthetic batches');
   assert.equal(summary.steps, 3);
   assert.ok(Number.isFinite(summary.loss));
   assert.match(r.stderr, /3\/3 loss/);
   assert.ok(fs.existsSync(path.join(dir, 'out', 'model.safetensors')));
+});
+
+test('after `data prepare`, train reads the prepared dataset and sizes the vocabulary by its tokenizer', async (t) => {
+  const dir = tmpDir(t);
+  const prepared = await runCli(['data', 'prepare', '--max-documents', '3', '--vocab-size', '300', '--data-dir', dir, '--log-level', 'error'], { timeoutMs: 120_000 });
+  assert.equal(prepared.code, 0, prepared.stderr);
+  const r = await runCli(['train', '--preset', 'tiny', '--steps', '2', '--batch-size', '2', '--seq-len', '32', '--out', path.join(dir, 'out'), '--data-dir', dir, ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
+  assert.equal(summary.data, 'prepared');
+  const tokenizers = fs.readdirSync(path.join(dir, 'data'), { recursive: true }).filter((f) => String(f).endsWith('tokenizer.json'));
+  assert.equal(tokenizers.length, 1);
+  const tokenizer = JSON.parse(fs.readFileSync(path.join(dir, 'data', String(tokenizers[0])), 'utf8')) as { model: { vocab: Record<string, number> } };
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'out', 'config.json'), 'utf8')) as { vocab_size: number };
+  assert.equal(config.vocab_size, Object.keys(tokenizer.model.vocab).length);
+
+  const mismatch = await runCli(['train', '--preset', 'tiny', '--steps', '1', '--vocab-size', '999', '--data-dir', dir, ...QUIET]);
+  assert.equal(mismatch.code, 2);
+  assert.match(mismatch.stderr, /--vocab-size: 999 differs from the prepared dataset's tokenizer/);
+});
+
+test('train --data prepared without a prepared dataset says how to make one', async (t) => {
+  const r = await runCli(['train', '--preset', 'tiny', '--steps', '1', '--data', 'prepared', '--data-dir', tmpDir(t), ...QUIET]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /no prepared dataset .*run `cohort data prepare`/);
+  const bad = await runCli(['train', '--preset', 'tiny', '--steps', '1', '--data', 'web']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--data/);
 });

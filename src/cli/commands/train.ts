@@ -4,11 +4,12 @@ import { saveModel } from '../../engine/albert/checkpoint.js';
 import { initAlbertParams } from '../../engine/albert/params.js';
 import { createOptimizer, LAMB_DEFAULTS, linearWarmupDecay, type OptimizerKind } from '../../engine/optim/index.js';
 import { OrtBackend } from '../../engine/ort-backend.js';
-import { Rng } from '../../engine/rng.js';
-import { syntheticBatch } from '../../engine/synthetic.js';
 import { trainStep } from '../../engine/trainer.js';
+import { openStore } from '../../store/index.js';
+import { ConfigError } from '../../config/load.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, positiveFloatFlag, requiredFlag } from '../flags.js';
+import { DATA_CHOICES, openTrainingData } from '../training-data.js';
 import { PROVIDERS } from './model.js';
 
 const OPTIMIZERS: readonly OptimizerKind[] = ['lamb', 'adamw'];
@@ -27,12 +28,13 @@ interface TrainOptions {
   provider?: string;
   threads?: string;
   out?: string;
+  data?: string;
 }
 
 export function registerTrain(program: Command): void {
   const cmd = program
     .command('train')
-    .description('train ALBERT on this machine alone (no swarm) on SYNTHETIC random-token batches until the data pipeline lands; prints progress and a final JSON line')
+    .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line')
     .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`)
     .option('--steps <n>', 'optimizer steps to take')
     .option('--batch-size <n>', 'sequences per step (default 8)')
@@ -45,15 +47,17 @@ export function registerTrain(program: Command): void {
     .option('--vocab-size <n>', "vocabulary size (default: the preset's)")
     .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto)`)
     .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
-    .option('--out <dir>', 'save the trained model here (config.json + model.safetensors)');
+    .option('--out <dir>', 'save the trained model here (config.json + model.safetensors)')
+    .option('--data <source>', `batches from: ${DATA_CHOICES.join(', ')} (default auto: the prepared dataset if there is one, else synthetic random tokens)`);
   cmd.action(async (opts: TrainOptions) => {
-    const { log } = commandContext(cmd);
+    const { config: settings, log } = commandContext(cmd);
     const preset = requiredFlag('--preset', choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES));
     const steps = requiredFlag('--steps', intFlag('--steps', opts.steps, 1, 10_000_000));
     const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096) ?? 8;
-    const vocabSize = intFlag('--vocab-size', opts.vocabSize, 8, 1_000_000);
-    const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
-    const seqLen = intFlag('--seq-len', opts.seqLen, 5, config.maxPositionEmbeddings) ?? Math.min(128, config.maxPositionEmbeddings);
+    const vocabFlag = intFlag('--vocab-size', opts.vocabSize, 8, 1_000_000);
+    const dataChoice = choiceFlag('--data', opts.data, DATA_CHOICES) ?? 'auto';
+    const presetConfig = checkConfig({ ...PRESETS[preset], ...(vocabFlag ? { vocabSize: vocabFlag } : {}) });
+    const seqLen = intFlag('--seq-len', opts.seqLen, 5, presetConfig.maxPositionEmbeddings) ?? Math.min(128, presetConfig.maxPositionEmbeddings);
     const peakLr = positiveFloatFlag('--lr', opts.lr) ?? LAMB_DEFAULTS.lr;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, steps - 1) ?? Math.floor(steps / 10);
     const kind = choiceFlag('--optimizer', opts.optimizer, OPTIMIZERS) ?? 'lamb';
@@ -62,29 +66,40 @@ export function registerTrain(program: Command): void {
     const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
     const threads = intFlag('--threads', opts.threads, 1, 1024);
 
+    const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
+    const data = openTrainingData({ choice: dataChoice, store, config: presetConfig, batchSize, seqLen, seed, onWarning: (m) => log.warn(m) });
+    if (data.kind === 'prepared' && vocabFlag !== undefined && vocabFlag !== data.vocabSize) {
+      await data.close();
+      store.close();
+      throw new ConfigError('--vocab-size', `${vocabFlag} differs from the prepared dataset's tokenizer (${data.vocabSize}); omit it or pass --data synthetic`);
+    }
+    // the model's vocabulary follows the tokenizer
+    const config = checkConfig({ ...presetConfig, vocabSize: data.vocabSize });
     const params = initAlbertParams(config, seed);
     const grads = params.zerosLike();
     const optimizer = createOptimizer(params, { kind, lr: peakLr });
     const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log });
-    const rng = new Rng(seed + 1);
-    log.warn('training on SYNTHETIC random-token data (no data pipeline yet): losses do not measure language modelling');
+    if (data.kind === 'synthetic') log.warn(`training on ${data.description}`);
+    else log.info(`training on ${data.description}`);
     log.info({ preset, parameters: params.size, batchSize, seqLen, steps, optimizer: kind, peakLr, warmupSteps }, 'training');
     const started = performance.now();
     let last;
     try {
       for (let step = 0; step < steps; step++) {
         const lr = linearWarmupDecay(step + 1, { peakLr, warmupSteps, totalSteps: steps + 1 });
-        last = await trainStep(backend, optimizer, params, grads, syntheticBatch(config, batchSize, seqLen, rng), lr, maxGradNorm);
+        last = await trainStep(backend, optimizer, params, grads, await data.next(), lr, maxGradNorm);
         const elapsed = (performance.now() - started) / 1000;
         process.stderr.write(progressLine(step + 1, steps, elapsed, last.loss, last.mlmLoss, last.sopLoss, lr) + (process.stderr.isTTY ? '\r' : '\n'));
       }
     } finally {
       await backend.close();
+      await data.close();
+      store.close();
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     if (opts.out) saveModel(opts.out, config, params);
     const seconds = (performance.now() - started) / 1000;
-    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: 'synthetic' }) + '\n');
+    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind }) + '\n');
   });
 }
 
