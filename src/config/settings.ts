@@ -44,6 +44,7 @@ function setting<T>(spec: SettingSpec<T>): SettingSpec<T> {
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export const LOG_FORMATS = ['pretty', 'json'] as const;
+export const TRAINING_MODES = ['local', 'off'] as const;
 
 export const SETTINGS = {
   dataDir: setting({
@@ -95,6 +96,13 @@ export const SETTINGS = {
     accepted: '16 to 256 printable characters without spaces (e.g. from `openssl rand -hex 24`)',
     description: 'access token the dashboard and its API require; needed to serve beyond loopback',
     default: () => '',
+  }),
+  training: setting({
+    schema: z.enum(TRAINING_MODES),
+    arg: '<mode>',
+    accepted: TRAINING_MODES.join(', '),
+    description: 'what Start computes: local = train ALBERT on this machine (the prepared dataset, else the bundled corpus); off = serve the dashboard only',
+    default: () => 'local' as const,
   }),
   moveAside: setting({
     schema: booleanish,

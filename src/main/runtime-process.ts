@@ -3,6 +3,7 @@
 import { resolveConfig } from '../config/load.js';
 import { createLogger } from '../log/logger.js';
 import { dispatch } from '../node/api-dispatch.js';
+import { defaultParts } from '../node/default-parts.js';
 import { createNodeController } from '../node/node-runtime.js';
 import { openStore } from '../store/index.js';
 import { serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
@@ -14,7 +15,7 @@ const version = process.env.COHORT_APP_VERSION ?? '0.0.0';
 const config = resolveConfig({ env: process.env });
 const log = createLogger(config);
 const store = openStore(config.dataDir, { moveAside: config.moveAside });
-const controller = createNodeController({ store, log, version });
+const controller = createNodeController({ store, log, version, parts: defaultParts(config) });
 log.info(`runtime up: data directory ${config.dataDir}`);
 
 serveRuntime(
@@ -27,7 +28,9 @@ serveRuntime(
 );
 
 process.on('SIGTERM', () => {
-  controller.close();
-  store.close();
-  process.exit(0);
+  // let the training runtime finish its step and checkpoint before the store closes
+  void controller.close().finally(() => {
+    store.close();
+    process.exit(0);
+  });
 });

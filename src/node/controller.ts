@@ -177,12 +177,12 @@ export class NodeController implements CohortCalls {
     this.refresh();
   }
 
-  close(): void {
+  /** Stops polling and waits for the training runtime to pause (it checkpoints) and the coordinator role to stop. */
+  async close(): Promise<void> {
     clearInterval(this.timer);
     this.unsubscribeTraining?.();
     this.events.removeAllListeners();
-    if (this.machine.status.phase === 'running') void this.training?.pause();
-    if (this.coordinator.enabled) void this.coordinatorRole?.stop();
+    await Promise.all([this.machine.status.phase === 'running' ? this.training?.pause() : undefined, this.coordinator.enabled ? this.coordinatorRole?.stop() : undefined]);
   }
 
   /** Re-reads the store and pushes a snapshot if anything visible changed. */

@@ -35,7 +35,7 @@ export async function startHeadlessNode(config: Config, log: Logger, parts?: Mak
   try {
     server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log });
   } catch (err) {
-    controller.close();
+    await controller.close();
     store.close();
     throw err;
   }
@@ -48,7 +48,7 @@ export async function startHeadlessNode(config: Config, log: Logger, parts?: Mak
     controller,
     stop: async () => {
       await server.close();
-      controller.close();
+      await controller.close();
       store.close();
     },
   };

@@ -12,8 +12,8 @@ export interface RuntimeParts {
   readonly coordinator?: CoordinatorRole;
 }
 
-/** Makes the runtime parts with the node's logger, whose lines also reach the dashboard's log panel. */
-export type MakeRuntimeParts = (log: Logger) => RuntimeParts;
+/** Makes the runtime parts with the node's store and logger (whose lines also reach the dashboard's log panel). */
+export type MakeRuntimeParts = (context: { readonly log: Logger; readonly store: Store }) => RuntimeParts;
 
 /**
  * The node runtime both hosts run (the headless CLI and the desktop app's utility process): one log
@@ -23,5 +23,5 @@ export function createNodeController(init: { store: Store; log: Logger; version:
   const logs = new LogRing();
   const log = teeLogger(init.log, logs);
   for (const c of COMPONENTS.filter((c) => !c.available)) log.warn(`${c.name}: ${c.detail}`);
-  return new NodeController({ store: init.store, log, logs, version: init.version, components: COMPONENTS, ...init.parts?.(log) });
+  return new NodeController({ store: init.store, log, logs, version: init.version, components: COMPONENTS, ...init.parts?.({ log, store: init.store }) });
 }

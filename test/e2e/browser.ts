@@ -34,7 +34,8 @@ export interface RunningNode {
 }
 
 /** The real CLI: `cohort start --dashboard-port 0 --data-dir <dir>`. */
-const cohortStart = (dataDir: string) => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
+// the page tests drive the numbers with a metrics fixture, so the node itself computes nothing
+const cohortStart = (dataDir: string) => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json', '--training', 'off'];
 
 /** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
 export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart): Promise<RunningNode> {

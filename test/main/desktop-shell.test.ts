@@ -23,10 +23,10 @@ function runtime(t: TestContext, dataDir = tmpDir(t)): { client: RuntimeClient; 
   const { port1, port2 } = new MessageChannel();
   serveRuntime(port(port2), controller, dispatch);
   const client = runtimeClient(port(port1));
-  t.after(() => {
+  t.after(async () => {
     port1.close();
     port2.close();
-    controller.close();
+    await controller.close();
     store.close();
   });
   return { client, controller };
@@ -112,7 +112,7 @@ test('closing the window hides it to the tray with a notice the first time only,
   assert.equal(platform.quits, 1);
   assert.equal(shell.onWindowClose(), false, 'when quitting the window really closes');
 
-  first.controller.close();
+  await first.controller.close();
   const second = runtime(t, dataDir);
   const platform2 = new FakePlatform();
   const shell2 = new DesktopShell(platform2, second.client);

@@ -31,7 +31,7 @@ async function serve(t: TestContext, token?: string): Promise<{ server: Dashboar
   const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token, rendererDir: fakeRenderer(t), api: controller, log });
   t.after(async () => {
     await server.close();
-    controller.close();
+    await controller.close();
     store.close();
   });
   return { server, controller };

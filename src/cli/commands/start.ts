@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
+import { defaultParts } from '../../node/default-parts.js';
 import { startHeadlessNode } from '../../node/headless.js';
 import { addSettingOptions, commandContext } from '../context.js';
 
 export function registerStart(program: Command): void {
   const cmd = program.command('start').description('start the headless node with the default settings and serve the dashboard on loopback (what `npm start` runs without Electron)');
-  addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'dashboardToken', 'initialPeers', 'moveAside']);
+  addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'dashboardToken', 'initialPeers', 'training', 'moveAside']);
   cmd.action(async () => {
     const { config, log } = commandContext(cmd);
-    const node = await startHeadlessNode(config, log);
+    const node = await startHeadlessNode(config, log, defaultParts(config));
     process.stdout.write(`Cohort dashboard: ${node.url}${config.dashboardToken ? ' (open it with ?token=<your dashboard token>)' : ''}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

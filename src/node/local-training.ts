@@ -1,0 +1,184 @@
+import type { Logger } from '../log/logger.js';
+import { checkConfig, PRESETS, type AlbertConfig, type PresetName } from '../engine/albert/config.js';
+import { decodeParams, encodeParams } from '../engine/albert/checkpoint.js';
+import { configFromHf, configToHf } from '../engine/albert/config.js';
+import { initAlbertParams } from '../engine/albert/params.js';
+import { createOptimizer, decodeOptimizerState, encodeOptimizerState, LAMB_DEFAULTS, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
+import { OrtBackend } from '../engine/ort-backend.js';
+import type { ParameterSet } from '../engine/params.js';
+import { trainStep } from '../engine/trainer.js';
+import { DatasetStore, openBatchStream, prepareDataset, type BatchStream, type PrepareOptions } from '../data/index.js';
+import type { Store } from '../store/index.js';
+import { METRIC } from './metric-series.js';
+import type { TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
+
+export interface LocalTrainingInit {
+  readonly store: Store;
+  readonly dataDir: string;
+  readonly log: Logger;
+  /** @default 'tiny' */
+  readonly preset?: PresetName;
+  /** @default 8 */
+  readonly batchSize?: number;
+  /** @default 128 */
+  readonly seqLen?: number;
+  /** Optimizer steps between checkpoints. @default 50 */
+  readonly checkpointEvery?: number;
+  /** Checkpoints of each kind kept in the store. @default 3 */
+  readonly keepCheckpoints?: number;
+  readonly warmupSteps?: number;
+  readonly totalSteps?: number;
+  /** How to prepare data when the store has none (the bundled corpus by default). */
+  readonly prepare?: Partial<Omit<PrepareOptions, 'store' | 'dataDir'>>;
+}
+
+/** Checkpoint kinds in the store. */
+export const MODEL_CHECKPOINT = 'model';
+export const OPTIMIZER_CHECKPOINT = 'optimizer';
+
+interface Session {
+  readonly config: AlbertConfig;
+  readonly params: ParameterSet;
+  readonly grads: ParameterSet;
+  readonly optimizer: Optimizer;
+  readonly backend: OrtBackend;
+  readonly data: BatchStream;
+  step: number;
+}
+
+/**
+ * Trains ALBERT on this machine alone: the bundled corpus (prepared on first start), the model and
+ * optimizer resumed from the store's latest checkpoints, metrics recorded in the store for the
+ * dashboard. It is what "Start" does until this node joins a swarm, and it never invents numbers:
+ * every figure it records was measured.
+ */
+export class LocalTrainingRuntime implements TrainingRuntime {
+  private settings: TrainingSettings | undefined;
+  private readonly listeners = new Set<(e: TrainingEvent) => void>();
+  private loop: Promise<void> | undefined;
+  private stopRequested = false;
+  private readonly o: Required<Omit<LocalTrainingInit, 'store' | 'dataDir' | 'log' | 'prepare'>>;
+
+  constructor(private readonly init: LocalTrainingInit) {
+    this.o = { preset: 'tiny', batchSize: 8, seqLen: 128, checkpointEvery: 50, keepCheckpoints: 3, warmupSteps: 500, totalSteps: 100_000, ...init };
+  }
+
+  configure(settings: TrainingSettings): void {
+    this.settings = settings; // threads and GPU choice apply from the next start
+  }
+
+  async start(): Promise<void> {
+    if (this.loop) return;
+    this.stopRequested = false;
+    this.loop = this.run()
+      .catch((err: unknown) => this.say('error', `local training stopped: ${(err as Error).message}`))
+      .finally(() => (this.loop = undefined));
+  }
+
+  async pause(): Promise<void> {
+    this.stopRequested = true;
+    await this.loop;
+  }
+
+  subscribe(listener: (event: TrainingEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private async run(): Promise<void> {
+    const session = await this.open();
+    const { store } = this.init;
+    const totals = { samples: latest(store, METRIC.samples), seconds: latest(store, METRIC.computeSeconds) };
+    let rate: number | undefined;
+    try {
+      while (!this.stopRequested) {
+        const started = performance.now();
+        const batch = (await session.data.next()).value;
+        const lr = linearWarmupDecay(session.step + 1, { peakLr: LAMB_DEFAULTS.lr, warmupSteps: this.o.warmupSteps, totalSteps: this.o.totalSteps });
+        const result = await trainStep(session.backend, session.optimizer, session.params, session.grads, batch, lr);
+        session.step++;
+        const seconds = (performance.now() - started) / 1000;
+        rate = rate === undefined ? batch.batchSize / seconds : 0.9 * rate + (0.1 * batch.batchSize) / seconds; // EMA like hivemind's performance_ema
+        totals.samples += batch.batchSize;
+        totals.seconds += seconds;
+        const at = Date.now();
+        store.metrics.record([
+          { series: METRIC.loss, value: result.loss, epoch: session.step, ts: at },
+          { series: METRIC.samplesPerSecond, value: rate, ts: at },
+          { series: METRIC.swarmSamplesPerSecond, value: rate, ts: at },
+          { series: METRIC.epoch, value: session.step, ts: at },
+          { series: METRIC.peersAlive, value: 1, ts: at },
+          { series: METRIC.targetBatchSize, value: this.o.batchSize, ts: at },
+          { series: METRIC.samples, value: totals.samples, ts: at },
+          { series: METRIC.computeSeconds, value: totals.seconds, ts: at },
+        ]);
+        this.emit({ type: 'progress', swarm: { epoch: session.step, lastLoss: result.loss, samplesPerSecond: rate, peersAlive: 1, targetBatchSize: this.o.batchSize }, at });
+        if (session.step % 10 === 0) this.say('info', `Step #${session.step}, loss ${result.loss.toFixed(3)} (training alone: this node has not joined a swarm)`);
+        if (session.step % this.o.checkpointEvery === 0) this.checkpoint(session);
+      }
+    } finally {
+      this.checkpoint(session);
+      await session.data.close();
+      await session.backend.close();
+    }
+  }
+
+  private async open(): Promise<Session> {
+    const { store, dataDir } = this.init;
+    if (!new DatasetStore(store.db).list().some((d) => d.complete)) {
+      this.say('info', 'preparing the bundled corpus for training (first start only)');
+      await prepareDataset({ ...this.init.prepare, store, dataDir, onWarning: (m) => this.say('warn', m) });
+    }
+    const data = openBatchStream({ store, batchSize: this.o.batchSize, seqLen: this.o.seqLen, seed: 0, peerId: 'local', onWarning: (m) => this.say('warn', m) });
+    try {
+      const resumed = this.resume(data.vocabSize);
+      const config = resumed?.config ?? checkConfig({ ...PRESETS[this.o.preset], vocabSize: data.vocabSize });
+      const params = resumed?.params ?? initAlbertParams(config, 0);
+      const optimizer = createOptimizer(params, { kind: 'lamb' });
+      if (resumed?.optimizerState) optimizer.importState(decodeOptimizerState(resumed.optimizerState, params));
+      const policies = this.settings?.policies;
+      const backend = new OrtBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log });
+      const step = resumed?.step ?? 0;
+      this.say('info', resumed ? `resumed from the checkpoint of step ${step}` : `training a new ${this.o.preset} ALBERT (${params.size} parameters) on ${data.dataset.source}`);
+      return { config, params, grads: params.zerosLike(), optimizer, backend, data, step };
+    } catch (err) {
+      await data.close();
+      throw err;
+    }
+  }
+
+  /** The newest model checkpoint that verifies and fits this dataset's vocabulary, with its optimizer state. */
+  private resume(vocabSize: number): { config: AlbertConfig; params: ParameterSet; step: number; optimizerState?: Uint8Array } | undefined {
+    const { checkpoints } = this.init.store;
+    const model = checkpoints.loadLatest(MODEL_CHECKPOINT, (e) => this.say('warn', `skipping a damaged checkpoint: ${e.message}`));
+    if (!model) return undefined;
+    const config = configFromHf(model.info.meta.config as Record<string, unknown>, `checkpoint ${model.info.id}`);
+    if (config.vocabSize !== vocabSize) {
+      this.say('warn', `the stored model has a vocabulary of ${config.vocabSize}, the dataset ${vocabSize}: starting a new model`);
+      return undefined;
+    }
+    const { params } = decodeParams(config, model.data, `checkpoint ${model.info.id}`);
+    const optimizer = checkpoints.list(OPTIMIZER_CHECKPOINT).find((c) => c.epoch === model.info.epoch);
+    return { config, params, step: model.info.epoch, optimizerState: optimizer ? checkpoints.load(optimizer.id).data : undefined };
+  }
+
+  private checkpoint(s: Session): void {
+    const keep = this.o.keepCheckpoints;
+    this.init.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: s.step, meta: { config: configToHf(s.config) }, data: encodeParams(s.params), keep });
+    this.init.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: s.step, data: encodeOptimizerState(s.optimizer.exportState()), keep });
+  }
+
+  private emit(event: TrainingEvent): void {
+    for (const l of this.listeners) l(event);
+  }
+
+  /** The node's logger reaches stderr and the dashboard's log panel. */
+  private say(level: 'info' | 'warn' | 'error', msg: string): void {
+    this.init.log[level](msg);
+  }
+}
+
+function latest(store: Store, series: string): number {
+  const row = store.db.prepare("SELECT value FROM metrics WHERE series = ? AND peer = '' ORDER BY ts DESC, rowid DESC LIMIT 1").get(series) as { value: number } | undefined;
+  return row?.value ?? 0;
+}
