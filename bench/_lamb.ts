@@ -1,50 +1,20 @@
 /**
- * Times optimizer steps on an ALBERT-large-like parameter layout (HF AlbertForPreTraining names;
- * hidden 1024, intermediate 4096, embedding 128, one shared layer, MLM decoder tied to the word
- * embeddings). Shared by `npm run bench -- optim` and the engine benchmark (`lamb_ms_large`).
+ * Times optimizer steps on the ALBERT-large parameter layout (the engine's own HF AlbertForPreTraining
+ * tensors: hidden 1024, intermediate 4096, embedding 128, one shared layer, tied MLM decoder). Shared by `npm run bench -- optim` and the engine benchmark (`lamb_ms_large`).
  */
 import { performance } from 'node:perf_hooks';
 import { createOptimizer, type OptimizerKind } from '../src/engine/optim/index.js';
+import { PRESETS } from '../src/engine/albert/config.js';
+import { albertParamSpecs } from '../src/engine/albert/params.js';
 import { ParameterSet, type ParamSpec } from '../src/engine/params.js';
 import { median } from './_report.js';
 
-const HIDDEN = 1024;
-const INTERMEDIATE = 4096;
-const EMBEDDING = 128;
-const MAX_POSITIONS = 512;
-export const ALBERT_LARGE_VOCAB = 30000;
+export const ALBERT_LARGE_VOCAB: number = PRESETS.large.vocabSize;
+const EMBEDDING = PRESETS.large.embeddingSize;
 
 /** AlbertForPreTraining's trainable tensors for ALBERT-large with `vocabSize` tokens (30000: 17.7M parameters). */
 export function albertLargeLayout(vocabSize = ALBERT_LARGE_VOCAB): ParamSpec[] {
-  const layer = 'albert.encoder.albert_layer_groups.0.albert_layers.0';
-  const linear = (name: string, out: number, inp: number): ParamSpec[] => [
-    { name: `${name}.weight`, shape: [out, inp] },
-    { name: `${name}.bias`, shape: [out] },
-  ];
-  const norm = (name: string, n: number): ParamSpec[] => [
-    { name: `${name}.weight`, shape: [n] },
-    { name: `${name}.bias`, shape: [n] },
-  ];
-  return [
-    { name: 'albert.embeddings.word_embeddings.weight', shape: [vocabSize, EMBEDDING] },
-    { name: 'albert.embeddings.position_embeddings.weight', shape: [MAX_POSITIONS, EMBEDDING] },
-    { name: 'albert.embeddings.token_type_embeddings.weight', shape: [2, EMBEDDING] },
-    ...norm('albert.embeddings.LayerNorm', EMBEDDING),
-    ...linear('albert.encoder.embedding_hidden_mapping_in', HIDDEN, EMBEDDING),
-    ...norm(`${layer}.full_layer_layer_norm`, HIDDEN),
-    ...linear(`${layer}.attention.query`, HIDDEN, HIDDEN),
-    ...linear(`${layer}.attention.key`, HIDDEN, HIDDEN),
-    ...linear(`${layer}.attention.value`, HIDDEN, HIDDEN),
-    ...linear(`${layer}.attention.dense`, HIDDEN, HIDDEN),
-    ...norm(`${layer}.attention.LayerNorm`, HIDDEN),
-    ...linear(`${layer}.ffn`, INTERMEDIATE, HIDDEN),
-    ...linear(`${layer}.ffn_output`, HIDDEN, INTERMEDIATE),
-    ...linear('albert.pooler', HIDDEN, HIDDEN),
-    ...linear('predictions.dense', EMBEDDING, HIDDEN),
-    ...norm('predictions.LayerNorm', EMBEDDING),
-    { name: 'predictions.decoder.bias', shape: [vocabSize] },
-    ...linear('sop_classifier.classifier', 2, HIDDEN),
-  ];
+  return albertParamSpecs({ ...PRESETS.large, vocabSize });
 }
 
 function countOf(layout: readonly ParamSpec[]): number {
