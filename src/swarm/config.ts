@@ -30,6 +30,11 @@ export interface SwarmInit {
   /** Replicas per record. @default DEFAULT_REPLICATION */
   replication?: number;
   bootstrap?: { attempts?: number; initialBackoffMs?: number; maxBackoffMs?: number };
+  /**
+   * Inbound connections accepted per second from one IP (libp2p's flood guard). Raise it when many
+   * peers share an address: a LAN behind one NAT, loopback tests and benchmarks. @default 5
+   */
+  inboundConnectionsPerHostPerSecond?: number;
   /** kad-dht's delay before its first self-query (ms); small in tests. @default 1000 */
   initialQuerySelfIntervalMs?: number;
   log?: Logger;
@@ -48,6 +53,7 @@ export interface ResolvedSwarmInit {
   readonly replication: number;
   readonly bootstrap: { readonly attempts: number; readonly initialBackoffMs: number; readonly maxBackoffMs: number };
   readonly initialQuerySelfIntervalMs: number;
+  readonly inboundConnectionsPerHostPerSecond: number;
 }
 
 export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
@@ -87,6 +93,7 @@ export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
       maxBackoffMs: init.bootstrap?.maxBackoffMs ?? BOOTSTRAP_BACKOFF_MAX_MS,
     },
     initialQuerySelfIntervalMs: init.initialQuerySelfIntervalMs ?? 1000,
+    inboundConnectionsPerHostPerSecond: init.inboundConnectionsPerHostPerSecond ?? 5,
   };
 }
 

@@ -106,6 +106,7 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),
+    connectionManager: { inboundConnectionThreshold: cfg.inboundConnectionsPerHostPerSecond, maxIncomingPendingConnections: Math.max(10, cfg.inboundConnectionsPerHostPerSecond) },
     nodeInfo: { name: 'cohort', version: '0.1.0', userAgent: `cohort/${cfg.runId}` },
     services: {
       identify: identify(),
@@ -151,8 +152,9 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     ...cfg.bootstrap,
     signal: stopping.signal,
     onRetry: (addr, attempt, delayMs, error) => log.warn(`initial peer ${addr} did not answer (attempt ${attempt}/${cfg.bootstrap.attempts}: ${error}); retrying in ${delayMs} ms`),
-  }).then((report) => {
+  }).then(async (report) => {
     logBootstrap(log, cfg, report);
+    if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
     return report;
   });
 
@@ -209,6 +211,18 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     },
   };
   return node;
+}
+
+/**
+ * Kademlia's join: look up our own id once the initial peers answered, so that the peers near us
+ * learn about us and we about them. kad-dht's own first self-query may run before bootstrap ends.
+ */
+async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  try {
+    for await (const event of dht.getClosestPeers(self.toMultihash().bytes, { signal: AbortSignal.any([stopping, AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS)]) })) void event;
+  } catch (err) {
+    if (!stopping.aborted) log.debug({ err: (err as Error).message }, 'join lookup ended early');
+  }
 }
 
 function dialTarget(peer: PeerId | Multiaddr | string): PeerId | Multiaddr {
