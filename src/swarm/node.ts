@@ -120,7 +120,7 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
       }),
       ...(cfg.relayServer ? { relay: circuitRelayServer() } : {}),
-      ...(cfg.clientMode ? {} : { autonat: autoNAT({ protocolPrefix: `/cohort/${cfg.runId}` }) }),
+      ...(cfg.clientMode ? {} : { autonat: autoNAT({ protocolPrefix: `cohort/${cfg.runId}` }) }),
     },
   });
   const dht = libp2p.services.dht as KadDHT;
