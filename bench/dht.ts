@@ -1,11 +1,14 @@
 // DHT records and stream throughput on loopback (in-process peers).
-//   npm run bench -- dht [--quick]
+//   npm run bench -- dht [--quick] [--streams-only]
 // Human-readable lines, then one JSON object as the last line: store/get latency (median, p90, ms)
-// with 10 and 50 peers, and libp2p stream throughput (tcp + noise + yamux) against a raw TCP socket
-// moving the same bytes in the same run (`stream_vs_tcp` = libp2p ÷ raw TCP).
+// with 10 and 50 peers, and libp2p stream throughput (tcp + noise or tls + yamux) against a raw TCP
+// socket moving the same bytes in the same rounds (`stream_vs_tcp` = libp2p ÷ raw TCP, for the
+// default encryption; `noise_vs_tcp`, `tls_vs_tcp` for each).
 import net from 'node:net';
 import { byteStream } from '@libp2p/utils';
 import { z } from 'zod';
+import type { Encryption } from '../src/swarm/config.js';
+import { DEFAULT_ENCRYPTION } from '../src/swarm/constants.js';
 import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
 import { median, reportJson } from './_report.js';
 
@@ -112,36 +115,41 @@ async function tcpThroughput(): Promise<number> {
   }
 }
 
-async function throughput(): Promise<{ libp2p: number; tcp: number }> {
-  const init = { runId: 'bench-stream', listen: ['/ip4/127.0.0.1/tcp/0'] };
+async function sinkPair(encryption: Encryption): Promise<[SwarmNode, SwarmNode]> {
+  const init = { runId: `bench-stream-${encryption}`, listen: ['/ip4/127.0.0.1/tcp/0'], encryption };
   const a = await createSwarmNode(init);
   const b = await createSwarmNode({ ...init, initialPeers: a.multiaddrs() });
+  await b.ready;
+  await a.handle('bench-sink/1.0.0', async (stream) => {
+    // Count bytes as they are dispatched (no buffering), until the sender closes its side.
+    let received = 0;
+    stream.addEventListener('message', (event) => (received += event.data.byteLength));
+    if (stream.remoteWriteStatus === 'writable') await new Promise((resolve) => stream.addEventListener('remoteCloseWrite', resolve, { once: true }));
+    const ack = Buffer.alloc(8);
+    ack.writeBigUInt64BE(BigInt(received));
+    stream.send(ack);
+    await stream.close();
+  });
+  return [a, b];
+}
+
+/** Raw TCP, Noise and TLS interleaved round by round, so machine noise hits all three alike. */
+async function throughput(): Promise<Record<'tcp' | Encryption, number>> {
+  const pairs = { noise: await sinkPair('noise'), tls: await sinkPair('tls') };
   try {
-    await b.ready;
-    await a.handle('bench-sink/1.0.0', async (stream) => {
-      // Count bytes as they are dispatched (no buffering), until the sender closes its side.
-      let received = 0;
-      stream.addEventListener('message', (event) => (received += event.data.byteLength));
-      if (stream.remoteWriteStatus === 'writable') await new Promise((resolve) => stream.addEventListener('remoteCloseWrite', resolve, { once: true }));
-      const ack = Buffer.alloc(8);
-      ack.writeBigUInt64BE(BigInt(received));
-      stream.send(ack);
-      await stream.close();
-    });
-    const libp2p: number[] = [];
-    const tcp: number[] = [];
+    const runs: Record<'tcp' | Encryption, number[]> = { tcp: [], noise: [], tls: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      tcp.push(await tcpThroughput());
-      libp2p.push(await libp2pThroughput(a, b));
+      runs.tcp.push(await tcpThroughput());
+      for (const e of ['noise', 'tls'] as const) runs[e].push(await libp2pThroughput(...pairs[e]));
     }
-    return { libp2p: median(libp2p), tcp: median(tcp) };
+    return { tcp: median(runs.tcp), noise: median(runs.noise), tls: median(runs.tls) };
   } finally {
-    await Promise.all([a.stop(), b.stop()]);
+    await Promise.all(Object.values(pairs).flat().map((n) => n.stop()));
   }
 }
 
 const figures: Record<string, number> = {};
-for (const peers of [10, 50]) {
+for (const peers of process.argv.includes('--streams-only') ? [] : [10, 50]) {
   const started = performance.now();
   const { store, get } = await recordLatency(peers);
   console.log(`${peers} peers: store median ${median(store).toFixed(1)} ms (p90 ${p90(store).toFixed(1)}), get median ${median(get).toFixed(1)} ms (p90 ${p90(get).toFixed(1)}) over ${OPS} keys [${((performance.now() - started) / 1000).toFixed(1)} s incl. startup]`);
@@ -152,12 +160,18 @@ for (const peers of [10, 50]) {
     [`get_ms_p90_${peers}`]: +p90(get).toFixed(2),
   });
 }
-const { libp2p, tcp } = await throughput();
 const mib = (x: number): string => (x / 1024 / 1024).toFixed(0);
-console.log(`stream throughput, ${mib(STREAM_BYTES)} MiB × ${ROUNDS}: libp2p tcp+noise+yamux ${mib(libp2p)} MiB/s, raw TCP ${mib(tcp)} MiB/s`);
+const rates = await throughput();
+const streams: Record<string, number> = { tcp_mib_s: +(rates.tcp / 1024 / 1024).toFixed(1) };
+for (const encryption of ['noise', 'tls'] as const) {
+  console.log(`stream throughput, ${mib(STREAM_BYTES)} MiB × ${ROUNDS} rounds: tcp+${encryption}+yamux ${mib(rates[encryption])} MiB/s vs raw TCP ${mib(rates.tcp)} MiB/s (ratio ${(rates[encryption] / rates.tcp).toFixed(3)})`);
+  streams[`${encryption}_mib_s`] = +(rates[encryption] / 1024 / 1024).toFixed(1);
+  streams[`${encryption}_vs_tcp`] = +(rates[encryption] / rates.tcp).toFixed(3);
+}
 reportJson({
   ...figures,
-  stream_mib_s: +(libp2p / 1024 / 1024).toFixed(1),
-  tcp_mib_s: +(tcp / 1024 / 1024).toFixed(1),
-  stream_vs_tcp: +(libp2p / tcp).toFixed(3),
+  ...streams,
+  encryption_default: DEFAULT_ENCRYPTION,
+  // the default encryption's libp2p stream throughput ÷ raw TCP throughput
+  stream_vs_tcp: streams[`${DEFAULT_ENCRYPTION}_vs_tcp`]!,
 });

@@ -48,3 +48,6 @@ export const BOOTSTRAP_ATTEMPTS = 5;
 export const BOOTSTRAP_BACKOFF_INITIAL_MS = 500;
 export const BOOTSTRAP_BACKOFF_MAX_MS = 8 * second;
 export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5 * second;
+
+/** Connection encryption offered first (both Noise and TLS are always offered). See bench/dht.ts. */
+export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'noise';

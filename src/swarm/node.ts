@@ -10,6 +10,7 @@ import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, t
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
 import { tcp } from '@libp2p/tcp';
+import { tls } from '@libp2p/tls';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
 import { pino } from 'pino';
@@ -102,7 +103,7 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     privateKey,
     addresses: { listen: [...cfg.listen, ...(cfg.clientMode ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
     transports: [tcp(), circuitRelayTransport()],
-    connectionEncrypters: [noise()],
+    connectionEncrypters: cfg.encryption === 'tls' ? [tls(), noise()] : [noise(), tls()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),

@@ -89,3 +89,12 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   assert.match(prom, /^cohort_swarm_transfer_bytes_total\{protocol="\/cohort\/stats\/records\/1\.0\.0",direction="received"\} [1-9]\d*$/m);
   assert.match(prom, /^cohort_swarm_routing_table_size 1$/m);
 });
+
+test('peers preferring TLS and Noise interoperate', async (t) => {
+  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise' });
+  const tlsPeer = await startNode(t, { runId: 'crypto', encryption: 'tls', initialPeers: noisePeer.multiaddrs() });
+  assert.equal((await tlsPeer.ready).connected.length, 1);
+  const ns = [noisePeer, tlsPeer].map((n) => n.registerNamespace('progress', progressSchema));
+  await ns[1]!.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
+  assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
+});
