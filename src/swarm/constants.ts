@@ -51,3 +51,6 @@ export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5 * second;
 
 /** Connection encryption offered first (both Noise and TLS are always offered). See bench/dht.ts. */
 export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'noise';
+
+/** How often `cohort swarm start` writes its stats into the store's metrics (hivemind's monitor logs every ~30 s). */
+export const STATS_RECORD_INTERVAL_MS = 30 * second;

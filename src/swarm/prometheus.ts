@@ -1,3 +1,4 @@
+import type { MetricPoint } from '../store/index.js';
 import type { SwarmStats } from './node.js';
 
 /** A stats snapshot in Prometheus text exposition format (for `/metrics` endpoints and scrapers). */
@@ -33,4 +34,19 @@ export function toPrometheus(stats: SwarmStats): string {
     ]),
   );
   return lines.join('\n') + '\n';
+}
+
+/** The stats as points of the store's metric series (`swarm.*`), for the dashboard's history. */
+export function statsMetricPoints(stats: SwarmStats, ts = Date.now()): MetricPoint[] {
+  const totals = Object.values(stats.transfer);
+  const rejected = Object.values(stats.records.rejected).reduce((a: number, n) => a + (n ?? 0), 0);
+  return [
+    { series: 'swarm.connected_peers', value: stats.connectedPeers, ts },
+    { series: 'swarm.client_mode_peers', value: stats.clientModePeers.length, ts },
+    { series: 'swarm.routing_table_size', value: stats.routingTableSize, ts },
+    { series: 'swarm.records', value: stats.records.entries, ts },
+    { series: 'swarm.records_rejected', value: rejected, ts },
+    { series: 'swarm.bytes_sent', value: stats.transfer['global']?.sent ?? totals.reduce((a, t) => a + t.sent, 0), ts },
+    { series: 'swarm.bytes_received', value: stats.transfer['global']?.received ?? totals.reduce((a, t) => a + t.received, 0), ts },
+  ];
 }

@@ -1,19 +1,22 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test, type TestContext } from 'node:test';
+import { openStore } from '../../src/store/index.js';
 import { CLI, ROOT, runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** Starts `cohort swarm start …`; returns its growing stdout and a stop() that sends SIGTERM and resolves with the exit code. */
-function startPeer(t: TestContext, args: string[]): { out: () => string; stop: () => Promise<number | null> } {
-  const child = spawn(process.execPath, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', tmpDir(t), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+function startPeer(t: TestContext, args: string[]): { dataDir: string; out: () => string; stop: () => Promise<number | null> } {
+  const dataDir = tmpDir(t);
+  const child = spawn(process.execPath, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', dataDir, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   t.after(() => child.kill('SIGKILL'));
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
+    dataDir,
     out: () => out,
     stop: () => {
       child.kill('SIGTERM');
@@ -36,7 +39,12 @@ test('swarm start prints its multiaddrs and a join code; a second peer joins wit
   const second = startPeer(t, ['--initial-peers', code]);
   await waitFor('the second peer to join', () => /Connected to 1 of 1 initial peer/.test(second.out()), 30_000);
   assert.match(second.out(), /Swarm "cli-demo"/);
-  assert.deepEqual(await Promise.all([second.stop(), first.stop()]), [0, 0]);
+  // The first stops while the second is still connected; on stop it writes its last stats.
+  assert.equal(await first.stop(), 0);
+  assert.equal(await second.stop(), 0);
+  const store = openStore(first.dataDir);
+  t.after(() => store.close());
+  assert.ok(store.metrics.query('swarm.connected_peers').some((m) => m.value === 1), 'connected peers recorded in the store');
 });
 
 test('swarm flags and join codes are validated: exit 2 naming the flag', async (t) => {

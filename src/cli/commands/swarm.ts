@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
-import { JoinCodeError, createSwarmNode, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
+import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
 import { addSettingOptions, commandContext } from '../context.js';
 
 interface StartOptions {
@@ -45,11 +46,16 @@ export function registerSwarm(program: Command): void {
       process.stdout.write(`Connected to ${report.connected.length} of ${report.connected.length + report.failed.length} initial peer(s)\n`);
       process.stdout.write(addrs.length > 0 ? `Visible multiaddrs:\n${addrs.map((a) => `  ${a}\n`).join('')}` : 'No visible multiaddrs yet (no relay reservation).\n');
       if (addrs.length > 0) process.stdout.write(`Join code (pass it to --initial-peers): ${node.joinCode()}\n`);
+      const recordStats = (): void => store.metrics.record(statsMetricPoints(node.stats()));
+      recordStats();
+      const timer = setInterval(recordStats, STATS_RECORD_INTERVAL_MS);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
       });
       log.info('stopping');
+      clearInterval(timer);
+      recordStats();
       await node.stop();
     } finally {
       store.close();
