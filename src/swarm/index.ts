@@ -17,5 +17,5 @@ export { readToEnd } from './streams.js';
 export { statsMetricPoints, toPrometheus } from './prometheus.js';
 export { generatePsk, parsePskHex } from './private-network.js';
 export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
-export { JoinCodeError, RecordError, BootstrapError, IdentityError, type RejectReason } from './errors.js';
+export { JoinCodeError, RecordError, IdentityError, type RejectReason } from './errors.js';
 export * as limits from './constants.js';
