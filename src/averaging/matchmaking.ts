@@ -1,0 +1,295 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../log/logger.js';
+import type { SwarmNode } from '../swarm/index.js';
+import type { Compression } from './compression.js';
+import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
+import { MatchmakingError, type JoinRefusal } from './errors.js';
+import { deadline, FramedStream } from './framing.js';
+import { groupInfo, type GroupInfo } from './group.js';
+import type { AveragingHub } from './hub.js';
+import { joinResponseSchema, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
+
+export interface MatchmakingParams {
+  /** Record key of this round, `averaging/<prefix>:<epoch>`. */
+  readonly key: string;
+  readonly schema: string;
+  readonly self: Member;
+  readonly targetGroupSize: number;
+  readonly minGroupSize: number;
+  readonly matchmakingTimeMs: number;
+  readonly expirationMs: number;
+  readonly pollIntervalMs: number;
+  /** Settings a leader puts into the group description. */
+  readonly compression: Compression;
+  readonly size: number;
+  readonly chunkValues: number;
+  readonly signal?: AbortSignal;
+}
+
+/** Stages of one peer's matchmaking (hivemind's leader/follower states). */
+type Role =
+  /** reading declarations, choosing a leader */
+  | { readonly kind: 'looking' }
+  /** accepting followers until the group is full or time is up */
+  | { readonly kind: 'leading' }
+  /** asking `leader` to join, or accepted and waiting for the group description */
+  | { readonly kind: 'following'; readonly leader: string }
+  /** the group is closed (or matchmaking ended): late joiners are refused */
+  | { readonly kind: 'done' };
+
+interface Follower {
+  readonly member: Member;
+  readonly framed: FramedStream;
+  readonly release: () => void;
+}
+
+/** Refusals after which a leader is not asked again in this round. */
+const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'BAD_REQUEST']);
+
+/**
+ * Finds a group under `params.key` the way hivemind does: declare, let the declared server peer with
+ * the earliest expiration lead, join it; the leader closes the group when it is full or its
+ * matchmaking time is over. Throws MatchmakingError with what was seen when no group of at least
+ * `minGroupSize` formed.
+ */
+export class Matchmaker {
+  private role: Role = { kind: 'looking' };
+  private readonly followers: Follower[] = [];
+  private readonly seen = new Set<string>();
+  private readonly refusedBy = new Map<string, string>();
+  /** leaders that said NOT_A_LEADER: skipped until this time (ms) */
+  private readonly backoff = new Map<string, number>();
+  private changed: (() => void) | undefined;
+  private readonly self: string;
+
+  constructor(
+    private readonly node: SwarmNode,
+    private readonly hub: AveragingHub,
+    private readonly p: MatchmakingParams,
+    private readonly log: Logger,
+  ) {
+    this.self = p.self.peer;
+  }
+
+  async run(): Promise<GroupInfo> {
+    if (this.hub.matchmakers.has(this.p.key)) throw new MatchmakingError('CANCELLED', `already looking for a group under ${this.p.key} on this node`);
+    this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
+    const started = Date.now();
+    const end = started + this.p.matchmakingTimeMs;
+    try {
+      await this.declare(started);
+      while (Date.now() < end) {
+        this.p.signal?.throwIfAborted();
+        const leader = await this.chooseLeader();
+        if (leader === this.self) {
+          const group = await this.lead(end);
+          if (group !== undefined) return group;
+        } else if (leader !== undefined) {
+          const group = await this.follow(leader, end);
+          if (group !== undefined) return group;
+        } else {
+          await this.sleep(this.p.pollIntervalMs);
+        }
+      }
+      throw this.noGroup(started);
+    } finally {
+      this.role = { kind: 'done' };
+      this.hub.matchmakers.delete(this.p.key);
+      this.disband('CANCELLED', `${this.self} stopped looking for a group under ${this.p.key}`);
+    }
+  }
+
+  private async declare(now: number): Promise<void> {
+    const { weight, bandwidth, clientMode } = this.p.self;
+    const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, now + this.p.expirationMs);
+    if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
+  }
+
+  /** The declared non-client peer with the earliest expiration (ties: peer id) that has not refused us. */
+  private async chooseLeader(): Promise<string | undefined> {
+    const entries = await this.hub.groups.get(this.p.key).catch((err: Error) => {
+      this.log.debug({ key: this.p.key, err: err.message }, 'reading group declarations failed');
+      return new Map();
+    });
+    const now = Date.now();
+    const candidates: Array<{ peer: string; expiration: number }> = [];
+    for (const entry of entries.values()) {
+      if (entry.value.schema !== this.p.schema) continue;
+      this.seen.add(entry.owner);
+      if (entry.value.clientMode || this.refusedBy.has(entry.owner) || (this.backoff.get(entry.owner) ?? 0) > now) continue;
+      candidates.push({ peer: entry.owner, expiration: entry.expiration });
+    }
+    // our own declaration may not be readable yet (replication in flight)
+    if (!this.p.self.clientMode && !candidates.some((c) => c.peer === this.self)) candidates.push({ peer: this.self, expiration: Number.MAX_SAFE_INTEGER });
+    this.seen.add(this.self);
+    candidates.sort((a, b) => a.expiration - b.expiration || (a.peer < b.peer ? -1 : 1));
+    return candidates[0]?.peer;
+  }
+
+  /** Leads until the group is full or time is up; undefined if an earlier leader appeared (we then follow it). */
+  private async lead(end: number): Promise<GroupInfo | undefined> {
+    if (this.role.kind !== 'leading') this.log.debug({ key: this.p.key }, 'leading a group');
+    this.role = { kind: 'leading' };
+    let nextPoll = Date.now() + this.p.pollIntervalMs;
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end) {
+      await this.sleep(Math.min(end, nextPoll) - Date.now());
+      this.prune();
+      if (Date.now() >= nextPoll && Date.now() < end) {
+        nextPoll = Date.now() + this.p.pollIntervalMs;
+        const leader = await this.chooseLeader();
+        if (leader !== undefined && leader !== this.self) {
+          this.disband('NOT_A_LEADER', `${this.self} found an earlier leader, ${leader}`, leader);
+          this.role = { kind: 'looking' };
+          return undefined;
+        }
+      }
+    }
+    this.role = { kind: 'done' };
+    this.prune();
+    const size = this.followers.length + 1;
+    if (size < this.p.minGroupSize) {
+      this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
+      return undefined;
+    }
+    const wire: GroupWire = {
+      id: randomBytes(16).toString('hex'),
+      key: this.p.key,
+      schema: this.p.schema,
+      compression: this.p.compression,
+      size: this.p.size,
+      chunkValues: this.p.chunkValues,
+      members: [this.p.self, ...this.followers.map((f) => f.member)],
+    };
+    const followers = this.followers.splice(0);
+    await Promise.all(
+      followers.map(async (f) => {
+        await f.framed.write({ t: 'group', group: wire } satisfies JoinResponse, AbortSignal.timeout(2000)).catch(() => undefined);
+        await f.framed.close(AbortSignal.timeout(2000));
+        f.release();
+      }),
+    );
+    return groupInfo(wire);
+  }
+
+  /** Asks `leader` to take us; the group once it closes, or undefined to look again. */
+  private async follow(leader: string, end: number): Promise<GroupInfo | undefined> {
+    this.role = { kind: 'following', leader };
+    // a leader declared before us closes its group before our own time is up; allow one more period for its reply
+    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs, this.p.signal);
+    let framed: FramedStream | undefined;
+    try {
+      const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(Math.min(5000, end - Date.now()), this.p.signal) });
+      framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
+      const { weight, bandwidth, clientMode } = this.p.self;
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, weight, bandwidth, clientMode } satisfies JoinRequest, signal);
+      for (;;) {
+        const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
+        if (answer.t === 'accepted') continue;
+        if (answer.t === 'refused') {
+          this.onRefused(leader, answer.code, answer.message, answer.leader);
+          return undefined;
+        }
+        const group = groupInfo(answer.group);
+        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || !group.members.some((m) => m.peer === this.self)) {
+          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema or size, or lacks us');
+          return undefined;
+        }
+        this.role = { kind: 'done' };
+        await framed.close(AbortSignal.timeout(1000));
+        return group;
+      }
+    } catch (err) {
+      framed?.abort(err as Error);
+      this.p.signal?.throwIfAborted();
+      this.refusedBy.set(leader, `unreachable or silent: ${(err as Error).message}`);
+      this.log.debug({ leader, err: (err as Error).message }, 'joining a leader failed');
+      return undefined;
+    } finally {
+      if (this.role.kind === 'following') this.role = { kind: 'looking' };
+    }
+  }
+
+  private onRefused(leader: string, code: JoinRefusal, message: string, hint: string | undefined): void {
+    this.log.debug({ leader, code, message }, 'leader refused us');
+    if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
+    else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
+    // the hint names the refusing peer's own leader: prefer it at once by backing off everyone earlier
+    if (code === 'NOT_A_LEADER' && hint !== undefined && hint !== this.self && !this.refusedBy.has(hint)) this.backoff.delete(hint);
+  }
+
+  /** A join request from `peer`, answered by role. */
+  private async onJoin(framed: FramedStream, peer: string, request: JoinRequest): Promise<void> {
+    const refuse = async (code: JoinRefusal, message: string, leader?: string): Promise<void> => {
+      await framed.write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000));
+      await framed.close(AbortSignal.timeout(2000));
+    };
+    if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${request.schema.slice(0, 12)}… differs from ours (${this.p.schema.slice(0, 12)}…)`);
+    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.leader);
+    if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is not leading yet`);
+    if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
+    if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);
+    if (this.followers.some((f) => f.member.peer === peer)) return refuse('BAD_REQUEST', `${peer} already joined`);
+    // the join request's claims are the member's declaration; a peer the swarm knows as a client stays one
+    const clientMode = request.clientMode || (await this.node.isClientMode(peer)) === true;
+    await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));
+    await new Promise<void>((release) => {
+      this.followers.push({ member: { peer, weight: request.weight, bandwidth: request.bandwidth, clientMode }, framed, release });
+      this.notify();
+    });
+  }
+
+  /** Drops followers whose stream closed while they waited. */
+  private prune(): void {
+    for (let i = this.followers.length - 1; i >= 0; i--) {
+      const f = this.followers[i]!;
+      if (f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
+        this.followers.splice(i, 1);
+        f.release();
+      }
+    }
+  }
+
+  private disband(code: JoinRefusal, message: string, leader?: string): void {
+    for (const f of this.followers.splice(0)) {
+      f.framed
+        .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
+        .then(() => f.framed.close(AbortSignal.timeout(2000)))
+        .catch(() => undefined)
+        .finally(f.release);
+    }
+  }
+
+  private noGroup(started: number): MatchmakingError {
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    const refusals = [...this.refusedBy].map(([peer, why]) => `${peer}: ${why}`).join('; ');
+    const seen = [...this.seen];
+    const what =
+      seen.length < this.p.minGroupSize
+        ? `only ${seen.length} of min ${this.p.minGroupSize} peers declared under key ${this.p.key} within ${seconds} s`
+        : `${seen.length} peers declared under key ${this.p.key} (min ${this.p.minGroupSize}) but none formed a group with us within ${seconds} s`;
+    return new MatchmakingError('NO_GROUP', `no group formed: ${what} (seen: ${seen.map(short).join(', ')}${refusals ? `; refused by ${refusals}` : ''})`);
+  }
+
+  private notify(): void {
+    const wake = this.changed;
+    this.changed = undefined;
+    wake?.();
+  }
+
+  /** Sleeps `ms` or until a follower joins. */
+  private async sleep(ms: number): Promise<void> {
+    if (ms <= 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.changed = done;
+    });
+  }
+}
+
+function short(peer: string): string {
+  return peer.length > 16 ? `…${peer.slice(-8)}` : peer;
+}
