@@ -119,7 +119,7 @@ export class FramedStream {
   private takeFrame(): Uint8Array | undefined {
     const head = this.peek(10);
     let length = 0;
-    let headerBytes = 0;
+    let headerBytes: number;
     for (let i = 0; ; i++) {
       if (i >= head.byteLength) {
         if (head.byteLength >= 10) throw new ProtocolError(`${this.what}: frame length prefix is not a valid varint`);
