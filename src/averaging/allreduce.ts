@@ -269,7 +269,7 @@ class ReducerSession {
 
   /** Answers every chunk that every live sender has delivered, in order. */
   private flush(): void {
-    if (this.finished) return;
+    if (this.finished || this.opts.fault === 'stall-reducing') return;
     while (this.next < this.reducer.chunks && this.reducer.isChunkDone(this.next)) {
       const i = this.next++;
       let average: Float32Array;
@@ -284,7 +284,6 @@ class ReducerSession {
       const local = this.group.compression === 'none' ? average : decode(this.group.compression, bytes, average.length);
       const [s] = chunkRange(this.reducer.size, this.group.chunkValues, i);
       this.output.set(local, this.start + s);
-      if (this.opts.fault === 'stall-reducing') continue;
       for (const [peer, state] of this.senders) if (state.framed !== undefined && !this.reducer.excludedPeers().has(peer)) this.send(state, { t: 'chunk', i, d: bytes });
     }
     if (this.next === this.reducer.chunks) this.end(undefined);

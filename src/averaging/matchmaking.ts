@@ -28,7 +28,7 @@ export interface MatchmakingParams {
 
 /** Stages of one peer's matchmaking (hivemind's leader/follower states). */
 type Role =
-  /** reading declarations, choosing a leader */
+  /** a client-mode peer between attempts: it cannot lead, so it refuses joins */
   | { readonly kind: 'looking' }
   /** accepting followers until the group is full or time is up */
   | { readonly kind: 'leading' }
@@ -42,6 +42,8 @@ interface Follower {
   readonly framed: FramedStream;
   readonly release: () => void;
 }
+
+const DIAL_TIMEOUT_MS = 5000;
 
 /** Refusals after which a leader is not asked again in this round. */
 const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'BAD_REQUEST']);
@@ -61,6 +63,7 @@ export class Matchmaker {
   private readonly backoff = new Map<string, number>();
   private changed: (() => void) | undefined;
   private readonly self: string;
+  private expiration = 0;
 
   constructor(
     private readonly node: SwarmNode,
@@ -76,33 +79,60 @@ export class Matchmaker {
     this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
     const started = Date.now();
     const end = started + this.p.matchmakingTimeMs;
+    this.expiration = started + this.p.expirationMs;
+    // a server peer accepts followers from the start and hands them over if it finds an earlier leader
+    this.role = this.idle();
+    // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
+    const declared = this.declare();
     try {
-      await this.declare(started);
+      let next = await this.chooseLeader();
       while (Date.now() < end) {
         this.p.signal?.throwIfAborted();
-        const leader = await this.chooseLeader();
-        if (leader === this.self) {
-          const group = await this.lead(end);
-          if (group !== undefined) return group;
-        } else if (leader !== undefined) {
-          const group = await this.follow(leader, end);
-          if (group !== undefined) return group;
+        if (next === this.self) {
+          const outcome = await this.lead(end);
+          if (typeof outcome !== 'string') {
+            if (outcome !== undefined) return outcome;
+            break;
+          }
+          next = outcome;
+          continue;
+        }
+        if (next !== undefined) {
+          this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
+          const outcome = await this.follow(next, end);
+          if (typeof outcome === 'object') return outcome;
+          // a refusing peer may name the leader it follows: ask that one next without another DHT read
+          if (outcome !== undefined) {
+            next = outcome;
+            continue;
+          }
         } else {
           await this.sleep(this.p.pollIntervalMs);
         }
+        if (Date.now() < end) next = await this.chooseLeader();
       }
       throw this.noGroup(started);
     } finally {
       this.role = { kind: 'done' };
       this.hub.matchmakers.delete(this.p.key);
       this.disband('CANCELLED', `${this.self} stopped looking for a group under ${this.p.key}`);
+      await declared;
     }
   }
 
-  private async declare(now: number): Promise<void> {
+  /** The role between attempts: a server peer leads (accepts joins), a client-mode peer only looks. */
+  private idle(): Role {
+    return this.p.self.clientMode ? { kind: 'looking' } : { kind: 'leading' };
+  }
+
+  private async declare(): Promise<void> {
     const { weight, bandwidth, clientMode } = this.p.self;
-    const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, now + this.p.expirationMs);
-    if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
+    try {
+      const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, this.expiration);
+      if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
+    } catch (err) {
+      this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
+    }
   }
 
   /** The declared non-client peer with the earliest expiration (ties: peer id) that has not refused us. */
@@ -120,15 +150,17 @@ export class Matchmaker {
       candidates.push({ peer: entry.owner, expiration: entry.expiration });
     }
     // our own declaration may not be readable yet (replication in flight)
-    if (!this.p.self.clientMode && !candidates.some((c) => c.peer === this.self)) candidates.push({ peer: this.self, expiration: Number.MAX_SAFE_INTEGER });
+    if (!this.p.self.clientMode && !candidates.some((c) => c.peer === this.self)) candidates.push({ peer: this.self, expiration: this.expiration });
     this.seen.add(this.self);
     candidates.sort((a, b) => a.expiration - b.expiration || (a.peer < b.peer ? -1 : 1));
     return candidates[0]?.peer;
   }
 
-  /** Leads until the group is full or time is up; undefined if an earlier leader appeared (we then follow it). */
-  private async lead(end: number): Promise<GroupInfo | undefined> {
-    if (this.role.kind !== 'leading') this.log.debug({ key: this.p.key }, 'leading a group');
+  /**
+   * Leads until the group is full or time is up: the group, or the id of an earlier leader that
+   * appeared (we then follow it), or undefined when too few peers joined.
+   */
+  private async lead(end: number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
     while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end) {
@@ -137,11 +169,7 @@ export class Matchmaker {
       if (Date.now() >= nextPoll && Date.now() < end) {
         nextPoll = Date.now() + this.p.pollIntervalMs;
         const leader = await this.chooseLeader();
-        if (leader !== undefined && leader !== this.self) {
-          this.disband('NOT_A_LEADER', `${this.self} found an earlier leader, ${leader}`, leader);
-          this.role = { kind: 'looking' };
-          return undefined;
-        }
+        if (leader !== undefined && leader !== this.self) return leader;
       }
     }
     this.role = { kind: 'done' };
@@ -171,24 +199,21 @@ export class Matchmaker {
     return groupInfo(wire);
   }
 
-  /** Asks `leader` to take us; the group once it closes, or undefined to look again. */
-  private async follow(leader: string, end: number): Promise<GroupInfo | undefined> {
+  /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
+  private async follow(leader: string, end: number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'following', leader };
     // a leader declared before us closes its group before our own time is up; allow one more period for its reply
     const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs, this.p.signal);
     let framed: FramedStream | undefined;
     try {
-      const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(Math.min(5000, end - Date.now()), this.p.signal) });
+      const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
       const { weight, bandwidth, clientMode } = this.p.self;
       await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, weight, bandwidth, clientMode } satisfies JoinRequest, signal);
       for (;;) {
         const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
         if (answer.t === 'accepted') continue;
-        if (answer.t === 'refused') {
-          this.onRefused(leader, answer.code, answer.message, answer.leader);
-          return undefined;
-        }
+        if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
         const group = groupInfo(answer.group);
         if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || !group.members.some((m) => m.peer === this.self)) {
           this.refusedBy.set(leader, 'sent a group description that does not match our key, schema or size, or lacks us');
@@ -205,16 +230,18 @@ export class Matchmaker {
       this.log.debug({ leader, err: (err as Error).message }, 'joining a leader failed');
       return undefined;
     } finally {
-      if (this.role.kind === 'following') this.role = { kind: 'looking' };
+      if (this.role.kind === 'following') this.role = this.idle();
     }
   }
 
-  private onRefused(leader: string, code: JoinRefusal, message: string, hint: string | undefined): void {
+  /** Records a refusal; returns the leader the refusing peer named, if worth asking. */
+  private onRefused(leader: string, code: JoinRefusal, message: string, hint: string | undefined): string | undefined {
     this.log.debug({ leader, code, message }, 'leader refused us');
     if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
     else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
-    // the hint names the refusing peer's own leader: prefer it at once by backing off everyone earlier
-    if (code === 'NOT_A_LEADER' && hint !== undefined && hint !== this.self && !this.refusedBy.has(hint)) this.backoff.delete(hint);
+    if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self || this.refusedBy.has(hint)) return undefined;
+    this.backoff.delete(hint);
+    return hint;
   }
 
   /** A join request from `peer`, answered by role. */
@@ -225,7 +252,7 @@ export class Matchmaker {
     };
     if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${request.schema.slice(0, 12)}… differs from ours (${this.p.schema.slice(0, 12)}…)`);
     if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.leader);
-    if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is not leading yet`);
+    if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is in client mode and cannot lead`);
     if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
     if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);
     if (this.followers.some((f) => f.member.peer === peer)) return refuse('BAD_REQUEST', `${peer} already joined`);
