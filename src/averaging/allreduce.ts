@@ -1,3 +1,4 @@
+import type { PeerId } from '@libp2p/interface';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { decode, encode, type Compression } from './compression.js';
@@ -72,6 +73,9 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
 
   const own = group.parts[index]![1] > group.parts[index]![0] ? new ReducerSession(group, index, vector, output, opts, overall, log) : undefined;
   const closeSession = own === undefined ? undefined : hub.openSession(group.id, (framed, peer, begin) => own.accept(framed, peer, begin));
+  // a member whose connection drops (crash, SIGKILL) may never have opened its stream: don't wait for the sender timeout
+  const onDisconnect = (event: CustomEvent<PeerId>): void => own?.disconnected(event.detail.toString());
+  node.libp2p.addEventListener('peer:disconnect', onDisconnect);
   try {
     const jobs = group.members.map(async (member, r) => {
       const [start, end] = group.parts[r]!;
@@ -90,6 +94,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     await Promise.all(jobs);
   } finally {
     closeSession?.();
+    node.libp2p.removeEventListener('peer:disconnect', onDisconnect);
   }
   if (own !== undefined) {
     traffic.sent += own.traffic.sent;
@@ -265,6 +270,11 @@ class ReducerSession {
     } catch (err) {
       if (!this.finished) this.exclude(peer, err instanceof PeerFault ? err.message.replace(`peer ${peer}: `, '') : `stream failed: ${(err as Error).message}`);
     }
+  }
+
+  /** The swarm lost every connection to `peer`. */
+  disconnected(peer: string): void {
+    if (this.senders.has(peer)) this.exclude(peer, 'disconnected');
   }
 
   /** Answers every chunk that every live sender has delivered, in order. */

@@ -42,6 +42,8 @@ export class AveragingHub {
   /** averager prefix → the state server */
   readonly stateServers = new Map<string, Handler<StateRequest>>();
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
+  /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
+  private readonly running = new Set<string>();
   private users = 0;
   private registering: Promise<void> | undefined;
 
@@ -70,6 +72,12 @@ export class AveragingHub {
     if (--this.users > 0 || this.registering === undefined) return;
     this.registering = undefined;
     await Promise.all([MATCHMAKING_PROTOCOL, ALLREDUCE_PROTOCOL, STATE_PROTOCOL].map((p) => this.node.unhandle(p).catch(() => undefined)));
+  }
+
+  /** Remembers, until the declarations under `key` expire, that this node already found its group there. */
+  markRunning(key: string, forMs: number): void {
+    this.running.add(key);
+    setTimeout(() => this.running.delete(key), forMs).unref();
   }
 
   openSession(groupId: string, handler: Handler<Begin>): () => void {
@@ -101,6 +109,10 @@ export class AveragingHub {
       this.inbound(MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, joinRequestSchema, async (framed, peer, request) => {
         const matchmaker = this.matchmakers.get(request.key);
         if (matchmaker !== undefined) return matchmaker(framed, peer, request);
+        if (this.running.has(request.key)) {
+          await framed.write({ t: 'refused', code: 'ALREADY_RUNNING', message: `already averaging in a group under ${request.key}` });
+          return framed.close();
+        }
         const prefix = request.key.slice(0, request.key.lastIndexOf(':') + 1);
         const other = [...this.matchmakers.keys()].find((k) => k.startsWith(prefix));
         await framed.write(

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
-import type { SwarmNode } from '../swarm/index.js';
+import type { RecordEntry, SwarmNode } from '../swarm/index.js';
 import type { Compression } from './compression.js';
 import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
 import { MatchmakingError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
-import { joinResponseSchema, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
+import { joinResponseSchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
 
 export interface MatchmakingParams {
   /** Record key of this round, `averaging/<prefix>:<epoch>`. */
@@ -85,14 +85,15 @@ export class Matchmaker {
     // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
     const declared = this.declare();
     try {
-      let next = await this.chooseLeader();
+      let next = await this.chooseLeader(end);
       while (Date.now() < end) {
         this.p.signal?.throwIfAborted();
         if (next === this.self) {
           const outcome = await this.lead(end);
           if (typeof outcome !== 'string') {
-            if (outcome !== undefined) return outcome;
-            break;
+            if (outcome === undefined) break;
+            this.hub.markRunning(this.p.key, this.p.expirationMs);
+            return outcome;
           }
           next = outcome;
           continue;
@@ -100,7 +101,10 @@ export class Matchmaker {
         if (next !== undefined) {
           this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
           const outcome = await this.follow(next, end);
-          if (typeof outcome === 'object') return outcome;
+          if (typeof outcome === 'object') {
+            this.hub.markRunning(this.p.key, this.p.expirationMs);
+            return outcome;
+          }
           // a refusing peer may name the leader it follows: ask that one next without another DHT read
           if (outcome !== undefined) {
             next = outcome;
@@ -109,14 +113,15 @@ export class Matchmaker {
         } else {
           await this.sleep(this.p.pollIntervalMs);
         }
-        if (Date.now() < end) next = await this.chooseLeader();
+        if (Date.now() < end) next = await this.chooseLeader(end);
       }
       throw this.noGroup(started);
     } finally {
       this.role = { kind: 'done' };
       this.hub.matchmakers.delete(this.p.key);
       this.disband('CANCELLED', `${this.self} stopped looking for a group under ${this.p.key}`);
-      await declared;
+      // the declaration may still be travelling (a lonely DHT query can take seconds): let it finish on its own
+      void declared;
     }
   }
 
@@ -135,12 +140,21 @@ export class Matchmaker {
     }
   }
 
-  /** The declared non-client peer with the earliest expiration (ties: peer id) that has not refused us. */
-  private async chooseLeader(): Promise<string | undefined> {
-    const entries = await this.hub.groups.get(this.p.key).catch((err: Error) => {
-      this.log.debug({ key: this.p.key, err: err.message }, 'reading group declarations failed');
-      return new Map();
-    });
+  /**
+   * The declared non-client peer with the earliest expiration (ties: peer id) that has not refused
+   * us. A DHT read that outlasts matchmaking counts as finding nobody.
+   */
+  private async chooseLeader(end: number): Promise<string | undefined> {
+    const nothing = new Map<string, RecordEntry<Declaration>>();
+    let timer: NodeJS.Timeout | undefined;
+    const entries = await Promise.race([
+      this.hub.groups.get(this.p.key).catch((err: Error) => {
+        this.log.debug({ key: this.p.key, err: err.message }, 'reading group declarations failed');
+        return nothing;
+      }),
+      new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
+    ]);
+    clearTimeout(timer);
     const now = Date.now();
     const candidates: Array<{ peer: string; expiration: number }> = [];
     for (const entry of entries.values()) {
@@ -168,7 +182,7 @@ export class Matchmaker {
       this.prune();
       if (Date.now() >= nextPoll && Date.now() < end) {
         nextPoll = Date.now() + this.p.pollIntervalMs;
-        const leader = await this.chooseLeader();
+        const leader = await this.chooseLeader(end);
         if (leader !== undefined && leader !== this.self) return leader;
       }
     }
