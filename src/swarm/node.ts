@@ -11,6 +11,7 @@ import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
 import { prometheusMetrics } from '@libp2p/prometheus-metrics';
 import { tcp } from '@libp2p/tcp';
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -33,6 +34,8 @@ export interface SwarmStats {
   readonly connections: ReadonlyArray<{ readonly peer: string; readonly remoteAddr: string; readonly direction: 'inbound' | 'outbound'; readonly limited: boolean }>;
   /** Distinct peers with an open connection. */
   readonly connectedPeers: number;
+  /** Connected peers identified as client mode (they can only send: open streams to us, not accept ours). */
+  readonly clientModePeers: readonly string[];
   /** Peers in the kad-dht routing table (DHT servers of this run). */
   readonly routingTableSize: number;
   readonly records: RecordsStats;
@@ -51,6 +54,8 @@ export interface DialOptions {
   readonly signal?: AbortSignal;
   /** Allow opening the stream over a relayed (limited) connection. @default true */
   readonly allowRelayed?: boolean;
+  /** Open a new connection even if one to the peer is open (e.g. to reach it through a given relay address). @default false */
+  readonly newConnection?: boolean;
 }
 
 /** A running member of one swarm. */
@@ -68,12 +73,12 @@ export interface SwarmNode {
   registerNamespace<T>(name: string, schema: z.ZodType<T>, options?: { maxValueBytes?: number }): RecordNamespace<T>;
   readonly records: Pick<DhtRecords, 'store' | 'get'>;
   /** true: the peer is a DHT client (can only send); false: a server; undefined: not identified yet. */
-  isClientMode(peer: PeerId | string): Promise<boolean | undefined>;
+  isClientMode(peer: PeerId | string): boolean | undefined;
   /** Serves `/cohort/<run>/<suffix>` (e.g. `allreduce/1.0.0`). */
   handle(suffix: string, handler: StreamHandler, options?: HandleOptions): Promise<void>;
   unhandle(suffix: string): Promise<void>;
-  /** Opens a stream of `/cohort/<run>/<suffix>` to a peer (dialing it if needed). */
-  dial(peer: PeerId | string, suffix: string, options?: DialOptions): Promise<Stream>;
+  /** Opens a stream of `/cohort/<run>/<suffix>` to a peer (a peer id, or a multiaddr such as a relayed one), dialing it if needed. */
+  dial(peer: PeerId | Multiaddr | string, suffix: string, options?: DialOptions): Promise<Stream>;
   stats(): Promise<SwarmStats>;
   /** Every libp2p and kad-dht metric in Prometheus text format. */
   prometheus(): Promise<string>;
@@ -131,12 +136,16 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
   });
   await records.start();
 
-  if (store !== undefined) {
-    libp2p.addEventListener('peer:identify', (event) => {
-      const { peerId, listenAddrs, protocols } = event.detail;
-      store.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !protocols.includes(recordsProtocol(cfg.runId)) });
-    });
-  }
+  // Whether each peer serves this run's records (a DHT server) or not (client mode), as the peer
+  // itself announced in identify. The peer store's protocol list is not used: it also collects
+  // protocols this node merely tried on the peer.
+  const serving = new Map<string, boolean>();
+  libp2p.addEventListener('peer:identify', (event) => {
+    const { peerId, listenAddrs, protocols } = event.detail;
+    const server = protocols.includes(recordsProtocol(cfg.runId));
+    serving.set(peerId.toString(), server);
+    store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
+  });
 
   const stopping = new AbortController();
   const ready = bootstrap(libp2p, cfg.initialPeers, {
@@ -162,20 +171,20 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
       return encodeJoinCode({ runId: cfg.runId, bootstrap: addrs.slice(0, 32), ...(cfg.psk ? { psk: cfg.psk } : {}) });
     },
     registerNamespace: (name, schema, options) => records.namespace(name, schema, options),
-    isClientMode: async (peer) => {
-      const id = typeof peer === 'string' ? peerIdFromString(peer) : peer;
-      if (id.equals(libp2p.peerId)) return cfg.clientMode;
-      const known = await libp2p.peerStore.get(id).catch(() => undefined);
-      if (known === undefined || known.protocols.length === 0) return undefined;
-      return !known.protocols.includes(recordsProtocol(cfg.runId));
+    isClientMode: (peer) => {
+      const id = peer.toString();
+      if (id === libp2p.peerId.toString()) return cfg.clientMode;
+      const server = serving.get(id);
+      return server === undefined ? undefined : !server;
     },
     handle: (suffix, handler, options = {}) =>
       libp2p.handle(cohortProtocol(cfg.runId, suffix), handler, { maxInboundStreams: options.maxInboundStreams ?? 32, runOnLimitedConnection: options.allowRelayed ?? true }),
     unhandle: (suffix) => libp2p.unhandle(cohortProtocol(cfg.runId, suffix)),
     dial: (peer, suffix, options = {}) =>
-      libp2p.dialProtocol(typeof peer === 'string' ? peerIdFromString(peer) : peer, cohortProtocol(cfg.runId, suffix), {
+      libp2p.dialProtocol(dialTarget(peer), cohortProtocol(cfg.runId, suffix), {
         ...(options.signal ? { signal: options.signal } : {}),
         runOnLimitedConnection: options.allowRelayed ?? true,
+        force: options.newConnection ?? false,
       }),
     stats: async () => ({
       peerId: libp2p.peerId.toString(),
@@ -185,6 +194,7 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
       connections: libp2p.getConnections().map(describeConnection),
       connectedPeers: libp2p.getPeers().length,
       routingTableSize: (dht as SingleKadDHT).routingTable?.size ?? 0,
+      clientModePeers: libp2p.getPeers().map(String).filter((id) => serving.get(id) === false),
       records: records.stats(),
       transfer: await transferStats(registry),
     }),
@@ -196,6 +206,11 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
       await libp2p.stop();
     },
   };
+}
+
+function dialTarget(peer: PeerId | Multiaddr | string): PeerId | Multiaddr {
+  if (typeof peer !== 'string') return peer;
+  return peer.startsWith('/') ? multiaddr(peer) : peerIdFromString(peer);
 }
 
 function describeConnection(c: Connection): SwarmStats['connections'][number] {
