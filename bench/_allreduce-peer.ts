@@ -4,6 +4,7 @@
 //   cohort: { epoch, compression } → { ms, status, bytes }   (ms: the all-reduce, without matchmaking)
 //   tcp:    { peers: [host:port…] } → { ms }                  (the same bytes over raw sockets)
 import net from 'node:net';
+import { pino } from 'pino';
 import readline from 'node:readline';
 import { createAverager, type Averager, type Compression } from '../src/averaging/index.js';
 import { createSwarmNode } from '../src/swarm/index.js';
@@ -21,9 +22,10 @@ const say = (message: unknown): boolean => process.stdout.write(JSON.stringify(m
 const lines = readline.createInterface({ input: process.stdin });
 
 if (cfg.mode === 'cohort') {
+  // built first: seconds of blocked event loop right after joining would stall identify and the DHT
+  const vector = Float32Array.from({ length: cfg.values }, (_, i) => Math.sin(i));
   const node = await createSwarmNode({ runId: cfg.runId, listen: [`/ip4/${cfg.host}/tcp/0`], initialPeers: cfg.initialPeers ?? [], initialQuerySelfIntervalMs: 50 });
   await node.ready;
-  const vector = Float32Array.from({ length: cfg.values }, (_, i) => Math.sin(i));
   const averagers = new Map<Compression, Averager>();
   say({ addr: node.multiaddrs().find((a) => a.includes(cfg.host)) });
   for await (const line of lines) {
@@ -37,9 +39,10 @@ if (cfg.mode === 'cohort') {
         minGroupSize: cfg.n,
         matchmakingTimeMs: 60_000,
         averagingExpirationMs: 90_000,
-        averagingTimeoutMs: 300_000,
-        senderTimeoutMs: 120_000,
-        reducerTimeoutMs: 150_000,
+        averagingTimeoutMs: 120_000,
+        senderTimeoutMs: 30_000,
+        reducerTimeoutMs: 40_000,
+        log: pino({ level: 'warn', base: { peer: node.peerId.toString().slice(-6) } }, pino.destination(2)),
       });
       averagers.set(compression, averager);
     }

@@ -22,7 +22,7 @@ const DELAY_MS = 20;
 const PEER = path.join(path.dirname(fileURLToPath(import.meta.url)), '_allreduce-peer.ts');
 const NS = (i: number): string => `cohortb${i}`;
 const BRIDGE = 'cohortbr0';
-const ROUND_TIMEOUT_MS = 240_000;
+const ROUND_TIMEOUT_MS = 180_000;
 const children = new Set<ChildProcess>();
 
 function sh(...args: string[]): void {
@@ -51,6 +51,14 @@ function cleanup(): void {
     if (name && /^cohortb\d+$/.test(name)) quiet('ip', 'netns', 'del', name);
   }
   quiet('ip', 'link', 'del', BRIDGE);
+  // veth ends left in the root namespace by a run killed between creating and moving them
+  let links = '';
+  try {
+    links = execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' });
+  } catch {
+    // no ip: nothing to clean
+  }
+  for (const m of links.matchAll(/^\d+: (cbv\d+)@/gm)) quiet('ip', 'link', 'del', m[1]!);
 }
 
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -153,7 +161,7 @@ async function cohortRound(peers: Peer[], epoch: number, compression: string): P
   peers.forEach((p) => p.send({ epoch, compression }));
   const answers = await Promise.all(peers.map((p) => p.next()));
   const failed = answers.find((a) => a.error !== undefined || a.status !== 'complete');
-  if (failed) throw new Error(`all-reduce failed: ${JSON.stringify(failed)}`);
+  if (failed) throw new Error(`all-reduce failed: ${answers.map((a) => JSON.stringify(a)).join("\n")}`);
   return { ms: Math.max(...answers.map((a) => Number(a.ms))), bytes: answers.reduce((s, a) => s + Number(a.bytes), 0) / answers.length };
 }
 
@@ -164,12 +172,14 @@ async function tcpRound(peers: Peer[], addrs: string[]): Promise<number> {
 }
 
 const figures: Record<string, number | string | boolean | null> = { volume_mb: MB };
-const sizes = [2, 4, 8];
+// COHORT_BENCH_PEERS=4 (or 2,4) narrows the group sizes, e.g. to investigate one case
+const sizes = (process.env.COHORT_BENCH_PEERS ?? '2,4,8').split(',').map(Number);
+if (!sizes.every((n) => Number.isInteger(n) && n >= 2 && n <= 8)) throw new Error(`COHORT_BENCH_PEERS must list group sizes from 2 to 8, got ${process.env.COHORT_BENCH_PEERS}`);
 
 if (!skipShaped) {
   let shaping: 'netem' | 'tbf' | undefined;
   try {
-    shaping = setupNamespaces(8);
+    shaping = setupNamespaces(Math.max(...sizes));
   } catch (err) {
     console.log(`shaped links unavailable (${(err as Error).message.split('\n')[0]}); needs root with ip netns and tc. Skipping (a).`);
   }
