@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { PeerId } from '@libp2p/interface';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
@@ -62,6 +63,8 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
   if (index < 0) throw new RangeError(`peer ${self} is not a member of group ${group.id}`);
   if (vector.length !== group.size) throw new RangeError(`vector has ${vector.length} values; group ${group.id} averages ${group.size}`);
   const overall = deadline(opts.allreduceTimeoutMs, opts.signal);
+  // every stream of the round (up to 2 per member) waits on this signal
+  setMaxListeners(4 * group.members.length + 16, overall);
   const output = vector.slice();
   const failedParts: FailedPart[] = [];
   const traffic = { sent: 0, received: 0 };
