@@ -4,6 +4,7 @@ import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerStart } from './commands/start.js';
+import { registerSwarm } from './commands/swarm.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   addSettingOptions(program, GLOBAL_SETTINGS);
   registerDoctor(program);
   registerStart(program);
+  registerSwarm(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;
 }

@@ -17,7 +17,7 @@ export const COMPONENTS: readonly ComponentStatus[] = [
   { name: 'store', available: true, detail: 'SQLite database: checkpoints, metrics, data cache, peers, settings' },
   { name: 'engine', available: false, detail: 'ALBERT training engine on onnxruntime-node: not in this version yet' },
   { name: 'data', available: false, detail: 'corpus, tokenizer and MLM/SOP batches: not in this version yet' },
-  { name: 'swarm', available: false, detail: 'libp2p node and DHT: not in this version yet' },
+  { name: 'swarm', available: false, detail: 'libp2p node and DHT records: run `cohort swarm start`; the headless node does not start one yet' },
   { name: 'collaborative training', available: false, detail: 'averaging and the collaborative optimizer: not in this version yet' },
 ];
 
