@@ -1,0 +1,257 @@
+import { pino } from 'pino';
+import type { Logger } from '../log/logger.js';
+import type { SwarmNode } from '../swarm/index.js';
+import { allreduce, type AllreduceResult } from './allreduce.js';
+import { COMPRESSIONS, type Compression } from './compression.js';
+import * as C from './constants.js';
+import { MatchmakingError } from './errors.js';
+import type { Fault } from './faults.js';
+import { groupKey, schemaHash } from './group.js';
+import { AveragingHub } from './hub.js';
+import { Matchmaker } from './matchmaking.js';
+import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
+
+/** Everything an averager is made from; every field but `prefix` has a default. */
+export interface AveragerInit {
+  /** Names what is averaged (`grad`, `state`): part of the group key, so averagers of different prefixes never meet. */
+  prefix: string;
+  /** Shown in log lines: "Averaged <label> with N peers". @default prefix */
+  label?: string;
+  /** @default DEFAULT_TARGET_GROUP_SIZE */
+  targetGroupSize?: number;
+  /** Fewer peers than this: the round fails with a reason. @default DEFAULT_MIN_GROUP_SIZE */
+  minGroupSize?: number;
+  /** @default DEFAULT_MATCHMAKING_TIME_MS */
+  matchmakingTimeMs?: number;
+  /** The whole all-reduce. @default DEFAULT_AVERAGING_TIMEOUT_MS */
+  averagingTimeoutMs?: number;
+  /** Lifetime of a group declaration; at least matchmakingTimeMs. @default DEFAULT_AVERAGING_EXPIRATION_MS */
+  averagingExpirationMs?: number;
+  /** @default DEFAULT_SENDER_TIMEOUT_MS */
+  senderTimeoutMs?: number;
+  /** @default DEFAULT_REDUCER_TIMEOUT_MS */
+  reducerTimeoutMs?: number;
+  /** @default DEFAULT_POLL_INTERVAL_MS */
+  pollIntervalMs?: number;
+  /** Wire compression (used when this peer leads the group). @default 'none' */
+  compression?: Compression;
+  /** Values per streamed chunk. @default DEFAULT_CHUNK_VALUES */
+  chunkValues?: number;
+  /** This peer's upload bandwidth in bytes/s: parts are sized by it. @default DEFAULT_BANDWIDTH_BYTES_PER_S */
+  bandwidthBytesPerS?: number;
+  /** Values beyond ±maxAbs from a peer exclude it. @default DEFAULT_MAX_ABS_VALUE */
+  maxAbs?: number;
+  state?: {
+    /** @default DEFAULT_MAX_CONCURRENT_DOWNLOADS */
+    maxConcurrentDownloads?: number;
+    /** @default DEFAULT_STATE_CHUNK_BYTES */
+    chunkBytes?: number;
+    /** @default DEFAULT_STATE_STALL_TIMEOUT_MS */
+    stallTimeoutMs?: number;
+    /** @default DEFAULT_MAX_STATE_BYTES */
+    maxStateBytes?: number;
+    /** @default DEFAULT_STATE_ADVERTISE_INTERVAL_MS */
+    advertiseIntervalMs?: number;
+    /** @default DEFAULT_MAX_DONORS_TRIED */
+    maxDonors?: number;
+  };
+  log?: Logger;
+  /** Progress and outcomes as they happen (CLI, logs, UI). */
+  onEvent?: (event: AveragingEvent) => void;
+  /** Fault injection for tests only (hivemind's Fault); never set in production. */
+  fault?: Fault;
+}
+
+export interface StepOptions {
+  /** The swarm epoch: part of the group key, so peers of different epochs never mix. */
+  readonly epoch: number;
+  /** Samples behind this vector (hivemind's weight). */
+  readonly weight: number;
+  /** Hash of the tensor layout (see schemaHash); @default the hash of the vector length */
+  readonly schema?: string;
+  readonly signal?: AbortSignal;
+}
+
+export type StepResult =
+  | ({ readonly ok: true } & AllreduceResult)
+  | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string };
+
+/** Progress of a step, as a discriminated union (the same events feed logs and the UI). */
+export type AveragingEvent =
+  | { readonly type: 'matchmaking'; readonly key: string }
+  | { readonly type: 'group'; readonly groupId: string; readonly peers: number; readonly leader: string }
+  | { readonly type: 'averaged'; readonly result: AllreduceResult }
+  | { readonly type: 'failed'; readonly stage: 'matchmaking'; readonly reason: string };
+
+type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label'>> & { label: string; state: Required<NonNullable<AveragerInit['state']>> };
+
+function resolve(init: AveragerInit): Resolved {
+  const r: Resolved = {
+    prefix: init.prefix,
+    label: init.label ?? init.prefix,
+    targetGroupSize: init.targetGroupSize ?? C.DEFAULT_TARGET_GROUP_SIZE,
+    minGroupSize: init.minGroupSize ?? C.DEFAULT_MIN_GROUP_SIZE,
+    matchmakingTimeMs: init.matchmakingTimeMs ?? C.DEFAULT_MATCHMAKING_TIME_MS,
+    averagingTimeoutMs: init.averagingTimeoutMs ?? C.DEFAULT_AVERAGING_TIMEOUT_MS,
+    averagingExpirationMs: init.averagingExpirationMs ?? Math.max(C.DEFAULT_AVERAGING_EXPIRATION_MS, init.matchmakingTimeMs ?? 0),
+    senderTimeoutMs: init.senderTimeoutMs ?? C.DEFAULT_SENDER_TIMEOUT_MS,
+    reducerTimeoutMs: init.reducerTimeoutMs ?? C.DEFAULT_REDUCER_TIMEOUT_MS,
+    pollIntervalMs: init.pollIntervalMs ?? C.DEFAULT_POLL_INTERVAL_MS,
+    compression: init.compression ?? 'none',
+    chunkValues: init.chunkValues ?? C.DEFAULT_CHUNK_VALUES,
+    bandwidthBytesPerS: init.bandwidthBytesPerS ?? C.DEFAULT_BANDWIDTH_BYTES_PER_S,
+    maxAbs: init.maxAbs ?? C.DEFAULT_MAX_ABS_VALUE,
+    state: {
+      maxConcurrentDownloads: init.state?.maxConcurrentDownloads ?? C.DEFAULT_MAX_CONCURRENT_DOWNLOADS,
+      chunkBytes: init.state?.chunkBytes ?? C.DEFAULT_STATE_CHUNK_BYTES,
+      stallTimeoutMs: init.state?.stallTimeoutMs ?? C.DEFAULT_STATE_STALL_TIMEOUT_MS,
+      maxStateBytes: init.state?.maxStateBytes ?? C.DEFAULT_MAX_STATE_BYTES,
+      advertiseIntervalMs: init.state?.advertiseIntervalMs ?? C.DEFAULT_STATE_ADVERTISE_INTERVAL_MS,
+      maxDonors: init.state?.maxDonors ?? C.DEFAULT_MAX_DONORS_TRIED,
+    },
+  };
+  const check = (ok: boolean, field: string, value: unknown, accepted: string): void => {
+    if (!ok) throw new RangeError(`averager "${r.prefix}": ${field} ${JSON.stringify(value)} is invalid; accepted: ${accepted}`);
+  };
+  const int = (v: number, lo: number, hi: number): boolean => Number.isInteger(v) && v >= lo && v <= hi;
+  check(/^[a-z][a-z0-9_-]{0,63}$/.test(r.prefix), 'prefix', r.prefix, '1–64 of a-z, 0-9, "_", "-", starting with a letter');
+  check(int(r.targetGroupSize, 1, C.MAX_GROUP_SIZE), 'targetGroupSize', r.targetGroupSize, `an integer from 1 to ${C.MAX_GROUP_SIZE}`);
+  check(int(r.minGroupSize, 1, r.targetGroupSize), 'minGroupSize', r.minGroupSize, `an integer from 1 to targetGroupSize (${r.targetGroupSize})`);
+  for (const f of ['matchmakingTimeMs', 'averagingTimeoutMs', 'senderTimeoutMs', 'reducerTimeoutMs', 'pollIntervalMs'] as const) check(int(r[f], 1, 3_600_000), f, r[f], 'an integer number of ms from 1 to 3600000');
+  check(r.averagingExpirationMs >= r.matchmakingTimeMs, 'averagingExpirationMs', r.averagingExpirationMs, `at least matchmakingTimeMs (${r.matchmakingTimeMs})`);
+  check((COMPRESSIONS as readonly string[]).includes(r.compression), 'compression', r.compression, COMPRESSIONS.join(', '));
+  check(int(r.chunkValues, 1, C.MAX_CHUNK_VALUES), 'chunkValues', r.chunkValues, `an integer from 1 to ${C.MAX_CHUNK_VALUES}`);
+  check(Number.isFinite(r.bandwidthBytesPerS) && r.bandwidthBytesPerS > 0, 'bandwidthBytesPerS', r.bandwidthBytesPerS, 'a positive number');
+  check(r.maxAbs > 0, 'maxAbs', r.maxAbs, 'a positive number');
+  check(int(r.state.maxConcurrentDownloads, 1, 64), 'state.maxConcurrentDownloads', r.state.maxConcurrentDownloads, 'an integer from 1 to 64');
+  check(int(r.state.chunkBytes, C.MIN_STATE_CHUNK_BYTES, C.MAX_STATE_CHUNK_BYTES), 'state.chunkBytes', r.state.chunkBytes, `${C.MIN_STATE_CHUNK_BYTES}–${C.MAX_STATE_CHUNK_BYTES}`);
+  return r;
+}
+
+/**
+ * hivemind's DecentralizedAverager over a Cohort swarm node: `step` finds a group for this epoch
+ * and averages a flat vector with it; `serveState`/`loadStateFromPeers` move whole states to
+ * newcomers.
+ */
+export class Averager {
+  private readonly cfg: Resolved;
+  private readonly hub: AveragingHub;
+  private readonly log: Logger;
+  private server: StateServer | undefined;
+  private started: Promise<void> | undefined;
+  private stopped = false;
+  private readonly running = new Set<AbortController>();
+
+  constructor(
+    private readonly node: SwarmNode,
+    private readonly init: AveragerInit,
+  ) {
+    this.cfg = resolve(init);
+    this.hub = AveragingHub.of(node);
+    this.log = (init.log ?? pino({ level: 'silent' })).child({ component: 'averaging', prefix: this.cfg.prefix });
+  }
+
+  private async ready(): Promise<void> {
+    if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
+    this.started ??= this.hub.acquire();
+    await this.started;
+  }
+
+  /** Finds a group for `opts.epoch` and averages `vector` with it (weighted by `opts.weight`). Never throws for others' faults. */
+  async step(vector: Float32Array, opts: StepOptions): Promise<StepResult> {
+    await this.ready();
+    if (!(opts.weight >= 0) || !Number.isFinite(opts.weight)) throw new RangeError(`step weight ${opts.weight} must be a finite number ≥ 0 (samples)`);
+    if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
+    if (vector.length > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${vector.length} values exceeds ${C.MAX_VECTOR_VALUES}`);
+    const abort = new AbortController();
+    this.running.add(abort);
+    const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
+    const key = groupKey(C.GROUP_NAMESPACE, this.cfg.prefix, opts.epoch);
+    const self = { peer: this.node.peerId.toString(), weight: opts.weight, bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode };
+    try {
+      this.emit({ type: 'matchmaking', key });
+      let group;
+      try {
+        group = await new Matchmaker(
+          this.node,
+          this.hub,
+          {
+            key,
+            schema: opts.schema ?? schemaHash(vector.length),
+            self,
+            targetGroupSize: this.cfg.targetGroupSize,
+            minGroupSize: this.cfg.minGroupSize,
+            matchmakingTimeMs: this.cfg.matchmakingTimeMs,
+            expirationMs: this.cfg.averagingExpirationMs,
+            pollIntervalMs: this.cfg.pollIntervalMs,
+            compression: this.cfg.compression,
+            size: vector.length,
+            chunkValues: this.cfg.chunkValues,
+            signal,
+          },
+          this.log,
+        ).run();
+      } catch (err) {
+        if (!(err instanceof MatchmakingError)) throw err;
+        this.log.warn(`Averaging ${this.cfg.label} failed: ${err.message}`);
+        this.emit({ type: 'failed', stage: 'matchmaking', reason: err.message });
+        return { ok: false, stage: 'matchmaking', code: err.code, reason: err.message };
+      }
+      this.emit({ type: 'group', groupId: group.id, peers: group.members.length, leader: group.members[0]!.peer });
+      const result = await allreduce(
+        this.node,
+        this.hub,
+        group,
+        vector,
+        { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+        this.log,
+      );
+      const n = group.members.length;
+      const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
+      if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${result.durationMs} ms)`);
+      else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
+      for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
+      this.emit({ type: 'averaged', result });
+      return { ok: true, ...result };
+    } finally {
+      this.running.delete(abort);
+    }
+  }
+
+  /** Serves this peer's state to newcomers and advertises its epoch; returns a function that re-advertises at once. */
+  async serveState(provider: StateProvider): Promise<{ advertise: () => Promise<void> }> {
+    await this.ready();
+    const { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs } = this.cfg.state;
+    const server = new StateServer(this.hub, this.cfg.prefix, provider, { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs }, this.log);
+    await server.start();
+    this.server = server;
+    return { advertise: () => server.advertise() };
+  }
+
+  /** Downloads the newest state any peer serves for this prefix (falls back donor by donor). Throws StateDownloadError. */
+  async loadStateFromPeers(opts: { minEpoch?: number; signal?: AbortSignal } = {}): Promise<LoadedState> {
+    await this.ready();
+    const { maxStateBytes, stallTimeoutMs, maxDonors } = this.cfg.state;
+    return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, maxDonors, ...opts }, this.log);
+  }
+
+  /** Cancels running steps, stops serving state and releases the protocol handlers. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const a of this.running) a.abort(new Error(`averager "${this.cfg.prefix}" stopped`));
+    this.server?.stop();
+    if (this.started !== undefined) {
+      await this.started.catch(() => undefined);
+      await this.hub.release();
+    }
+  }
+
+  private emit(event: AveragingEvent): void {
+    try {
+      this.init.onEvent?.(event);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'averaging event listener threw');
+    }
+  }
+}

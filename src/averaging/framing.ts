@@ -1,0 +1,191 @@
+import type { Stream } from '@libp2p/interface';
+import type { z } from 'zod';
+import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
+import { ProtocolError } from './errors.js';
+import { decodeMessage, encodeMessage } from './messages.js';
+
+/**
+ * Varint-length-prefixed CBOR frames over a libp2p stream, with backpressure both ways: writes wait
+ * for `drain`, and a reader that falls behind pauses the stream (yamux then stops granting window
+ * to the sender), so a fast sender never grows our memory beyond one window per stream. Every frame
+ * is capped at `maxFrameBytes` before it is buffered, and every read takes an AbortSignal.
+ */
+export class FramedStream {
+  private readonly queue: Uint8Array[] = [];
+  private queued = 0;
+  private ended = false;
+  private failure: Error | undefined;
+  private wake: (() => void) | undefined;
+  private paused = false;
+  /** Bytes written and read, frames' headers included. */
+  sent = 0;
+  received = 0;
+
+  constructor(
+    readonly stream: Stream,
+    private readonly maxFrameBytes: number,
+    private readonly what: string,
+  ) {
+    stream.maxReadBufferLength = MAX_STREAM_READ_BUFFER_BYTES;
+    stream.addEventListener('message', (event) => {
+      const data = event.data instanceof Uint8Array ? event.data : event.data.subarray();
+      this.queue.push(data);
+      this.queued += data.byteLength;
+      this.received += data.byteLength;
+      if (this.queued > READ_HIGH_WATER_BYTES && !this.paused) this.setPaused(true);
+      this.notify();
+    });
+    stream.addEventListener('remoteCloseWrite', () => {
+      this.ended = true;
+      this.notify();
+    });
+    stream.addEventListener('close', (event) => {
+      this.ended = true;
+      if (event.error !== undefined) this.failure ??= event.error;
+      this.notify();
+    });
+  }
+
+  /** Sends one message; resolves once the stream can take more (backpressure). */
+  async write(message: unknown, signal?: AbortSignal): Promise<void> {
+    const body = encodeMessage(message);
+    const header = encodeVarint(body.byteLength);
+    this.sent += header.byteLength + body.byteLength;
+    this.stream.send(header);
+    if (!this.stream.send(body)) await this.stream.onDrain(signal ? { signal } : {});
+  }
+
+  /** The next message, validated by `schema`; `null` when the remote closed cleanly between frames. */
+  async read<T>(schema: z.ZodType<T>, signal: AbortSignal): Promise<T | null> {
+    for (;;) {
+      const frame = this.takeFrame();
+      if (frame !== undefined) {
+        if (this.paused && this.queued < READ_HIGH_WATER_BYTES / 2) this.setPaused(false);
+        return decodeMessage(schema, frame, this.what);
+      }
+      // a frame larger than the high-water mark must not wait behind our own pause
+      if (this.paused) this.setPaused(false);
+      if (this.failure !== undefined) throw this.failure;
+      if (this.ended) {
+        if (this.queued === 0) return null;
+        throw new ProtocolError(`${this.what}: stream ended inside a frame (${this.queued} bytes left)`);
+      }
+      signal.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => reject(signal.reason as Error);
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.wake = () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** Like `read`, but a clean end of stream is an error: the protocol expected `expected`. */
+  async expect<T>(schema: z.ZodType<T>, signal: AbortSignal, expected: string): Promise<T> {
+    const message = await this.read(schema, signal);
+    if (message === null) throw new ProtocolError(`${this.what}: stream closed before ${expected}`);
+    return message;
+  }
+
+  /** Closes our writing side gracefully, or aborts the stream if that fails. */
+  async close(signal?: AbortSignal): Promise<void> {
+    try {
+      await this.stream.close(signal ? { signal } : {});
+    } catch (err) {
+      this.stream.abort(err as Error);
+    }
+  }
+
+  abort(err: Error): void {
+    this.stream.abort(err);
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  private setPaused(paused: boolean): void {
+    if (this.stream.status !== 'open') return;
+    this.paused = paused;
+    if (paused) this.stream.pause();
+    else this.stream.resume();
+  }
+
+  /** Removes and returns one complete frame's body, or undefined when it has not fully arrived. */
+  private takeFrame(): Uint8Array | undefined {
+    const head = this.peek(10);
+    let length = 0;
+    let headerBytes: number;
+    for (let i = 0; ; i++) {
+      if (i >= head.byteLength) {
+        if (head.byteLength >= 10) throw new ProtocolError(`${this.what}: frame length prefix is not a valid varint`);
+        return undefined;
+      }
+      length += (head[i]! & 0x7f) * 2 ** (7 * i);
+      if ((head[i]! & 0x80) === 0) {
+        headerBytes = i + 1;
+        break;
+      }
+    }
+    if (length > this.maxFrameBytes) throw new ProtocolError(`${this.what}: frame of ${length} bytes exceeds the limit of ${this.maxFrameBytes}`);
+    if (this.queued < headerBytes + length) return undefined;
+    this.consume(headerBytes);
+    return this.consume(length);
+  }
+
+  private peek(n: number): Uint8Array {
+    if (this.queue.length > 0 && this.queue[0]!.byteLength >= n) return this.queue[0]!.subarray(0, n);
+    const out = new Uint8Array(Math.min(n, this.queued));
+    let at = 0;
+    for (const part of this.queue) {
+      if (at >= out.byteLength) break;
+      const take = part.subarray(0, out.byteLength - at);
+      out.set(take, at);
+      at += take.byteLength;
+    }
+    return out;
+  }
+
+  private consume(n: number): Uint8Array {
+    this.queued -= n;
+    const first = this.queue[0];
+    if (first !== undefined && first.byteLength >= n) {
+      if (first.byteLength === n) this.queue.shift();
+      else this.queue[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const out = new Uint8Array(n);
+    let at = 0;
+    while (at < n) {
+      const part = this.queue[0]!;
+      const take = Math.min(part.byteLength, n - at);
+      out.set(part.subarray(0, take), at);
+      at += take;
+      if (take === part.byteLength) this.queue.shift();
+      else this.queue[0] = part.subarray(take);
+    }
+    return out;
+  }
+}
+
+function encodeVarint(value: number): Uint8Array {
+  const out: number[] = [];
+  let v = value;
+  while (v >= 0x80) {
+    out.push((v % 0x80) | 0x80);
+    v = Math.floor(v / 0x80);
+  }
+  out.push(v);
+  return Uint8Array.from(out);
+}
+
+/** An AbortSignal that fires on the first of `signals` or after `ms` (if given). */
+export function deadline(ms: number | undefined, ...signals: Array<AbortSignal | undefined>): AbortSignal {
+  const all = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (ms !== undefined) all.push(AbortSignal.timeout(Math.max(0, ms)));
+  return all.length === 1 ? all[0]! : AbortSignal.any(all);
+}

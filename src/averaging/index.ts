@@ -1,0 +1,29 @@
+/**
+ * Group all-reduce for collaborative training (hivemind's DecentralizedAverager): matchmaking
+ * through DHT records, butterfly all-reduce over libp2p streams with compression and fault
+ * tolerance, and state download for newcomers.
+ *
+ * @example
+ * const averager = createAverager(node, { prefix: 'grad', targetGroupSize: 16, matchmakingTimeMs: 5000 });
+ * const result = await averager.step(gradients, { epoch: 12, weight: samples });
+ * if (result.ok) gradients.set(result.vector); // else: result.reason says why no group formed
+ * await averager.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: stateBytes }) });
+ * const loaded = await newcomer.loadStateFromPeers(); // { epoch, data, metadata, donor }
+ */
+import type { SwarmNode } from '../swarm/index.js';
+import { Averager, type AveragerInit } from './averager.js';
+
+export function createAverager(node: SwarmNode, init: AveragerInit): Averager {
+  return new Averager(node, init);
+}
+
+export { Averager, type AveragerInit, type AveragingEvent, type StepOptions, type StepResult } from './averager.js';
+export type { AllreduceResult, FailedPart } from './allreduce.js';
+export { COMPRESSIONS, type Compression, encodedSize } from './compression.js';
+export type { GroupInfo } from './group.js';
+export { schemaHash } from './group.js';
+export type { Fault } from './faults.js';
+export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
+export type { StateMetadata } from './messages.js';
+export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal, type StateRefusal } from './errors.js';
+export * as averagingLimits from './constants.js';

@@ -1,0 +1,336 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../log/logger.js';
+import type { RecordEntry, SwarmNode } from '../swarm/index.js';
+import type { Compression } from './compression.js';
+import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
+import { MatchmakingError, type JoinRefusal } from './errors.js';
+import { deadline, FramedStream } from './framing.js';
+import { groupInfo, type GroupInfo } from './group.js';
+import type { AveragingHub } from './hub.js';
+import { joinResponseSchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
+
+export interface MatchmakingParams {
+  /** Record key of this round, `averaging/<prefix>:<epoch>`. */
+  readonly key: string;
+  readonly schema: string;
+  readonly self: Member;
+  readonly targetGroupSize: number;
+  readonly minGroupSize: number;
+  readonly matchmakingTimeMs: number;
+  readonly expirationMs: number;
+  readonly pollIntervalMs: number;
+  /** Settings a leader puts into the group description. */
+  readonly compression: Compression;
+  readonly size: number;
+  readonly chunkValues: number;
+  readonly signal?: AbortSignal;
+}
+
+/** Stages of one peer's matchmaking (hivemind's leader/follower states). */
+type Role =
+  /** a client-mode peer between attempts: it cannot lead, so it refuses joins */
+  | { readonly kind: 'looking' }
+  /** accepting followers until the group is full or time is up */
+  | { readonly kind: 'leading' }
+  /** asking `leader` to join, or accepted and waiting for the group description */
+  | { readonly kind: 'following'; readonly leader: string }
+  /** the group is closed (or matchmaking ended): late joiners are refused */
+  | { readonly kind: 'done' };
+
+interface Follower {
+  readonly member: Member;
+  readonly framed: FramedStream;
+  readonly release: () => void;
+}
+
+const DIAL_TIMEOUT_MS = 5000;
+
+/** Refusals after which a leader is not asked again in this round. */
+const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'BAD_REQUEST']);
+
+/**
+ * Finds a group under `params.key` the way hivemind does: declare, let the declared server peer with
+ * the earliest expiration lead, join it; the leader closes the group when it is full or its
+ * matchmaking time is over. Throws MatchmakingError with what was seen when no group of at least
+ * `minGroupSize` formed.
+ */
+export class Matchmaker {
+  private role: Role = { kind: 'looking' };
+  private readonly followers: Follower[] = [];
+  private readonly seen = new Set<string>();
+  private readonly refusedBy = new Map<string, string>();
+  /** leaders that said NOT_A_LEADER: skipped until this time (ms) */
+  private readonly backoff = new Map<string, number>();
+  private changed: (() => void) | undefined;
+  private readonly self: string;
+  private expiration = 0;
+
+  constructor(
+    private readonly node: SwarmNode,
+    private readonly hub: AveragingHub,
+    private readonly p: MatchmakingParams,
+    private readonly log: Logger,
+  ) {
+    this.self = p.self.peer;
+  }
+
+  async run(): Promise<GroupInfo> {
+    if (this.hub.matchmakers.has(this.p.key)) throw new MatchmakingError('CANCELLED', `already looking for a group under ${this.p.key} on this node`);
+    this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
+    const started = Date.now();
+    const end = started + this.p.matchmakingTimeMs;
+    this.expiration = started + this.p.expirationMs;
+    // a server peer accepts followers from the start and hands them over if it finds an earlier leader
+    this.role = this.idle();
+    // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
+    const declared = this.declare();
+    try {
+      let next = await this.chooseLeader(end);
+      while (Date.now() < end) {
+        this.p.signal?.throwIfAborted();
+        if (next === this.self) {
+          const outcome = await this.lead(end);
+          if (typeof outcome !== 'string') {
+            if (outcome === undefined) break;
+            this.hub.markRunning(this.p.key, this.p.expirationMs);
+            return outcome;
+          }
+          next = outcome;
+          continue;
+        }
+        if (next !== undefined) {
+          this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
+          const outcome = await this.follow(next, end);
+          if (typeof outcome === 'object') {
+            this.hub.markRunning(this.p.key, this.p.expirationMs);
+            return outcome;
+          }
+          // a refusing peer may name the leader it follows: ask that one next without another DHT read
+          if (outcome !== undefined) {
+            next = outcome;
+            continue;
+          }
+        } else {
+          await this.sleep(this.p.pollIntervalMs);
+        }
+        if (Date.now() < end) next = await this.chooseLeader(end);
+      }
+      throw this.noGroup(started);
+    } finally {
+      this.role = { kind: 'done' };
+      this.hub.matchmakers.delete(this.p.key);
+      this.disband('CANCELLED', `${this.self} stopped looking for a group under ${this.p.key}`);
+      // the declaration may still be travelling (a lonely DHT query can take seconds): let it finish on its own
+      void declared;
+    }
+  }
+
+  /** The role between attempts: a server peer leads (accepts joins), a client-mode peer only looks. */
+  private idle(): Role {
+    return this.p.self.clientMode ? { kind: 'looking' } : { kind: 'leading' };
+  }
+
+  private async declare(): Promise<void> {
+    const { weight, bandwidth, clientMode } = this.p.self;
+    try {
+      const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, this.expiration);
+      if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
+    } catch (err) {
+      this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
+    }
+  }
+
+  /**
+   * The declared non-client peer with the earliest expiration (ties: peer id) that has not refused
+   * us. A DHT read that outlasts matchmaking counts as finding nobody.
+   */
+  private async chooseLeader(end: number): Promise<string | undefined> {
+    const nothing = new Map<string, RecordEntry<Declaration>>();
+    let timer: NodeJS.Timeout | undefined;
+    const entries = await Promise.race([
+      this.hub.groups.get(this.p.key).catch((err: Error) => {
+        this.log.debug({ key: this.p.key, err: err.message }, 'reading group declarations failed');
+        return nothing;
+      }),
+      new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
+    ]);
+    clearTimeout(timer);
+    const now = Date.now();
+    const candidates: Array<{ peer: string; expiration: number }> = [];
+    for (const entry of entries.values()) {
+      if (entry.value.schema !== this.p.schema) continue;
+      this.seen.add(entry.owner);
+      if (entry.value.clientMode || this.refusedBy.has(entry.owner) || (this.backoff.get(entry.owner) ?? 0) > now) continue;
+      candidates.push({ peer: entry.owner, expiration: entry.expiration });
+    }
+    // our own declaration may not be readable yet (replication in flight)
+    if (!this.p.self.clientMode && !candidates.some((c) => c.peer === this.self)) candidates.push({ peer: this.self, expiration: this.expiration });
+    this.seen.add(this.self);
+    candidates.sort((a, b) => a.expiration - b.expiration || (a.peer < b.peer ? -1 : 1));
+    return candidates[0]?.peer;
+  }
+
+  /**
+   * Leads until the group is full or time is up: the group, or the id of an earlier leader that
+   * appeared (we then follow it), or undefined when too few peers joined.
+   */
+  private async lead(end: number): Promise<GroupInfo | string | undefined> {
+    this.role = { kind: 'leading' };
+    let nextPoll = Date.now() + this.p.pollIntervalMs;
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end) {
+      await this.sleep(Math.min(end, nextPoll) - Date.now());
+      this.prune();
+      if (Date.now() >= nextPoll && Date.now() < end) {
+        nextPoll = Date.now() + this.p.pollIntervalMs;
+        const leader = await this.chooseLeader(end);
+        if (leader !== undefined && leader !== this.self) return leader;
+      }
+    }
+    this.role = { kind: 'done' };
+    this.prune();
+    const size = this.followers.length + 1;
+    if (size < this.p.minGroupSize) {
+      this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
+      return undefined;
+    }
+    const wire: GroupWire = {
+      id: randomBytes(16).toString('hex'),
+      key: this.p.key,
+      schema: this.p.schema,
+      compression: this.p.compression,
+      size: this.p.size,
+      chunkValues: this.p.chunkValues,
+      members: [this.p.self, ...this.followers.map((f) => f.member)],
+    };
+    const followers = this.followers.splice(0);
+    await Promise.all(
+      followers.map(async (f) => {
+        await f.framed.write({ t: 'group', group: wire } satisfies JoinResponse, AbortSignal.timeout(2000)).catch(() => undefined);
+        await f.framed.close(AbortSignal.timeout(2000));
+        f.release();
+      }),
+    );
+    return groupInfo(wire);
+  }
+
+  /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
+  private async follow(leader: string, end: number): Promise<GroupInfo | string | undefined> {
+    this.role = { kind: 'following', leader };
+    // a leader declared before us closes its group before our own time is up; allow one more period for its reply
+    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs, this.p.signal);
+    let framed: FramedStream | undefined;
+    try {
+      const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
+      framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
+      const { weight, bandwidth, clientMode } = this.p.self;
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, weight, bandwidth, clientMode } satisfies JoinRequest, signal);
+      for (;;) {
+        const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
+        if (answer.t === 'accepted') continue;
+        if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
+        const group = groupInfo(answer.group);
+        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || !group.members.some((m) => m.peer === this.self)) {
+          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema or size, or lacks us');
+          return undefined;
+        }
+        this.role = { kind: 'done' };
+        await framed.close(AbortSignal.timeout(1000));
+        return group;
+      }
+    } catch (err) {
+      framed?.abort(err as Error);
+      this.p.signal?.throwIfAborted();
+      this.refusedBy.set(leader, `unreachable or silent: ${(err as Error).message}`);
+      this.log.debug({ leader, err: (err as Error).message }, 'joining a leader failed');
+      return undefined;
+    } finally {
+      if (this.role.kind === 'following') this.role = this.idle();
+    }
+  }
+
+  /** Records a refusal; returns the leader the refusing peer named, if worth asking. */
+  private onRefused(leader: string, code: JoinRefusal, message: string, hint: string | undefined): string | undefined {
+    this.log.debug({ leader, code, message }, 'leader refused us');
+    if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
+    else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
+    if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self || this.refusedBy.has(hint)) return undefined;
+    this.backoff.delete(hint);
+    return hint;
+  }
+
+  /** A join request from `peer`, answered by role. */
+  private async onJoin(framed: FramedStream, peer: string, request: JoinRequest): Promise<void> {
+    const refuse = async (code: JoinRefusal, message: string, leader?: string): Promise<void> => {
+      await framed.write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000));
+      await framed.close(AbortSignal.timeout(2000));
+    };
+    if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${request.schema.slice(0, 12)}… differs from ours (${this.p.schema.slice(0, 12)}…)`);
+    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.leader);
+    if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is in client mode and cannot lead`);
+    if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
+    if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);
+    if (this.followers.some((f) => f.member.peer === peer)) return refuse('BAD_REQUEST', `${peer} already joined`);
+    // the join request's claims are the member's declaration; a peer the swarm knows as a client stays one
+    const clientMode = request.clientMode || (await this.node.isClientMode(peer)) === true;
+    await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));
+    await new Promise<void>((release) => {
+      this.followers.push({ member: { peer, weight: request.weight, bandwidth: request.bandwidth, clientMode }, framed, release });
+      this.notify();
+    });
+  }
+
+  /** Drops followers whose stream closed while they waited. */
+  private prune(): void {
+    for (let i = this.followers.length - 1; i >= 0; i--) {
+      const f = this.followers[i]!;
+      if (f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
+        this.followers.splice(i, 1);
+        f.release();
+      }
+    }
+  }
+
+  private disband(code: JoinRefusal, message: string, leader?: string): void {
+    for (const f of this.followers.splice(0)) {
+      f.framed
+        .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
+        .then(() => f.framed.close(AbortSignal.timeout(2000)))
+        .catch(() => undefined)
+        .finally(f.release);
+    }
+  }
+
+  private noGroup(started: number): MatchmakingError {
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    const refusals = [...this.refusedBy].map(([peer, why]) => `${peer}: ${why}`).join('; ');
+    const seen = [...this.seen];
+    const what =
+      seen.length < this.p.minGroupSize
+        ? `only ${seen.length} of min ${this.p.minGroupSize} peers declared under key ${this.p.key} within ${seconds} s`
+        : `${seen.length} peers declared under key ${this.p.key} (min ${this.p.minGroupSize}) but none formed a group with us within ${seconds} s`;
+    return new MatchmakingError('NO_GROUP', `no group formed: ${what} (seen: ${seen.map(short).join(', ')}${refusals ? `; refused by ${refusals}` : ''})`);
+  }
+
+  private notify(): void {
+    const wake = this.changed;
+    this.changed = undefined;
+    wake?.();
+  }
+
+  /** Sleeps `ms` or until a follower joins. */
+  private async sleep(ms: number): Promise<void> {
+    if (ms <= 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.changed = done;
+    });
+  }
+}
+
+function short(peer: string): string {
+  return peer.length > 16 ? `…${peer.slice(-8)}` : peer;
+}

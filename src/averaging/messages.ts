@@ -1,0 +1,115 @@
+import { decode as cborDecode, encode as cborEncode } from 'cborg';
+import { z } from 'zod';
+import { COMPRESSIONS } from './compression.js';
+import { ALLREDUCE_REFUSALS, JOIN_REFUSALS, ProtocolError, STATE_REFUSALS } from './errors.js';
+import { MAX_CHUNK_VALUES, MAX_GROUP_SIZE, MAX_STATE_CHUNK_BYTES, MAX_VECTOR_VALUES } from './constants.js';
+
+/**
+ * Every message of the averaging protocols, defined once: CBOR maps validated with these schemas on
+ * receipt, each in a varint-length-prefixed frame (framing.ts). Types are derived from the schemas.
+ * See docs/protocol.md for the exchanges.
+ */
+
+const bytes = () => z.custom<Uint8Array>((x) => x instanceof Uint8Array, 'expected a byte string');
+const peerId = z.string().min(1).max(128);
+const count = z.number().int().nonnegative();
+/** Samples contributed (hivemind's weight). */
+const weight = z.number().finite().nonnegative().max(1e15);
+/** Declared throughput, bytes/s. */
+const bandwidth = z.number().finite().nonnegative().max(1e12);
+const groupKey = z.string().min(1).max(256);
+/** Hex SHA-256 of the tensor schema: peers averaging different shapes must never meet. */
+const schemaHash = z.string().regex(/^[0-9a-f]{64}$/);
+const reason = z.string().max(1000);
+
+// ---- records ----------------------------------------------------------------------------------
+
+/** Value of a group declaration under `averaging/<prefix>:<epoch>` (subkey '' of its owner). */
+export const declarationSchema = z.strictObject({ weight, bandwidth, clientMode: z.boolean(), schema: schemaHash });
+export type Declaration = z.infer<typeof declarationSchema>;
+
+/** Value of a donor advertisement under `state/<prefix>`. */
+export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
+export type StateAdvert = z.infer<typeof stateAdvertSchema>;
+
+// ---- matchmaking/1.0.0 ------------------------------------------------------------------------
+
+export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
+export type Member = z.infer<typeof memberSchema>;
+
+/** What the leader sends every follower once the group is closed. */
+export const groupSchema = z.strictObject({
+  id: z.string().regex(/^[0-9a-f]{32}$/),
+  key: groupKey,
+  schema: schemaHash,
+  compression: z.enum(COMPRESSIONS),
+  size: z.number().int().nonnegative().max(MAX_VECTOR_VALUES),
+  chunkValues: z.number().int().positive().max(MAX_CHUNK_VALUES),
+  members: z.array(memberSchema).min(1).max(MAX_GROUP_SIZE),
+});
+export type GroupWire = z.infer<typeof groupSchema>;
+
+export const joinRequestSchema = z.strictObject({ t: z.literal('join'), key: groupKey, schema: schemaHash, weight, bandwidth, clientMode: z.boolean() });
+export type JoinRequest = z.infer<typeof joinRequestSchema>;
+
+export const joinResponseSchema = z.discriminatedUnion('t', [
+  /** Accepted; the group description follows when the leader closes the group. */
+  z.strictObject({ t: z.literal('accepted') }),
+  z.strictObject({ t: z.literal('group'), group: groupSchema }),
+  /** `leader`: whom the refusing peer follows, a hint for NOT_A_LEADER. */
+  z.strictObject({ t: z.literal('refused'), code: z.enum(JOIN_REFUSALS), message: reason, leader: peerId.optional() }),
+]);
+export type JoinResponse = z.infer<typeof joinResponseSchema>;
+
+// ---- allreduce/1.0.0 --------------------------------------------------------------------------
+
+/** First message of a sender's stream to a reducer; `part` is the reducer's index in the group. */
+export const beginSchema = z.strictObject({ t: z.literal('begin'), group: z.string().regex(/^[0-9a-f]{32}$/), part: z.number().int().nonnegative().max(MAX_GROUP_SIZE), weight });
+export type Begin = z.infer<typeof beginSchema>;
+
+/** A chunk of the sender's part (sender → reducer) or of the average (reducer → sender), encoded with the group's compression. */
+export const chunkSchema = z.strictObject({ t: z.literal('chunk'), i: z.number().int().nonnegative(), d: bytes() });
+export type Chunk = z.infer<typeof chunkSchema>;
+
+export const allreduceRefusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(ALLREDUCE_REFUSALS), message: reason });
+export const reducerMessageSchema = z.discriminatedUnion('t', [chunkSchema, allreduceRefusedSchema]);
+export type ReducerMessage = z.infer<typeof reducerMessageSchema>;
+
+// ---- state/1.0.0 ------------------------------------------------------------------------------
+
+export const stateRequestSchema = z.strictObject({ t: z.literal('get'), prefix: z.string().min(1).max(64) });
+export type StateRequest = z.infer<typeof stateRequestSchema>;
+
+const metadataValue = z.union([z.string().max(4096), z.number(), z.boolean()]);
+export const stateMetadataSchema = z.record(z.string().max(128), metadataValue);
+export type StateMetadata = z.infer<typeof stateMetadataSchema>;
+
+export const stateHeaderSchema = z.discriminatedUnion('t', [
+  z.strictObject({ t: z.literal('header'), epoch: count, size: count, sha256: bytes(), chunkBytes: z.number().int().positive().max(MAX_STATE_CHUNK_BYTES), metadata: stateMetadataSchema }),
+  z.strictObject({ t: z.literal('refused'), code: z.enum(STATE_REFUSALS), message: reason }),
+]);
+export type StateHeader = z.infer<typeof stateHeaderSchema>;
+
+export const stateDataSchema = z.strictObject({ t: z.literal('data'), d: bytes() });
+
+// ---- codec ------------------------------------------------------------------------------------
+
+export function encodeMessage(message: unknown): Uint8Array {
+  return cborEncode(message);
+}
+
+/** Decodes a CBOR message and checks it against `schema`; throws ProtocolError naming `what` and the problem. */
+export function decodeMessage<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {
+  let raw: unknown;
+  try {
+    raw = cborDecode(bytes);
+  } catch (err) {
+    throw new ProtocolError(`${what} is not valid CBOR (${(err as Error).message})`, { cause: err });
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ProtocolError(`${what} is malformed: ${issue ? `${issue.path.join('.') || 'message'}: ${issue.message}` : 'schema mismatch'}`);
+  }
+  return parsed.data;
+}

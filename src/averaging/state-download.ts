@@ -1,0 +1,186 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from '../log/logger.js';
+import type { SwarmNode } from '../swarm/index.js';
+import { encode as cborEncode } from 'cborg';
+import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
+import { ProtocolError, StateDownloadError } from './errors.js';
+import { deadline, FramedStream } from './framing.js';
+import type { AveragingHub } from './hub.js';
+import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
+
+/** What a donor serves: opaque bytes plus small metadata; the optimizer decides what a state is. */
+export interface StateSnapshot {
+  readonly epoch: number;
+  readonly data: Uint8Array;
+  readonly metadata?: StateMetadata;
+}
+
+export interface StateProvider {
+  /** The epoch this peer would serve now (advertised in the DHT; cheap). */
+  epoch(): number;
+  /** The state to send; called once per download. */
+  snapshot(): Promise<StateSnapshot> | StateSnapshot;
+}
+
+export interface StateServerOptions {
+  readonly maxConcurrentDownloads: number;
+  readonly chunkBytes: number;
+  readonly stallTimeoutMs: number;
+  readonly advertiseIntervalMs: number;
+}
+
+export interface LoadStateOptions {
+  readonly maxStateBytes: number;
+  readonly stallTimeoutMs: number;
+  readonly maxDonors: number;
+  /** Only donors at this epoch or later. */
+  readonly minEpoch?: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface LoadedState extends StateSnapshot {
+  readonly metadata: StateMetadata;
+  readonly donor: string;
+  /** Donors tried before this one, with why they failed (BUSY, checksum, timeout…). */
+  readonly failed: ReadonlyArray<{ readonly peer: string; readonly error: string }>;
+  readonly durationMs: number;
+}
+
+export function stateKey(prefix: string): string {
+  return `${STATE_NAMESPACE}/${prefix}`;
+}
+
+/**
+ * Serves this peer's state on `state/1.0.0` for one prefix and advertises its epoch under
+ * `state/<prefix>`. At most `maxConcurrentDownloads` at a time; more are refused with BUSY so
+ * newcomers spread over donors instead of swamping one (hivemind #169).
+ */
+export class StateServer {
+  private active = 0;
+  private timer: NodeJS.Timeout | undefined;
+  served = 0;
+
+  constructor(
+    private readonly hub: AveragingHub,
+    private readonly prefix: string,
+    private readonly provider: StateProvider,
+    private readonly opts: StateServerOptions,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    if (this.hub.stateServers.has(this.prefix)) throw new RangeError(`state for "${this.prefix}" is already served on this node`);
+    this.hub.stateServers.set(this.prefix, (framed, peer, request) => this.serve(framed, peer, request));
+    await this.advertise();
+    this.timer = setInterval(() => void this.advertise(), this.opts.advertiseIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.hub.stateServers.delete(this.prefix);
+  }
+
+  /** Publishes the current epoch now (call after each epoch change so newcomers find the newest state). */
+  async advertise(): Promise<void> {
+    try {
+      await this.hub.donors.store(stateKey(this.prefix), '', { epoch: this.provider.epoch(), canServe: true }, Date.now() + 3 * this.opts.advertiseIntervalMs);
+    } catch (err) {
+      this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not advertise state');
+    }
+  }
+
+  private async serve(framed: FramedStream, peer: string, _request: StateRequest): Promise<void> {
+    if (this.active >= this.opts.maxConcurrentDownloads) {
+      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} downloads already (limit ${this.opts.maxConcurrentDownloads})` } satisfies StateHeader, deadline(2000));
+      await framed.close(deadline(2000));
+      return;
+    }
+    this.active++;
+    try {
+      const snapshot = await this.provider.snapshot();
+      const metadata = snapshot.metadata ?? {};
+      const sha256 = createHash('sha256').update(snapshot.data).digest();
+      const { chunkBytes, stallTimeoutMs } = this.opts;
+      await framed.write({ t: 'header', epoch: snapshot.epoch, size: snapshot.data.byteLength, sha256, chunkBytes, metadata } satisfies StateHeader, deadline(stallTimeoutMs));
+      for (let at = 0; at < snapshot.data.byteLength; at += chunkBytes) {
+        await framed.write({ t: 'data', d: snapshot.data.subarray(at, at + chunkBytes) }, deadline(stallTimeoutMs));
+      }
+      await framed.close(deadline(stallTimeoutMs));
+      this.served++;
+      this.log.info({ peer, epoch: snapshot.epoch, bytes: snapshot.data.byteLength }, `served state of epoch ${snapshot.epoch} to ${peer}`);
+    } catch (err) {
+      this.log.warn({ peer, err: (err as Error).message }, 'state download by a peer failed');
+      framed.abort(err as Error);
+    } finally {
+      this.active--;
+    }
+  }
+}
+
+/** Donors of `prefix`, newest epoch first; ties in random order so newcomers spread out. */
+async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<Array<{ peer: string; epoch: number }>> {
+  const entries = await hub.donors.get(stateKey(prefix));
+  const list = [...entries.values()]
+    .filter((e) => e.owner !== self && e.value.canServe && e.value.epoch >= minEpoch)
+    .map((e) => ({ peer: e.owner, epoch: e.value.epoch, tie: Math.random() }));
+  list.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
+  return list.map(({ peer, epoch }) => ({ peer, epoch }));
+}
+
+/**
+ * hivemind's load_state_from_peers: downloads the state of the donor with the highest epoch,
+ * falling back to the next donor on any failure (busy, unreachable, stalled, bad checksum).
+ */
+export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, prefix: string, opts: LoadStateOptions, log: Logger): Promise<LoadedState> {
+  const started = Date.now();
+  const found = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0);
+  if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}`, []);
+  const failed: Array<{ peer: string; error: string }> = [];
+  for (const donor of found.slice(0, opts.maxDonors)) {
+    opts.signal?.throwIfAborted();
+    try {
+      const state = await download(node, donor.peer, prefix, opts);
+      log.info({ donor: donor.peer, epoch: state.epoch, bytes: state.data.byteLength }, `loaded state of epoch ${state.epoch} from ${donor.peer}`);
+      return { ...state, donor: donor.peer, failed, durationMs: Date.now() - started };
+    } catch (err) {
+      opts.signal?.throwIfAborted();
+      const error = (err as Error).name === 'TimeoutError' ? `no progress for ${opts.stallTimeoutMs} ms` : (err as Error).message;
+      log.warn({ donor: donor.peer, error }, 'state download failed; trying the next donor');
+      failed.push({ peer: donor.peer, error });
+    }
+  }
+  throw new StateDownloadError(`could not load state for "${prefix}" from ${failed.length} donor(s): ${failed.map((f) => `${f.peer}: ${f.error}`).join('; ')}`, failed);
+}
+
+async function download(node: SwarmNode, donor: string, prefix: string, opts: LoadStateOptions): Promise<StateSnapshot & { metadata: StateMetadata }> {
+  const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
+  const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
+  const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
+  try {
+    await framed.write({ t: 'get', prefix } satisfies StateRequest, stall());
+    const header = await framed.expect(stateHeaderSchema, stall(), 'the state header');
+    if (header.t === 'refused') throw new ProtocolError(`${header.code}: ${header.message}`);
+    if (header.size > opts.maxStateBytes) throw new ProtocolError(`state of ${header.size} bytes exceeds the limit of ${opts.maxStateBytes}`);
+    if (header.chunkBytes < MIN_STATE_CHUNK_BYTES) throw new ProtocolError(`chunk size ${header.chunkBytes} is below ${MIN_STATE_CHUNK_BYTES}`);
+    if (header.sha256.byteLength !== 32) throw new ProtocolError(`checksum has ${header.sha256.byteLength} bytes, not 32`);
+    if (cborEncode(header.metadata).byteLength > MAX_STATE_METADATA_BYTES) throw new ProtocolError(`metadata exceeds ${MAX_STATE_METADATA_BYTES} bytes`);
+    const data = new Uint8Array(header.size);
+    const hash = createHash('sha256');
+    for (let at = 0; at < header.size; ) {
+      const chunk = await framed.expect(stateDataSchema, stall(), `state bytes ${at}–${header.size}`);
+      const expected = Math.min(header.chunkBytes, header.size - at);
+      if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
+      data.set(chunk.d, at);
+      hash.update(chunk.d);
+      at += expected;
+    }
+    const digest = hash.digest();
+    if (!digest.equals(header.sha256)) throw new ProtocolError(`sha256 mismatch: got ${digest.toString('hex').slice(0, 16)}…, header says ${Buffer.from(header.sha256).toString('hex').slice(0, 16)}…`);
+    await framed.close(stall());
+    return { epoch: header.epoch, data, metadata: header.metadata };
+  } catch (err) {
+    framed.abort(err as Error);
+    throw err;
+  }
+}

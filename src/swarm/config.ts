@@ -1,0 +1,106 @@
+import type { PrivateKey } from '@libp2p/interface';
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
+import type { Logger } from '../log/logger.js';
+import { BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
+import { decodeJoinCode, isJoinCode } from './join-code.js';
+import { checkRunId } from './protocols.js';
+
+/** Everything a swarm node is made from. Every field but `runId` (or a join code) is optional. */
+export interface SwarmInit {
+  /** The run (swarm) to join. May be omitted when `initialPeers` is a join code, which carries it. */
+  runId?: string;
+  /** Addresses to listen on. @default ['/ip4/0.0.0.0/tcp/0'] for DHT servers, none for client mode (relay reservations only). */
+  listen?: readonly string[];
+  /** Addresses to announce instead of the listening ones (a public IP behind port forwarding). */
+  announce?: readonly string[];
+  /** Multiaddrs with /p2p/<id>, or one join code. */
+  initialPeers?: readonly string[] | string;
+  /** 32-byte pre-shared key: only peers holding it can connect (libp2p private network). A join code may carry it. */
+  psk?: Uint8Array;
+  /** Only a DHT client: serves no records, accepts no direct connections, reachable through relays. @default false */
+  clientMode?: boolean;
+  /** Relay for client-mode peers (circuit-relay-v2 server). @default !clientMode */
+  relayServer?: boolean;
+  /** Key file holding the Ed25519 identity (created when missing). Else the identity kept in the store. */
+  identityFile?: string;
+  /** Identity given directly (tests, benchmarks): overrides `identityFile` and the store. */
+  privateKey?: PrivateKey;
+  /** Keep private and loopback addresses in DHT answers (LAN and loopback swarms). @default true */
+  privateAddresses?: boolean;
+  /** Replicas per record. @default DEFAULT_REPLICATION */
+  replication?: number;
+  bootstrap?: { attempts?: number; initialBackoffMs?: number; maxBackoffMs?: number };
+  /** kad-dht's delay before its first self-query (ms); small in tests. @default 1000 */
+  initialQuerySelfIntervalMs?: number;
+  log?: Logger;
+}
+
+/** SwarmInit with defaults applied and every string parsed. */
+export interface ResolvedSwarmInit {
+  readonly runId: string;
+  readonly listen: readonly string[];
+  readonly announce: readonly string[];
+  readonly initialPeers: readonly Multiaddr[];
+  readonly psk: Uint8Array | undefined;
+  readonly clientMode: boolean;
+  readonly relayServer: boolean;
+  readonly privateAddresses: boolean;
+  readonly replication: number;
+  readonly bootstrap: { readonly attempts: number; readonly initialBackoffMs: number; readonly maxBackoffMs: number };
+  readonly initialQuerySelfIntervalMs: number;
+}
+
+export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
+  const peers = typeof init.initialPeers === 'string' ? [init.initialPeers] : [...(init.initialPeers ?? [])];
+  let runId = init.runId;
+  let psk = init.psk;
+  let initialPeers: Multiaddr[];
+  if (peers.length === 1 && isJoinCode(peers[0]!)) {
+    const join = decodeJoinCode(peers[0]!);
+    if (runId !== undefined && runId !== join.runId) throw new RangeError(`run id "${runId}" differs from the join code's run id "${join.runId}"; omit --run-id to use the join code's`);
+    if (psk !== undefined && join.psk !== undefined && Buffer.compare(Buffer.from(psk), Buffer.from(join.psk)) !== 0) throw new RangeError('the pre-shared key differs from the join code’s');
+    runId = join.runId;
+    psk = psk ?? join.psk;
+    initialPeers = [...join.bootstrap];
+  } else {
+    initialPeers = peers.map((text) => parsePeerAddr(text));
+  }
+  if (runId === undefined) throw new RangeError('no run id: give a run id or a join code');
+  if (psk !== undefined && psk.length !== 32) throw new RangeError(`pre-shared key must be 32 bytes (got ${psk.length})`);
+  const clientMode = init.clientMode ?? false;
+  const replication = init.replication ?? DEFAULT_REPLICATION;
+  if (!Number.isInteger(replication) || replication < 1 || replication > 20) throw new RangeError(`replication ${replication} must be an integer from 1 to 20`);
+  for (const a of [...(init.listen ?? []), ...(init.announce ?? [])]) parseAddr(a, 'address');
+  return {
+    runId: checkRunId(runId),
+    listen: init.listen ?? (clientMode ? [] : ['/ip4/0.0.0.0/tcp/0']),
+    announce: init.announce ?? [],
+    initialPeers,
+    psk,
+    clientMode,
+    relayServer: init.relayServer ?? !clientMode,
+    privateAddresses: init.privateAddresses ?? true,
+    replication,
+    bootstrap: {
+      attempts: init.bootstrap?.attempts ?? BOOTSTRAP_ATTEMPTS,
+      initialBackoffMs: init.bootstrap?.initialBackoffMs ?? BOOTSTRAP_BACKOFF_INITIAL_MS,
+      maxBackoffMs: init.bootstrap?.maxBackoffMs ?? BOOTSTRAP_BACKOFF_MAX_MS,
+    },
+    initialQuerySelfIntervalMs: init.initialQuerySelfIntervalMs ?? 1000,
+  };
+}
+
+function parseAddr(text: string, what: string): Multiaddr {
+  try {
+    return multiaddr(text.trim());
+  } catch (err) {
+    throw new RangeError(`${what} "${text}" is not a multiaddr (${(err as Error).message}); e.g. /ip4/203.0.113.5/tcp/31337/p2p/12D3Koo…`, { cause: err });
+  }
+}
+
+/** An initial peer must name its peer id, so the connection is authenticated. */
+export function parsePeerAddr(text: string): Multiaddr {
+  const addr = parseAddr(text, 'initial peer');
+  if (addr.getComponents().at(-1)?.name !== 'p2p') throw new RangeError(`initial peer "${text}" lacks /p2p/<peer id> at the end`);
+  return addr;
+}

@@ -1,0 +1,50 @@
+/** Limits and timeouts of the swarm layer, with units in the names. See docs/protocol.md. */
+
+const second = 1000;
+const minute = 60 * second;
+const hour = 60 * minute;
+
+/** Version of the Cohort wire protocols; bumped on any incompatible change of a message schema. */
+export const PROTOCOL_VERSION = '1.0.0';
+
+/** A run id names one training run (one swarm): short, URL- and multiaddr-safe. */
+export const RUN_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/** Clock skew tolerated between peers (hivemind tolerates ~3 s): a record that expired less than this long ago is still accepted for storage. */
+export const CLOCK_SKEW_MS = 3 * second;
+/** Records cannot be stored for longer than this: bounds what a peer can pin into others' memory. */
+export const MAX_RECORD_TTL_MS = 24 * hour;
+
+/** Longest DHT key (UTF-8 bytes, without the run prefix). */
+export const MAX_KEY_BYTES = 256;
+/** Longest subkey (UTF-8 bytes). */
+export const MAX_SUBKEY_BYTES = 128;
+/** Default largest value (CBOR bytes) of a namespace; a namespace may ask for less or more up to MAX_VALUE_BYTES_LIMIT. */
+export const DEFAULT_MAX_VALUE_BYTES = 16 * 1024;
+export const MAX_VALUE_BYTES_LIMIT = 256 * 1024;
+/** Per key: the total size of all entries and the number of subkeys one owner may hold. */
+export const MAX_KEY_TOTAL_BYTES = 1024 * 1024;
+export const MAX_SUBKEYS_PER_OWNER = 16;
+/** All records a peer holds for others (bytes): past this, new keys are refused. */
+export const MAX_STORE_TOTAL_BYTES = 64 * 1024 * 1024;
+/** Largest records-protocol message: a get answer with one full key, plus framing. */
+export const MAX_MESSAGE_BYTES = MAX_KEY_TOTAL_BYTES + 64 * 1024;
+/** Entries in one store request. */
+export const MAX_ENTRIES_PER_REQUEST = 64;
+
+/** Replicas: how many of the DHT servers closest to a key receive each store. */
+export const DEFAULT_REPLICATION = 5;
+/** One records request/response exchange with one peer. */
+export const RECORDS_REQUEST_TIMEOUT_MS = 5 * second;
+/** Finding the peers closest to a key. */
+export const CLOSEST_PEERS_TIMEOUT_MS = 10 * second;
+/** Requests one remote peer may make to the records protocol: points per window. */
+export const RECORDS_RATE_LIMIT = { points: 200, durationSeconds: 1 } as const;
+/** How often expired records are evicted. */
+export const EVICTION_INTERVAL_MS = 5 * second;
+
+/** Bootstrap: attempts per initial peer and the backoff between attempts (doubles up to the max). */
+export const BOOTSTRAP_ATTEMPTS = 5;
+export const BOOTSTRAP_BACKOFF_INITIAL_MS = 500;
+export const BOOTSTRAP_BACKOFF_MAX_MS = 8 * second;
+export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5 * second;

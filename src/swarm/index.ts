@@ -1,0 +1,19 @@
+/**
+ * The swarm layer: one libp2p node per run, hivemind-style DHT records, join codes, relays for
+ * peers behind NAT.
+ *
+ * @example
+ * const node = await createSwarmNode({ runId: 'albert-demo', initialPeers: 'cohort:…' }, store);
+ * const progress = node.registerNamespace('progress', z.object({ samples: z.number() }));
+ * await progress.store('progress', '', { samples: 128 }, Date.now() + 60_000);
+ * const all = await progress.get('progress'); // Map: peer id → { value, expiration, owner, subkey }
+ */
+export { createSwarmNode, type SwarmNode, type SwarmStats, type HandleOptions, type DialOptions } from './node.js';
+export type { SwarmInit } from './config.js';
+export type { BootstrapReport } from './bootstrap.js';
+export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
+export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
+export { generatePsk, parsePskHex } from './private-network.js';
+export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+export { JoinCodeError, RecordError, BootstrapError, IdentityError, type RejectReason } from './errors.js';
+export * as limits from './constants.js';

@@ -1,0 +1,37 @@
+import { PROTOCOL_VERSION, RUN_ID_PATTERN } from './constants.js';
+
+/**
+ * Protocol ids. Everything Cohort speaks is under `/cohort/<run-id>/`, so peers of different runs
+ * share no protocol (not even the DHT) and cannot mix records or streams.
+ */
+export function runPrefix(runId: string): string {
+  return `/cohort/${checkRunId(runId)}`;
+}
+
+export function kadProtocol(runId: string): string {
+  return `${runPrefix(runId)}/kad/1.0.0`;
+}
+
+export function recordsProtocol(runId: string): string {
+  return `${runPrefix(runId)}/records/${PROTOCOL_VERSION}`;
+}
+
+/** Protocol suffixes of other layers look like `allreduce/1.0.0`: path segments, then a version. */
+const SUFFIX_PATTERN = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*\/\d+\.\d+\.\d+$/;
+const RESERVED = new Set(['kad', 'records']);
+
+/** `/cohort/<run>/<suffix>` for a protocol of another layer (e.g. `allreduce/1.0.0`). */
+export function cohortProtocol(runId: string, suffix: string): string {
+  if (!SUFFIX_PATTERN.test(suffix)) {
+    throw new RangeError(`protocol suffix "${suffix}" must be path segments ending in a version, e.g. "allreduce/1.0.0"`);
+  }
+  if (RESERVED.has(suffix.split('/')[0]!)) throw new RangeError(`protocol suffix "${suffix}" is reserved by the swarm layer`);
+  return `${runPrefix(runId)}/${suffix}`;
+}
+
+export function checkRunId(runId: string): string {
+  if (!RUN_ID_PATTERN.test(runId)) {
+    throw new RangeError(`run id "${runId}" is invalid: 1–64 characters of a-z, 0-9, ".", "_", "-", starting with a letter or digit`);
+  }
+  return runId;
+}

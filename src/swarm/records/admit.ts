@@ -1,0 +1,33 @@
+import { CLOCK_SKEW_MS, MAX_KEY_BYTES, MAX_RECORD_TTL_MS, MAX_SUBKEY_BYTES, MAX_VALUE_BYTES_LIMIT } from '../constants.js';
+import type { RejectReason } from '../errors.js';
+import { verifyEntry, wireEntrySchema, type VerifiedEntry } from './entry.js';
+import { decodeValue, type NamespaceRegistry } from './namespaces.js';
+
+export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason: RejectReason; detail: string };
+
+/**
+ * Every entry that arrives from another peer passes here before it is stored or returned:
+ * shape, sizes, expiration window (with the clock-skew tolerance), signature, and the namespace's
+ * schema. `requireNamespace` is true when reading (the reader must understand the value) and false
+ * when holding entries for others: a bootstrap peer need not know every layer's schemas, but checks
+ * every value whose namespace it does know.
+ */
+export async function admitEntry(runId: string, raw: unknown, registry: NamespaceRegistry, now: number, requireNamespace: boolean): Promise<Admission> {
+  const parsed = wireEntrySchema.safeParse(raw);
+  if (!parsed.success) return { ok: false, reason: 'malformed', detail: parsed.error.issues[0]?.message ?? 'not an entry' };
+  const wire = parsed.data;
+  if (Buffer.byteLength(wire.k) > MAX_KEY_BYTES || wire.k.length === 0) return { ok: false, reason: 'key-too-long', detail: `key must be 1–${MAX_KEY_BYTES} bytes` };
+  if (Buffer.byteLength(wire.s) > MAX_SUBKEY_BYTES) return { ok: false, reason: 'subkey-too-long', detail: `subkey longer than ${MAX_SUBKEY_BYTES} bytes` };
+  if (wire.v.length > MAX_VALUE_BYTES_LIMIT) return { ok: false, reason: 'value-too-large', detail: `${wire.v.length} bytes > ${MAX_VALUE_BYTES_LIMIT}` };
+  if (wire.e <= now - CLOCK_SKEW_MS) return { ok: false, reason: 'expired', detail: `expired ${now - wire.e} ms ago` };
+  if (wire.e > now + MAX_RECORD_TTL_MS + CLOCK_SKEW_MS) return { ok: false, reason: 'ttl-too-long', detail: `expires in ${wire.e - now} ms; at most ${MAX_RECORD_TTL_MS} ms` };
+  const spec = registry.lookup(wire.k);
+  if (spec === undefined && requireNamespace) return { ok: false, reason: 'unknown-namespace', detail: `no schema registered for key "${wire.k}"` };
+  if (spec !== undefined) {
+    const decoded = decodeValue(spec, wire.v);
+    if (!decoded.ok) return { ok: false, reason: decoded.reason, detail: decoded.detail };
+  }
+  const entry = await verifyEntry(runId, wire);
+  if (entry === null) return { ok: false, reason: 'bad-signature', detail: 'signature does not verify with the included public key for this run' };
+  return { ok: true, entry };
+}

@@ -1,0 +1,75 @@
+import { publicKeyFromProtobuf, publicKeyToProtobuf } from '@libp2p/crypto/keys';
+import type { PrivateKey, PublicKey } from '@libp2p/interface';
+import { peerIdFromPublicKey } from '@libp2p/peer-id';
+import { encode as cborEncode } from 'cborg';
+import { z } from 'zod';
+import { bytes } from '../schema.js';
+
+/**
+ * One signed DHT entry as it travels and is stored: (key, subkey) → value until expiration, signed
+ * by its owner. The owner's public key travels with it, so any peer can check it; the entry's
+ * identity is (owner, subkey), so no peer can write another's subkey. Field names are one letter
+ * to keep the CBOR small.
+ */
+export const wireEntrySchema = z.strictObject({
+  /** key, without the run prefix */
+  k: z.string(),
+  /** subkey chosen by the owner ('' for the owner's single entry under the key) */
+  s: z.string(),
+  /** value: CBOR bytes validated by the key namespace's schema */
+  v: bytes(),
+  /** expiration, milliseconds since the Unix epoch */
+  e: z.number().int().nonnegative(),
+  /** owner's public key, libp2p protobuf encoding */
+  p: bytes().refine((p) => p.length <= 128, 'public key too long'),
+  /** signature by the owner over signedBytes(run, k, s, v, e) */
+  g: bytes().refine((g) => g.length <= 512, 'signature too long'),
+});
+export type WireEntry = z.infer<typeof wireEntrySchema>;
+
+/** An entry whose signature has been checked; `owner` is the signer's peer id. */
+export interface VerifiedEntry {
+  readonly wire: WireEntry;
+  readonly owner: string;
+  /** Bytes this entry takes (value + key material), for the per-key and per-store limits. */
+  readonly size: number;
+}
+
+const DOMAIN = 'cohort-record/1';
+
+/** What is signed: binds the entry to its run, so a record cannot be replayed into another swarm. */
+export function signedBytes(runId: string, k: string, s: string, v: Uint8Array, e: number): Uint8Array {
+  return cborEncode([DOMAIN, runId, k, s, v, e]);
+}
+
+export async function signEntry(key: PrivateKey, runId: string, k: string, s: string, v: Uint8Array, e: number): Promise<WireEntry> {
+  const g = await key.sign(signedBytes(runId, k, s, v, e));
+  return { k, s, v, e, p: publicKeyToProtobuf(key.publicKey), g };
+}
+
+/** Checks the signature; returns the entry with its owner, or null when it does not verify. */
+export async function verifyEntry(runId: string, wire: WireEntry): Promise<VerifiedEntry | null> {
+  let pub: PublicKey;
+  try {
+    pub = publicKeyFromProtobuf(wire.p);
+  } catch {
+    return null;
+  }
+  let ok: boolean;
+  try {
+    ok = await pub.verify(signedBytes(runId, wire.k, wire.s, wire.v, wire.e), wire.g);
+  } catch {
+    return null;
+  }
+  if (!ok) return null;
+  return { wire, owner: peerIdFromPublicKey(pub).toString(), size: entrySize(wire) };
+}
+
+export function entrySize(wire: WireEntry): number {
+  return wire.v.length + wire.p.length + wire.g.length + Buffer.byteLength(wire.k) + Buffer.byteLength(wire.s) + 8;
+}
+
+/** Name of an entry in the merged dictionary of its key: the owner's peer id, then `/subkey` if any. */
+export function entryName(owner: string, subkey: string): string {
+  return subkey === '' ? owner : `${owner}/${subkey}`;
+}

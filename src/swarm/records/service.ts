@@ -1,0 +1,270 @@
+import type { Connection, Libp2p, PeerId, PrivateKey, Stream } from '@libp2p/interface';
+import { lpStream } from '@libp2p/utils';
+import type { z } from 'zod';
+import type { Logger } from '../../log/logger.js';
+import {
+  DEFAULT_REPLICATION,
+  EVICTION_INTERVAL_MS,
+  MAX_KEY_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_RECORD_TTL_MS,
+  MAX_SUBKEY_BYTES,
+  RECORDS_RATE_LIMIT,
+  RECORDS_REQUEST_TIMEOUT_MS,
+} from '../constants.js';
+import { RecordError, type RejectReason } from '../errors.js';
+import { recordsProtocol } from '../protocols.js';
+import { admitEntry } from './admit.js';
+import { entryName, entrySize, signEntry, type VerifiedEntry, type WireEntry } from './entry.js';
+import { decodeMessage, encodeMessage, recordsRequestSchema, recordsResponseSchema, type RecordsRequest, type RecordsResponse } from './messages.js';
+import { NamespaceRegistry, decodeValue, encodeValue } from './namespaces.js';
+import { PeerRateLimiter } from './rate-limit.js';
+import { RecordTable } from './table.js';
+
+/** One entry of a key's merged dictionary, as `get` returns it. */
+export interface RecordEntry<T> {
+  readonly value: T;
+  /** ms since the Unix epoch */
+  readonly expiration: number;
+  /** peer id of the signer, who alone can write this entry */
+  readonly owner: string;
+  readonly subkey: string;
+}
+
+export interface StoreResult {
+  /** Peers now holding the entry (this peer included when it is a DHT server). 0: nobody holds it. */
+  readonly replicas: number;
+  /** Peers that refused it, with their reason (e.g. `not-newer`, or an unreachable peer's error). */
+  readonly refused: ReadonlyArray<{ readonly peer: string; readonly reason: string }>;
+}
+
+/** A namespace's typed view of the records. */
+export interface RecordNamespace<T> {
+  readonly name: string;
+  store(key: string, subkey: string, value: T, expirationMs: number): Promise<StoreResult>;
+  get(key: string): Promise<Map<string, RecordEntry<T>>>;
+}
+
+export interface RecordsStats {
+  readonly keys: number;
+  readonly entries: number;
+  readonly bytes: number;
+  readonly storeRequestsServed: number;
+  readonly getRequestsServed: number;
+  /** Entries or requests refused, by reason (from other peers, and invalid entries found by gets). */
+  readonly rejected: Partial<Record<RejectReason, number>>;
+}
+
+export interface RecordsComponents {
+  readonly runId: string;
+  readonly privateKey: PrivateKey;
+  readonly peerId: PeerId;
+  /** DHT server: holds records for others and answers requests. Client-mode peers only ask. */
+  readonly serve: boolean;
+  readonly libp2p: Pick<Libp2p, 'dialProtocol' | 'handle' | 'unhandle'>;
+  /** DHT servers closest to the key, nearest first (this peer excluded). */
+  closestPeers(key: Uint8Array, count: number): Promise<PeerId[]>;
+  readonly log: Logger;
+  readonly replication?: number;
+  readonly now?: () => number;
+}
+
+/**
+ * hivemind-style DHT records over a Cohort request/response protocol: the kad-dht routing table
+ * finds the servers closest to a key, `store` sends the signed entry to the `replication` closest,
+ * `get` asks twice as many and merges what they hold. Every entry is checked on receipt, both by
+ * the peer that holds it and by the peer that reads it.
+ */
+export class DhtRecords {
+  readonly namespaces = new NamespaceRegistry();
+  private readonly table = new RecordTable();
+  private readonly limiter = new PeerRateLimiter(RECORDS_RATE_LIMIT.points, RECORDS_RATE_LIMIT.points / RECORDS_RATE_LIMIT.durationSeconds);
+  private readonly rejected: Partial<Record<RejectReason, number>> = {};
+  private served = { store: 0, get: 0 };
+  private evictTimer: NodeJS.Timeout | undefined;
+  private readonly protocol: string;
+  private readonly replication: number;
+  private readonly now: () => number;
+
+  constructor(private readonly c: RecordsComponents) {
+    this.protocol = recordsProtocol(c.runId);
+    this.replication = c.replication ?? DEFAULT_REPLICATION;
+    this.now = c.now ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    if (this.c.serve) {
+      await this.c.libp2p.handle(this.protocol, (stream, connection) => this.onStream(stream, connection), { maxInboundStreams: 64 });
+    }
+    this.evictTimer = setInterval(() => this.table.evictExpired(this.now()), EVICTION_INTERVAL_MS);
+    this.evictTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.evictTimer);
+    if (this.c.serve) await this.c.libp2p.unhandle(this.protocol);
+  }
+
+  /** Registers a key namespace and its value schema; returns its typed store/get. */
+  namespace<T>(name: string, schema: z.ZodType<T>, options: { maxValueBytes?: number } = {}): RecordNamespace<T> {
+    this.namespaces.register(name, schema, options);
+    return {
+      name,
+      store: (key, subkey, value, expirationMs) => this.store(key, subkey, value, expirationMs),
+      get: (key) => this.get(key) as Promise<Map<string, RecordEntry<T>>>,
+    };
+  }
+
+  /** Signs and stores this peer's entry (key, subkey) until `expirationMs` (ms since the epoch). */
+  async store(key: string, subkey: string, value: unknown, expirationMs: number): Promise<StoreResult> {
+    const wire = await this.signLocal(key, subkey, value, expirationMs);
+    const refused: Array<{ peer: string; reason: string }> = [];
+    let replicas = 0;
+    if (this.c.serve) {
+      const outcome = this.table.put({ wire, owner: this.c.peerId.toString(), size: entrySize(wire) }, this.now());
+      if (outcome === 'stored') replicas++;
+      else refused.push({ peer: this.c.peerId.toString(), reason: outcome });
+    }
+    const targets = await this.targets(key, this.replication);
+    const answers = await Promise.allSettled(targets.map((peer) => this.request(peer, { t: 'store', e: [wire] })));
+    answers.forEach((answer, i) => {
+      const peer = targets[i]!.toString();
+      if (answer.status === 'rejected') refused.push({ peer, reason: `unreachable: ${(answer.reason as Error).message}` });
+      else if (answer.value.t === 'stored' && answer.value.r[0] === null) replicas++;
+      else refused.push({ peer, reason: answer.value.t === 'stored' ? String(answer.value.r[0]) : answer.value.t === 'refused' ? answer.value.reason : 'unexpected answer' });
+    });
+    if (replicas === 0) this.c.log.debug({ key, subkey, refused }, 'record stored nowhere');
+    return { replicas, refused };
+  }
+
+  /** The merged dictionary of unexpired entries under `key`: entry name (owner[/subkey]) → entry. */
+  async get(key: string): Promise<Map<string, RecordEntry<unknown>>> {
+    const spec = this.namespaces.lookup(key);
+    if (spec === undefined) throw new RecordError('unknown-namespace', `records.get("${key}"): no namespace registered for "${key.split('/')[0]}"`);
+    const now = this.now();
+    const merged = new Map<string, VerifiedEntry>();
+    const keep = (entry: VerifiedEntry): void => {
+      const name = entryName(entry.owner, entry.wire.s);
+      const held = merged.get(name);
+      if (held === undefined || entry.wire.e > held.wire.e) merged.set(name, entry);
+    };
+    if (this.c.serve) this.table.get(key, now).forEach(keep);
+    const targets = await this.targets(key, 2 * this.replication);
+    const answers = await Promise.allSettled(targets.map((peer) => this.request(peer, { t: 'get', k: key })));
+    for (const answer of answers) {
+      if (answer.status === 'rejected' || answer.value.t !== 'found') continue;
+      for (const raw of answer.value.e) {
+        const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, true);
+        // A peer answering with entries of another key is as wrong as a bad signature.
+        if (admitted.ok && admitted.entry.wire.k !== key) this.count('malformed');
+        else if (!admitted.ok) this.count(admitted.reason);
+        else if (admitted.entry.wire.e > now) keep(admitted.entry);
+      }
+    }
+    const out = new Map<string, RecordEntry<unknown>>();
+    for (const [name, entry] of merged) {
+      const decoded = decodeValue(spec, entry.wire.v);
+      if (!decoded.ok) {
+        this.count(decoded.reason);
+        continue;
+      }
+      out.set(name, { value: decoded.value, expiration: entry.wire.e, owner: entry.owner, subkey: entry.wire.s });
+    }
+    return out;
+  }
+
+  stats(): RecordsStats {
+    return { ...this.table.stats(), storeRequestsServed: this.served.store, getRequestsServed: this.served.get, rejected: { ...this.rejected } };
+  }
+
+  private async signLocal(key: string, subkey: string, value: unknown, expirationMs: number): Promise<WireEntry> {
+    const spec = this.namespaces.lookup(key);
+    if (spec === undefined) throw new RecordError('unknown-namespace', `records.store("${key}"): no namespace registered for "${key.split('/')[0]}"`);
+    if (key.length === 0 || Buffer.byteLength(key) > MAX_KEY_BYTES) throw new RecordError('key-too-long', `records.store: key must be 1–${MAX_KEY_BYTES} bytes (got ${Buffer.byteLength(key)})`);
+    if (Buffer.byteLength(subkey) > MAX_SUBKEY_BYTES) throw new RecordError('subkey-too-long', `records.store("${key}"): subkey is ${Buffer.byteLength(subkey)} bytes; at most ${MAX_SUBKEY_BYTES}`);
+    const now = this.now();
+    if (!Number.isFinite(expirationMs) || expirationMs <= now) throw new RecordError('expired', `records.store("${key}"): expiration ${expirationMs} is not in the future (now ${now})`);
+    if (expirationMs > now + MAX_RECORD_TTL_MS) throw new RecordError('ttl-too-long', `records.store("${key}"): expiration is ${expirationMs - now} ms away; at most ${MAX_RECORD_TTL_MS} ms`);
+    const parsed = spec.schema.safeParse(value);
+    if (!parsed.success) throw new RecordError('schema', `records.store("${key}"): value does not match the namespace schema: ${parsed.error.issues[0]?.message ?? 'mismatch'}`);
+    const bytes = encodeValue(parsed.data);
+    if (bytes.length > spec.maxValueBytes) throw new RecordError('value-too-large', `records.store("${key}"): value is ${bytes.length} bytes encoded; the namespace allows ${spec.maxValueBytes}`);
+    return signEntry(this.c.privateKey, this.c.runId, key, subkey, bytes, Math.round(expirationMs));
+  }
+
+  private async targets(key: string, count: number): Promise<PeerId[]> {
+    try {
+      return await this.c.closestPeers(new TextEncoder().encode(`${this.protocol}/${key}`), count);
+    } catch (err) {
+      this.c.log.debug({ key, err: (err as Error).message }, 'no peers found for key');
+      return [];
+    }
+  }
+
+  private async request(peer: PeerId, message: RecordsRequest): Promise<RecordsResponse> {
+    const signal = AbortSignal.timeout(RECORDS_REQUEST_TIMEOUT_MS);
+    const stream = await this.c.libp2p.dialProtocol(peer, this.protocol, { signal });
+    try {
+      const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
+      await lp.write(encodeMessage(message), { signal });
+      const answer = decodeMessage(recordsResponseSchema, (await lp.read({ signal })).subarray(), `records answer from ${peer.toString()}`);
+      await stream.close({ signal });
+      return answer;
+    } catch (err) {
+      stream.abort(err as Error);
+      throw err;
+    }
+  }
+
+  private async onStream(stream: Stream, connection: Connection): Promise<void> {
+    const signal = AbortSignal.timeout(RECORDS_REQUEST_TIMEOUT_MS);
+    const remote = connection.remotePeer.toString();
+    try {
+      const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
+      const bytes = (await lp.read({ signal })).subarray();
+      let answer: RecordsResponse;
+      if (!this.limiter.take(remote)) {
+        this.count('rate-limited');
+        answer = { t: 'refused', reason: 'rate-limited' };
+      } else {
+        let request: RecordsRequest | undefined;
+        try {
+          request = decodeMessage(recordsRequestSchema, bytes, `records request from ${remote}`);
+        } catch (err) {
+          this.count('malformed');
+          this.c.log.debug({ peer: remote, err: (err as Error).message }, 'malformed records request');
+        }
+        answer = request === undefined ? { t: 'refused', reason: 'malformed' } : await this.answer(request);
+      }
+      await lp.write(encodeMessage(answer), { signal });
+      await stream.close({ signal });
+    } catch (err) {
+      // Oversized frames and timeouts end here: the sender gets a reset stream.
+      this.count('malformed');
+      this.c.log.debug({ peer: remote, err: (err as Error).message }, 'records stream failed');
+      stream.abort(err as Error);
+    }
+  }
+
+  private async answer(request: RecordsRequest): Promise<RecordsResponse> {
+    const now = this.now();
+    if (request.t === 'get') {
+      this.served.get++;
+      return { t: 'found', e: this.table.get(request.k, now).map((x) => x.wire) };
+    }
+    this.served.store++;
+    const results: Array<string | null> = [];
+    for (const raw of request.e) {
+      const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, false);
+      const outcome = admitted.ok ? this.table.put(admitted.entry, now) : admitted.reason;
+      // not-newer is an ordinary race between replicas, not misbehaviour
+      if (outcome !== 'stored' && outcome !== 'not-newer') this.count(outcome);
+      results.push(outcome === 'stored' ? null : outcome);
+    }
+    return { t: 'stored', r: results };
+  }
+
+  private count(reason: RejectReason): void {
+    this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
+  }
+}

@@ -1,0 +1,42 @@
+import type { TestContext } from 'node:test';
+import { createAverager, type Averager, type AveragerInit } from '../../src/averaging/index.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+
+/** Small timeouts so failing paths finish in seconds. */
+export const FAST: Omit<AveragerInit, 'prefix'> = {
+  matchmakingTimeMs: 3000,
+  averagingExpirationMs: 6000,
+  averagingTimeoutMs: 10_000,
+  senderTimeoutMs: 3000,
+  reducerTimeoutMs: 5000,
+  pollIntervalMs: 100,
+};
+
+export function averagers(t: TestContext, nodes: readonly SwarmNode[], init: (i: number) => AveragerInit): Averager[] {
+  const list = nodes.map((node, i) => createAverager(node, init(i)));
+  t.after(() => Promise.all(list.map((a) => a.stop())));
+  return list;
+}
+
+/** Deterministic pseudo-random vector in [-scale, scale). */
+export function randomVector(n: number, seed: number, scale = 1): Float32Array {
+  let s = seed >>> 0 || 1;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return ((s / 2 ** 32) * 2 - 1) * scale;
+  });
+}
+
+/** The weighted mean computed directly, in float64. */
+export function weightedMean(vectors: readonly Float32Array[], weights: readonly number[]): Float64Array {
+  const total = weights.reduce((a, b) => a + b, 0);
+  const out = new Float64Array(vectors[0]!.length);
+  vectors.forEach((v, k) => v.forEach((x, i) => (out[i]! += (weights[k]! / total) * x)));
+  return out;
+}
+
+export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>, from = 0, to = a.length): number {
+  let m = 0;
+  for (let i = from; i < to; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import readline from 'node:readline';
+import { test } from 'node:test';
+import { ROOT } from '../helpers/cli.js';
+import { startSwarm } from '../helpers/swarm.js';
+import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
+
+test('a lone peer fails cleanly and says what it saw', async (t) => {
+  const [node] = await startSwarm(t, 1, { runId: 'mm-alone' });
+  const [avg] = averagers(t, [node!], () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 1000, minGroupSize: 2 }));
+  const started = Date.now();
+  const result = await avg!.step(new Float32Array(10), { epoch: 7, weight: 1 });
+  assert.ok(Date.now() - started < 3000, 'fails soon after the matchmaking time');
+  assert.equal(result.ok, false);
+  assert.ok(!result.ok && result.stage === 'matchmaking' && result.code === 'NO_GROUP');
+  assert.match(result.ok ? '' : result.reason, /only 1 of min 2 peers declared under key averaging\/grad:7 within 1\.\d s/);
+});
+
+test('groups never mix epochs or tensor schemas', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'mm-mix' });
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 2500, targetGroupSize: 4, minGroupSize: 2 }));
+  // peers 0,1 at epoch 1; peers 2,3 at epoch 2; peer 4 at epoch 2 with another vector length
+  const epochs = [1, 1, 2, 2, 2];
+  const sizes = [100, 100, 100, 100, 101];
+  const results = await Promise.all(avg.map((a, i) => a.step(randomVector(sizes[i]!, i + 1), { epoch: epochs[i]!, weight: 1 })));
+  const ids = (i: number): string[] => {
+    const r = results[i]!;
+    assert.ok(r.ok, r.ok ? '' : r.reason);
+    return r.group.members.map((m) => m.peer).sort();
+  };
+  const peers = nodes.map((n) => n.peerId.toString());
+  assert.deepEqual(ids(0), [peers[0], peers[1]].sort());
+  assert.deepEqual(ids(2), [peers[2], peers[3]].sort());
+  assert.ok(results[0]!.ok && results[0]!.group.key === 'averaging/grad:1');
+  const odd = results[4]!;
+  assert.ok(!odd.ok && /only 1 of min 2 peers/.test(odd.reason), odd.ok ? 'grouped' : odd.reason);
+});
+
+test('target group size: the leader closes a full group and refuses the rest with GROUP_IS_FULL or ALREADY_RUNNING', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'mm-full' });
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 2000, targetGroupSize: 2, minGroupSize: 2 }));
+  const results = await Promise.all(avg.map((a, i) => a.step(randomVector(50, i + 1), { epoch: 0, weight: 1 })));
+  const grouped = results.filter((r) => r.ok);
+  assert.equal(grouped.length, 2);
+  const left = results.find((r) => !r.ok);
+  assert.ok(left && !left.ok);
+  assert.match(left.reason, /GROUP_IS_FULL|ALREADY_RUNNING/);
+});
+
+interface Child {
+  readonly peer: string;
+  readonly lines: AsyncIterator<string>;
+  send(line: unknown): void;
+  kill(): void;
+}
+
+async function startChild(t: import('node:test').TestContext, config: unknown): Promise<Child> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/averaging-peer.ts', JSON.stringify(config)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+  t.after(() => proc.kill('SIGKILL'));
+  const lines = readline.createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  const { peer } = JSON.parse(String(first.value)) as { peer: string };
+  return { peer, lines, send: (line) => proc.stdin.write(JSON.stringify(line) + '\n'), kill: () => proc.kill('SIGKILL') };
+}
+
+test('a peer killed with SIGKILL mid-round: the others finish without it, and the next round succeeds', async (t) => {
+  const runId = 'mm-kill';
+  const nodes = await startSwarm(t, 2, { runId });
+  // long sender timeout: the survivors must notice the dead connection, not wait for a timeout
+  const init = { prefix: 'grad', ...FAST, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
+  const child = await startChild(t, { runId, initialPeers: nodes[0]!.multiaddrs(), averager: { ...init, fault: 'stall-sending' } });
+  const avg = averagers(t, nodes, () => init);
+  const n = 3000;
+  const vectors = [randomVector(n, 1), randomVector(n, 2)];
+  child.send({ epoch: 0, weight: 1, n, seed: 3 });
+  const started = Date.now();
+  const steps = avg.map((a, i) => a.step(vectors[i]!, { epoch: 0, weight: i + 1 }));
+  for (;;) {
+    const { value, done } = await child.lines.next();
+    assert.ok(!done, 'child exited before forming a group');
+    if ((JSON.parse(String(value)) as { type?: string }).type === 'group') break;
+  }
+  child.kill();
+  const results = await Promise.all(steps);
+  assert.ok(Date.now() - started < 10_000, 'the survivors did not wait for the 30 s timeouts');
+  for (const [i, r] of results.entries()) {
+    assert.ok(r.ok, r.ok ? '' : r.reason);
+    assert.equal(r.group.members.length, 3);
+    assert.equal(r.status, 'partial');
+    assert.deepEqual(r.failedParts.map((p) => p.reducer), [child.peer]);
+    assert.ok(r.excluded.some((x) => x.peer === child.peer), 'the dead peer is excluded from our part');
+    const dead = r.failedParts[0]!;
+    assert.deepEqual(r.vector.subarray(dead.start, dead.end), vectors[i]!.subarray(dead.start, dead.end));
+  }
+  const again = await Promise.all(avg.map((a, i) => a.step(vectors[i]!, { epoch: 1, weight: i + 1 })));
+  const expected = weightedMean(vectors, [1, 2]);
+  for (const r of again) {
+    assert.ok(r.ok, r.ok ? '' : r.reason);
+    assert.equal(r.status, 'complete');
+    assert.equal(r.group.members.length, 2);
+    assert.ok(maxAbsDiff(r.vector, expected) <= 1e-6);
+  }
+});

@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { test } from 'node:test';
+import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
+import { AveragingHub } from '../../src/averaging/hub.js';
+import { startSwarm } from '../helpers/swarm.js';
+import { averagers } from './helpers.js';
+
+const STATE = { chunkBytes: 64 * 1024, stallTimeoutMs: 3000, advertiseIntervalMs: 5000 };
+
+test('a newcomer loads the newest state bitwise equal to the donor’s', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-basic' });
+  const [older, donor, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const data = randomBytes(1_000_003); // not a multiple of the chunk size
+  const snapshot: StateSnapshot = { epoch: 12, data, metadata: { step: 12, optimizer: 'lamb' } };
+  await donor!.serveState({ epoch: () => 12, snapshot: () => snapshot });
+  await older!.serveState({ epoch: () => 11, snapshot: () => ({ epoch: 11, data: randomBytes(10) }) });
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.donor, nodes[1]!.peerId.toString());
+  assert.equal(loaded.epoch, 12);
+  assert.deepEqual(loaded.metadata, { step: 12, optimizer: 'lamb' });
+  assert.ok(Buffer.from(loaded.data).equals(data), 'downloaded bytes equal the donor’s');
+  assert.deepEqual(loaded.failed, []);
+  // minEpoch: nobody serves epoch 13 yet
+  await assert.rejects(newcomer!.loadStateFromPeers({ minEpoch: 13 }), (err: Error) => err instanceof StateDownloadError && /no peer advertises state/.test(err.message));
+});
+
+test('a busy donor refuses with BUSY and the newcomer falls back to the next one', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'state-busy' });
+  const [busy, spare, first, second] = averagers(t, nodes, () => ({ prefix: 'state', state: { ...STATE, maxConcurrentDownloads: 1 } }));
+  let release!: () => void;
+  let occupied!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const slotTaken = new Promise<void>((resolve) => (occupied = resolve));
+  const newest = randomBytes(200_000);
+  await busy!.serveState({
+    epoch: () => 9,
+    snapshot: async () => {
+      occupied();
+      await held; // the first download occupies the donor's only slot
+      return { epoch: 9, data: newest };
+    },
+  });
+  const fallback = randomBytes(100_000);
+  await spare!.serveState({ epoch: () => 8, snapshot: () => ({ epoch: 8, data: fallback }) });
+  const slow = first!.loadStateFromPeers();
+  // once the first download holds the slot, a second newcomer asks
+  await slotTaken;
+  const loaded = await second!.loadStateFromPeers();
+  assert.equal(loaded.donor, nodes[1]!.peerId.toString());
+  assert.equal(loaded.epoch, 8);
+  assert.ok(Buffer.from(loaded.data).equals(fallback));
+  assert.equal(loaded.failed.length, 1);
+  assert.match(loaded.failed[0]!.error, /^BUSY: /);
+  release();
+  const got = await slow;
+  assert.equal(got.epoch, 9);
+  assert.ok(Buffer.from(got.data).equals(newest));
+});
+
+test('a donor whose bytes do not match its checksum is skipped for the next one', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-liar' });
+  const [liar, honest, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const truth = randomBytes(150_000);
+  await liar!.serveState({ epoch: () => 30, snapshot: () => ({ epoch: 30, data: randomBytes(10) }) });
+  // the liar announces a checksum of other bytes than it sends
+  AveragingHub.of(nodes[0]!).stateServers.set('state', async (framed) => {
+    const data = randomBytes(100_000);
+    await framed.write({ t: 'header', epoch: 30, size: data.byteLength, sha256: new Uint8Array(32), chunkBytes: 65536, metadata: {} });
+    for (let at = 0; at < data.byteLength; at += 65536) await framed.write({ t: 'data', d: data.subarray(at, at + 65536) });
+    await framed.close();
+  });
+  await honest!.serveState({ epoch: () => 29, snapshot: () => ({ epoch: 29, data: truth }) });
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.epoch, 29);
+  assert.ok(Buffer.from(loaded.data).equals(truth));
+  assert.match(loaded.failed[0]?.error ?? '', /sha256 mismatch/);
+});

@@ -1,0 +1,34 @@
+import type { TestContext } from 'node:test';
+import { z } from 'zod';
+import { createSwarmNode, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
+
+/** Polls `condition` every 25 ms until it holds; fails with `what` after `timeoutMs`. */
+export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Loopback-only node, stopped when the test ends. */
+export async function startNode(t: TestContext, init: SwarmInit): Promise<SwarmNode> {
+  const node = await createSwarmNode({ listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, ...init });
+  t.after(() => node.stop());
+  return node;
+}
+
+/** Schema of the `progress` namespace the tests store (like the optimizer's progress records). */
+export const progressSchema = z.strictObject({ samples: z.number().int().nonnegative(), epoch: z.number().int().nonnegative() });
+
+/**
+ * `count` DHT servers of one run on loopback: the first is the bootstrap peer of the others. Resolves
+ * once every routing table holds every other peer.
+ */
+export async function startSwarm(t: TestContext, count: number, init: Partial<SwarmInit> & { runId: string }): Promise<SwarmNode[]> {
+  const first = await startNode(t, init);
+  const rest = await Promise.all(Array.from({ length: count - 1 }, () => startNode(t, { ...init, initialPeers: first.multiaddrs() })));
+  const nodes = [first, ...rest];
+  await waitFor(`${count} routing tables to fill`, async () => (await Promise.all(nodes.map((n) => n.stats()))).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
+  return nodes;
+}

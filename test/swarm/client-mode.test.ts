@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { progressSchema, startNode, waitFor } from '../helpers/swarm.js';
+
+test('a client-mode peer stores and reads records and is reached through a relay', async (t) => {
+  const relay = await startNode(t, { runId: 'nat' });
+  const server = await startNode(t, { runId: 'nat', initialPeers: relay.multiaddrs() });
+  // No listening address: like a laptop behind NAT, it is reachable only through its relay reservation.
+  const client = await startNode(t, { runId: 'nat', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
+  assert.equal((await client.ready).connected.length, 1);
+  await waitFor('a relay reservation', () => client.multiaddrs().some((a) => a.includes('/p2p-circuit/')));
+  const relayed = client.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
+  assert.ok(relayed.startsWith(relay.multiaddrs()[0]!.split('/p2p/')[0]!), `relayed address ${relayed} goes through the relay`);
+  await waitFor('routing tables', async () => (await Promise.all([relay, server, client].map((n) => n.stats()))).every((s) => s.routingTableSize >= 1));
+
+  // The server reaches the client through the relay with a Cohort protocol (signalling-sized traffic).
+  // The client cannot be dialed directly: it listens nowhere.
+  const via: string[] = [];
+  await client.handle('echo/1.0.0', async (stream, connection) => {
+    via.push(connection.remoteAddr.toString());
+    for await (const chunk of stream) stream.send(chunk);
+    await stream.close();
+  });
+  const stream = await server.dial(relayed, 'echo/1.0.0', { newConnection: true });
+  stream.send(new TextEncoder().encode('over the relay'));
+  await stream.close();
+  let echoed = '';
+  for await (const chunk of stream) echoed += new TextDecoder().decode(chunk.subarray());
+  assert.equal(echoed, 'over the relay');
+  assert.equal(via.length, 1);
+  assert.ok(via[0]!.includes('/p2p-circuit'), `the client was reached through the relay (${via[0]})`);
+
+
+  const [onRelay, onServer, onClient] = [relay, server, client].map((n) => n.registerNamespace('progress', progressSchema));
+  const stored = await onClient!.store('progress', '', { samples: 8, epoch: 0 }, Date.now() + 60_000);
+  assert.equal(stored.replicas, 2, `a client holds no replica itself; both servers do: ${JSON.stringify(stored.refused)}`);
+  await onServer!.store('progress', '', { samples: 16, epoch: 0 }, Date.now() + 60_000);
+  const fromClient = await onClient!.get('progress');
+  assert.deepEqual(fromClient.get(server.peerId.toString())?.value, { samples: 16, epoch: 0 });
+  assert.deepEqual((await onRelay!.get('progress')).get(client.peerId.toString())?.value, { samples: 8, epoch: 0 });
+  assert.equal((await client.stats()).records.entries, 0);
+
+  // The averaging layer can tell who can only send.
+  assert.equal(server.isClientMode(client.peerId), true);
+  assert.equal(client.isClientMode(server.peerId), false);
+  assert.equal(client.isClientMode(client.peerId), true);
+  assert.deepEqual((await server.stats()).clientModePeers, [client.peerId.toString()]);
+});

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys';
+import { lpStream } from '@libp2p/utils';
+import { decode as cborDecode, encode as cborEncode } from 'cborg';
+import { generatePsk, recordsProtocol, type SwarmNode } from '../../src/swarm/index.js';
+import { MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
+import { signEntry } from '../../src/swarm/records/entry.js';
+import { progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
+
+/** Sends raw bytes as one records-protocol request, as a misbehaving peer would; returns the decoded answer. */
+async function rawRequest(from: SwarmNode, to: SwarmNode, bytes: Uint8Array): Promise<unknown> {
+  const stream = await from.libp2p.dialProtocol(to.peerId, recordsProtocol(from.runId));
+  const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
+  await lp.write(bytes);
+  const answer = cborDecode((await lp.read()).subarray());
+  await stream.close();
+  return answer;
+}
+
+test('records stored on one peer are read from every other; newer expiration wins; entries expire', async (t) => {
+  const nodes = await startSwarm(t, 6, { runId: 'dht-basic' });
+  const progress = nodes.map((n) => n.registerNamespace('progress', progressSchema));
+  const owner = nodes[2]!.peerId.toString();
+  const soon = Date.now() + 60_000;
+  const first = await progress[2]!.store('progress', '', { samples: 10, epoch: 1 }, soon);
+  assert.ok(first.replicas >= 3, `stored on ${first.replicas} peers: ${JSON.stringify(first.refused)}`);
+  for (const [i, p] of progress.entries()) {
+    const got = await p.get('progress');
+    assert.deepEqual(got.get(owner)?.value, { samples: 10, epoch: 1 }, `peer ${i} reads the record`);
+    assert.equal(got.get(owner)?.owner, owner);
+  }
+  // A later expiration replaces the value; an earlier one is refused everywhere and changes nothing.
+  await progress[2]!.store('progress', '', { samples: 20, epoch: 1 }, soon + 1000);
+  const stale = await progress[2]!.store('progress', '', { samples: 5, epoch: 0 }, soon - 1000);
+  assert.ok(stale.refused.some((r) => r.reason === 'not-newer'));
+  assert.deepEqual((await progress[5]!.get('progress')).get(owner)?.value, { samples: 20, epoch: 1 });
+  // Several owners under one key merge into one dictionary; subkeys are per owner.
+  await progress[4]!.store('progress', '', { samples: 7, epoch: 1 }, soon);
+  await progress[4]!.store('progress', 'gpu1', { samples: 3, epoch: 1 }, soon);
+  const merged = await progress[0]!.get('progress');
+  assert.deepEqual([...merged.keys()].sort(), [owner, nodes[4]!.peerId.toString(), `${nodes[4]!.peerId.toString()}/gpu1`].sort());
+  // Expiration: a short-lived entry disappears from gets and is evicted.
+  await progress[1]!.store('progress', 'short', { samples: 1, epoch: 1 }, Date.now() + 400);
+  const shortName = `${nodes[1]!.peerId.toString()}/short`;
+  assert.ok((await progress[3]!.get('progress')).has(shortName));
+  await waitFor('the short-lived entry to expire', async () => !(await progress[3]!.get('progress')).has(shortName), 5000);
+});
+
+test('another peer cannot write or forge a subkey; malformed, oversized and unsigned records are refused and counted', async (t) => {
+  const [ka, kb] = [await generateKeyPair('Ed25519'), await generateKeyPair('Ed25519')];
+  const a = await startNode(t, { runId: 'dht-forge', privateKey: ka });
+  const [b, c] = await Promise.all([startNode(t, { runId: 'dht-forge', privateKey: kb, initialPeers: a.multiaddrs() }), startNode(t, { runId: 'dht-forge', initialPeers: a.multiaddrs() })]);
+  await waitFor('routing tables', async () => (await Promise.all([a, b, c].map((n) => n.stats()))).every((s) => s.routingTableSize >= 1));
+  const [pa, pb, pc] = [a, b, c].map((n) => n.registerNamespace('progress', progressSchema, { maxValueBytes: 64 }));
+  const expiration = Date.now() + 60_000;
+  await pa!.store('progress', '', { samples: 100, epoch: 3 }, expiration);
+  // b writes "the same" subkey: it lands under b's own name, a's entry is untouched.
+  await pb!.store('progress', '', { samples: 0, epoch: 3 }, expiration + 5000);
+  const seen = await pc!.get('progress');
+  assert.deepEqual(seen.get(a.peerId.toString())?.value, { samples: 100, epoch: 3 });
+  assert.deepEqual(seen.get(b.peerId.toString())?.value, { samples: 0, epoch: 3 });
+
+  const store = (entry: unknown): Uint8Array => cborEncode({ t: 'store', e: [entry] });
+  // b forges a newer entry in a's name (a's public key, b's signature) and sends it straight to c.
+  const forged = { ...(await signEntry(kb, 'dht-forge', 'progress', '', cborEncode({ samples: 1, epoch: 9 }), expiration + 9000)), p: publicKeyToProtobuf(ka.publicKey) };
+  assert.deepEqual(await rawRequest(b, c, store(forged)), { t: 'stored', r: ['bad-signature'] });
+  const unsigned = { ...forged, g: new Uint8Array(0) };
+  assert.deepEqual(await rawRequest(b, c, store(unsigned)), { t: 'stored', r: ['bad-signature'] });
+  const oversized = await signEntry(kb, 'dht-forge', 'progress', 'big', cborEncode({ samples: 1, epoch: 1, pad: 'x'.repeat(200) }), expiration);
+  assert.deepEqual(await rawRequest(b, c, store(oversized)), { t: 'stored', r: ['value-too-large'] });
+  assert.deepEqual(await rawRequest(b, c, store({ k: 'progress', s: '', v: new Uint8Array(1) })), { t: 'stored', r: ['malformed'] });
+  assert.deepEqual(await rawRequest(b, c, new Uint8Array([0xff, 0x00, 0x13])), { t: 'refused', reason: 'malformed' });
+  assert.deepEqual(await rawRequest(b, c, cborEncode({ t: 'store', e: [] })), { t: 'refused', reason: 'malformed' });
+  // A frame over the message limit: c resets the stream instead of buffering it.
+  await assert.rejects(rawRequest(b, c, new Uint8Array(MAX_MESSAGE_BYTES + 1)));
+
+  const rejected = (await c.stats()).records.rejected;
+  assert.equal(rejected['bad-signature'], 2);
+  assert.equal(rejected['value-too-large'], 1);
+  assert.ok((rejected.malformed ?? 0) >= 4, `malformed count ${rejected.malformed}`);
+  const after = await pa!.get('progress');
+  assert.deepEqual(after.get(a.peerId.toString())?.value, { samples: 100, epoch: 3 }, 'the forged entry is stored nowhere');
+  assert.equal(after.has(`${b.peerId.toString()}/big`), false);
+});
+
+test('two swarms with different run ids never see each other, even when connected', async (t) => {
+  const [red, blue] = await Promise.all([startSwarm(t, 3, { runId: 'swarm-red' }), startSwarm(t, 3, { runId: 'swarm-blue' })]);
+  // Connect the swarms directly: they share no protocol, so no DHT routing or records cross.
+  await blue[0]!.libp2p.dial(red[0]!.libp2p.getMultiaddrs()[0]!);
+  const redRecords = red.map((n) => n.registerNamespace('progress', progressSchema));
+  const blueRecords = blue.map((n) => n.registerNamespace('progress', progressSchema));
+  await redRecords[1]!.store('progress', '', { samples: 1, epoch: 1 }, Date.now() + 60_000);
+  await blueRecords[1]!.store('progress', '', { samples: 2, epoch: 1 }, Date.now() + 60_000);
+  for (const r of blueRecords) assert.deepEqual([...(await r.get('progress')).values()].map((e) => e.value), [{ samples: 2, epoch: 1 }]);
+  for (const r of redRecords) assert.deepEqual([...(await r.get('progress')).values()].map((e) => e.value), [{ samples: 1, epoch: 1 }]);
+  for (const n of [...red, ...blue]) assert.ok((await n.stats()).routingTableSize <= 2, 'routing tables hold only their own swarm');
+});
+
+test('a private swarm (PSK) refuses peers without its key', async (t) => {
+  const psk = generatePsk();
+  const closed = await startNode(t, { runId: 'closed', psk });
+  const member = await startNode(t, { runId: 'closed', psk, initialPeers: closed.multiaddrs() });
+  assert.equal((await member.ready).connected.length, 1);
+  const once = { attempts: 1, initialBackoffMs: 10, maxBackoffMs: 10 };
+  const outsider = await startNode(t, { runId: 'closed', initialPeers: closed.multiaddrs(), bootstrap: once });
+  const wrongKey = await startNode(t, { runId: 'closed', psk: generatePsk(), initialPeers: closed.multiaddrs(), bootstrap: once });
+  for (const stranger of [outsider, wrongKey]) {
+    const report = await stranger.ready;
+    assert.deepEqual(report.connected, []);
+    assert.equal(report.failed.length, 1);
+    assert.equal(stranger.libp2p.getConnections(closed.peerId).length, 0);
+  }
+});

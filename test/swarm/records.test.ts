@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
+import { encode as cborEncode } from 'cborg';
+import { z } from 'zod';
+import { CLOCK_SKEW_MS, MAX_RECORD_TTL_MS } from '../../src/swarm/constants.js';
+import { admitEntry } from '../../src/swarm/records/admit.js';
+import { signEntry, type VerifiedEntry } from '../../src/swarm/records/entry.js';
+import { NamespaceRegistry } from '../../src/swarm/records/namespaces.js';
+import { RecordTable } from '../../src/swarm/records/table.js';
+
+const RUN = 'unit-run';
+const NOW = 1_700_000_000_000;
+
+function registry(): NamespaceRegistry {
+  const r = new NamespaceRegistry();
+  r.register('progress', z.strictObject({ samples: z.number().int() }), { maxValueBytes: 64 });
+  return r;
+}
+
+async function admitted(raw: unknown, reg = registry(), now = NOW, requireNamespace = true): Promise<VerifiedEntry> {
+  const a = await admitEntry(RUN, raw, reg, now, requireNamespace);
+  assert.ok(a.ok, a.ok ? '' : `${a.reason}: ${a.detail}`);
+  return a.entry;
+}
+
+async function reason(raw: unknown, requireNamespace = true): Promise<string> {
+  const a = await admitEntry(RUN, raw, registry(), NOW, requireNamespace);
+  assert.equal(a.ok, false, 'entry should have been refused');
+  return a.ok ? '' : a.reason;
+}
+
+test('signed entries are admitted with their signer as owner; tampered, forged and foreign ones are not', async () => {
+  const alice = await generateKeyPair('Ed25519');
+  const mallory = await generateKeyPair('Ed25519');
+  const value = cborEncode({ samples: 5 });
+  const good = await signEntry(alice, RUN, 'progress', '', value, NOW + 1000);
+  assert.equal((await admitted(good)).owner, peerIdFromPrivateKey(alice).toString());
+  // Mallory signs an entry but claims Alice's key: the signature does not verify.
+  const forged = { ...(await signEntry(mallory, RUN, 'progress', '', value, NOW + 1000)), p: good.p };
+  assert.equal(await reason(forged), 'bad-signature');
+  assert.equal(await reason({ ...good, v: cborEncode({ samples: 6 }) }), 'bad-signature');
+  assert.equal(await reason({ ...good, e: good.e + 1 }), 'bad-signature');
+  assert.equal(await reason({ ...good, g: new Uint8Array(0) }), 'bad-signature');
+  assert.equal(await reason(await signEntry(alice, 'other-run', 'progress', '', value, NOW + 1000)), 'bad-signature');
+});
+
+test('entries outside the limits, expired or off-schema are refused with their reason', async () => {
+  const key = await generateKeyPair('Ed25519');
+  const sign = (k: string, s: string, v: unknown, e: number): ReturnType<typeof signEntry> => signEntry(key, RUN, k, s, cborEncode(v), e);
+  assert.equal(await reason({ k: 'progress' }), 'malformed');
+  assert.equal(await reason('not even an object'), 'malformed');
+  assert.equal(await reason(await sign('progress', '', { samples: 1 }, NOW - CLOCK_SKEW_MS - 1)), 'expired');
+  // within the clock-skew tolerance: still accepted for storage
+  await admitted(await sign('progress', '', { samples: 1 }, NOW - CLOCK_SKEW_MS + 100));
+  assert.equal(await reason(await sign('progress', '', { samples: 1 }, NOW + MAX_RECORD_TTL_MS + CLOCK_SKEW_MS + 1)), 'ttl-too-long');
+  assert.equal(await reason(await sign('progress', '', { samples: 'many' }, NOW + 1000)), 'schema');
+  assert.equal(await reason(await sign('progress', '', { samples: 1, pad: 'x'.repeat(100) }, NOW + 1000)), 'value-too-large');
+  assert.equal(await reason(await sign('p'.repeat(300), '', {}, NOW + 1000)), 'key-too-long');
+  assert.equal(await reason(await sign('progress', 's'.repeat(200), { samples: 1 }, NOW + 1000)), 'subkey-too-long');
+  assert.equal(await reason(await sign('unknown/key', '', { any: 1 }, NOW + 1000)), 'unknown-namespace');
+  // a peer holding records for others accepts namespaces it does not know (the reader checks them)
+  await admitted(await sign('unknown/key', '', { any: 1 }, NOW + 1000), registry(), NOW, false);
+});
+
+test('record table: later expiration wins per (owner, subkey); owners never overwrite each other', async () => {
+  const [a, b] = [await generateKeyPair('Ed25519'), await generateKeyPair('Ed25519')];
+  const entry = async (key: typeof a, s: string, samples: number, e: number): Promise<VerifiedEntry> => admitted(await signEntry(key, RUN, 'progress', s, cborEncode({ samples }), e));
+  const table = new RecordTable();
+  assert.equal(table.put(await entry(a, '', 1, NOW + 2000), NOW), 'stored');
+  assert.equal(table.put(await entry(a, '', 2, NOW + 1000), NOW), 'not-newer');
+  assert.equal(table.put(await entry(a, '', 3, NOW + 2000), NOW), 'not-newer');
+  assert.equal(table.put(await entry(b, '', 9, NOW + 1500), NOW), 'stored');
+  assert.equal(table.put(await entry(a, 'second', 4, NOW + 1500), NOW), 'stored');
+  assert.equal(table.put(await entry(a, '', 5, NOW + 3000), NOW), 'stored');
+  const held = table.get('progress', NOW);
+  assert.equal(held.length, 3);
+  assert.deepEqual(held.map((x) => x.wire.e).sort(), [NOW + 1500, NOW + 1500, NOW + 3000]);
+  // expired entries are not returned, and eviction frees them
+  assert.equal(table.get('progress', NOW + 2000).length, 1);
+  assert.equal(table.evictExpired(NOW + 2000), 2);
+  assert.deepEqual(table.stats().entries, 1);
+  assert.equal(table.evictExpired(NOW + 5000), 1);
+  assert.deepEqual(table.stats(), { keys: 0, entries: 0, bytes: 0 });
+});
+
+test('record table limits: subkeys per owner, bytes per key, bytes in all', async () => {
+  const a = await generateKeyPair('Ed25519');
+  const entry = async (s: string): Promise<VerifiedEntry> => admitted(await signEntry(a, RUN, 'progress', s, cborEncode({ samples: 1 }), NOW + 1000));
+  const perOwner = new RecordTable({ keyBytes: 1 << 20, storeBytes: 1 << 20, subkeysPerOwner: 2 });
+  assert.equal(perOwner.put(await entry('1'), NOW), 'stored');
+  assert.equal(perOwner.put(await entry('2'), NOW), 'stored');
+  assert.equal(perOwner.put(await entry('3'), NOW), 'key-full');
+  const one = await entry('x');
+  const perKey = new RecordTable({ keyBytes: one.size * 2, storeBytes: 1 << 20, subkeysPerOwner: 16 });
+  assert.equal(perKey.put(one, NOW), 'stored');
+  assert.equal(perKey.put(await entry('y'), NOW), 'stored');
+  assert.equal(perKey.put(await entry('z'), NOW), 'key-full');
+  const total = new RecordTable({ keyBytes: 1 << 20, storeBytes: one.size, subkeysPerOwner: 16 });
+  assert.equal(total.put(one, NOW), 'stored');
+  assert.equal(total.put(await entry('y'), NOW), 'store-full');
+});
