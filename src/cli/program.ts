@@ -7,6 +7,7 @@ import { registerDoctor } from './commands/doctor.js';
 import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
 import { registerTrain } from './commands/train.js';
+import { registerSwarm } from './commands/swarm.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerStart(program);
   registerModel(program);
   registerTrain(program);
+  registerSwarm(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;
 }

@@ -70,7 +70,7 @@ export const SETTINGS = {
   initialPeers: setting({
     schema: commaList,
     arg: '<addrs>',
-    accepted: 'comma-separated multiaddrs, e.g. /ip4/203.0.113.5/tcp/31337/p2p/12D3Koo…',
+    accepted: 'comma-separated multiaddrs, e.g. /ip4/203.0.113.5/tcp/31337/p2p/12D3Koo…, or one join code (cohort:…)',
     description: 'peers to bootstrap from',
     default: () => [] as string[],
   }),

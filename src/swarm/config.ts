@@ -1,7 +1,7 @@
 import type { PrivateKey } from '@libp2p/interface';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import type { Logger } from '../log/logger.js';
-import { BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
+import { DEFAULT_ENCRYPTION, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
 import { decodeJoinCode, isJoinCode } from './join-code.js';
 import { checkRunId } from './protocols.js';
 
@@ -25,15 +25,27 @@ export interface SwarmInit {
   identityFile?: string;
   /** Identity given directly (tests, benchmarks): overrides `identityFile` and the store. */
   privateKey?: PrivateKey;
+  /**
+   * Preferred connection encryption; both are offered, so peers preferring either interoperate.
+   * TLS 1.3 uses AES-GCM (hardware-accelerated on most CPUs), Noise ChaCha20-Poly1305 in JS. @default DEFAULT_ENCRYPTION
+   */
+  encryption?: Encryption;
   /** Keep private and loopback addresses in DHT answers (LAN and loopback swarms). @default true */
   privateAddresses?: boolean;
   /** Replicas per record. @default DEFAULT_REPLICATION */
   replication?: number;
   bootstrap?: { attempts?: number; initialBackoffMs?: number; maxBackoffMs?: number };
+  /**
+   * Inbound connections accepted per second from one IP (libp2p's flood guard). Raise it when many
+   * peers share an address: a LAN behind one NAT, loopback tests and benchmarks. @default 5
+   */
+  inboundConnectionsPerHostPerSecond?: number;
   /** kad-dht's delay before its first self-query (ms); small in tests. @default 1000 */
   initialQuerySelfIntervalMs?: number;
   log?: Logger;
 }
+
+export type Encryption = 'noise' | 'tls';
 
 /** SwarmInit with defaults applied and every string parsed. */
 export interface ResolvedSwarmInit {
@@ -48,6 +60,8 @@ export interface ResolvedSwarmInit {
   readonly replication: number;
   readonly bootstrap: { readonly attempts: number; readonly initialBackoffMs: number; readonly maxBackoffMs: number };
   readonly initialQuerySelfIntervalMs: number;
+  readonly inboundConnectionsPerHostPerSecond: number;
+  readonly encryption: Encryption;
 }
 
 export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
@@ -87,6 +101,8 @@ export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
       maxBackoffMs: init.bootstrap?.maxBackoffMs ?? BOOTSTRAP_BACKOFF_MAX_MS,
     },
     initialQuerySelfIntervalMs: init.initialQuerySelfIntervalMs ?? 1000,
+    inboundConnectionsPerHostPerSecond: init.inboundConnectionsPerHostPerSecond ?? 5,
+    encryption: init.encryption ?? DEFAULT_ENCRYPTION,
   };
 }
 

@@ -33,11 +33,6 @@ export type RejectReason =
   | 'not-newer'
   | 'rate-limited';
 
-/** No initial peer could be reached after every retry. */
-export class BootstrapError extends Error {
-  override readonly name = 'BootstrapError';
-}
-
 /** The identity key file or stored identity is unreadable. */
 export class IdentityError extends Error {
   override readonly name = 'IdentityError';

@@ -9,12 +9,11 @@ import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
-import { prometheusMetrics } from '@libp2p/prometheus-metrics';
 import { tcp } from '@libp2p/tcp';
+import { tls } from '@libp2p/tls';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import type { z } from 'zod';
 import type { Store } from '../store/index.js';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
@@ -24,6 +23,8 @@ import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { pskProtector } from './private-network.js';
 import { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+import { toPrometheus } from './prometheus.js';
+import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace, type RecordsStats } from './records/service.js';
 
 export interface SwarmStats {
@@ -79,9 +80,9 @@ export interface SwarmNode {
   unhandle(suffix: string): Promise<void>;
   /** Opens a stream of `/cohort/<run>/<suffix>` to a peer (a peer id, or a multiaddr such as a relayed one), dialing it if needed. */
   dial(peer: PeerId | Multiaddr | string, suffix: string, options?: DialOptions): Promise<Stream>;
-  stats(): Promise<SwarmStats>;
-  /** Every libp2p and kad-dht metric in Prometheus text format. */
-  prometheus(): Promise<string>;
+  stats(): SwarmStats;
+  /** `stats()` in Prometheus text format. */
+  prometheus(): string;
   /** The underlying libp2p node, for what this interface does not cover. */
   readonly libp2p: Libp2p;
   /** Closes every connection, listener and timer. */
@@ -97,15 +98,16 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
   const cfg = resolveSwarmInit(init);
   const log = (init.log ?? pino({ level: 'silent' })).child({ component: 'swarm' });
   const privateKey = init.privateKey ?? (await loadIdentity({ keyFile: init.identityFile, store }));
-  const registry = new Registry();
+  const transfer = new TransferMetrics();
   const libp2p = await createLibp2p({
     privateKey,
     addresses: { listen: [...cfg.listen, ...(cfg.clientMode ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
     transports: [tcp(), circuitRelayTransport()],
-    connectionEncrypters: [noise()],
+    connectionEncrypters: cfg.encryption === 'tls' ? [tls(), noise()] : [noise(), tls()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
-    metrics: prometheusMetrics({ registry, collectDefaultMetrics: false, preserveExistingMetrics: true }),
+    metrics: transfer.component(),
+    connectionManager: { inboundConnectionThreshold: cfg.inboundConnectionsPerHostPerSecond, maxIncomingPendingConnections: Math.max(10, cfg.inboundConnectionsPerHostPerSecond) },
     nodeInfo: { name: 'cohort', version: '0.1.0', userAgent: `cohort/${cfg.runId}` },
     services: {
       identify: identify(),
@@ -117,10 +119,9 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
         initialQuerySelfInterval: cfg.initialQuerySelfIntervalMs,
         logPrefix: `libp2p:cohort:${cfg.runId}:dht`,
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
-        metricsPrefix: 'cohort_kad_dht',
       }),
       ...(cfg.relayServer ? { relay: circuitRelayServer() } : {}),
-      ...(cfg.clientMode ? {} : { autonat: autoNAT({ protocolPrefix: `/cohort/${cfg.runId}` }) }),
+      ...(cfg.clientMode ? {} : { autonat: autoNAT({ protocolPrefix: `cohort/${cfg.runId}` }) }),
     },
   });
   const dht = libp2p.services.dht as KadDHT;
@@ -152,12 +153,13 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     ...cfg.bootstrap,
     signal: stopping.signal,
     onRetry: (addr, attempt, delayMs, error) => log.warn(`initial peer ${addr} did not answer (attempt ${attempt}/${cfg.bootstrap.attempts}: ${error}); retrying in ${delayMs} ms`),
-  }).then((report) => {
+  }).then(async (report) => {
     logBootstrap(log, cfg, report);
+    if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
     return report;
   });
 
-  return {
+  const node: SwarmNode = {
     peerId: libp2p.peerId,
     runId: cfg.runId,
     clientMode: cfg.clientMode,
@@ -185,8 +187,11 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
         ...(options.signal ? { signal: options.signal } : {}),
         runOnLimitedConnection: options.allowRelayed ?? true,
         force: options.newConnection ?? false,
+        // Without this, multistream-select is finished lazily with the first write: a stream that
+        // only reads would never reach the handler, and an unsupported protocol would fail late.
+        negotiateFully: true,
       }),
-    stats: async () => ({
+    stats: () => ({
       peerId: libp2p.peerId.toString(),
       runId: cfg.runId,
       clientMode: cfg.clientMode,
@@ -196,9 +201,9 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
       routingTableSize: (dht as SingleKadDHT).routingTable?.size ?? 0,
       clientModePeers: libp2p.getPeers().map(String).filter((id) => serving.get(id) === false),
       records: records.stats(),
-      transfer: await transferStats(registry),
+      transfer: transfer.snapshot(),
     }),
-    prometheus: () => registry.metrics(),
+    prometheus: () => toPrometheus(node.stats()),
     stop: async () => {
       stopping.abort();
       await ready;
@@ -206,6 +211,19 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
       await libp2p.stop();
     },
   };
+  return node;
+}
+
+/**
+ * Kademlia's join: look up our own id once the initial peers answered, so that the peers near us
+ * learn about us and we about them. kad-dht's own first self-query may run before bootstrap ends.
+ */
+async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  try {
+    for await (const event of dht.getClosestPeers(self.toMultihash().bytes, { signal: AbortSignal.any([stopping, AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS)]) })) void event;
+  } catch (err) {
+    if (!stopping.aborted) log.debug({ err: (err as Error).message }, 'join lookup ended early');
+  }
 }
 
 function dialTarget(peer: PeerId | Multiaddr | string): PeerId | Multiaddr {
@@ -243,21 +261,6 @@ function sha256(bytes: Uint8Array): Buffer {
 
 function xor(a: Buffer, b: Buffer): Buffer {
   return Buffer.from(a.map((x, i) => x ^ b[i]!));
-}
-
-async function transferStats(registry: Registry): Promise<Record<string, { sent: number; received: number }>> {
-  const metric = registry.getSingleMetric('libp2p_data_transfer_bytes_total');
-  const out: Record<string, { sent: number; received: number }> = {};
-  if (metric === undefined) return out;
-  for (const { labels, value } of (await metric.get()).values) {
-    const label = String(labels.protocol ?? '');
-    const space = label.lastIndexOf(' ');
-    const protocol = label.slice(0, space);
-    const slot = (out[protocol] ??= { sent: 0, received: 0 });
-    if (label.endsWith(' sent')) slot.sent += value;
-    else if (label.endsWith(' received')) slot.received += value;
-  }
-  return out;
 }
 
 function logBootstrap(log: pino.Logger, cfg: ResolvedSwarmInit, report: BootstrapReport): void {

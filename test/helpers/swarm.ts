@@ -29,6 +29,6 @@ export async function startSwarm(t: TestContext, count: number, init: Partial<Sw
   const first = await startNode(t, init);
   const rest = await Promise.all(Array.from({ length: count - 1 }, () => startNode(t, { ...init, initialPeers: first.multiaddrs() })));
   const nodes = [first, ...rest];
-  await waitFor(`${count} routing tables to fill`, async () => (await Promise.all(nodes.map((n) => n.stats()))).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
+  await waitFor(`${count} routing tables to fill`, () => nodes.map((n) => n.stats()).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
   return nodes;
 }

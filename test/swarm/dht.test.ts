@@ -51,7 +51,7 @@ test('another peer cannot write or forge a subkey; malformed, oversized and unsi
   const [ka, kb] = [await generateKeyPair('Ed25519'), await generateKeyPair('Ed25519')];
   const a = await startNode(t, { runId: 'dht-forge', privateKey: ka });
   const [b, c] = await Promise.all([startNode(t, { runId: 'dht-forge', privateKey: kb, initialPeers: a.multiaddrs() }), startNode(t, { runId: 'dht-forge', initialPeers: a.multiaddrs() })]);
-  await waitFor('routing tables', async () => (await Promise.all([a, b, c].map((n) => n.stats()))).every((s) => s.routingTableSize >= 1));
+  await waitFor('routing tables', () => [a, b, c].map((n) => n.stats()).every((s) => s.routingTableSize >= 1));
   const [pa, pb, pc] = [a, b, c].map((n) => n.registerNamespace('progress', progressSchema, { maxValueBytes: 64 }));
   const expiration = Date.now() + 60_000;
   await pa!.store('progress', '', { samples: 100, epoch: 3 }, expiration);
@@ -75,7 +75,7 @@ test('another peer cannot write or forge a subkey; malformed, oversized and unsi
   // A frame over the message limit: c resets the stream instead of buffering it.
   await assert.rejects(rawRequest(b, c, new Uint8Array(MAX_MESSAGE_BYTES + 1)));
 
-  const rejected = (await c.stats()).records.rejected;
+  const rejected = c.stats().records.rejected;
   assert.equal(rejected['bad-signature'], 2);
   assert.equal(rejected['value-too-large'], 1);
   assert.ok((rejected.malformed ?? 0) >= 4, `malformed count ${rejected.malformed}`);
@@ -94,7 +94,7 @@ test('two swarms with different run ids never see each other, even when connecte
   await blueRecords[1]!.store('progress', '', { samples: 2, epoch: 1 }, Date.now() + 60_000);
   for (const r of blueRecords) assert.deepEqual([...(await r.get('progress')).values()].map((e) => e.value), [{ samples: 2, epoch: 1 }]);
   for (const r of redRecords) assert.deepEqual([...(await r.get('progress')).values()].map((e) => e.value), [{ samples: 1, epoch: 1 }]);
-  for (const n of [...red, ...blue]) assert.ok((await n.stats()).routingTableSize <= 2, 'routing tables hold only their own swarm');
+  for (const n of [...red, ...blue]) assert.ok(n.stats().routingTableSize <= 2, 'routing tables hold only their own swarm');
 });
 
 test('a private swarm (PSK) refuses peers without its key', async (t) => {

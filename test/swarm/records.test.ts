@@ -8,6 +8,7 @@ import { CLOCK_SKEW_MS, MAX_RECORD_TTL_MS } from '../../src/swarm/constants.js';
 import { admitEntry } from '../../src/swarm/records/admit.js';
 import { signEntry, type VerifiedEntry } from '../../src/swarm/records/entry.js';
 import { NamespaceRegistry } from '../../src/swarm/records/namespaces.js';
+import { PeerRateLimiter } from '../../src/swarm/records/rate-limit.js';
 import { RecordTable } from '../../src/swarm/records/table.js';
 
 const RUN = 'unit-run';
@@ -100,4 +101,13 @@ test('record table limits: subkeys per owner, bytes per key, bytes in all', asyn
   const total = new RecordTable({ keyBytes: 1 << 20, storeBytes: one.size, subkeysPerOwner: 16 });
   assert.equal(total.put(one, NOW), 'stored');
   assert.equal(total.put(await entry('y'), NOW), 'store-full');
+});
+
+test('a flooding peer is rate-limited; others are not, and tokens refill over time', () => {
+  const limiter = new PeerRateLimiter(3, 10);
+  const t0 = 1_000_000;
+  assert.deepEqual([1, 2, 3, 4].map(() => limiter.take('flooder', t0)), [true, true, true, false]);
+  assert.equal(limiter.take('polite', t0), true);
+  assert.equal(limiter.take('flooder', t0 + 50), false, 'half a token after 50 ms at 10/s');
+  assert.equal(limiter.take('flooder', t0 + 100), true, 'one token after 100 ms');
 });

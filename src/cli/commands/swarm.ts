@@ -1,0 +1,134 @@
+import type { Command } from 'commander';
+import { ConfigError } from '../../config/load.js';
+import { openStore } from '../../store/index.js';
+import { resolveSwarmInit } from '../../swarm/config.js';
+import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
+import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import { addSettingOptions, commandContext } from '../context.js';
+
+interface StartOptions {
+  runId?: string;
+  hostMaddrs?: string;
+  announceMaddrs?: string;
+  clientMode?: boolean;
+  identity?: string;
+  psk?: string;
+  newPsk?: boolean;
+}
+
+/** How long `swarm start --client-mode` waits for a relay reservation before printing its addresses anyway. */
+const RESERVATION_WAIT_MS = 15_000;
+
+export function registerSwarm(program: Command): void {
+  const swarm = program.command('swarm').description('run a swarm peer (DHT server, relay, bootstrap peer) and work with join codes');
+
+  const start = swarm
+    .command('start')
+    .description('start a swarm peer: prints its full multiaddrs and a join code others can pass to --initial-peers (like hivemind’s DHT peer)')
+    .option('--run-id <id>', 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one')
+    .option('--host-maddrs <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0; none in client mode)')
+    .option('--announce-maddrs <addrs>', 'comma-separated multiaddrs to announce instead, e.g. a public IP with a forwarded port')
+    .option('--client-mode', 'join as a DHT client behind NAT: accept no direct connections, be reachable through relays')
+    .option('--identity <keyfile>', 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory')
+    .option('--psk <hex>', 'pre-shared key of a closed swarm: 64 hex characters')
+    .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)');
+  addSettingOptions(start, ['initialPeers']);
+  start.action(async (opts: StartOptions) => {
+    const { config, log } = commandContext(start);
+    const init = startInit(opts, config.initialPeers);
+    const store = openStore(config.dataDir);
+    try {
+      const node = await createSwarmNode({ ...init, log }, store);
+      const report = await node.ready;
+      if (node.clientMode) await waitForRelay(node.multiaddrs, RESERVATION_WAIT_MS);
+      const addrs = node.multiaddrs();
+      process.stdout.write(`Swarm "${node.runId}": peer ${node.peerId.toString()} (${node.clientMode ? 'client mode: reachable through relays only' : 'DHT server'})\n`);
+      process.stdout.write(`Connected to ${report.connected.length} of ${report.connected.length + report.failed.length} initial peer(s)\n`);
+      process.stdout.write(addrs.length > 0 ? `Visible multiaddrs:\n${addrs.map((a) => `  ${a}\n`).join('')}` : 'No visible multiaddrs yet (no relay reservation).\n');
+      if (addrs.length > 0) process.stdout.write(`Join code (pass it to --initial-peers): ${node.joinCode()}\n`);
+      const recordStats = (): void => store.metrics.record(statsMetricPoints(node.stats()));
+      recordStats();
+      const timer = setInterval(recordStats, STATS_RECORD_INTERVAL_MS);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      log.info('stopping');
+      clearInterval(timer);
+      recordStats();
+      await node.stop();
+    } finally {
+      store.close();
+    }
+  });
+
+  const joinCode = swarm
+    .command('join-code')
+    .description('show what a join code holds (run id, bootstrap multiaddrs, whether the swarm is closed)')
+    .requiredOption('--decode <code>', 'the join code to decode')
+    .option('--json', 'print it as one JSON object');
+  joinCode.action((opts: { decode: string; json?: boolean }) => {
+    let info;
+    try {
+      info = decodeJoinCode(opts.decode);
+    } catch (err) {
+      if (err instanceof JoinCodeError) throw new ConfigError('--decode', err.message);
+      throw err;
+    }
+    const view = { runId: info.runId, bootstrap: info.bootstrap.map(String), closed: info.psk !== undefined };
+    if (opts.json) process.stdout.write(JSON.stringify(view) + '\n');
+    else process.stdout.write(`run id: ${view.runId}\nclosed swarm (pre-shared key): ${view.closed ? 'yes' : 'no'}\nbootstrap peers:\n${view.bootstrap.map((a) => `  ${a}\n`).join('')}`);
+  });
+}
+
+/** Validates the flags into a SwarmInit; every bad value becomes a ConfigError naming its flag (exit 2). */
+function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmInit {
+  if (opts.psk !== undefined && opts.newPsk) throw new ConfigError('--new-psk', 'cannot be combined with --psk');
+  let psk: Uint8Array | undefined;
+  try {
+    psk = opts.newPsk ? generatePsk() : opts.psk === undefined ? undefined : parsePskHex(opts.psk);
+  } catch (err) {
+    throw new ConfigError('--psk', (err as Error).message);
+  }
+  if (initialPeers.length === 1 && isJoinCode(initialPeers[0]!)) {
+    try {
+      decodeJoinCode(initialPeers[0]!);
+    } catch (err) {
+      throw new ConfigError('--initial-peers', (err as Error).message);
+    }
+  } else if (initialPeers.some(isJoinCode)) {
+    throw new ConfigError('--initial-peers', 'a join code must be given alone, not in a list of multiaddrs');
+  }
+  if (opts.runId === undefined && !(initialPeers.length === 1 && isJoinCode(initialPeers[0]!))) {
+    throw new ConfigError('--run-id', 'required (unless --initial-peers is a join code); accepted: 1–64 characters of a-z, 0-9, ".", "_", "-"');
+  }
+  const list = (text: string | undefined): string[] | undefined =>
+    text === undefined
+      ? undefined
+      : text
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
+  const init: SwarmInit = {
+    ...(opts.runId !== undefined ? { runId: opts.runId } : {}),
+    ...(opts.hostMaddrs !== undefined ? { listen: list(opts.hostMaddrs) } : {}),
+    ...(opts.announceMaddrs !== undefined ? { announce: list(opts.announceMaddrs) } : {}),
+    initialPeers: [...initialPeers],
+    clientMode: opts.clientMode === true,
+    ...(opts.identity !== undefined ? { identityFile: opts.identity } : {}),
+    ...(psk !== undefined ? { psk } : {}),
+  };
+  try {
+    resolveSwarmInit(init); // every address and the run id, checked before anything starts
+  } catch (err) {
+    const message = (err as Error).message;
+    const flag = err instanceof JoinCodeError || message.startsWith('initial peer') ? '--initial-peers' : message.startsWith('address') ? '--host-maddrs/--announce-maddrs' : '--run-id';
+    throw new ConfigError(flag, message);
+  }
+  return init;
+}
+
+async function waitForRelay(multiaddrs: () => string[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!multiaddrs().some((a) => a.includes('/p2p-circuit')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test, type TestContext } from 'node:test';
+import { openStore } from '../../src/store/index.js';
+import { CLI, ROOT, runCli } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+/** Starts `cohort swarm start …`; returns its growing stdout and a stop() that sends SIGTERM and resolves with the exit code. */
+function startPeer(t: TestContext, args: string[]): { dataDir: string; out: () => string; stop: () => Promise<number | null> } {
+  const dataDir = tmpDir(t);
+  const child = spawn(process.execPath, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', dataDir, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    dataDir,
+    out: () => out,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+test('swarm start prints its multiaddrs and a join code; a second peer joins with the code alone', async (t) => {
+  const first = startPeer(t, ['--run-id', 'cli-demo']);
+  await waitFor('the join code', () => /Join code.*: (cohort:\S+)/.test(first.out()), 30_000);
+  const code = /Join code.*: (cohort:\S+)/.exec(first.out())![1]!;
+  const addr = /^ {2}(\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\/12D3\w+)$/m.exec(first.out())?.[1];
+  assert.ok(addr, `a full multiaddr is printed:\n${first.out()}`);
+
+  const decoded = await runCli(['swarm', 'join-code', '--decode', code, '--json']);
+  assert.equal(decoded.code, 0, decoded.stderr);
+  assert.deepEqual(JSON.parse(decoded.stdout), { runId: 'cli-demo', bootstrap: [addr], closed: false });
+
+  const second = startPeer(t, ['--initial-peers', code]);
+  await waitFor('the second peer to join', () => /Connected to 1 of 1 initial peer/.test(second.out()), 30_000);
+  assert.match(second.out(), /Swarm "cli-demo"/);
+  // The first stops while the second is still connected; on stop it writes its last stats.
+  assert.equal(await first.stop(), 0);
+  assert.equal(await second.stop(), 0);
+  const store = openStore(first.dataDir);
+  t.after(() => store.close());
+  assert.ok(store.metrics.query('swarm.connected_peers').some((m) => m.value === 1), 'connected peers recorded in the store');
+});
+
+test('swarm flags and join codes are validated: exit 2 naming the flag', async (t) => {
+  const dataDir = tmpDir(t);
+  const cases: Array<[string[], RegExp]> = [
+    [['swarm', 'start'], /--run-id: required/],
+    [['swarm', 'start', '--run-id', 'r', '--psk', 'abc'], /--psk: pre-shared key must be 64 hex characters/],
+    [['swarm', 'start', '--run-id', 'Bad Id'], /--run-id: run id "Bad Id" is invalid/],
+    [['swarm', 'start', '--run-id', 'r', '--host-maddrs', 'nowhere'], /--host-maddrs\/--announce-maddrs: address "nowhere" is not a multiaddr/],
+    [['swarm', 'start', '--run-id', 'r', '--initial-peers', '/ip4/1.2.3.4/tcp/1'], /--initial-peers: initial peer .* lacks \/p2p\/<peer id>/],
+    [['swarm', 'start', '--initial-peers', 'cohort:AAAAAAAAAA'], /--initial-peers: join code checksum does not match/],
+    [['swarm', 'join-code', '--decode', 'hello'], /--decode: join code must start with "cohort:"/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runCli([...args, '--data-dir', dataDir]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+});

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import { openStore } from '../../src/store/index.js';
+import { IdentityError, createSwarmNode, readToEnd } from '../../src/swarm/index.js';
+import { progressSchema, startNode, startSwarm } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+test('the identity is kept in the store, or in a key file, across restarts', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  t.after(() => store.close());
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const node = await createSwarmNode({ runId: 'id', listen: ['/ip4/127.0.0.1/tcp/0'] }, store);
+    ids.push(node.peerId.toString());
+    await node.stop();
+  }
+  assert.equal(ids[0], ids[1]);
+
+  const keyFile = path.join(dir, 'keys', 'peer.key');
+  const fromFile: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const node = await createSwarmNode({ runId: 'id', listen: ['/ip4/127.0.0.1/tcp/0'], identityFile: keyFile }, store);
+    fromFile.push(node.peerId.toString());
+    await node.stop();
+  }
+  assert.equal(fromFile[0], fromFile[1]);
+  assert.notEqual(fromFile[0], ids[0], 'the key file wins over the stored identity');
+  assert.equal(fs.statSync(keyFile).mode & 0o777, 0o600);
+
+  fs.writeFileSync(path.join(dir, 'bad.key'), 'not a key');
+  await assert.rejects(createSwarmNode({ runId: 'id', identityFile: path.join(dir, 'bad.key') }), (err: unknown) => err instanceof IdentityError && /bad\.key: not a libp2p private key/.test(err.message));
+});
+
+test('a dead initial peer does not stop the node; retries are bounded and the failure is explained', async (t) => {
+  const gone = await createSwarmNode({ runId: 'boot', listen: ['/ip4/127.0.0.1/tcp/0'] });
+  const deadAddr = gone.multiaddrs()[0]!;
+  await gone.stop();
+  const live = await startNode(t, { runId: 'boot' });
+
+  const logs = new PassThrough();
+  let logged = '';
+  logs.on('data', (d: Buffer) => (logged += d.toString()));
+  const bootstrap = { attempts: 3, initialBackoffMs: 20, maxBackoffMs: 40 };
+  const mixed = await startNode(t, { runId: 'boot', initialPeers: [deadAddr, live.multiaddrs()[0]!], bootstrap, log: pino({ level: 'info' }, logs) });
+  const report = await mixed.ready;
+  assert.deepEqual(report.connected, [live.multiaddrs()[0]]);
+  assert.deepEqual(report.failed.map((f) => f.addr), [deadAddr]);
+  assert.equal((logged.match(/did not answer \(attempt/g) ?? []).length, 2, 'two retries after the first attempt');
+
+  logged = '';
+  const alone = await startNode(t, { runId: 'boot', initialPeers: [deadAddr], bootstrap, log: pino({ level: 'info' }, logs) });
+  assert.equal((await alone.ready).connected.length, 0);
+  assert.match(logged, /none of the 1 initial peer\(s\) answered after 3 attempts each/);
+  // still a working node: another peer can join through it
+  const joiner = await startNode(t, { runId: 'boot', initialPeers: alone.multiaddrs() });
+  assert.equal((await joiner.ready).connected.length, 1);
+});
+
+test('stats report peers, routing table, records and bytes per protocol; Cohort protocols are run-namespaced', async (t) => {
+  const [a, b] = await startSwarm(t, 2, { runId: 'stats' });
+  await a!.handle('hello/1.0.0', async (stream) => {
+    stream.send(new TextEncoder().encode('hi'));
+    await stream.close();
+  });
+  // every protocol of ours is under the run prefix; the rest are libp2p's own
+  const ours = a!.libp2p.getProtocols().filter((p) => !/^\/(ipfs|libp2p)\//.test(p));
+  assert.deepEqual(ours.sort(), ['/cohort/stats/autonat/1.0.0', '/cohort/stats/hello/1.0.0', '/cohort/stats/kad/1.0.0', '/cohort/stats/records/1.0.0']);
+  const stream = await b!.dial(a!.peerId, 'hello/1.0.0');
+  await stream.close();
+  assert.equal(new TextDecoder().decode(await readToEnd(stream, { maxBytes: 1024 })), 'hi');
+  await assert.rejects(b!.dial(a!.peerId, 'absent/1.0.0'));
+
+  const progress = b!.registerNamespace('progress', progressSchema);
+  a!.registerNamespace('progress', progressSchema);
+  await progress.store('progress', '', { samples: 1, epoch: 0 }, Date.now() + 60_000);
+  const stats = a!.stats();
+  assert.equal(stats.connectedPeers, 1);
+  assert.equal(stats.routingTableSize, 1);
+  assert.deepEqual({ keys: stats.records.keys, entries: stats.records.entries, served: stats.records.storeRequestsServed }, { keys: 1, entries: 1, served: 1 });
+  assert.ok(stats.transfer['/cohort/stats/records/1.0.0']!.received > 100, 'the store request was counted');
+  assert.ok(stats.transfer['/cohort/stats/hello/1.0.0']!.sent >= 2);
+  assert.ok(stats.transfer['global']!.sent > stats.transfer['/cohort/stats/hello/1.0.0']!.sent);
+  const prom = a!.prometheus();
+  assert.match(prom, /^cohort_swarm_transfer_bytes_total\{protocol="\/cohort\/stats\/records\/1\.0\.0",direction="received"\} [1-9]\d*$/m);
+  assert.match(prom, /^cohort_swarm_routing_table_size 1$/m);
+});
+
+test('peers preferring TLS and Noise interoperate', async (t) => {
+  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise' });
+  const tlsPeer = await startNode(t, { runId: 'crypto', encryption: 'tls', initialPeers: noisePeer.multiaddrs() });
+  assert.equal((await tlsPeer.ready).connected.length, 1);
+  const ns = [noisePeer, tlsPeer].map((n) => n.registerNamespace('progress', progressSchema));
+  await ns[1]!.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
+  assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
+});
