@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerData } from './commands/data.js';
+import { registerRun } from './commands/run.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   addSettingOptions(program, GLOBAL_SETTINGS);
   registerDoctor(program);
   registerData(program);
+  registerRun(program);
   registerStart(program);
   registerModel(program);
   registerTrain(program);
