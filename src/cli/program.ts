@@ -4,6 +4,7 @@ import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
+import { registerStatus } from './commands/status.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerData(program);
   registerRun(program);
+  registerStatus(program);
   registerStart(program);
   registerModel(program);
   registerTrain(program);

@@ -16,7 +16,7 @@ import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { creditContribution, leaderboard, type CreditedContribution } from './contribution.js';
 import { globalProgress } from './progress.js';
-import { PROGRESS_KEY, progressRecords, type ProgressRecord } from './records.js';
+import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
 import { STATE_PREFIX } from './optimizer.js';
 import { decodeTrainingState } from './state.js';
 
@@ -51,6 +51,8 @@ interface Seen {
 
 export class Coordinator {
   private readonly records: RecordNamespace<ProgressRecord>;
+  private readonly board: RecordNamespace<LeaderboardRecord>;
+  private publishedCredits = 0;
   private readonly state: Averager;
   private readonly peers = new Map<string, Seen>();
   private readonly credits: CreditedContribution[] = [];
@@ -65,6 +67,7 @@ export class Coordinator {
   constructor(private readonly init: CoordinatorInit) {
     this.o = { refresh: 2, checkpointEvery: 10, keepCheckpoints: 3, ...init };
     this.records = progressRecords(init.node);
+    this.board = leaderboardRecords(init.node);
     this.state = createAverager(init.node, { prefix: STATE_PREFIX, label: 'state', log: init.log });
   }
 
@@ -118,6 +121,7 @@ export class Coordinator {
       this.swarmEpoch = g.epoch;
     }
     this.init.store.metrics.record(points);
+    if (this.credits.length !== this.publishedCredits) await this.publishLeaderboard(now);
     if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
   }
 
@@ -176,6 +180,17 @@ export class Coordinator {
       }
     }
     return points;
+  }
+
+  /** Publishes the top contributors for `cohort status` and the dashboards of other peers. */
+  private async publishLeaderboard(now: number): Promise<void> {
+    const rows = this.leaderboard().slice(0, 20);
+    try {
+      await this.board.store(LEADERBOARD_NAMESPACE, '', { time: now, rows, flagged: this.flagged().length }, now + 10 * 60_000);
+      this.publishedCredits = this.credits.length;
+    } catch (err) {
+      this.init.log.warn(`could not publish the leaderboard: ${(err as Error).message}`);
+    }
   }
 
   /** Downloads the swarm's state and keeps it as a checkpoint (store + a model folder `cohort model loss` reads). */

@@ -12,7 +12,7 @@ import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } 
 import type { ParameterSet } from '../engine/params.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
-import { PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
+import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
 /** Options as hivemind / Lightning's CollaborativeStrategy name them (times in seconds). */
@@ -86,6 +86,7 @@ export class CollaborativeOptimizer {
     this.acc = new GradientAccumulator(params);
     this.averaged = params.zerosLike();
     this.records = progressRecords(node);
+    leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
     this.grads = createAverager(node, {
       prefix: GRAD_PREFIX,
       label: 'gradients',

@@ -46,3 +46,19 @@ export type LastStep = z.infer<typeof lastStepSchema>;
 export function progressRecords(node: SwarmNode): RecordNamespace<ProgressRecord> {
   return node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 });
 }
+
+export const LEADERBOARD_NAMESPACE = 'leaderboard';
+
+/** The credited contributions a coordinator publishes (its view; several coordinators each publish theirs). */
+export const leaderboardRecordSchema = z.object({
+  time: count,
+  rows: z
+    .array(z.object({ name: z.string().max(64), samples: count, share: z.number().min(0).max(1), rank: z.number().int().positive() }))
+    .max(20),
+  flagged: z.number().int().nonnegative(),
+});
+export type LeaderboardRecord = z.infer<typeof leaderboardRecordSchema>;
+
+export function leaderboardRecords(node: SwarmNode): RecordNamespace<LeaderboardRecord> {
+  return node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 });
+}

@@ -37,8 +37,13 @@ test('3 peers and a coordinator: epochs advance together, loss falls, metrics an
     assert.equal(codes[i], 0, p.stderr.slice(-3000));
     return JSON.parse(p.stdout.trim().split('\n').at(-1)!) as Summary;
   });
-  // let the coordinator take one more look, then stop it
+  // let the coordinator take one more look; then `cohort status` reads the swarm through it
   await new Promise((r) => setTimeout(r, 2500));
+  const status = await runCli(['status', '--join', code!, '--target-batch-size', '48', '--json', '--log-level', 'error', '--data-dir', path.join(root, 'status')]);
+  assert.equal(status.code, 0, status.stderr);
+  const view = JSON.parse(status.stdout) as { epoch: number; peers: number; contributors: Array<{ name: string; verified: boolean }> };
+  assert.ok(view.epoch >= EPOCHS && view.peers === 3, status.stdout);
+  assert.ok(view.contributors.some((c) => c.name === 'slow-bob' && c.verified), status.stdout);
   co.child.kill('SIGTERM');
   assert.equal(await co.exited, 0, co.stderr.slice(-3000));
 
