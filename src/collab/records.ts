@@ -42,9 +42,18 @@ export const progressRecordSchema = z.object({
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;
 export type LastStep = z.infer<typeof lastStepSchema>;
 
-/** Registers the progress namespace on a node (every member must, so DHT servers accept the records). */
+const progressByNode = new WeakMap<SwarmNode, RecordNamespace<ProgressRecord>>();
+const leaderboardByNode = new WeakMap<SwarmNode, RecordNamespace<LeaderboardRecord>>();
+
+/** The progress namespace of a node, registered once (a peer and a coordinator may share the node). */
 export function progressRecords(node: SwarmNode): RecordNamespace<ProgressRecord> {
-  return node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 });
+  return once(progressByNode, node, () => node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 }));
+}
+
+function once<T>(cache: WeakMap<SwarmNode, T>, node: SwarmNode, make: () => T): T {
+  let value = cache.get(node);
+  if (value === undefined) cache.set(node, (value = make()));
+  return value;
 }
 
 export const LEADERBOARD_NAMESPACE = 'leaderboard';
@@ -60,5 +69,5 @@ export const leaderboardRecordSchema = z.object({
 export type LeaderboardRecord = z.infer<typeof leaderboardRecordSchema>;
 
 export function leaderboardRecords(node: SwarmNode): RecordNamespace<LeaderboardRecord> {
-  return node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 });
+  return once(leaderboardByNode, node, () => node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 }));
 }
