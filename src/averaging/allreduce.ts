@@ -1,8 +1,9 @@
+import { setMaxListeners } from 'node:events';
 import type { PeerId } from '@libp2p/interface';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { decode, encode, type Compression } from './compression.js';
-import { ALLREDUCE_PROTOCOL, MAX_DATA_FRAME_BYTES } from './constants.js';
+import { ALLREDUCE_PROTOCOL, MAX_CHUNKS_IN_FLIGHT, MAX_DATA_FRAME_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
 import { corrupt, type Fault } from './faults.js';
 import { deadline, FramedStream } from './framing.js';
@@ -62,6 +63,8 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
   if (index < 0) throw new RangeError(`peer ${self} is not a member of group ${group.id}`);
   if (vector.length !== group.size) throw new RangeError(`vector has ${vector.length} values; group ${group.id} averages ${group.size}`);
   const overall = deadline(opts.allreduceTimeoutMs, opts.signal);
+  // every stream of the round (up to 2 per member) waits on this signal
+  setMaxListeners(4 * group.members.length + 16, overall);
   const output = vector.slice();
   const failedParts: FailedPart[] = [];
   const traffic = { sent: 0, received: 0 };
@@ -132,14 +135,23 @@ async function sendPart(
   const self = group.members.find((m) => m.peer === node.peerId.toString())!;
   let framed: FramedStream | undefined;
   const abort = new AbortController();
+  let wakeWriter: (() => void) | undefined;
   const signal = AbortSignal.any([overall, abort.signal]);
   try {
     const stream = await node.dial(reducer, ALLREDUCE_PROTOCOL, { signal: deadline(opts.reducerTimeoutMs, signal), allowRelayed: false });
     framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce answer from reducer ${reducer}`);
     const out = framed;
     await out.write({ t: 'begin', group: group.id, part: r, weight: self.weight } satisfies Begin, signal);
+    // chunks sent but not yet answered: the averages are our acknowledgements. Bounding them keeps
+    // megabytes from queueing in the muxer ahead of everything else on the connection (libp2p's
+    // pings time out behind such a queue on a slow link and the connection is dropped)
+    let answered = 0;
     const writing = (async () => {
       for (let i = 0; i < chunks; i++) {
+        while (i - answered >= MAX_CHUNKS_IN_FLIGHT) {
+          signal.throwIfAborted();
+          await new Promise<void>((resolve) => (wakeWriter = resolve));
+        }
         const [s, e] = chunkRange(size, group.chunkValues, i);
         const values = corrupt(opts.fault, i, vector.subarray(start + s, start + e));
         if (values === 'stall') return;
@@ -154,6 +166,8 @@ async function sendPart(
       const [s, e] = chunkRange(size, group.chunkValues, i);
       const values = decodeChunk(group.compression, message.d, e - s, opts.maxAbs, `averaged chunk ${i} from reducer ${reducer}`);
       output.set(values, start + s);
+      answered = i + 1;
+      wakeWriter?.();
     }
     await writing;
     await out.close(deadline(1000, overall));
@@ -161,6 +175,7 @@ async function sendPart(
   } catch (err) {
     abort.abort();
     framed?.abort(err as Error);
+    wakeWriter?.();
     if (overall.aborted) return opts.signal?.aborted ? 'cancelled' : `all-reduce timeout (${opts.allreduceTimeoutMs} ms) before reducer ${reducer} returned its part`;
     return (err as Error).name === 'TimeoutError' ? `reducer ${reducer} returned nothing for ${opts.reducerTimeoutMs} ms` : (err as Error).message;
   } finally {

@@ -58,8 +58,9 @@ export function decode(compression: Compression, bytes: Uint8Array, n: number): 
     }
     case 'fp16': {
       const out = new Float32Array(n);
+      const table = halfTable();
       const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      for (let i = 0; i < n; i++) out[i] = halfToFloat(view.getUint16(2 * i, true));
+      for (let i = 0; i < n; i++) out[i] = table[view.getUint16(2 * i, true)]!;
       return out;
     }
     case 'uniform8': {
@@ -80,6 +81,17 @@ export function decode(compression: Compression, bytes: Uint8Array, n: number): 
       return out;
     }
   }
+}
+
+let halfValues: Float32Array | undefined;
+
+/** All 65536 binary16 values as float32: decoding a 72 MB gradient is a table lookup per value. */
+function halfTable(): Float32Array {
+  if (halfValues === undefined) {
+    halfValues = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) halfValues[h] = halfToFloat(h);
+  }
+  return halfValues;
 }
 
 function encodeFp16(values: Float32Array): Uint8Array {

@@ -271,7 +271,7 @@ export class Matchmaker {
     if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);
     if (this.followers.some((f) => f.member.peer === peer)) return refuse('BAD_REQUEST', `${peer} already joined`);
     // the join request's claims are the member's declaration; a peer the swarm knows as a client stays one
-    const clientMode = request.clientMode || (await this.node.isClientMode(peer)) === true;
+    const clientMode = request.clientMode || this.node.isClientMode(peer) === true;
     await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));
     await new Promise<void>((release) => {
       this.followers.push({ member: { peer, weight: request.weight, bandwidth: request.bandwidth, clientMode }, framed, release });

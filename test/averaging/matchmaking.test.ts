@@ -19,7 +19,7 @@ test('a lone peer fails cleanly and says what it saw', async (t) => {
 
 test('groups never mix epochs or tensor schemas', async (t) => {
   const nodes = await startSwarm(t, 5, { runId: 'mm-mix' });
-  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 2500, targetGroupSize: 4, minGroupSize: 2 }));
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 4000, averagingExpirationMs: 8000, targetGroupSize: 4, minGroupSize: 2 }));
   // peers 0,1 at epoch 1; peers 2,3 at epoch 2; peer 4 at epoch 2 with another vector length
   const epochs = [1, 1, 2, 2, 2];
   const sizes = [100, 100, 100, 100, 101];

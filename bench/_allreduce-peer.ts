@@ -1,0 +1,80 @@
+// One peer of the all-reduce benchmark (a child process, possibly inside a network namespace).
+// argv[2]: JSON { mode: 'cohort' | 'tcp', host, initialPeers?, n, values, runId }.
+// stdout: one JSON line when listening ({ addr }), then one per round; stdin: one JSON line per round.
+//   cohort: { epoch, compression } → { ms, status, bytes }   (ms: the all-reduce, without matchmaking)
+//   tcp:    { peers: [host:port…] } → { ms }                  (the same bytes over raw sockets)
+import net from 'node:net';
+import { pino } from 'pino';
+import readline from 'node:readline';
+import { createAverager, type Averager, type Compression } from '../src/averaging/index.js';
+import { createSwarmNode } from '../src/swarm/index.js';
+
+interface Config {
+  mode: 'cohort' | 'tcp';
+  host: string;
+  initialPeers?: string[];
+  n: number;
+  values: number;
+  runId: string;
+}
+const cfg = JSON.parse(process.argv[2] ?? '{}') as Config;
+const say = (message: unknown): boolean => process.stdout.write(JSON.stringify(message) + '\n');
+const lines = readline.createInterface({ input: process.stdin });
+
+if (cfg.mode === 'cohort') {
+  // built first: seconds of blocked event loop right after joining would stall identify and the DHT
+  const vector = Float32Array.from({ length: cfg.values }, (_, i) => Math.sin(i));
+  const node = await createSwarmNode({ runId: cfg.runId, listen: [`/ip4/${cfg.host}/tcp/0`], initialPeers: cfg.initialPeers ?? [], initialQuerySelfIntervalMs: 50 });
+  await node.ready;
+  const averagers = new Map<Compression, Averager>();
+  say({ addr: node.multiaddrs().find((a) => a.includes(cfg.host)) });
+  for await (const line of lines) {
+    const { epoch, compression } = JSON.parse(line) as { epoch: number; compression: Compression };
+    let averager = averagers.get(compression);
+    if (averager === undefined) {
+      averager = createAverager(node, {
+        prefix: `bench-${compression}`,
+        compression,
+        targetGroupSize: cfg.n,
+        minGroupSize: cfg.n,
+        matchmakingTimeMs: 60_000,
+        averagingExpirationMs: 90_000,
+        averagingTimeoutMs: 120_000,
+        senderTimeoutMs: 30_000,
+        reducerTimeoutMs: 40_000,
+        log: pino({ level: 'warn', base: { peer: node.peerId.toString().slice(-6) } }, pino.destination(2)),
+      });
+      averagers.set(compression, averager);
+    }
+    const result = await averager.step(vector, { epoch, weight: 1 });
+    say(result.ok ? { ms: result.durationMs, status: result.status, bytes: result.bytesSent + result.bytesReceived } : { error: result.reason });
+  }
+  await Promise.all([...averagers.values()].map((a) => a.stop()));
+  await node.stop();
+} else {
+  // each peer sends its slice of every other peer's part and gets it straight back (an echo), the
+  // butterfly's traffic pattern with nothing on top of TCP
+  const slice = Buffer.alloc(Math.floor((cfg.values * 4) / cfg.n), 7);
+  const server = net.createServer((socket) => socket.pipe(socket));
+  await new Promise<void>((resolve) => server.listen(0, cfg.host, resolve));
+  say({ addr: `${cfg.host}:${(server.address() as net.AddressInfo).port}` });
+  for await (const line of lines) {
+    const { peers } = JSON.parse(line) as { peers: string[] };
+    const started = performance.now();
+    await Promise.all(
+      peers.map(
+        (peer) =>
+          new Promise<void>((resolve, reject) => {
+            const [host, port] = peer.split(':');
+            const socket = net.connect(Number(port), host!, () => socket.end(slice));
+            let got = 0;
+            socket.on('data', (d: Buffer) => (got += d.byteLength));
+            socket.on('end', () => (got === slice.byteLength ? resolve() : reject(new Error(`echo from ${peer}: ${got} of ${slice.byteLength} bytes`))));
+            socket.on('error', reject);
+          }),
+      ),
+    );
+    say({ ms: performance.now() - started });
+  }
+  server.close();
+}

@@ -1,0 +1,239 @@
+// Time to average ALBERT-large's fp32 gradients (72 MB) among 2, 4 and 8 peers (child processes):
+// (a) shaped: each peer in its own network namespace on a bridge the bench creates (10.77.0.0/24),
+//     every link 100 Mbit/s each way + 20 ms delay (netem; where the kernel lacks netem, tbf rate only,
+//     and the output says so); bound = 2(n−1)/n × size ÷ link rate, efficiency = bound ÷ measured;
+//     uncompressed, fp16 and 8-bit (blockwise8);
+// (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, same run.
+// `-- <MB>` changes the volume (default 72); `-- <MB> loopback` skips the shaped part.
+// Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed) and loopback_vs_tcp_4 (raw TCP
+// time ÷ Cohort time on loopback, 4 peers: 1 = as fast as bare sockets).
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { reportJson } from './_report.js';
+
+const MB = Number(process.argv[2] ?? 72);
+if (!Number.isFinite(MB) || MB <= 0) throw new Error(`volume must be a positive number of MB, got ${process.argv[2]}`);
+const skipShaped = process.argv[3] === 'loopback';
+const VALUES = Math.round((MB * 1e6) / 4);
+const LINK_BYTES_PER_S = 100e6 / 8;
+const DELAY_MS = 20;
+const PEER = path.join(path.dirname(fileURLToPath(import.meta.url)), '_allreduce-peer.ts');
+const NS = (i: number): string => `cohortb${i}`;
+const BRIDGE = 'cohortbr0';
+const ROUND_TIMEOUT_MS = 180_000;
+const children = new Set<ChildProcess>();
+
+function sh(...args: string[]): void {
+  execFileSync(args[0]!, args.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+function quiet(...args: string[]): void {
+  try {
+    sh(...args);
+  } catch {
+    // already gone
+  }
+}
+
+/** Removes every namespace and link this bench creates (also leftovers of an interrupted run). */
+function cleanup(): void {
+  for (const child of children) child.kill('SIGKILL');
+  let list: string;
+  try {
+    list = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+  } catch {
+    return;
+  }
+  for (const line of list.split('\n')) {
+    const name = line.split(' ')[0];
+    if (name && /^cohortb\d+$/.test(name)) quiet('ip', 'netns', 'del', name);
+  }
+  quiet('ip', 'link', 'del', BRIDGE);
+  // veth ends left in the root namespace by a run killed between creating and moving them
+  let links = '';
+  try {
+    links = execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' });
+  } catch {
+    // no ip: nothing to clean
+  }
+  for (const m of links.matchAll(/^\d+: (cbv\d+)@/gm)) quiet('ip', 'link', 'del', m[1]!);
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    cleanup();
+    process.exit(130);
+  });
+}
+process.on('exit', cleanup);
+
+/** Creates `count` namespaces on one bridge; returns how the links are shaped. */
+function setupNamespaces(count: number): 'netem' | 'tbf' {
+  cleanup();
+  sh('ip', 'link', 'add', BRIDGE, 'type', 'bridge');
+  sh('ip', 'link', 'set', BRIDGE, 'up');
+  let shaping: 'netem' | 'tbf' = 'netem';
+  for (let i = 0; i < count; i++) {
+    const ns = NS(i);
+    const [outer, inner] = [`cbv${i}`, `cbp${i}`];
+    sh('ip', 'netns', 'add', ns);
+    sh('ip', 'link', 'add', outer, 'type', 'veth', 'peer', 'name', inner);
+    sh('ip', 'link', 'set', inner, 'netns', ns);
+    sh('ip', 'link', 'set', outer, 'master', BRIDGE, 'up');
+    sh('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up');
+    sh('ip', 'netns', 'exec', ns, 'ip', 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', inner);
+    sh('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', inner, 'up');
+    // the peer's upload: delay + rate; its download: rate (shaped on the bridge side of its veth)
+    const rate = ['rate', '100mbit'];
+    if (shaping === 'netem') {
+      try {
+        sh('ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', inner, 'root', 'netem', 'delay', `${DELAY_MS}ms`, ...rate, 'limit', '100000');
+        sh('tc', 'qdisc', 'add', 'dev', outer, 'root', 'netem', ...rate, 'limit', '100000');
+        continue;
+      } catch {
+        shaping = 'tbf';
+        for (let k = 0; k < i; k++) {
+          quiet('ip', 'netns', 'exec', NS(k), 'tc', 'qdisc', 'del', 'dev', `cbp${k}`, 'root');
+          quiet('tc', 'qdisc', 'del', 'dev', `cbv${k}`, 'root');
+        }
+        for (let k = 0; k < i; k++) shapeTbf(NS(k), k);
+      }
+    }
+    shapeTbf(ns, i);
+  }
+  return shaping;
+}
+
+function shapeTbf(ns: string, i: number): void {
+  const tbf = ['tbf', 'rate', '100mbit', 'burst', '32kb', 'latency', '200ms'];
+  sh('ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', `cbp${i}`, 'root', ...tbf);
+  sh('tc', 'qdisc', 'add', 'dev', `cbv${i}`, 'root', ...tbf);
+}
+
+interface Peer {
+  send(message: unknown): void;
+  next(): Promise<Record<string, unknown>>;
+}
+
+function startPeer(config: unknown, ns: string | undefined): Peer {
+  const node = [process.execPath, '--import', 'tsx', PEER, JSON.stringify(config)];
+  const child = ns ? spawn('ip', ['netns', 'exec', ns, ...node], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn(node[0]!, node.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  return {
+    send: (message) => child.stdin!.write(JSON.stringify(message) + '\n'),
+    next: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`peer gave no answer within ${ROUND_TIMEOUT_MS} ms`)), ROUND_TIMEOUT_MS)));
+      try {
+        const { value, done } = await Promise.race([lines.next(), timeout]);
+        if (done) throw new Error('peer exited');
+        return JSON.parse(String(value)) as Record<string, unknown>;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+async function stopPeers(): Promise<void> {
+  const exits = [...children].map((c) => new Promise((resolve) => c.once('exit', resolve)));
+  for (const c of children) c.kill('SIGKILL');
+  await Promise.all(exits);
+}
+
+/** Starts n peers; returns them with their listen addresses. */
+async function startPeers(mode: 'cohort' | 'tcp', n: number, shaped: boolean, values: number, runId: string): Promise<{ peers: Peer[]; addrs: string[] }> {
+  const host = (i: number): string => (shaped ? `10.77.0.${i + 1}` : '127.0.0.1');
+  const ns = (i: number): string | undefined => (shaped ? NS(i) : undefined);
+  const first = startPeer({ mode, host: host(0), n, values, runId }, ns(0));
+  const addr0 = String((await first.next()).addr);
+  const rest = Array.from({ length: n - 1 }, (_, k) => startPeer({ mode, host: host(k + 1), n, values, runId, initialPeers: [addr0] }, ns(k + 1)));
+  const addrs = [addr0, ...(await Promise.all(rest.map(async (p) => String((await p.next()).addr))))];
+  return { peers: [first, ...rest], addrs };
+}
+
+/**
+ * One all-reduce of `compression` among the peers: the slowest peer's all-reduce time (ms); `partial`
+ * when some part kept local values (a dropped connection: the time then does not measure a full average).
+ */
+async function cohortRound(peers: Peer[], epoch: number, compression: string): Promise<{ ms: number; bytes: number; partial: boolean }> {
+  peers.forEach((p) => p.send({ epoch, compression }));
+  const answers = await Promise.all(peers.map((p) => p.next()));
+  const failed = answers.find((a) => a.error !== undefined);
+  if (failed) throw new Error(`all-reduce failed: ${String(failed.error)}`);
+  return {
+    ms: Math.max(...answers.map((a) => Number(a.ms))),
+    bytes: answers.reduce((s, a) => s + Number(a.bytes), 0) / answers.length,
+    partial: answers.some((a) => a.status !== 'complete'),
+  };
+}
+
+async function tcpRound(peers: Peer[], addrs: string[]): Promise<number> {
+  peers.forEach((p, i) => p.send({ peers: addrs.filter((_, k) => k !== i) }));
+  const answers = await Promise.all(peers.map((p) => p.next()));
+  return Math.max(...answers.map((a) => Number(a.ms)));
+}
+
+const figures: Record<string, number | string | boolean | null> = { volume_mb: MB };
+// COHORT_BENCH_PEERS=4 (or 2,4) narrows the group sizes, e.g. to investigate one case
+const sizes = (process.env.COHORT_BENCH_PEERS ?? '2,4,8').split(',').map(Number);
+if (!sizes.every((n) => Number.isInteger(n) && n >= 2 && n <= 8)) throw new Error(`COHORT_BENCH_PEERS must list group sizes from 2 to 8, got ${process.env.COHORT_BENCH_PEERS}`);
+
+if (!skipShaped) {
+  let shaping: 'netem' | 'tbf' | undefined;
+  try {
+    shaping = setupNamespaces(Math.max(...sizes));
+  } catch (err) {
+    console.log(`shaped links unavailable (${(err as Error).message.split('\n')[0]}); needs root with ip netns and tc. Skipping (a).`);
+  }
+  if (shaping !== undefined) {
+    figures.shaping = shaping === 'netem' ? `netem ${DELAY_MS} ms + 100 Mbit/s` : 'tbf 100 Mbit/s, no delay (this kernel has no netem)';
+    console.log(`(a) shaped links: ${figures.shaping} per peer, each way; ${MB} MB fp32`);
+    for (const n of sizes) {
+      // eight peer processes with 72 MB each overload a 2-core machine (event loops stall, libp2p pings
+      // fail, connections drop): they average a quarter of the volume, and the output says so
+      const values = n === 8 && os.cpus().length < 8 ? Math.round(VALUES / 4) : VALUES;
+      if (values !== VALUES) console.log(`  8 peers on ${os.cpus().length} cores: volume reduced to ${((values * 4) / 1e6).toFixed(0)} MB`);
+      figures[`shaped_volume_mb_${n}`] = Number(((values * 4) / 1e6).toFixed(1));
+      const { peers } = await startPeers('cohort', n, true, values, `bench-shaped-${n}`);
+      const boundMs = ((2 * (n - 1)) / n) * ((values * 4) / LINK_BYTES_PER_S) * 1000;
+      for (const [e, compression] of ['none', 'fp16', 'blockwise8'].entries()) {
+        const { ms, bytes, partial } = await cohortRound(peers, e, compression);
+        const eff = boundMs / ms;
+        const key = compression === 'none' ? `efficiency_${n}` : `efficiency_${n}_${compression}`;
+        figures[key] = Number(eff.toFixed(3));
+        figures[`shaped_ms_${n}_${compression}`] = Math.round(ms);
+        if (partial) figures[`shaped_partial_${n}_${compression}`] = true;
+        console.log(
+          `  ${n} peers, ${compression.padEnd(10)} ${(ms / 1000).toFixed(2)} s (uncompressed bound ${(boundMs / 1000).toFixed(2)} s) → efficiency ${eff.toFixed(2)}; ${(bytes / 1e6).toFixed(1)} MB on the wire per peer` +
+            (partial ? ' — PARTIAL: some parts kept local values (see the warnings above)' : ''),
+        );
+      }
+      await stopPeers();
+    }
+    cleanup();
+  }
+}
+
+console.log(`(b) loopback: ${MB} MB fp32, Cohort all-reduce vs the same traffic over raw TCP sockets (echo of each peer's slices)`);
+for (const n of sizes) {
+  const cohort = await startPeers('cohort', n, false, VALUES, `bench-loopback-${n}`);
+  const { ms, partial } = await cohortRound(cohort.peers, 0, 'none');
+  if (partial) figures[`loopback_partial_${n}`] = true;
+  await stopPeers();
+  const tcp = await startPeers('tcp', n, false, VALUES, `bench-tcp-${n}`);
+  const tcpMs = await tcpRound(tcp.peers, tcp.addrs);
+  await stopPeers();
+  figures[`loopback_ms_${n}`] = Math.round(ms);
+  figures[`tcp_ms_${n}`] = Math.round(tcpMs);
+  figures[`loopback_vs_tcp_${n}`] = Number((tcpMs / ms).toFixed(3));
+  console.log(`  ${n} peers: Cohort ${(ms / 1000).toFixed(2)} s, raw TCP ${(tcpMs / 1000).toFixed(2)} s → ${(tcpMs / ms).toFixed(2)} of raw TCP speed`);
+}
+figures.efficiency_4 ??= null;
+reportJson(figures);
+process.exit(0);

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import '../../src/runtime/polyfills.js';
+import { streamPair } from '@libp2p/utils';
+import { z } from 'zod';
+import { FramedStream } from '../../src/averaging/framing.js';
+import { chunkSchema } from '../../src/averaging/messages.js';
+
+const signal = (): AbortSignal => AbortSignal.timeout(5000);
+
+test('frames cross a stream in order, large ones included, and end with null on a clean close', async () => {
+  const [a, b] = await streamPair();
+  const out = new FramedStream(a, 8 << 20, 'test out');
+  const inn = new FramedStream(b, 8 << 20, 'test in');
+  const big = new Uint8Array(6 << 20).map((_, i) => i & 0xff); // larger than the read-ahead mark
+  const writing = (async () => {
+    for (let i = 0; i < 3; i++) await out.write({ t: 'chunk', i, d: i === 1 ? big : new Uint8Array([i]) });
+    await out.close();
+  })();
+  const got = [];
+  for (;;) {
+    const m = await inn.read(chunkSchema, signal());
+    if (m === null) break;
+    got.push(m);
+  }
+  await writing;
+  assert.deepEqual(got.map((m) => m.i), [0, 1, 2]);
+  assert.ok(Buffer.from(got[1]!.d).equals(Buffer.from(big)));
+  assert.equal(inn.received, out.sent);
+});
+
+test('oversized frames, malformed messages and silence are errors, not hangs', async () => {
+  // AbortSignal.timeout does not keep the event loop alive; this does, until the test ends
+  const alive = setInterval(() => undefined, 1000);
+  {
+    const [a, b] = await streamPair();
+    await new FramedStream(a, 1 << 20, 'out').write({ t: 'chunk', i: 0, d: new Uint8Array(2048) });
+    await assert.rejects(new FramedStream(b, 1024, 'small reader').read(chunkSchema, signal()), /exceeds the limit of 1024/);
+  }
+  {
+    const [a, b] = await streamPair();
+    await new FramedStream(a, 1024, 'out').write({ t: 'chunk', i: -1, d: 'not bytes' });
+    await assert.rejects(new FramedStream(b, 1024, 'reader').read(chunkSchema, signal()), /reader is malformed/);
+  }
+  {
+    const [, b] = await streamPair();
+    await assert.rejects(new FramedStream(b, 1024, 'reader').read(z.unknown(), AbortSignal.timeout(100)), /TimeoutError|timeout/i);
+  }
+  clearInterval(alive);
+});
