@@ -4,6 +4,7 @@
  * steps, and this node's measured metrics in the store for the dashboard.
  */
 import { checkConfig, PRESETS, type PresetName } from '../engine/albert/config.js';
+import { saveModel } from '../engine/albert/checkpoint.js';
 import { initAlbertParams } from '../engine/albert/params.js';
 import { createOptimizer } from '../engine/optim/index.js';
 import { OrtBackend } from '../engine/ort-backend.js';
@@ -31,6 +32,8 @@ export interface PeerInit {
   /** onnxruntime threads. */
   readonly threads?: number;
   readonly provider?: 'auto' | 'cpu';
+  /** Save the final model here (config.json + model.safetensors) when training ends. */
+  readonly out?: string;
   /** Test-only: run at 1/throttle of this machine's speed (sleeps between micro-batches). */
   readonly throttle?: number;
   readonly signal?: AbortSignal;
@@ -109,6 +112,7 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
         ]);
       }
     }
+    if (init.out) saveModel(init.out, config, params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples };
   } finally {
     await collab.stop();

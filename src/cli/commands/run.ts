@@ -36,6 +36,8 @@ interface RunOptions {
   checkpointEvery?: string;
   keepCheckpoints?: string;
   refresh?: string;
+  targetGroupSize?: string;
+  out?: string;
   throttle?: string;
   faultInflateClaims?: string;
 }
@@ -58,6 +60,7 @@ export function registerRun(program: Command): void {
     .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', '5')
     .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', '60')
     .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
+    .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', '256')
     .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
     .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
     .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
@@ -68,6 +71,7 @@ export function registerRun(program: Command): void {
     .option('--checkpoint-every <n>', 'coordinator: checkpoint every N epochs (0: never)', '10')
     .option('--keep-checkpoints <n>', 'coordinator: checkpoints kept', '3')
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
+    .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
     .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
   cmd.action(async (opts: RunOptions) => {
@@ -89,6 +93,7 @@ export function registerRun(program: Command): void {
     const threads = intFlag('--threads', opts.threads, 1, 1024);
     const checkpointEvery = intFlag('--checkpoint-every', opts.checkpointEvery, 0)!;
     const keepCheckpoints = intFlag('--keep-checkpoints', opts.keepCheckpoints, 1, 1000)!;
+    const targetGroupSize = intFlag('--target-group-size', opts.targetGroupSize, 1, 256)!;
     const refresh = positiveFloatFlag('--refresh', opts.refresh)!;
     const throttle = positiveFloatFlag('--throttle', opts.throttle);
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
@@ -126,12 +131,14 @@ export function registerRun(program: Command): void {
           signal: stop.signal,
           ...(maxEpochs !== undefined ? { maxEpochs } : {}),
           ...(throttle !== undefined ? { throttle } : {}),
+          ...(opts.out !== undefined ? { out: opts.out } : {}),
           collab: {
             targetBatchSize,
             matchmakingTime,
             averagingTimeout,
             averagingExpiration,
             gradCompression,
+            targetGroupSize,
             peakLr,
             warmupSteps,
             totalSteps,
