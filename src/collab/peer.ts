@@ -88,7 +88,8 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   };
   try {
     log.info(`training a ${init.preset} ALBERT (${params.size} parameters) with the swarm on ${data.dataset.source}; target batch size ${init.collab.targetBatchSize}`);
-    observe(await collab.start());
+    // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
+    observe(await collab.start({ samples: latest(store, METRIC.samples), seconds: latest(store, METRIC.computeSeconds) }));
     let lastMetrics = 0;
     while (!init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
@@ -119,6 +120,11 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
     await data.close();
     await backend.close();
   }
+}
+
+function latest(store: Store, series: string): number {
+  const row = store.db.prepare("SELECT value FROM metrics WHERE series = ? AND peer = '' ORDER BY ts DESC, rowid DESC LIMIT 1").get(series) as { value: number } | undefined;
+  return row?.value ?? 0;
 }
 
 function sleep(ms: number): Promise<void> {
