@@ -2,7 +2,7 @@
 // processes on loopback) vs one node (`cohort train`) with the same global batch, number of steps,
 // learning-rate schedule and seed. Both final models are scored on the same held-out batches; the
 // last line's `loss_ratio` is collaborative ÷ single-node MLM loss (goal: ≤ 1.05).
-//   npm run bench -- convergence [--steps 30] [--micro-batch 4] [--lr 0.01]
+//   npm run bench -- convergence [--steps 60] [--micro-batch 4] [--lr 0.02] [--peers 3]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,7 +14,7 @@ import { openBatchStream } from '../src/data/index.js';
 import { openStore } from '../src/store/index.js';
 import { reportJson } from './_report.js';
 
-const { values } = parseArgs({ options: { steps: { type: 'string', default: '30' }, 'micro-batch': { type: 'string', default: '4' }, lr: { type: 'string', default: '0.01' }, peers: { type: 'string', default: '3' } } });
+const { values } = parseArgs({ options: { steps: { type: 'string', default: '60' }, 'micro-batch': { type: 'string', default: '4' }, lr: { type: 'string', default: '0.02' }, peers: { type: 'string', default: '3' } } });
 const steps = Number(values.steps);
 const micro = Number(values['micro-batch']);
 const peers = Number(values.peers);
