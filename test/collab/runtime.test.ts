@@ -20,7 +20,8 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const [dir, other] = await preparedDataDirs(path.join(root, 'template'), ['node', 'other']);
   const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'runtime-test', '--data-dir', path.join(root, 'co'), '--listen', LISTEN[0]!, '--refresh', '1', '--target-batch-size', '16']);
   const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
-  const peer = spawnCli(t, ['run', '--join', code!, '--data-dir', other!, '--listen', LISTEN[0]!, '--target-batch-size', '16', '--matchmaking-time', '1', '--threads', '1', '--max-epochs', '3']);
+  const peer = spawnCli(t, ['run', '--join', code!, '--data-dir', other!, '--listen', LISTEN[0]!, '--target-batch-size', '16', '--matchmaking-time', '1', '--threads', '1', '--max-epochs', '6']);
+  await waitFor(peer, /Visible multiaddr/, 30_000);
 
   const store = openStore(dir!);
   const options = { store, log, dataDir: dir!, targetBatchSize: 16, matchmakingTime: 1, listen: LISTEN };
@@ -33,7 +34,8 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   runtime.subscribe((e) => events.push(e));
   await runtime.start();
   const deadline = Date.now() + 60_000;
-  while (!events.some((e) => e.type === 'progress' && e.swarm.lastLoss !== undefined && (e.swarm.epoch ?? 0) >= 2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  const seen = (): boolean => events.some((e) => e.type === 'progress' && e.swarm.lastLoss !== undefined && (e.swarm.epoch ?? 0) >= 2) && events.some((e) => e.type === 'progress' && (e.swarm.peersAlive ?? 0) >= 2);
+  while (!seen() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
   const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'progress' }> => e.type === 'progress' && e.swarm.lastLoss !== undefined);
   assert.ok(stepped.some((e) => (e.swarm.epoch ?? 0) >= 2), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
   assert.ok(events.some((e) => e.type === 'progress' && (e.swarm.peersAlive ?? 0) >= 2), 'never saw the other peer');
