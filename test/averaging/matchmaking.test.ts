@@ -68,7 +68,8 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   const runId = 'mm-kill';
   const nodes = await startSwarm(t, 2, { runId });
   // long sender timeout: the survivors must notice the dead connection, not wait for a timeout
-  const init = { prefix: 'grad', ...FAST, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
+  // room for the child (its own process) to join under load; a full group closes at once anyway
+  const init = { prefix: 'grad', ...FAST, matchmakingTimeMs: 6000, averagingExpirationMs: 12_000, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
   const child = await startChild(t, { runId, initialPeers: nodes[0]!.multiaddrs(), averager: { ...init, fault: 'stall-sending' } });
   const avg = averagers(t, nodes, () => init);
   const n = 3000;
@@ -83,7 +84,7 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   }
   child.kill();
   const results = await Promise.all(steps);
-  assert.ok(Date.now() - started < 10_000, 'the survivors did not wait for the 30 s timeouts');
+  assert.ok(Date.now() - started < 15_000, 'the survivors did not wait for the 30 s timeouts');
   for (const [i, r] of results.entries()) {
     assert.ok(r.ok, r.ok ? '' : r.reason);
     assert.equal(r.group.members.length, 3);
