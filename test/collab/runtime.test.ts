@@ -53,3 +53,23 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   co.child.kill('SIGTERM');
   await co.exited;
 });
+
+test('Start without a join code trains alone with the local runtime', { timeout: 90_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['node']);
+  const store = openStore(dir!);
+  const options = { store, log, dataDir: dir! };
+  const runtime = new CollaborativeRuntime(options, new SharedSwarm(options));
+  t.after(() => runtime.pause());
+  runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: '', displayName: '' });
+  const events: TrainingEvent[] = [];
+  runtime.subscribe((e) => events.push(e));
+  await runtime.start();
+  const deadline = Date.now() + 60_000;
+  while (!events.some((e) => e.type === 'progress' && e.swarm.lastLoss !== undefined) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  await runtime.pause();
+  const local = events.filter((e): e is Extract<TrainingEvent, { type: 'progress' }> => e.type === 'progress' && e.swarm.lastLoss !== undefined);
+  assert.ok(local.length > 0, 'no local step');
+  assert.ok(local.every((e) => e.swarm.peersAlive === 1), 'the local runtime reports itself as the only peer');
+  store.close();
+});
