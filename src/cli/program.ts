@@ -3,6 +3,8 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { registerData } from './commands/data.js';
+import { registerRun } from './commands/run.js';
+import { registerStatus } from './commands/status.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
@@ -25,6 +27,8 @@ export function buildProgram(): Command {
   addSettingOptions(program, GLOBAL_SETTINGS);
   registerDoctor(program);
   registerData(program);
+  registerRun(program);
+  registerStatus(program);
   registerStart(program);
   registerModel(program);
   registerTrain(program);

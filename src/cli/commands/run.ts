@@ -1,0 +1,186 @@
+import type { Command } from 'commander';
+import { COMPRESSIONS } from '../../averaging/index.js';
+import { Coordinator } from '../../collab/coordinator.js';
+import { runPeer } from '../../collab/peer.js';
+import { ConfigError } from '../../config/load.js';
+import { PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
+import { LAMB_DEFAULTS } from '../../engine/optim/index.js';
+import { openStore } from '../../store/index.js';
+import { resolveSwarmInit } from '../../swarm/config.js';
+import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
+import { commandContext } from '../context.js';
+import { choiceFlag, intFlag, positiveFloatFlag } from '../flags.js';
+
+interface RunOptions {
+  join?: string;
+  initialPeers?: string;
+  runId?: string;
+  listen?: string;
+  clientMode?: boolean;
+  coordinator?: boolean;
+  preset?: string;
+  targetBatchSize?: string;
+  batchSize?: string;
+  seqLen?: string;
+  maxEpochs?: string;
+  matchmakingTime?: string;
+  averagingTimeout?: string;
+  averagingExpiration?: string;
+  gradCompression?: string;
+  lr?: string;
+  warmupSteps?: string;
+  totalSteps?: string;
+  seed?: string;
+  threads?: string;
+  displayName?: string;
+  checkpointEvery?: string;
+  keepCheckpoints?: string;
+  refresh?: string;
+  targetGroupSize?: string;
+  out?: string;
+  throttle?: string;
+  faultInflateClaims?: string;
+}
+
+export function registerRun(program: Command): void {
+  const cmd = program
+    .command('run')
+    .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm')
+    .option('--join <code>', 'join code of a running swarm (cohort:…)')
+    .option('--initial-peers <addrs>', 'comma-separated multiaddrs with /p2p/<id> to bootstrap from (instead of --join)')
+    .option('--run-id <id>', 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -', 'cohort-albert')
+    .option('--listen <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0)')
+    .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging')
+    .option('--coordinator', 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model')
+    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`, 'tiny')
+    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size)', '4096')
+    .option('--batch-size <n>', 'this peer’s micro-batch size', '4')
+    .option('--seq-len <n>', 'tokens per sequence (default 128, at most the preset’s positions)')
+    .option('--max-epochs <n>', 'stop once the swarm reaches this epoch')
+    .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', '5')
+    .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', '60')
+    .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
+    .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', '256')
+    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
+    .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
+    .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
+    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
+    .option('--seed <n>', 'seed of the initial weights (the same on every peer)', '0')
+    .option('--threads <n>', 'onnxruntime threads (default: one per core)')
+    .option('--display-name <name>', 'name shown on the contribution leaderboard')
+    .option('--checkpoint-every <n>', 'coordinator: checkpoint every N epochs (0: never)', '10')
+    .option('--keep-checkpoints <n>', 'coordinator: checkpoints kept', '3')
+    .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
+    .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
+    .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
+    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+  cmd.action(async (opts: RunOptions) => {
+    const { config: settings, log } = commandContext(cmd);
+    const preset = choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES) ?? 'tiny';
+    const targetBatchSize = intFlag('--target-batch-size', opts.targetBatchSize, 1, 10_000_000)!;
+    const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096)!;
+    const seqLen = intFlag('--seq-len', opts.seqLen, 5, PRESETS[preset].maxPositionEmbeddings) ?? Math.min(128, PRESETS[preset].maxPositionEmbeddings);
+    const maxEpochs = intFlag('--max-epochs', opts.maxEpochs, 1);
+    const matchmakingTime = positiveFloatFlag('--matchmaking-time', opts.matchmakingTime)!;
+    const averagingTimeout = positiveFloatFlag('--averaging-timeout', opts.averagingTimeout)!;
+    const averagingExpiration = positiveFloatFlag('--averaging-expiration', opts.averagingExpiration) ?? Math.max(matchmakingTime, 15);
+    if (averagingExpiration < matchmakingTime) throw new ConfigError('--averaging-expiration', `${averagingExpiration} is less than --matchmaking-time ${matchmakingTime}`);
+    const gradCompression = choiceFlag('--grad-compression', opts.gradCompression, COMPRESSIONS)!;
+    const peakLr = positiveFloatFlag('--lr', opts.lr)!;
+    const totalSteps = intFlag('--total-steps', opts.totalSteps, 1)!;
+    const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
+    const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1)!;
+    const threads = intFlag('--threads', opts.threads, 1, 1024);
+    const checkpointEvery = intFlag('--checkpoint-every', opts.checkpointEvery, 0)!;
+    const keepCheckpoints = intFlag('--keep-checkpoints', opts.keepCheckpoints, 1, 1000)!;
+    const targetGroupSize = intFlag('--target-group-size', opts.targetGroupSize, 1, 256)!;
+    const refresh = positiveFloatFlag('--refresh', opts.refresh)!;
+    const throttle = positiveFloatFlag('--throttle', opts.throttle);
+    const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
+    if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
+    if (opts.coordinator && opts.clientMode) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode');
+    const init = swarmInit(opts);
+
+    const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
+    let node: SwarmNode | undefined;
+    const stop = new AbortController();
+    const onSignal = (): void => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      node = await createSwarmNode({ ...init, log }, store);
+      const report = await node.ready;
+      printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
+      if (opts.coordinator) {
+        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
+        coordinator.start();
+        await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        await coordinator.stop();
+        process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
+      } else {
+        const summary = await runPeer({
+          node,
+          store,
+          dataDir: settings.dataDir,
+          log,
+          preset,
+          batchSize,
+          seqLen,
+          seed,
+          threads,
+          signal: stop.signal,
+          ...(maxEpochs !== undefined ? { maxEpochs } : {}),
+          ...(throttle !== undefined ? { throttle } : {}),
+          ...(opts.out !== undefined ? { out: opts.out } : {}),
+          collab: {
+            targetBatchSize,
+            matchmakingTime,
+            averagingTimeout,
+            averagingExpiration,
+            gradCompression,
+            targetGroupSize,
+            peakLr,
+            warmupSteps,
+            totalSteps,
+            maxRefresh: refresh,
+            ...(opts.displayName ? { displayName: opts.displayName } : {}),
+            ...(inflateClaims !== undefined ? { fault: { inflateClaims } } : {}),
+          },
+        });
+        process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
+      }
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await node?.stop();
+      store.close();
+    }
+  });
+}
+
+/** The flags as a SwarmInit; a bad value exits 2 naming its flag. */
+function swarmInit(opts: RunOptions): SwarmInit {
+  if (opts.join !== undefined && opts.initialPeers !== undefined) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
+  if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
+  const list = (text: string | undefined): string[] | undefined => text?.split(',').map((s) => s.trim()).filter(Boolean);
+  const init: SwarmInit = {
+    ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: list(opts.initialPeers) ?? [] }),
+    ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
+    clientMode: opts.clientMode === true,
+  };
+  try {
+    resolveSwarmInit(init);
+  } catch (err) {
+    const message = (err as Error).message;
+    throw new ConfigError(opts.join !== undefined ? '--join' : message.startsWith('initial peer') ? '--initial-peers' : message.startsWith('address') ? '--listen' : '--run-id', message);
+  }
+  return init;
+}
+
+/** As hivemind's DHT peer: the full multiaddrs and what others pass to join. */
+function printAddresses(node: SwarmNode, connected: number, tried: number, coordinator: boolean): void {
+  const addrs = node.multiaddrs();
+  process.stdout.write(`Swarm "${node.runId}": ${coordinator ? 'coordinator' : 'training peer'} ${node.peerId.toString()}${node.clientMode ? ' (client mode)' : ''}; connected to ${connected} of ${tried} initial peer(s)\n`);
+  for (const a of addrs) process.stdout.write(`Visible multiaddr: ${a}\n`);
+  if (addrs.length > 0) process.stdout.write(`To join this swarm, run: cohort run --join ${node.joinCode()}\n`);
+}

@@ -1,0 +1,65 @@
+import type { Command } from 'commander';
+import { globalProgress } from '../../collab/progress.js';
+import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords } from '../../collab/records.js';
+import { ConfigError } from '../../config/load.js';
+import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
+import { commandContext } from '../context.js';
+import { intFlag, positiveFloatFlag } from '../flags.js';
+
+/**
+ * `cohort status --join CODE`: joins the swarm briefly as a DHT client (it stores nothing and
+ * accepts no connections), reads the peers' progress records and a coordinator's leaderboard.
+ */
+export function registerStatus(program: Command): void {
+  const cmd = program
+    .command('status')
+    .description('join a swarm briefly as a client and print its epoch, peers, samples/s, ETA and top contributors')
+    .requiredOption('--join <code>', 'join code of the swarm (cohort:…)')
+    .option('--target-batch-size <n>', 'the run’s target batch size, for the ETA', '4096')
+    .option('--top <n>', 'contributors to list', '5')
+    .option('--wait <s>', 'seconds to wait for the swarm to answer', '10')
+    .option('--json', 'print one JSON object');
+  cmd.action(async (opts: { join: string; targetBatchSize?: string; top?: string; wait?: string; json?: boolean }) => {
+    const { log } = commandContext(cmd);
+    if (!isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
+    const targetBatchSize = intFlag('--target-batch-size', opts.targetBatchSize, 1)!;
+    const top = intFlag('--top', opts.top, 1, 20)!;
+    const wait = positiveFloatFlag('--wait', opts.wait)!;
+    const node = await createSwarmNode({ initialPeers: opts.join, clientMode: true, log });
+    try {
+      const report = await node.ready;
+      if (report.connected.length === 0) throw new Error(`could not reach any peer of the join code's swarm "${node.runId}"`);
+      const progress = progressRecords(node);
+      const board = leaderboardRecords(node);
+      // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
+      const deadline = Date.now() + wait * 1000;
+      let entries = await progress.get(PROGRESS_KEY);
+      while (entries.size === 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 500));
+        entries = await progress.get(PROGRESS_KEY);
+      }
+      const now = Date.now();
+      const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
+      const g = globalProgress(reports, now, { targetBatchSize });
+      const boards = [...(await board.get(LEADERBOARD_NAMESPACE)).values()].sort((a, b) => b.value.time - a.value.time);
+      // without a coordinator, only the peers' own (unverified) totals exist
+      const contributors = boards[0]
+        ? boards[0].value.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true }))
+        : reports
+            .map((r) => ({ name: r.displayName ?? r.peerId, samples: r.totalSamples }))
+            .sort((a, b) => b.samples - a.samples)
+            .slice(0, top)
+            .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
+      const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, contributors };
+      if (opts.json) process.stdout.write(JSON.stringify(view) + '\n');
+      else {
+        process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
+        process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
+        process.stdout.write(`top contributors${boards[0] ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
+        for (const [i, c] of contributors.entries()) process.stdout.write(`  ${i + 1}. ${c.name}: ${Math.round(c.samples)} samples (${(c.share * 100).toFixed(1)}%)\n`);
+      }
+    } finally {
+      await node.stop();
+    }
+  });
+}

@@ -1,0 +1,213 @@
+/**
+ * Coordinator mode (hivemind's training monitor): a peer that computes nothing, bootstraps others,
+ * records every peer's signed progress per epoch in the store, credits contributions (capping and
+ * flagging inflated claims), and checkpoints the model every N epochs by loading state from peers.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { createAverager, type Averager } from '../averaging/index.js';
+import { saveModel } from '../engine/albert/checkpoint.js';
+import { configToHf } from '../engine/albert/config.js';
+import { encodeParams } from '../engine/albert/checkpoint.js';
+import type { Logger } from '../log/logger.js';
+import { METRIC } from '../node/metric-series.js';
+import type { Store } from '../store/index.js';
+import type { MetricPoint } from '../store/metrics.js';
+import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { creditContribution, leaderboard, type CreditedContribution } from './contribution.js';
+import { globalProgress } from './progress.js';
+import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
+import { STATE_PREFIX } from './optimizer.js';
+import { decodeTrainingState } from './state.js';
+
+export interface CoordinatorInit {
+  readonly node: SwarmNode;
+  readonly store: Store;
+  readonly dataDir: string;
+  readonly log: Logger;
+  readonly targetBatchSize: number;
+  /** Seconds between looks at the swarm. @default 2 */
+  readonly refresh?: number;
+  /** Checkpoint the model every N swarm epochs (0: never). @default 10 */
+  readonly checkpointEvery?: number;
+  /** Checkpoints kept. @default 3 */
+  readonly keepCheckpoints?: number;
+}
+
+/** Store checkpoint kind and metric series the coordinator writes besides METRIC's. */
+export const SWARM_MODEL_CHECKPOINT = 'swarm-model';
+export const CREDITED_SERIES = 'credited_samples';
+export const FLAGGED_SERIES = 'flagged_claim';
+
+interface Seen {
+  last?: ProgressRecord;
+  /** Epochs whose lastStep was credited. */
+  credited: Set<number>;
+  /** Steps waiting for other peers' all-reduce weights before crediting. */
+  pending: Map<number, { step: NonNullable<ProgressRecord['lastStep']>; at: number; activeSeconds: number; rate: number }>;
+  /** The report that announced its previous step: throughput is measured from there. */
+  baseline?: { time: number; totalSamples: number };
+}
+
+export class Coordinator {
+  private readonly records: RecordNamespace<ProgressRecord>;
+  private readonly board: RecordNamespace<LeaderboardRecord>;
+  private publishedCredits = 0;
+  private readonly state: Averager;
+  private readonly peers = new Map<string, Seen>();
+  private readonly credits: CreditedContribution[] = [];
+  /** Weights observed by each reporter in the all-reduce of each epoch: epoch → reporter → (peer → weight). */
+  private readonly weights = new Map<number, Map<string, Record<string, number>>>();
+  private swarmEpoch = -1;
+  private lastCheckpointEpoch = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private busy: Promise<void> | undefined;
+  private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
+
+  constructor(private readonly init: CoordinatorInit) {
+    this.o = { refresh: 2, checkpointEvery: 10, keepCheckpoints: 3, ...init };
+    this.records = progressRecords(init.node);
+    this.board = leaderboardRecords(init.node);
+    this.state = createAverager(init.node, { prefix: STATE_PREFIX, label: 'state', log: init.log });
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.busy ??= this.poll()
+        .catch((err: unknown) => this.init.log.warn(`coordinator poll failed: ${(err as Error).message}`))
+        .finally(() => (this.busy = undefined));
+    }, this.o.refresh * 1000);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.busy;
+    await this.state.stop();
+  }
+
+  /** Contributions credited so far, ranked (display name, else peer id). */
+  leaderboard(): ReturnType<typeof leaderboard> {
+    return leaderboard(this.credits);
+  }
+
+  flagged(): CreditedContribution[] {
+    return this.credits.filter((c) => c.flag !== undefined);
+  }
+
+  /** One look at the swarm: metrics, contributions, maybe a checkpoint. */
+  async poll(): Promise<void> {
+    const now = Date.now();
+    const entries = await this.records.get(PROGRESS_KEY);
+    const points: MetricPoint[] = [];
+    const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
+    const g = globalProgress(reports, now, { targetBatchSize: this.init.targetBatchSize });
+    points.push(
+      { series: METRIC.epoch, value: g.epoch, ts: now },
+      { series: METRIC.peersAlive, value: g.peers, ts: now },
+      { series: METRIC.swarmSamplesPerSecond, value: g.samplesPerSecond, ts: now },
+      { series: METRIC.samplesAccumulated, value: g.estimatedSamples, ts: now },
+      { series: METRIC.targetBatchSize, value: g.targetBatchSize, ts: now },
+      ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, ts: now }] : []),
+    );
+    for (const entry of entries.values()) points.push(...this.observe(entry, now));
+    points.push(...this.creditPending(now));
+    const finished = reports.map((r) => r.lastStep).filter((s): s is NonNullable<typeof s> => s !== undefined && s.epoch + 1 === g.epoch);
+    if (g.epoch > this.swarmEpoch && finished.length > 0) {
+      // the swarm loss of the step just taken: sample-weighted over the peers that report it
+      const total = finished.reduce((a, s) => a + s.samples, 0);
+      const loss = finished.reduce((a, s) => a + s.loss * s.samples, 0) / Math.max(total, 1);
+      points.push({ series: METRIC.loss, value: loss, epoch: g.epoch, ts: now });
+      this.init.log.info(`Step #${g.epoch}, loss ${loss.toFixed(5)} (${g.peers} peers, ${g.samplesPerSecond.toFixed(1)} samples/s)`);
+      this.swarmEpoch = g.epoch;
+    }
+    this.init.store.metrics.record(points);
+    if (this.credits.length !== this.publishedCredits) await this.publishLeaderboard(now);
+    if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
+  }
+
+  private observe(entry: RecordEntry<ProgressRecord>, now: number): MetricPoint[] {
+    const peer = entry.owner;
+    const r = entry.value;
+    let seen = this.peers.get(peer);
+    if (!seen) {
+      seen = { credited: new Set(), pending: new Map() };
+      this.peers.set(peer, seen);
+    }
+    const points: MetricPoint[] = [
+      { series: METRIC.samplesPerSecond, value: r.samplesPerSecond, peer, ts: now },
+      { series: METRIC.samples, value: r.totalSamples, peer, ts: now },
+      { series: METRIC.computeSeconds, value: r.computeSeconds, peer, ts: now },
+    ];
+    const step = r.lastStep;
+    if (step && !seen.credited.has(step.epoch) && !seen.pending.has(step.epoch)) {
+      points.push({ series: METRIC.loss, value: step.loss, epoch: step.epoch + 1, peer, ts: now });
+      // measured throughput: samples it reported between its previous step and this one, over that time
+      // (the first step seen has no baseline, so only the all-reduce weights check it)
+      const b = seen.baseline;
+      const activeSeconds = b && r.time > b.time ? (r.time - b.time) / 1000 : 1;
+      const rate = b && r.time > b.time ? Math.max(0, r.totalSamples - b.totalSamples) / activeSeconds : Infinity;
+      seen.pending.set(step.epoch, { step, at: now, activeSeconds, rate });
+      seen.baseline = { time: r.time, totalSamples: r.totalSamples };
+    }
+    if (step?.weights) {
+      let byReporter = this.weights.get(step.epoch);
+      if (!byReporter) this.weights.set(step.epoch, (byReporter = new Map()));
+      byReporter.set(peer, step.weights);
+    }
+    seen.last = r;
+    return points;
+  }
+
+  /** Credits a step once others' views of its all-reduce had a poll to arrive. */
+  private creditPending(now: number): MetricPoint[] {
+    const points: MetricPoint[] = [];
+    for (const [peer, seen] of this.peers) {
+      for (const [epoch, p] of seen.pending) {
+        if (now - p.at < this.o.refresh * 1000) continue;
+        // the weight it really sent, as the other members of its group saw it (not its own say-so)
+        const observed = [...(this.weights.get(epoch) ?? new Map<string, Record<string, number>>())].filter(([reporter]) => reporter !== peer).map(([, w]) => w[peer]).filter((w): w is number => w !== undefined);
+        const averagedWeight = observed.length > 0 ? Math.min(...observed) : undefined;
+        const credit = creditContribution({ peerId: peer, displayName: seen.last?.displayName, claimedSamples: p.step.samples, measuredSamplesPerSecond: p.rate, activeSeconds: p.activeSeconds, ...(averagedWeight !== undefined ? { averagedWeight } : {}) });
+        this.credits.push(credit);
+        const total = this.credits.filter((c) => c.peerId === peer).reduce((a, c) => a + c.credited, 0);
+        points.push({ series: CREDITED_SERIES, value: total, epoch: epoch + 1, peer, ts: now });
+        if (credit.flag) {
+          points.push({ series: FLAGGED_SERIES, value: credit.claimed - credit.credited, epoch: epoch + 1, peer, ts: now });
+          this.init.log.warn(`contribution of peer ${peer} at epoch ${epoch + 1} capped to ${credit.credited} samples and flagged: ${credit.flag}`);
+        }
+        seen.pending.delete(epoch);
+        seen.credited.add(epoch);
+      }
+    }
+    return points;
+  }
+
+  /** Publishes the top contributors for `cohort status` and the dashboards of other peers. */
+  private async publishLeaderboard(now: number): Promise<void> {
+    const rows = this.leaderboard().slice(0, 20);
+    try {
+      await this.board.store(LEADERBOARD_NAMESPACE, '', { time: now, rows, flagged: this.flagged().length }, now + 10 * 60_000);
+      this.publishedCredits = this.credits.length;
+    } catch (err) {
+      this.init.log.warn(`could not publish the leaderboard: ${(err as Error).message}`);
+    }
+  }
+
+  /** Downloads the swarm's state and keeps it as a checkpoint (store + a model folder `cohort model loss` reads). */
+  private async checkpoint(epoch: number): Promise<void> {
+    try {
+      const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
+      const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
+      const keep = this.o.keepCheckpoints;
+      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor }, data: encodeParams(s.params), keep });
+      const root = path.join(this.init.dataDir, 'checkpoints');
+      saveModel(path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`), s.config, s.params);
+      const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();
+      for (const old of dirs.slice(0, Math.max(0, dirs.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
+      this.lastCheckpointEpoch = s.epoch;
+      this.init.log.info(`saved checkpoint of epoch ${s.epoch} from ${loaded.donor} in ${root}`);
+    } catch (err) {
+      this.init.log.warn(`checkpoint at epoch ${epoch} failed: ${(err as Error).message}; retrying at the next look`);
+    }
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * A training peer of a collaborative run: its micro-batches from the prepared dataset (its own
+ * shard order), forward/backward on the engine, the collaborative optimizer deciding when the swarm
+ * steps, and this node's measured metrics in the store for the dashboard.
+ */
+import { checkConfig, PRESETS, type PresetName } from '../engine/albert/config.js';
+import { saveModel } from '../engine/albert/checkpoint.js';
+import { initAlbertParams } from '../engine/albert/params.js';
+import { createOptimizer } from '../engine/optim/index.js';
+import { OrtBackend } from '../engine/ort-backend.js';
+import { DatasetStore, openBatchStream, prepareDataset } from '../data/index.js';
+import type { Logger } from '../log/logger.js';
+import { METRIC } from '../node/metric-series.js';
+import type { Store } from '../store/index.js';
+import type { SwarmNode } from '../swarm/index.js';
+import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from './optimizer.js';
+
+export interface PeerInit {
+  readonly node: SwarmNode;
+  readonly store: Store;
+  readonly dataDir: string;
+  readonly log: Logger;
+  readonly preset: PresetName;
+  /** Micro-batch size (samples per forward/backward). */
+  readonly batchSize: number;
+  readonly seqLen: number;
+  /** Seed of the initial weights: every peer of a run uses the same one. */
+  readonly seed: number;
+  readonly collab: CollaborativeOptions;
+  /** Stop after the swarm reaches this epoch. */
+  readonly maxEpochs?: number;
+  /** onnxruntime threads. */
+  readonly threads?: number;
+  readonly provider?: 'auto' | 'cpu';
+  /** Save the final model here (config.json + model.safetensors) when training ends. */
+  readonly out?: string;
+  /** Test-only: run at 1/throttle of this machine's speed (sleeps between micro-batches). */
+  readonly throttle?: number;
+  readonly signal?: AbortSignal;
+  /** Each optimizer outcome, as it happens (CLI summary, dashboard). */
+  readonly onOutcome?: (o: StepOutcome, optimizer: CollaborativeOptimizer) => void;
+}
+
+export interface PeerSummary {
+  readonly epoch: number;
+  readonly steps: number;
+  readonly losses: ReadonlyArray<{ readonly epoch: number; readonly loss: number }>;
+  readonly averaged: number;
+  readonly localFallbacks: number;
+  readonly loadedState: number;
+  readonly samples: number;
+}
+
+/** Prepares the bundled corpus when the store has no dataset (first start), as the local runtime does. */
+export async function ensureDataset(store: Store, dataDir: string, log: Logger): Promise<void> {
+  if (new DatasetStore(store.db).list().some((d) => d.complete)) return;
+  log.info('preparing the bundled corpus for training (first start only)');
+  await prepareDataset({ store, dataDir, onWarning: (m) => log.warn(m) });
+}
+
+export async function runPeer(init: PeerInit): Promise<PeerSummary> {
+  const { node, store, log } = init;
+  await ensureDataset(store, init.dataDir, log);
+  const data = openBatchStream({ store, batchSize: init.batchSize, seqLen: init.seqLen, seed: init.seed, peerId: node.peerId.toString(), onWarning: (m) => log.warn(m) });
+  const config = checkConfig({ ...PRESETS[init.preset], vocabSize: data.vocabSize });
+  const params = initAlbertParams(config, init.seed);
+  const grads = params.zerosLike();
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: init.collab.peakLr });
+  const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log });
+  const collab = new CollaborativeOptimizer(node, config, params, optimizer, init.collab, log);
+  const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, loadedState: 0 };
+  const observe = (o: StepOutcome | undefined): void => {
+    if (!o) return;
+    if (o.type === 'stepped') {
+      summary.steps++;
+      summary.losses.push({ epoch: o.epoch, loss: o.loss });
+      if (o.reason) summary.localFallbacks++;
+      else summary.averaged++;
+      const at = Date.now();
+      store.metrics.record([
+        { series: METRIC.loss, value: o.loss, epoch: o.epoch, ts: at },
+        { series: METRIC.epoch, value: o.epoch, ts: at },
+        { series: METRIC.samples, value: collab.contributed.samples, ts: at },
+        { series: METRIC.computeSeconds, value: collab.contributed.seconds, ts: at },
+      ]);
+    } else if (o.type === 'loaded' && o.donor) summary.loadedState++;
+    init.onOutcome?.(o, collab);
+  };
+  try {
+    log.info(`training a ${init.preset} ALBERT (${params.size} parameters) with the swarm on ${data.dataset.source}; target batch size ${init.collab.targetBatchSize}`);
+    // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
+    observe(await collab.start({ samples: latest(store, METRIC.samples), seconds: latest(store, METRIC.computeSeconds) }));
+    let lastMetrics = 0;
+    while (!init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
+      const started = performance.now();
+      const batch = (await data.next()).value;
+      const result = await backend.forwardBackward(params, batch, grads);
+      if (init.throttle && init.throttle > 1) await sleep((performance.now() - started) * (init.throttle - 1));
+      const seconds = (performance.now() - started) / 1000;
+      const outcome = await collab.step(grads, batch.batchSize, seconds, result.loss);
+      observe(outcome);
+      const at = Date.now();
+      if (outcome.type === 'accumulated' && at - lastMetrics >= 1000) {
+        lastMetrics = at;
+        const g = outcome.progress;
+        store.metrics.record([
+          { series: METRIC.samplesPerSecond, value: batch.batchSize / seconds, ts: at },
+          { series: METRIC.swarmSamplesPerSecond, value: g.samplesPerSecond, ts: at },
+          { series: METRIC.peersAlive, value: g.peers, ts: at },
+          { series: METRIC.samplesAccumulated, value: g.estimatedSamples, ts: at },
+          { series: METRIC.targetBatchSize, value: g.targetBatchSize, ts: at },
+          ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, ts: at }] : []),
+        ]);
+      }
+    }
+    if (init.out) saveModel(init.out, config, params);
+    return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples };
+  } finally {
+    await collab.stop();
+    await data.close();
+    await backend.close();
+  }
+}
+
+function latest(store: Store, series: string): number {
+  const row = store.db.prepare("SELECT value FROM metrics WHERE series = ? AND peer = '' ORDER BY ts DESC, rowid DESC LIMIT 1").get(series) as { value: number } | undefined;
+  return row?.value ?? 0;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

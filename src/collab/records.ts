@@ -1,0 +1,73 @@
+/**
+ * The signed progress record every training peer publishes under the run's progress key (hivemind's
+ * `{run_id}_progress`): what the swarm's progress estimate, the coordinator's metrics and the
+ * contribution accounting are built from. One entry per peer (the signer owns its subkey).
+ */
+import { z } from 'zod';
+import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
+
+export const PROGRESS_NAMESPACE = 'progress';
+/** The key inside the namespace (the run is already the swarm's own DHT). */
+export const PROGRESS_KEY = 'progress';
+
+const count = z.number().finite().nonnegative();
+
+/** What a peer reports about the optimizer step it just took (the coordinator's per-epoch evidence). */
+export const lastStepSchema = z.object({
+  /** The epoch this step finished (the swarm epoch before the step). */
+  epoch: z.number().int().nonnegative(),
+  /** Samples this peer claims it accumulated for the step. */
+  samples: count,
+  /** Mean local loss over those samples. */
+  loss: z.number().finite(),
+  /** Sample weights each member sent into the gradient all-reduce (peer id → weight); absent after a local step. */
+  weights: z.record(z.string().max(64), count).optional(),
+});
+
+export const progressRecordSchema = z.object({
+  epoch: z.number().int().nonnegative(),
+  /** Samples accumulated since this peer's current epoch began. */
+  samples: count,
+  samplesPerSecond: count,
+  /** When measured (ms since the Unix epoch). */
+  time: count,
+  clientMode: z.boolean(),
+  /** Cumulative samples and seconds of compute this peer has put into the run. */
+  totalSamples: count,
+  computeSeconds: count,
+  displayName: z.string().max(64).optional(),
+  lastStep: lastStepSchema.optional(),
+});
+
+export type ProgressRecord = z.infer<typeof progressRecordSchema>;
+export type LastStep = z.infer<typeof lastStepSchema>;
+
+const progressByNode = new WeakMap<SwarmNode, RecordNamespace<ProgressRecord>>();
+const leaderboardByNode = new WeakMap<SwarmNode, RecordNamespace<LeaderboardRecord>>();
+
+/** The progress namespace of a node, registered once (a peer and a coordinator may share the node). */
+export function progressRecords(node: SwarmNode): RecordNamespace<ProgressRecord> {
+  return once(progressByNode, node, () => node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 }));
+}
+
+function once<T>(cache: WeakMap<SwarmNode, T>, node: SwarmNode, make: () => T): T {
+  let value = cache.get(node);
+  if (value === undefined) cache.set(node, (value = make()));
+  return value;
+}
+
+export const LEADERBOARD_NAMESPACE = 'leaderboard';
+
+/** The credited contributions a coordinator publishes (its view; several coordinators each publish theirs). */
+export const leaderboardRecordSchema = z.object({
+  time: count,
+  rows: z
+    .array(z.object({ name: z.string().max(64), samples: count, share: z.number().min(0).max(1), rank: z.number().int().positive() }))
+    .max(20),
+  flagged: z.number().int().nonnegative(),
+});
+export type LeaderboardRecord = z.infer<typeof leaderboardRecordSchema>;
+
+export function leaderboardRecords(node: SwarmNode): RecordNamespace<LeaderboardRecord> {
+  return once(leaderboardByNode, node, () => node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 }));
+}

@@ -1,0 +1,188 @@
+/**
+ * The node's plug-ins for collaborative training (desktop app and headless node): Start joins the
+ * swarm of the configured join code and trains with it; without a join code, or when the swarm
+ * cannot be reached, it trains alone (LocalTrainingRuntime) and says so. The coordinator toggle
+ * runs a Coordinator on the same swarm node.
+ */
+import type { Logger } from '../log/logger.js';
+import { LocalTrainingRuntime } from '../node/local-training.js';
+import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
+import type { Store } from '../store/index.js';
+import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
+import { Coordinator } from './coordinator.js';
+import { runPeer } from './peer.js';
+
+/** Settings of the swarm the node trains with (the tiny preset by default, as `npm start`'s swarm). */
+export interface CollabNodeOptions {
+  readonly store: Store;
+  readonly dataDir: string;
+  readonly log: Logger;
+  /** Run id of a swarm this node starts itself (coordinator on, no join code). @default 'cohort-albert' */
+  readonly runId?: string;
+  /** @default 256 */
+  readonly targetBatchSize?: number;
+  /** @default 4 */
+  readonly batchSize?: number;
+  /** @default 5 */
+  readonly matchmakingTime?: number;
+  readonly listen?: readonly string[];
+}
+
+/** One swarm node per process, shared by the training runtime and the coordinator role. */
+export class SharedSwarm {
+  private node: Promise<SwarmNode> | undefined;
+  private users = 0;
+
+  constructor(private readonly o: CollabNodeOptions) {}
+
+  /** The node for `joinCode` (or a new swarm when there is none); the first caller decides. */
+  async acquire(joinCode: string | undefined): Promise<SwarmNode> {
+    this.users++;
+    this.node ??= createSwarmNode({ ...(joinCode ? { initialPeers: joinCode } : { runId: this.o.runId ?? 'cohort-albert' }), ...(this.o.listen ? { listen: this.o.listen } : {}), log: this.o.log }, this.o.store);
+    try {
+      return await this.node;
+    } catch (err) {
+      this.node = undefined;
+      this.users--;
+      throw err;
+    }
+  }
+
+  async release(): Promise<void> {
+    if (--this.users > 0 || !this.node) return;
+    const node = this.node;
+    this.node = undefined;
+    await (await node).stop();
+  }
+}
+
+export class CollaborativeRuntime implements TrainingRuntime {
+  private settings: TrainingSettings | undefined;
+  private readonly listeners = new Set<(e: TrainingEvent) => void>();
+  private readonly local: LocalTrainingRuntime;
+  private mode: 'swarm' | 'local' | undefined;
+  private loop: Promise<void> | undefined;
+  private abort: AbortController | undefined;
+
+  constructor(
+    private readonly o: CollabNodeOptions,
+    private readonly swarm: SharedSwarm,
+  ) {
+    this.local = new LocalTrainingRuntime({ store: o.store, dataDir: o.dataDir, log: o.log });
+    this.local.subscribe((e) => this.emit(e));
+  }
+
+  /** The join code the volunteer configured (empty: none). */
+  get joinCode(): string | undefined {
+    return this.settings?.joinCode?.trim() || undefined;
+  }
+
+  configure(settings: TrainingSettings): void {
+    this.settings = settings;
+    this.local.configure(settings);
+  }
+
+  async start(): Promise<void> {
+    if (this.mode) return;
+    const joinCode = this.joinCode;
+    if (!joinCode) {
+      this.o.log.info('no swarm configured (set a join code to train with volunteers): training alone');
+      return this.startLocal();
+    }
+    let node: SwarmNode;
+    try {
+      node = await this.swarm.acquire(joinCode);
+      const report = await node.ready;
+      if (report.connected.length === 0) {
+        await this.swarm.release();
+        this.o.log.warn(`could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}; training alone until the next start`);
+        return this.startLocal();
+      }
+    } catch (err) {
+      this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
+      return this.startLocal();
+    }
+    this.mode = 'swarm';
+    this.abort = new AbortController();
+    const policies = this.settings?.policies;
+    this.loop = runPeer({
+      node,
+      store: this.o.store,
+      dataDir: this.o.dataDir,
+      log: this.o.log,
+      preset: 'tiny',
+      batchSize: this.o.batchSize ?? 4,
+      seqLen: 128,
+      seed: 0,
+      threads: policies?.maxCpuThreads,
+      provider: policies?.useGpu === false ? 'cpu' : 'auto',
+      signal: this.abort.signal,
+      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}) },
+      onOutcome: (outcome, collab) => {
+        const at = Date.now();
+        if (outcome.type === 'accumulated') {
+          const g = outcome.progress;
+          this.emit({ type: 'progress', swarm: { epoch: g.epoch, peersAlive: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at });
+        } else if (outcome.type === 'stepped') this.emit({ type: 'progress', swarm: { epoch: collab.epoch, lastLoss: outcome.loss }, at });
+      },
+    })
+      .then(() => undefined)
+      .catch((err: unknown) => this.o.log.error(`collaborative training stopped: ${(err as Error).message}`))
+      .finally(async () => {
+        this.mode = undefined;
+        this.loop = undefined;
+        await this.swarm.release();
+      });
+  }
+
+  async pause(): Promise<void> {
+    if (this.mode === 'local') {
+      await this.local.pause();
+      this.mode = undefined;
+      return;
+    }
+    this.abort?.abort();
+    await this.loop;
+  }
+
+  subscribe(listener: (event: TrainingEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private async startLocal(): Promise<void> {
+    this.mode = 'local';
+    await this.local.start();
+  }
+
+  private emit(event: TrainingEvent): void {
+    for (const l of this.listeners) l(event);
+  }
+}
+
+/** The dashboard's coordinator switch: a Coordinator on this node's swarm node. */
+export class CollaborativeCoordinatorRole implements CoordinatorRole {
+  private coordinator: Coordinator | undefined;
+
+  constructor(
+    private readonly o: CollabNodeOptions,
+    private readonly swarm: SharedSwarm,
+    private readonly joinCode: () => string | undefined,
+  ) {}
+
+  async start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }> {
+    const node = await this.swarm.acquire(this.joinCode());
+    await node.ready;
+    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: this.o.targetBatchSize ?? 256 });
+    this.coordinator.start();
+    return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
+  }
+
+  async stop(): Promise<void> {
+    const running = this.coordinator;
+    if (!running) return;
+    this.coordinator = undefined;
+    await running.stop();
+    await this.swarm.release();
+  }
+}

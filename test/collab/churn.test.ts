@@ -1,0 +1,40 @@
+// Churn with real `cohort run` processes on loopback: a peer SIGKILLed mid-run and a newcomer that
+// joins mid-run (loading the swarm's state first). Training continues and everyone ends on one epoch.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import test from 'node:test';
+import { tmpDir } from '../helpers/tmp.js';
+import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
+
+const EPOCHS = 9;
+const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '32', '--refresh', '1'];
+const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '15', '--threads', '1', '--lr', '0.01', '--warmup-steps', '1', '--total-steps', '1000'];
+
+test('a peer killed mid-epoch and a newcomer joining mid-run: no hang, the newcomer loads state, all end on the same epoch', { timeout: 240_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [a, b, k, n] = await preparedDataDirs(path.join(root, 'template'), ['a', 'b', 'killed', 'newcomer']);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'churn-test', '--data-dir', path.join(root, 'co'), '--checkpoint-every', '0', ...COMMON]);
+  const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
+  const stayers = [a, b].map((dir) => spawnCli(t, ['run', '--join', code!, '--data-dir', dir!, ...TRAIN]));
+  const killed = spawnCli(t, ['run', '--join', code!, '--data-dir', k!, ...TRAIN]);
+  await waitFor(killed, /Step #2,/, 90_000, 'stderr');
+  await waitFor(killed, /Collaboration accumulated/, 30_000, 'stderr'); // mid-epoch: it has gradients of epoch 3 in hand
+  killed.child.kill('SIGKILL');
+  await waitFor(stayers[0]!, /Step #4,/, 90_000, 'stderr');
+  const newcomer = spawnCli(t, ['run', '--join', code!, '--data-dir', n!, ...TRAIN]);
+  const all = [...stayers, newcomer];
+  const codes = await Promise.all(all.map((p) => p.exited));
+  co.child.kill('SIGTERM');
+  const summaries = all.map((p, i) => {
+    assert.equal(codes[i], 0, p.stderr.slice(-3000));
+    return JSON.parse(p.stdout.trim().split('\n').at(-1)!) as { epoch: number; losses: Array<{ epoch: number }>; loadedState: number };
+  });
+  const loaded = newcomer.stderr.match(/loaded state of epoch (\d+) from/);
+  assert.ok(loaded, `the newcomer did not load state: ${newcomer.stderr.slice(-2000)}`);
+  assert.ok(Number(loaded[1]) >= 4, `the newcomer loaded epoch ${loaded[1]}, the swarm was past 4`);
+  // after catching up it steps on the swarm's epochs, never behind
+  assert.ok(summaries[2]!.losses.every((l) => l.epoch > Number(loaded[1])), JSON.stringify(summaries[2]));
+  assert.deepEqual(new Set(summaries.map((s) => s.epoch)).size, 1, `final epochs differ: ${summaries.map((s) => s.epoch).join(', ')}`);
+  assert.ok(summaries[0]!.epoch >= EPOCHS);
+  assert.equal(await co.exited, 0, co.stderr.slice(-2000));
+});
