@@ -17,5 +17,7 @@ function find(dir) {
 }
 
 const files = fileArgs.length > 0 ? fileArgs : find('test').sort();
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...flagArgs, ...files], { stdio: 'inherit' });
+// A test that hangs fails after TEST_TIMEOUT_MS instead of stalling the whole run (and CI).
+const TEST_TIMEOUT_MS = 240_000;
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, ...flagArgs, ...files], { stdio: 'inherit' });
 process.exit(result.status ?? 1);

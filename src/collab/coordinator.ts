@@ -46,7 +46,7 @@ interface Seen {
   /** Steps waiting for other peers' all-reduce weights before crediting. */
   pending: Map<number, { step: NonNullable<ProgressRecord['lastStep']>; at: number; activeSeconds: number; rate: number }>;
   /** The report that announced its previous step: throughput is measured from there. */
-  baseline?: { time: number; totalSamples: number };
+  baseline?: { time: number; totalSamples: number; epoch: number; samplesInEpoch: number };
 }
 
 export class Coordinator {
@@ -145,9 +145,13 @@ export class Coordinator {
       // (the first step seen has no baseline, so only the all-reduce weights check it)
       const b = seen.baseline;
       const activeSeconds = b && r.time > b.time ? (r.time - b.time) / 1000 : 1;
-      const rate = b && r.time > b.time ? Math.max(0, r.totalSamples - b.totalSamples) / activeSeconds : Infinity;
+      // the baseline report may already hold samples of the epoch being credited (it is the first report
+      // seen after the previous step, not the step's instant): count them, or a slow peer whose only
+      // micro-batch fell before that report would look like it claimed samples it never computed
+      const carried = b && b.epoch === step.epoch ? b.samplesInEpoch : 0;
+      const rate = b && r.time > b.time ? (Math.max(0, r.totalSamples - b.totalSamples) + carried) / activeSeconds : Infinity;
       seen.pending.set(step.epoch, { step, at: now, activeSeconds, rate });
-      seen.baseline = { time: r.time, totalSamples: r.totalSamples };
+      seen.baseline = { time: r.time, totalSamples: r.totalSamples, epoch: r.epoch, samplesInEpoch: r.samples };
     }
     if (step?.weights) {
       let byReporter = this.weights.get(step.epoch);
