@@ -1,4 +1,4 @@
-import { decode as cborDecode, encode as cborEncode } from 'cborg';
+import { decodeCbor, encodeCbor } from '../swarm/cbor-message.js';
 import { z } from 'zod';
 import { COMPRESSIONS } from './compression.js';
 import { ALLREDUCE_REFUSALS, JOIN_REFUSALS, ProtocolError, STATE_REFUSALS } from './errors.js';
@@ -94,22 +94,9 @@ export const stateDataSchema = z.strictObject({ t: z.literal('data'), d: bytes()
 
 // ---- codec ------------------------------------------------------------------------------------
 
-export function encodeMessage(message: unknown): Uint8Array {
-  return cborEncode(message);
-}
+export const encodeMessage = encodeCbor;
 
 /** Decodes a CBOR message and checks it against `schema`; throws ProtocolError naming `what` and the problem. */
 export function decodeMessage<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {
-  let raw: unknown;
-  try {
-    raw = cborDecode(bytes);
-  } catch (err) {
-    throw new ProtocolError(`${what} is not valid CBOR (${(err as Error).message})`, { cause: err });
-  }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ProtocolError(`${what} is malformed: ${issue ? `${issue.path.join('.') || 'message'}: ${issue.message}` : 'schema mismatch'}`);
-  }
-  return parsed.data;
+  return decodeCbor(schema, bytes, what, (message, cause) => new ProtocolError(message, cause === undefined ? undefined : { cause }));
 }

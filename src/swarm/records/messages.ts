@@ -1,4 +1,4 @@
-import { decode as cborDecode, encode as cborEncode } from 'cborg';
+import { decodeCbor, encodeCbor } from '../cbor-message.js';
 import { z } from 'zod';
 import { MAX_ENTRIES_PER_REQUEST, MAX_KEY_BYTES } from '../constants.js';
 
@@ -25,18 +25,10 @@ export const recordsResponseSchema = z.discriminatedUnion('t', [
 export type RecordsResponse = z.infer<typeof recordsResponseSchema>;
 
 export function encodeMessage(message: RecordsRequest | RecordsResponse): Uint8Array {
-  return cborEncode(message);
+  return encodeCbor(message);
 }
 
 /** Decodes a CBOR message and checks it against `schema`; throws a TypeError naming what is wrong. */
 export function decodeMessage<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {
-  let raw: unknown;
-  try {
-    raw = cborDecode(bytes);
-  } catch (err) {
-    throw new TypeError(`${what} is not valid CBOR (${(err as Error).message})`, { cause: err });
-  }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new TypeError(`${what} is malformed: ${parsed.error.issues[0]?.message ?? 'schema mismatch'}`);
-  return parsed.data;
+  return decodeCbor(schema, bytes, what, (message, cause) => new TypeError(message, cause === undefined ? undefined : { cause }));
 }
