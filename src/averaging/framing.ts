@@ -1,3 +1,5 @@
+// deadline() needs timeouts that survive garbage collection (see the polyfill)
+import '../runtime/polyfills.js';
 import type { Stream } from '@libp2p/interface';
 import type { z } from 'zod';
 import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
