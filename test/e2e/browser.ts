@@ -33,9 +33,11 @@ export interface RunningNode {
   readonly child: ChildProcess;
 }
 
-/** The real CLI: `cohort start --dashboard-port 0 --data-dir <dir>`. */
-// the page tests drive the numbers with a metrics fixture, so the node itself computes nothing
-const cohortStart = (dataDir: string) => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json', '--training', 'off'];
+/** The real CLI: `cohort start --dashboard-port 0 --data-dir <dir>`, computing nothing (the page's numbers come from the metrics fixture). */
+export const cohortStart = (dataDir: string): string[] => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json', '--training', 'off'];
+
+/** The real CLI as `npm start` runs it: Start trains (alone, no join code) and the coordinator role is available. */
+export const cohortStartTraining = (dataDir: string): string[] => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
 
 /** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
 export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart): Promise<RunningNode> {
