@@ -350,6 +350,7 @@ class ReducerSession {
       this.traffic.sent += framed.sent;
       this.traffic.received += framed.received;
     });
-    void Promise.all(closing).then(() => this.finish(reason));
+    // settled, not all: a stream that fails to close must not keep the part from finishing
+    void Promise.allSettled(closing).then(() => this.finish(reason));
   }
 }

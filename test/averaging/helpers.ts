@@ -2,10 +2,13 @@ import type { TestContext } from 'node:test';
 import { createAverager, type Averager, type AveragerInit } from '../../src/averaging/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 
-/** Small timeouts so failing paths finish in seconds. */
+/**
+ * Small timeouts so failing paths finish in seconds. Groups that fill up close at once, so the
+ * matchmaking time only bounds how long a starved machine may take to form one.
+ */
 export const FAST: Omit<AveragerInit, 'prefix'> = {
-  matchmakingTimeMs: 3000,
-  averagingExpirationMs: 6000,
+  matchmakingTimeMs: 8000,
+  averagingExpirationMs: 12_000,
   averagingTimeoutMs: 10_000,
   senderTimeoutMs: 3000,
   reducerTimeoutMs: 5000,

@@ -19,7 +19,7 @@ test('a lone peer fails cleanly and says what it saw', async (t) => {
 
 test('groups never mix epochs or tensor schemas', async (t) => {
   const nodes = await startSwarm(t, 5, { runId: 'mm-mix' });
-  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 4000, averagingExpirationMs: 8000, targetGroupSize: 4, minGroupSize: 2 }));
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 6000, averagingExpirationMs: 9000, targetGroupSize: 4, minGroupSize: 2 }));
   // peers 0,1 at epoch 1; peers 2,3 at epoch 2; peer 4 at epoch 2 with another vector length
   const epochs = [1, 1, 2, 2, 2];
   const sizes = [100, 100, 100, 100, 101];
@@ -69,7 +69,7 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   const nodes = await startSwarm(t, 2, { runId });
   // long sender timeout: the survivors must notice the dead connection, not wait for a timeout
   // room for the child (its own process) to join under load; a full group closes at once anyway
-  const init = { prefix: 'grad', ...FAST, matchmakingTimeMs: 6000, averagingExpirationMs: 12_000, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
+  const init = { prefix: 'grad', ...FAST, matchmakingTimeMs: 10_000, averagingExpirationMs: 15_000, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
   const child = await startChild(t, { runId, initialPeers: nodes[0]!.multiaddrs(), averager: { ...init, fault: 'stall-sending' } });
   const avg = averagers(t, nodes, () => init);
   const n = 3000;
