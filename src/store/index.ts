@@ -8,6 +8,7 @@ import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
 
 export * from './errors.js';
+export { DATABASE_FILE } from './database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';

@@ -45,15 +45,15 @@ export class MetricsStore {
     return this.db.prepare(`SELECT series, ts, value, peer, epoch FROM metrics WHERE ${clauses.join(' AND ')} ORDER BY ts, rowid LIMIT ?`).all(...args) as StoredMetric[];
   }
 
-  /** Points of several series (default: all) in time order, optionally since `since` (ms): what exports read. */
-  points(options: { series?: readonly string[]; since?: number } = {}): StoredMetric[] {
+  /** Points of several series (default: all) in time order, optionally since `since` (ms), read lazily: what exports stream. */
+  iteratePoints(options: { series?: readonly string[]; since?: number } = {}): IterableIterator<StoredMetric> {
     const args: unknown[] = [options.since ?? 0];
     let bySeries = '';
     if (options.series !== undefined) {
       bySeries = `AND series IN (${options.series.map(() => '?').join(', ')})`;
       args.push(...options.series);
     }
-    return this.db.prepare(`SELECT series, ts, value, peer, epoch FROM metrics WHERE ts >= ? ${bySeries} ORDER BY ts, rowid`).all(...args) as StoredMetric[];
+    return this.db.prepare(`SELECT series, ts, value, peer, epoch FROM metrics WHERE ts >= ? ${bySeries} ORDER BY ts, rowid`).iterate(...args) as IterableIterator<StoredMetric>;
   }
 
   /** The newest point of a series for one peer ('' = this node). */

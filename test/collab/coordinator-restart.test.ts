@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { METRIC } from '../../src/node/metric-series.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { createSwarmNode, type SwarmNode } from '../../src/swarm/index.js';
+import { runCli } from '../helpers/cli.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -100,4 +101,13 @@ test('a restarted coordinator continues every peer’s credits, compute and flag
   // the swarm loss of each step recorded once across both runs
   assert.deepEqual(co.store.metrics.query(METRIC.loss, { peer: '' }).map((p) => p.epoch), [1, 2]);
   await co.close();
+
+  // what the two runs credited, as `cohort metrics export` reads it from the coordinator's data dir
+  const exported = await runCli(['metrics', 'export', '--table', 'contributions', '--format', 'json', '--data-dir', dataDir, '--log-level', 'error']);
+  assert.equal(exported.code, 0, exported.stderr);
+  const rows = JSON.parse(exported.stdout) as Array<{ peer: string; display_name: string; credited_samples: number; claimed_samples: number; steps: number; flagged_steps: number; share: number }>;
+  assert.deepEqual(rows.map((r) => [r.peer, r.display_name, r.credited_samples, r.claimed_samples, r.steps, r.flagged_steps, r.share]), [
+    [h, 'ada', 80, 80, 2, 0, 0.5],
+    [l, 'liar', 80, 800, 2, 2, 0.5],
+  ].sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
 });
