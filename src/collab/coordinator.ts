@@ -87,18 +87,20 @@ export class Coordinator {
     this.board = leaderboardRecords(init.node);
     this.state = createAverager(init.node, { prefix: STATE_PREFIX, label: 'state', log: init.log });
     // what a previous run on this store got to: baselines and credits, the last swarm loss recorded, the last checkpoint
-    const { contributions, metrics, checkpoints } = init.store;
-    const baselines = contributions.baselines();
-    const totals = contributions.totals();
+    const { contributions, checkpoints } = init.store;
+    const run = init.node.runId;
+    const baselines = contributions.baselines(run);
+    const totals = contributions.totals({ runId: run });
     for (const [peer, baseline] of baselines) this.peers.set(peer, { pending: new Map(), baseline, credited: 0 });
     for (const t of totals) {
       const seen = this.peers.get(t.peerId);
       if (seen) seen.credited = t.credited;
     }
     this.unpublished = totals.length > 0;
-    this.swarmEpoch = metrics.latest(METRIC.loss)?.epoch ?? -1;
-    this.lastCheckpointEpoch = checkpoints.list(SWARM_MODEL_CHECKPOINT)[0]?.epoch ?? 0;
-    if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) from ${init.store.file}`);
+    // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
+    this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
+    this.lastCheckpointEpoch = checkpoints.list(SWARM_MODEL_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
   start(): void {
@@ -117,12 +119,12 @@ export class Coordinator {
 
   /** Contributions credited so far (this run and earlier ones on the store), ranked (display name, else peer id). */
   leaderboard(): ReturnType<typeof leaderboard> {
-    return leaderboard(this.init.store.contributions.totals());
+    return leaderboard(this.init.store.contributions.totals({ runId: this.init.node.runId }));
   }
 
   /** The credited steps whose claim was cut. */
   flagged(): CreditRow[] {
-    return this.init.store.contributions.credits({ flaggedOnly: true });
+    return this.init.store.contributions.credits({ runId: this.init.node.runId, flaggedOnly: true });
   }
 
   /** One look at the swarm: metrics, contributions, maybe a checkpoint. */
@@ -175,7 +177,7 @@ export class Coordinator {
     ];
     const step = r.lastStep;
     const report: ThroughputBaseline = { time: r.time, totalSamples: r.totalSamples, epoch: r.epoch, samplesInEpoch: r.samples, computeSeconds: r.computeSeconds };
-    if (step && !seen.pending.has(step.epoch) && !this.init.store.contributions.isCredited(peer, step.epoch)) {
+    if (step && !seen.pending.has(step.epoch) && !this.init.store.contributions.isCredited(this.init.node.runId, peer, step.epoch)) {
       points.push({ series: METRIC.loss, value: step.loss, epoch: step.epoch + 1, peer, ts: now });
       // measured throughput: samples it reported between its previous step (or first sight) and this one,
       // over that time (a step announced in the very first report seen has no baseline, so only the
@@ -215,6 +217,7 @@ export class Coordinator {
         const credit = creditContribution({ peerId: peer, displayName: seen.last?.displayName, claimedSamples: p.step.samples, measuredSamplesPerSecond: p.rate, activeSeconds: p.activeSeconds, ...(averagedWeight !== undefined ? { averagedWeight } : {}) });
         seen.pending.delete(epoch);
         const row: CreditRow = {
+          runId: this.init.node.runId,
           peerId: peer,
           epoch,
           ...(credit.displayName ? { displayName: credit.displayName } : {}),
@@ -255,7 +258,7 @@ export class Coordinator {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       const keep = this.o.keepCheckpoints;
-      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor }, data: encodeParams(s.params), keep });
+      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId }, data: encodeParams(s.params), keep });
       const root = path.join(this.init.dataDir, 'checkpoints');
       saveModel(path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`), s.config, s.params);
       const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();

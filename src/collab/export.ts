@@ -26,7 +26,7 @@ type Row = Record<string, string | number | null>;
 /** Columns of each table, in order (the CSV header and the JSON keys). */
 export const EXPORT_COLUMNS: Record<ExportTable, readonly string[]> = {
   metrics: ['time', 'ts', 'series', 'epoch', 'peer', 'display_name', 'value'],
-  contributions: ['rank', 'peer', 'display_name', 'credited_samples', 'claimed_samples', 'share', 'compute_hours', 'steps', 'flagged_steps'],
+  contributions: ['run', 'rank', 'peer', 'display_name', 'credited_samples', 'claimed_samples', 'share', 'compute_hours', 'steps', 'flagged_steps'],
 };
 
 /** The table's rows (objects keyed by EXPORT_COLUMNS). */
@@ -38,11 +38,17 @@ export function* exportRows(store: Store, options: Omit<ExportOptions, 'format'>
     }
     return;
   }
+  // totals come by run, most credited first: rank and share are within the run
   const totals = store.contributions.totals(options.since !== undefined ? { since: options.since } : {});
-  const all = totals.reduce((a, t) => a + t.credited, 0);
+  const perRun = new Map<string, number>();
+  for (const t of totals) perRun.set(t.runId, (perRun.get(t.runId) ?? 0) + t.credited);
+  let rank = 0;
   for (const [i, t] of totals.entries()) {
+    rank = i > 0 && totals[i - 1]!.runId === t.runId ? rank + 1 : 1;
+    const all = perRun.get(t.runId)!;
     yield {
-      rank: i + 1,
+      run: t.runId,
+      rank,
       peer: t.peerId,
       display_name: t.displayName ?? '',
       credited_samples: t.credited,

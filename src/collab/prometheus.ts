@@ -1,7 +1,7 @@
 /**
  * The training view a coordinator keeps in its store, as Prometheus text for the dashboard server's
  * `/metrics`: the swarm's newest epoch, alive peers, throughput and loss, and every peer's credited
- * contribution (labels `peer` and `display_name`). Formatted by the swarm's one Prometheus formatter.
+ * contribution (labels `run`, `peer` and `display_name`). Formatted by the swarm's one Prometheus formatter.
  */
 import { METRIC } from '../node/metric-series.js';
 import type { Store } from '../store/index.js';
@@ -25,7 +25,7 @@ export function trainingPrometheus(store: Store): string {
     return { name, type: 'gauge', help, samples: p ? [[{}, p.value]] : [] };
   });
   const totals = store.contributions.totals();
-  const per = (value: (t: (typeof totals)[number]) => number): PrometheusFamily['samples'] => totals.map((t) => [{ peer: t.peerId, display_name: t.displayName ?? '' }, value(t)]);
+  const per = (value: (t: (typeof totals)[number]) => number): PrometheusFamily['samples'] => totals.map((t) => [{ run: t.runId, peer: t.peerId, display_name: t.displayName ?? '' }, value(t)]);
   families.push(
     { name: 'cohort_contribution_credited_samples_total', type: 'counter', help: 'Samples credited to the peer after the throughput and all-reduce weight checks', samples: per((t) => t.credited) },
     { name: 'cohort_contribution_claimed_samples_total', type: 'counter', help: 'Samples the peer claimed in the steps credited', samples: per((t) => t.claimed) },

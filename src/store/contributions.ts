@@ -2,6 +2,8 @@ import type { Database } from 'better-sqlite3';
 
 /** One optimizer step of one peer, as a coordinator credited it. */
 export interface CreditRow {
+  /** The swarm's run id (a data dir may coordinate several runs over time; epochs restart per run). */
+  readonly runId: string;
   readonly peerId: string;
   /** The epoch the step finished (the swarm epoch before the step). */
   readonly epoch: number;
@@ -26,8 +28,9 @@ export interface ThroughputBaseline {
   readonly computeSeconds: number;
 }
 
-/** A peer's credits summed over the steps credited. */
+/** A peer's credits in one run, summed over the steps credited. */
 export interface PeerTotals {
+  readonly runId: string;
   readonly peerId: string;
   /** The display name of its newest credited step. */
   readonly displayName?: string;
@@ -39,6 +42,7 @@ export interface PeerTotals {
 }
 
 interface CreditDbRow {
+  run_id: string;
   peer_id: string;
   epoch: number;
   display_name: string | null;
@@ -50,7 +54,7 @@ interface CreditDbRow {
 }
 
 /**
- * A coordinator's contribution accounting: each credited step once per (peer, epoch), and the
+ * A coordinator's contribution accounting: each credited step once per (run, peer, epoch), and the
  * baseline each peer's next step is measured from, so a restarted coordinator continues where it
  * stopped and never credits a step twice.
  */
@@ -64,27 +68,32 @@ export class ContributionStore {
   credit(row: CreditRow, baseline: ThroughputBaseline): boolean {
     return this.db.transaction((): boolean => {
       const inserted = this.db
-        .prepare('INSERT OR IGNORE INTO contribution_credits (peer_id, epoch, display_name, claimed, credited, compute_seconds, flag, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(row.peerId, row.epoch, row.displayName ?? null, row.claimed, row.credited, row.computeSeconds, row.flag ?? null, row.ts).changes;
+        .prepare('INSERT OR IGNORE INTO contribution_credits (run_id, peer_id, epoch, display_name, claimed, credited, compute_seconds, flag, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(row.runId, row.peerId, row.epoch, row.displayName ?? null, row.claimed, row.credited, row.computeSeconds, row.flag ?? null, row.ts).changes;
       if (inserted === 0) return false;
       this.db
         .prepare(
-          `INSERT INTO contribution_peers (peer_id, display_name, time, total_samples, epoch, samples_in_epoch, compute_seconds) VALUES (?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (peer_id) DO UPDATE SET display_name = excluded.display_name, time = excluded.time, total_samples = excluded.total_samples,
+          `INSERT INTO contribution_peers (run_id, peer_id, display_name, time, total_samples, epoch, samples_in_epoch, compute_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (run_id, peer_id) DO UPDATE SET display_name = excluded.display_name, time = excluded.time, total_samples = excluded.total_samples,
              epoch = excluded.epoch, samples_in_epoch = excluded.samples_in_epoch, compute_seconds = excluded.compute_seconds`,
         )
-        .run(row.peerId, row.displayName ?? null, baseline.time, baseline.totalSamples, baseline.epoch, baseline.samplesInEpoch, baseline.computeSeconds);
+        .run(row.runId, row.peerId, row.displayName ?? null, baseline.time, baseline.totalSamples, baseline.epoch, baseline.samplesInEpoch, baseline.computeSeconds);
       return true;
     })();
   }
 
-  isCredited(peerId: string, epoch: number): boolean {
-    return this.db.prepare('SELECT 1 FROM contribution_credits WHERE peer_id = ? AND epoch = ?').get(peerId, epoch) !== undefined;
+  isCredited(runId: string, peerId: string, epoch: number): boolean {
+    return this.db.prepare('SELECT 1 FROM contribution_credits WHERE run_id = ? AND peer_id = ? AND epoch = ?').get(runId, peerId, epoch) !== undefined;
   }
 
-  /** Every peer's baseline as of its last credited step. */
-  baselines(): Map<string, ThroughputBaseline> {
-    const rows = this.db.prepare('SELECT peer_id, time, total_samples, epoch, samples_in_epoch, compute_seconds FROM contribution_peers').all() as Array<{
+  /** The newest epoch of the run with a credited step. */
+  lastCreditedEpoch(runId: string): number | undefined {
+    return (this.db.prepare('SELECT MAX(epoch) AS epoch FROM contribution_credits WHERE run_id = ?').get(runId) as { epoch: number | null }).epoch ?? undefined;
+  }
+
+  /** Every peer's baseline in the run as of its last credited step. */
+  baselines(runId: string): Map<string, ThroughputBaseline> {
+    const rows = this.db.prepare('SELECT peer_id, time, total_samples, epoch, samples_in_epoch, compute_seconds FROM contribution_peers WHERE run_id = ?').all(runId) as Array<{
       peer_id: string;
       time: number;
       total_samples: number;
@@ -95,18 +104,20 @@ export class ContributionStore {
     return new Map(rows.map((r) => [r.peer_id, { time: r.time, totalSamples: r.total_samples, epoch: r.epoch, samplesInEpoch: r.samples_in_epoch, computeSeconds: r.compute_seconds }]));
   }
 
-  /** Display name per peer (as of its last credited step; peers without one are absent). */
+  /** Display name per peer (as of its newest credited step in any run; peers without one are absent). */
   displayNames(): Map<string, string> {
-    const rows = this.db.prepare('SELECT peer_id, display_name FROM contribution_peers WHERE display_name IS NOT NULL').all() as Array<{ peer_id: string; display_name: string }>;
+    // oldest first, so the newest name of a peer that took part in several runs wins
+    const rows = this.db.prepare('SELECT peer_id, display_name FROM contribution_peers WHERE display_name IS NOT NULL ORDER BY time').all() as Array<{ peer_id: string; display_name: string }>;
     return new Map(rows.map((r) => [r.peer_id, r.display_name]));
   }
 
-  /** Credited steps in the order they were credited, optionally since `since` (ms) and only the flagged ones. */
-  credits(options: { since?: number; flaggedOnly?: boolean } = {}): CreditRow[] {
+  /** Credited steps in the order they were credited, optionally of one run, since `since` (ms), only the flagged ones. */
+  credits(options: { runId?: string; since?: number; flaggedOnly?: boolean } = {}): CreditRow[] {
     const rows = this.db
-      .prepare(`SELECT * FROM contribution_credits WHERE ts >= ? ${options.flaggedOnly ? 'AND flag IS NOT NULL' : ''} ORDER BY ts, rowid`)
-      .all(options.since ?? 0) as CreditDbRow[];
+      .prepare(`SELECT * FROM contribution_credits WHERE ts >= ? ${options.runId !== undefined ? 'AND run_id = ?' : ''} ${options.flaggedOnly ? 'AND flag IS NOT NULL' : ''} ORDER BY ts, rowid`)
+      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as CreditDbRow[];
     return rows.map((r) => ({
+      runId: r.run_id,
       peerId: r.peer_id,
       epoch: r.epoch,
       ...(r.display_name !== null ? { displayName: r.display_name } : {}),
@@ -118,16 +129,17 @@ export class ContributionStore {
     }));
   }
 
-  /** Per-peer sums of the steps credited since `since` (ms; default: all), most credited first. */
-  totals(options: { since?: number } = {}): PeerTotals[] {
+  /** Per-(run, peer) sums of the steps credited, optionally of one run and since `since` (ms); by run, then most credited first. */
+  totals(options: { runId?: string; since?: number } = {}): PeerTotals[] {
     const rows = this.db
       .prepare(
-        `SELECT peer_id, SUM(claimed) AS claimed, SUM(credited) AS credited, SUM(compute_seconds) AS compute_seconds, COUNT(*) AS steps, COUNT(flag) AS flagged,
-           (SELECT display_name FROM contribution_credits n WHERE n.peer_id = c.peer_id ORDER BY n.ts DESC, n.rowid DESC LIMIT 1) AS display_name
-         FROM contribution_credits c WHERE ts >= ? GROUP BY peer_id ORDER BY credited DESC, peer_id`,
+        `SELECT run_id, peer_id, SUM(claimed) AS claimed, SUM(credited) AS credited, SUM(compute_seconds) AS compute_seconds, COUNT(*) AS steps, COUNT(flag) AS flagged,
+           (SELECT display_name FROM contribution_credits n WHERE n.run_id = c.run_id AND n.peer_id = c.peer_id ORDER BY n.ts DESC, n.rowid DESC LIMIT 1) AS display_name
+         FROM contribution_credits c WHERE ts >= ? ${options.runId !== undefined ? 'AND run_id = ?' : ''} GROUP BY run_id, peer_id ORDER BY run_id, credited DESC, peer_id`,
       )
-      .all(options.since ?? 0) as Array<{ peer_id: string; claimed: number; credited: number; compute_seconds: number; steps: number; flagged: number; display_name: string | null }>;
+      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as Array<{ run_id: string; peer_id: string; claimed: number; credited: number; compute_seconds: number; steps: number; flagged: number; display_name: string | null }>;
     return rows.map((r) => ({
+      runId: r.run_id,
       peerId: r.peer_id,
       ...(r.display_name !== null ? { displayName: r.display_name } : {}),
       claimed: r.claimed,

@@ -107,10 +107,11 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 4,
-    description: 'coordinator contribution accounting: one credited row per (peer, step) and each peer\'s throughput baseline, so a restarted coordinator continues its credits',
+    description: 'coordinator contribution accounting: one credited row per (run, peer, step) and each peer\'s throughput baseline, so a restarted coordinator continues its credits',
     up: (db) =>
       db.exec(`
         CREATE TABLE contribution_credits (
+          run_id          TEXT    NOT NULL,
           peer_id         TEXT    NOT NULL,
           epoch           INTEGER NOT NULL,
           display_name    TEXT,
@@ -119,17 +120,19 @@ export const MIGRATIONS: readonly Migration[] = [
           compute_seconds REAL    NOT NULL,
           flag            TEXT,
           ts              INTEGER NOT NULL,
-          PRIMARY KEY (peer_id, epoch)
+          PRIMARY KEY (run_id, peer_id, epoch)
         );
         CREATE INDEX contribution_credits_ts ON contribution_credits (ts);
         CREATE TABLE contribution_peers (
-          peer_id         TEXT    PRIMARY KEY,
+          run_id          TEXT    NOT NULL,
+          peer_id         TEXT    NOT NULL,
           display_name    TEXT,
           time            INTEGER NOT NULL,
           total_samples   REAL    NOT NULL,
           epoch           INTEGER NOT NULL,
           samples_in_epoch REAL   NOT NULL,
-          compute_seconds REAL    NOT NULL
+          compute_seconds REAL    NOT NULL,
+          PRIMARY KEY (run_id, peer_id)
         );
       `),
   },

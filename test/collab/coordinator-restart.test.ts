@@ -105,7 +105,8 @@ test('a restarted coordinator continues every peer’s credits, compute and flag
   // what the two runs credited, as `cohort metrics export` reads it from the coordinator's data dir
   const exported = await runCli(['metrics', 'export', '--table', 'contributions', '--format', 'json', '--data-dir', dataDir, '--log-level', 'error']);
   assert.equal(exported.code, 0, exported.stderr);
-  const rows = JSON.parse(exported.stdout) as Array<{ peer: string; display_name: string; credited_samples: number; claimed_samples: number; steps: number; flagged_steps: number; share: number }>;
+  const rows = JSON.parse(exported.stdout) as Array<{ run: string; peer: string; display_name: string; credited_samples: number; claimed_samples: number; steps: number; flagged_steps: number; share: number }>;
+  assert.ok(rows.every((r) => r.run === RUN));
   assert.deepEqual(rows.map((r) => [r.peer, r.display_name, r.credited_samples, r.claimed_samples, r.steps, r.flagged_steps, r.share]), [
     [h, 'ada', 80, 80, 2, 0, 0.5],
     [l, 'liar', 80, 800, 2, 2, 0.5],

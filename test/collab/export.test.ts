@@ -24,9 +24,10 @@ function filledStore(dir: string, now: number): void {
     { series: METRIC.samplesPerSecond, value: 12.5, peer: 'p1', ts: now - 30_000 },
   ]);
   const baseline = { time: now, totalSamples: 0, epoch: 0, samplesInEpoch: 0, computeSeconds: 0 };
-  store.contributions.credit({ peerId: 'p1', epoch: 0, displayName: TRICKY, claimed: 300, credited: 300, computeSeconds: 1800, ts: now - 3 * HOUR }, baseline);
-  store.contributions.credit({ peerId: 'p1', epoch: 1, displayName: TRICKY, claimed: 60, credited: 60, computeSeconds: 360, ts: now - 60_000 }, baseline);
-  store.contributions.credit({ peerId: 'p2', epoch: 1, claimed: 400, credited: 40, computeSeconds: 0, flag: 'claimed 400 samples', ts: now - 60_000 }, baseline);
+  store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 0, displayName: TRICKY, claimed: 300, credited: 300, computeSeconds: 1800, ts: now - 3 * HOUR }, baseline);
+  store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 1, displayName: TRICKY, claimed: 60, credited: 60, computeSeconds: 360, ts: now - 60_000 }, baseline);
+  store.contributions.credit({ runId: 'r1', peerId: 'p2', epoch: 1, claimed: 400, credited: 40, computeSeconds: 0, flag: 'claimed 400 samples', ts: now - 60_000 }, baseline);
+  store.contributions.credit({ runId: 'r2', peerId: 'p3', epoch: 0, claimed: 5, credited: 5, computeSeconds: 0, ts: now - 60_000 }, baseline);
   store.close();
 }
 
@@ -72,11 +73,12 @@ test('metrics export: every point as RFC 4180 CSV with display names; --series/-
   const board = await runCli(['metrics', 'export', '--table', 'contributions', '--data-dir', dir, '--log-level', 'error']);
   assert.equal(board.code, 0, board.stderr);
   const peers = csv(board.stdout);
-  assert.deepEqual(peers.map((p) => [p.rank, p.peer, p.display_name, Number(p.credited_samples), Number(p.claimed_samples), Number(p.compute_hours), Number(p.flagged_steps)]), [
-    ['1', 'p1', TRICKY, 360, 360, 0.6, 0],
-    ['2', 'p2', '', 40, 400, 0, 1],
+  assert.deepEqual(peers.map((p) => [p.run, p.rank, p.peer, p.display_name, Number(p.credited_samples), Number(p.claimed_samples), Number(p.compute_hours), Number(p.flagged_steps)]), [
+    ['r1', '1', 'p1', TRICKY, 360, 360, 0.6, 0],
+    ['r1', '2', 'p2', '', 40, 400, 0, 1],
+    ['r2', '1', 'p3', '', 5, 5, 0, 0],
   ]);
-  assert.equal(Number(peers[0]!.share) + Number(peers[1]!.share), 1);
+  assert.deepEqual(peers.map((p) => Number(p.share)), [0.9, 0.1, 1], 'shares are within each run');
 });
 
 test('metrics export: a bad flag exits 2 naming the flag and what it accepts; a missing database exits 1', async (t) => {

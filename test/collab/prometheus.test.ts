@@ -29,8 +29,8 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
     { series: METRIC.loss, value: 9, epoch: 2, peer: 'p1', ts: now },
   ]);
   const baseline = { time: now, totalSamples: 0, epoch: 0, samplesInEpoch: 0, computeSeconds: 0 };
-  store.contributions.credit({ peerId: 'p1', epoch: 5, displayName: NAME, claimed: 120, credited: 120, computeSeconds: 30, ts: now }, baseline);
-  store.contributions.credit({ peerId: 'p2', epoch: 5, claimed: 900, credited: 90, computeSeconds: 20, flag: 'inflated', ts: now }, baseline);
+  store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 5, displayName: NAME, claimed: 120, credited: 120, computeSeconds: 30, ts: now }, baseline);
+  store.contributions.credit({ runId: 'r1', peerId: 'p2', epoch: 5, claimed: 900, credited: 90, computeSeconds: 20, flag: 'inflated', ts: now }, baseline);
   const controller = new NodeController({ store, log, version: '0.0.0', components: [], refreshMs: 60_000 });
   const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token: TOKEN, rendererDir: tmpDir(t), api: controller, log, prometheus: () => trainingPrometheus(store) });
   t.after(async () => {
@@ -58,8 +58,8 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
   const credited = families.get('cohort_contribution_credited_samples_total')!;
   assert.equal(credited.type, 'counter');
   assert.deepEqual(credited.samples, [
-    { labels: { peer: 'p1', display_name: NAME }, value: 120 },
-    { labels: { peer: 'p2', display_name: '' }, value: 90 },
+    { labels: { run: 'r1', peer: 'p1', display_name: NAME }, value: 120 },
+    { labels: { run: 'r1', peer: 'p2', display_name: '' }, value: 90 },
   ]);
   assert.deepEqual(families.get('cohort_contribution_flagged_steps_total')!.samples.map((s) => [s.labels.peer, s.value]), [['p1', 0], ['p2', 1]]);
   assert.deepEqual(families.get('cohort_contribution_compute_seconds_total')!.samples.map((s) => s.value), [30, 20]);
