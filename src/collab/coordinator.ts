@@ -117,7 +117,7 @@ export class Coordinator {
     await this.state.stop();
   }
 
-  /** Contributions credited so far (this run and earlier ones on the store), ranked (display name, else peer id). */
+  /** Contributions credited in this run so far (before a restart too), ranked (display name, else peer id). */
   leaderboard(): ReturnType<typeof leaderboard> {
     return leaderboard(this.init.store.contributions.totals({ runId: this.init.node.runId }));
   }
