@@ -10,6 +10,7 @@ import { registerModel } from './commands/model.js';
 import { registerStart } from './commands/start.js';
 import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
+import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
   registerModel(program);
   registerTrain(program);
   registerSwarm(program);
+  registerMetrics(program);
   for (const cmd of program.commands) cmd.exitOverride().showHelpAfterError('(run with --help for the accepted flags and values)');
   return program;
 }

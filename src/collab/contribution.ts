@@ -42,19 +42,30 @@ export function creditContribution(e: ContributionEvidence): CreditedContributio
 export interface LeaderboardRow {
   readonly name: string;
   readonly samples: number;
+  /** Compute credited, in hours. */
+  readonly computeHours: number;
   readonly share: number;
   readonly rank: number;
 }
 
+/** What the leaderboard sums: one credited step, or a peer's totals. */
+export interface Credited {
+  readonly peerId: string;
+  readonly displayName?: string;
+  readonly credited: number;
+  readonly computeSeconds?: number;
+}
+
 /** Totals per volunteer (display name, else peer id), with share of the run and rank (1 = most). */
-export function leaderboard(credits: Iterable<CreditedContribution>): LeaderboardRow[] {
-  const totals = new Map<string, number>();
+export function leaderboard(credits: Iterable<Credited>): LeaderboardRow[] {
+  const totals = new Map<string, { samples: number; seconds: number }>();
   for (const c of credits) {
     const name = c.displayName || c.peerId;
-    totals.set(name, (totals.get(name) ?? 0) + c.credited);
+    const t = totals.get(name) ?? { samples: 0, seconds: 0 };
+    totals.set(name, { samples: t.samples + c.credited, seconds: t.seconds + (c.computeSeconds ?? 0) });
   }
-  const all = [...totals.values()].reduce((a, b) => a + b, 0);
+  const all = [...totals.values()].reduce((a, t) => a + t.samples, 0);
   return [...totals]
-    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
-    .map(([name, samples], i) => ({ name, samples, share: all > 0 ? samples / all : 0, rank: i + 1 }));
+    .sort((a, b) => b[1].samples - a[1].samples || a[0].localeCompare(b[0]))
+    .map(([name, t], i) => ({ name, samples: t.samples, computeHours: t.seconds / 3600, share: all > 0 ? t.samples / all : 0, rank: i + 1 }));
 }

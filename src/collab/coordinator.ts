@@ -2,6 +2,8 @@
  * Coordinator mode (hivemind's training monitor): a peer that computes nothing, bootstraps others,
  * records every peer's signed progress per epoch in the store, credits contributions (capping and
  * flagging inflated claims), and checkpoints the model every N epochs by loading state from peers.
+ * Credits and throughput baselines live in the store, so a restarted coordinator (same data dir)
+ * continues them and never credits a step twice.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,10 +13,10 @@ import { configToHf } from '../engine/albert/config.js';
 import { encodeParams } from '../engine/albert/checkpoint.js';
 import type { Logger } from '../log/logger.js';
 import { METRIC } from '../node/metric-series.js';
-import type { Store } from '../store/index.js';
+import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
 import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
-import { creditContribution, leaderboard, type CreditedContribution } from './contribution.js';
+import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress } from './progress.js';
 import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
 import { STATE_PREFIX } from './optimizer.js';
@@ -38,24 +40,39 @@ export interface CoordinatorInit {
 export const SWARM_MODEL_CHECKPOINT = 'swarm-model';
 export const CREDITED_SERIES = 'credited_samples';
 export const FLAGGED_SERIES = 'flagged_claim';
+/** Epochs behind the swarm for which the all-reduce weights peers reported are kept. */
+const WEIGHTS_KEPT_EPOCHS = 8;
+
+interface Pending {
+  readonly step: NonNullable<ProgressRecord['lastStep']>;
+  readonly at: number;
+  readonly activeSeconds: number;
+  readonly rate: number;
+  readonly computeSeconds: number;
+  /** The report that announced this step: the next step is measured from it (stored with the credit). */
+  readonly next: ThroughputBaseline;
+}
 
 interface Seen {
   last?: ProgressRecord;
-  /** Epochs whose lastStep was credited. */
-  credited: Set<number>;
   /** Steps waiting for other peers' all-reduce weights before crediting. */
-  pending: Map<number, { step: NonNullable<ProgressRecord['lastStep']>; at: number; activeSeconds: number; rate: number }>;
-  /** The report that announced its previous step: throughput is measured from there. */
-  baseline?: { time: number; totalSamples: number; epoch: number; samplesInEpoch: number };
+  pending: Map<number, Pending>;
+  /**
+   * The report its next step is measured from: the one that announced its previous step, else the
+   * first report seen of it (kept in the store with each credit, so it survives a restart).
+   */
+  baseline?: ThroughputBaseline;
+  /** Samples credited to it so far. */
+  credited: number;
 }
 
 export class Coordinator {
   private readonly records: RecordNamespace<ProgressRecord>;
   private readonly board: RecordNamespace<LeaderboardRecord>;
-  private publishedCredits = 0;
+  /** Credits changed since the leaderboard was last published. */
+  private unpublished: boolean;
   private readonly state: Averager;
   private readonly peers = new Map<string, Seen>();
-  private readonly credits: CreditedContribution[] = [];
   /** Weights observed by each reporter in the all-reduce of each epoch: epoch → reporter → (peer → weight). */
   private readonly weights = new Map<number, Map<string, Record<string, number>>>();
   private swarmEpoch = -1;
@@ -69,6 +86,21 @@ export class Coordinator {
     this.records = progressRecords(init.node);
     this.board = leaderboardRecords(init.node);
     this.state = createAverager(init.node, { prefix: STATE_PREFIX, label: 'state', log: init.log });
+    // what a previous run on this store got to: baselines and credits, the last swarm loss recorded, the last checkpoint
+    const { contributions, checkpoints } = init.store;
+    const run = init.node.runId;
+    const baselines = contributions.baselines(run);
+    const totals = contributions.totals({ runId: run });
+    for (const [peer, baseline] of baselines) this.peers.set(peer, { pending: new Map(), baseline, credited: 0 });
+    for (const t of totals) {
+      const seen = this.peers.get(t.peerId);
+      if (seen) seen.credited = t.credited;
+    }
+    this.unpublished = totals.length > 0;
+    // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
+    this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
+    this.lastCheckpointEpoch = checkpoints.list(SWARM_MODEL_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
   start(): void {
@@ -85,13 +117,14 @@ export class Coordinator {
     await this.state.stop();
   }
 
-  /** Contributions credited so far, ranked (display name, else peer id). */
+  /** Contributions credited in this run so far (before a restart too), ranked (display name, else peer id). */
   leaderboard(): ReturnType<typeof leaderboard> {
-    return leaderboard(this.credits);
+    return leaderboard(this.init.store.contributions.totals({ runId: this.init.node.runId }));
   }
 
-  flagged(): CreditedContribution[] {
-    return this.credits.filter((c) => c.flag !== undefined);
+  /** The credited steps whose claim was cut. */
+  flagged(): CreditRow[] {
+    return this.init.store.contributions.credits({ runId: this.init.node.runId, flaggedOnly: true });
   }
 
   /** One look at the swarm: metrics, contributions, maybe a checkpoint. */
@@ -101,16 +134,20 @@ export class Coordinator {
     const points: MetricPoint[] = [];
     const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
     const g = globalProgress(reports, now, { targetBatchSize: this.init.targetBatchSize });
+    // tagged with the swarm epoch they were seen in, so exports can group them per epoch
+    const epoch = g.epoch;
     points.push(
-      { series: METRIC.epoch, value: g.epoch, ts: now },
-      { series: METRIC.peersAlive, value: g.peers, ts: now },
-      { series: METRIC.swarmSamplesPerSecond, value: g.samplesPerSecond, ts: now },
-      { series: METRIC.samplesAccumulated, value: g.estimatedSamples, ts: now },
-      { series: METRIC.targetBatchSize, value: g.targetBatchSize, ts: now },
-      ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, ts: now }] : []),
+      { series: METRIC.epoch, value: g.epoch, epoch, ts: now },
+      { series: METRIC.peersAlive, value: g.peers, epoch, ts: now },
+      { series: METRIC.swarmSamplesPerSecond, value: g.samplesPerSecond, epoch, ts: now },
+      { series: METRIC.samplesAccumulated, value: g.estimatedSamples, epoch, ts: now },
+      { series: METRIC.targetBatchSize, value: g.targetBatchSize, epoch, ts: now },
+      ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, epoch, ts: now }] : []),
     );
     for (const entry of entries.values()) points.push(...this.observe(entry, now));
     points.push(...this.creditPending(now));
+    // a step's reports arrive while the swarm is at most a few epochs further; older views are no longer needed
+    for (const e of this.weights.keys()) if (e < g.epoch - WEIGHTS_KEPT_EPOCHS) this.weights.delete(e);
     const finished = reports.map((r) => r.lastStep).filter((s): s is NonNullable<typeof s> => s !== undefined && s.epoch + 1 === g.epoch);
     if (g.epoch > this.swarmEpoch && finished.length > 0) {
       // the swarm loss of the step just taken: sample-weighted over the peers that report it
@@ -121,7 +158,7 @@ export class Coordinator {
       this.swarmEpoch = g.epoch;
     }
     this.init.store.metrics.record(points);
-    if (this.credits.length !== this.publishedCredits) await this.publishLeaderboard(now);
+    if (this.unpublished) await this.publishLeaderboard(now);
     if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
   }
 
@@ -130,7 +167,7 @@ export class Coordinator {
     const r = entry.value;
     let seen = this.peers.get(peer);
     if (!seen) {
-      seen = { credited: new Set(), pending: new Map() };
+      seen = { pending: new Map(), credited: 0 };
       this.peers.set(peer, seen);
     }
     const points: MetricPoint[] = [
@@ -139,10 +176,12 @@ export class Coordinator {
       { series: METRIC.computeSeconds, value: r.computeSeconds, peer, ts: now },
     ];
     const step = r.lastStep;
-    if (step && !seen.credited.has(step.epoch) && !seen.pending.has(step.epoch)) {
+    const report: ThroughputBaseline = { time: r.time, totalSamples: r.totalSamples, epoch: r.epoch, samplesInEpoch: r.samples, computeSeconds: r.computeSeconds };
+    if (step && !seen.pending.has(step.epoch) && !this.init.store.contributions.isCredited(this.init.node.runId, peer, step.epoch)) {
       points.push({ series: METRIC.loss, value: step.loss, epoch: step.epoch + 1, peer, ts: now });
-      // measured throughput: samples it reported between its previous step and this one, over that time
-      // (the first step seen has no baseline, so only the all-reduce weights check it)
+      // measured throughput: samples it reported between its previous step (or first sight) and this one,
+      // over that time (a step announced in the very first report seen has no baseline, so only the
+      // all-reduce weights check it)
       const b = seen.baseline;
       const activeSeconds = b && r.time > b.time ? (r.time - b.time) / 1000 : 1;
       // the baseline report may already hold samples of the epoch being credited (it is the first report
@@ -150,8 +189,12 @@ export class Coordinator {
       // micro-batch fell before that report would look like it claimed samples it never computed
       const carried = b && b.epoch === step.epoch ? b.samplesInEpoch : 0;
       const rate = b && r.time > b.time ? (Math.max(0, r.totalSamples - b.totalSamples) + carried) / activeSeconds : Infinity;
-      seen.pending.set(step.epoch, { step, at: now, activeSeconds, rate });
-      seen.baseline = { time: r.time, totalSamples: r.totalSamples, epoch: r.epoch, samplesInEpoch: r.samples };
+      // compute time: what its counter grew by since the baseline, at most the time that passed
+      const computeSeconds = b && r.time > b.time ? Math.min(Math.max(0, r.computeSeconds - b.computeSeconds), activeSeconds) : 0;
+      seen.pending.set(step.epoch, { step, at: now, activeSeconds, rate, computeSeconds, next: report });
+      seen.baseline = report;
+    } else if (!seen.baseline) {
+      seen.baseline = report;
     }
     if (step?.weights) {
       let byReporter = this.weights.get(step.epoch);
@@ -172,15 +215,26 @@ export class Coordinator {
         const observed = [...(this.weights.get(epoch) ?? new Map<string, Record<string, number>>())].filter(([reporter]) => reporter !== peer).map(([, w]) => w[peer]).filter((w): w is number => w !== undefined);
         const averagedWeight = observed.length > 0 ? Math.min(...observed) : undefined;
         const credit = creditContribution({ peerId: peer, displayName: seen.last?.displayName, claimedSamples: p.step.samples, measuredSamplesPerSecond: p.rate, activeSeconds: p.activeSeconds, ...(averagedWeight !== undefined ? { averagedWeight } : {}) });
-        this.credits.push(credit);
-        const total = this.credits.filter((c) => c.peerId === peer).reduce((a, c) => a + c.credited, 0);
-        points.push({ series: CREDITED_SERIES, value: total, epoch: epoch + 1, peer, ts: now });
+        seen.pending.delete(epoch);
+        const row: CreditRow = {
+          runId: this.init.node.runId,
+          peerId: peer,
+          epoch,
+          ...(credit.displayName ? { displayName: credit.displayName } : {}),
+          claimed: credit.claimed,
+          credited: credit.credited,
+          computeSeconds: p.computeSeconds,
+          ...(credit.flag !== undefined ? { flag: credit.flag } : {}),
+          ts: now,
+        };
+        if (!this.init.store.contributions.credit(row, p.next)) continue;
+        this.unpublished = true;
+        seen.credited += credit.credited;
+        points.push({ series: CREDITED_SERIES, value: seen.credited, epoch: epoch + 1, peer, ts: now });
         if (credit.flag) {
           points.push({ series: FLAGGED_SERIES, value: credit.claimed - credit.credited, epoch: epoch + 1, peer, ts: now });
           this.init.log.warn(`contribution of peer ${peer} at epoch ${epoch + 1} capped to ${credit.credited} samples and flagged: ${credit.flag}`);
         }
-        seen.pending.delete(epoch);
-        seen.credited.add(epoch);
       }
     }
     return points;
@@ -190,9 +244,10 @@ export class Coordinator {
   private async publishLeaderboard(now: number): Promise<void> {
     const rows = this.leaderboard().slice(0, 20);
     try {
+      this.unpublished = false;
       await this.board.store(LEADERBOARD_NAMESPACE, '', { time: now, rows, flagged: this.flagged().length }, now + 10 * 60_000);
-      this.publishedCredits = this.credits.length;
     } catch (err) {
+      this.unpublished = true;
       this.init.log.warn(`could not publish the leaderboard: ${(err as Error).message}`);
     }
   }
@@ -203,7 +258,7 @@ export class Coordinator {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       const keep = this.o.keepCheckpoints;
-      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor }, data: encodeParams(s.params), keep });
+      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId }, data: encodeParams(s.params), keep });
       const root = path.join(this.init.dataDir, 'checkpoints');
       saveModel(path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`), s.config, s.params);
       const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();

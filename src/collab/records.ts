@@ -62,7 +62,7 @@ export const LEADERBOARD_NAMESPACE = 'leaderboard';
 export const leaderboardRecordSchema = z.object({
   time: count,
   rows: z
-    .array(z.object({ name: z.string().max(64), samples: count, share: z.number().min(0).max(1), rank: z.number().int().positive() }))
+    .array(z.object({ name: z.string().max(64), samples: count, computeHours: count.optional(), share: z.number().min(0).max(1), rank: z.number().int().positive() }))
     .max(20),
   flagged: z.number().int().nonnegative(),
 });

@@ -12,6 +12,9 @@ import { resolveStatic } from './static-files.js';
 const MAX_BODY_BYTES = 64 * 1024;
 /** SSE comment sent this often so proxies and browsers keep the stream open. */
 const HEARTBEAT_MS = 15_000;
+/** Prometheus scrape endpoint and the content type of its text exposition format. */
+export const METRICS_PATH = '/metrics';
+const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 /** Open event streams at most (a few tabs and tools; more is a leak or abuse). */
 const MAX_STREAMS = 32;
 
@@ -28,6 +31,8 @@ export interface DashboardServerOptions {
   readonly rendererDir: string;
   readonly api: CohortApi;
   readonly log: Logger;
+  /** The Prometheus text served on `GET /metrics` (absent: 404). */
+  readonly prometheus?: () => string;
 }
 
 export interface DashboardServer {
@@ -43,7 +48,8 @@ export function isLoopbackHost(host: string): boolean {
 
 /**
  * Serves the dashboard and the API: `GET|POST /api/<verb>` (JSON), `GET /api/events` (Server-Sent
- * Events, one `snapshot` event per change) and the renderer's static files.
+ * Events, one `snapshot` event per change), `GET /metrics` (Prometheus text; behind the same token)
+ * and the renderer's static files.
  */
 export async function startDashboardServer(options: DashboardServerOptions): Promise<DashboardServer> {
   const { api, log, token } = options;
@@ -82,6 +88,7 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
       }
     }
     if (url.pathname === EVENTS_PATH) return openEventStream(res);
+    if (url.pathname === METRICS_PATH) return serveMetrics(req, res);
     if (url.pathname.startsWith('/api/')) return handleApi(req, res, url.pathname.slice('/api/'.length));
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: `${req.method} is not allowed here` });
     return serveStatic(req, res, url.pathname);
@@ -117,6 +124,14 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
       if (err instanceof ApiRequestError) return sendJson(res, 400, { error: err.message });
       throw err;
     }
+  }
+
+  function serveMetrics(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (!options.prometheus) return sendJson(res, 404, { error: 'this node serves no metrics' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: `${METRICS_PATH} takes GET, not ${req.method}` });
+    const body = Buffer.from(options.prometheus());
+    res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'content-length': body.length, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.end(req.method === 'HEAD' ? undefined : body);
   }
 
   function serveStatic(req: http.IncomingMessage, res: http.ServerResponse, pathname: string): void {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
+import { trainingPrometheus } from '../collab/prometheus.js';
 import { openStore, type Store } from '../store/index.js';
 import type { NodeController } from './controller.js';
 import { createNodeController, type MakeRuntimeParts } from './node-runtime.js';
@@ -33,7 +34,7 @@ export async function startHeadlessNode(config: Config, log: Logger, parts?: Mak
   const controller = createNodeController({ store, log, version, parts });
   let server;
   try {
-    server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log });
+    server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log, prometheus: () => trainingPrometheus(store) });
   } catch (err) {
     await controller.close();
     store.close();

@@ -1,13 +1,16 @@
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { CheckpointStore } from './checkpoints.js';
+import { ContributionStore } from './contributions.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
 
 export * from './errors.js';
+export { DATABASE_FILE } from './database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
+export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
 export type { SeenPeer } from './peers.js';
 
@@ -19,6 +22,8 @@ export interface Store {
   readonly metrics: MetricsStore;
   readonly settings: SettingsStore;
   readonly peers: PeerStore;
+  /** A coordinator's credited contributions (src/collab/coordinator.ts). */
+  readonly contributions: ContributionStore;
   close(): void;
 }
 
@@ -32,6 +37,7 @@ export function openStore(dataDir: string, options: OpenDatabaseOptions = {}): S
     metrics: new MetricsStore(db),
     settings: new SettingsStore(db),
     peers: new PeerStore(db),
+    contributions: new ContributionStore(db),
     close: () => db.close(),
   };
 }

@@ -45,6 +45,22 @@ export class MetricsStore {
     return this.db.prepare(`SELECT series, ts, value, peer, epoch FROM metrics WHERE ${clauses.join(' AND ')} ORDER BY ts, rowid LIMIT ?`).all(...args) as StoredMetric[];
   }
 
+  /** Points of several series (default: all) in time order, optionally since `since` (ms), read lazily: what exports stream. */
+  iteratePoints(options: { series?: readonly string[]; since?: number } = {}): IterableIterator<StoredMetric> {
+    const args: unknown[] = [options.since ?? 0];
+    let bySeries = '';
+    if (options.series !== undefined) {
+      bySeries = `AND series IN (${options.series.map(() => '?').join(', ')})`;
+      args.push(...options.series);
+    }
+    return this.db.prepare(`SELECT series, ts, value, peer, epoch FROM metrics WHERE ts >= ? ${bySeries} ORDER BY ts, rowid`).iterate(...args) as IterableIterator<StoredMetric>;
+  }
+
+  /** The newest point of a series for one peer ('' = this node). */
+  latest(series: string, peer = ''): StoredMetric | undefined {
+    return this.db.prepare('SELECT series, ts, value, peer, epoch FROM metrics WHERE series = ? AND peer = ? ORDER BY ts DESC, rowid DESC LIMIT 1').get(series, peer) as StoredMetric | undefined;
+  }
+
   seriesNames(): string[] {
     return (this.db.prepare('SELECT DISTINCT series FROM metrics ORDER BY series').all() as Array<{ series: string }>).map((r) => r.series);
   }

@@ -105,6 +105,37 @@ export const MIGRATIONS: readonly Migration[] = [
     description: 'index metrics by (series, peer, ts) for the dashboard\'s newest-value-per-peer reads',
     up: (db) => db.exec('CREATE INDEX metrics_series_peer_ts ON metrics (series, peer, ts)'),
   },
+  {
+    version: 4,
+    description: 'coordinator contribution accounting: one credited row per (run, peer, step) and each peer\'s throughput baseline, so a restarted coordinator continues its credits',
+    up: (db) =>
+      db.exec(`
+        CREATE TABLE contribution_credits (
+          run_id          TEXT    NOT NULL,
+          peer_id         TEXT    NOT NULL,
+          epoch           INTEGER NOT NULL,
+          display_name    TEXT,
+          claimed         REAL    NOT NULL,
+          credited        REAL    NOT NULL,
+          compute_seconds REAL    NOT NULL,
+          flag            TEXT,
+          ts              INTEGER NOT NULL,
+          PRIMARY KEY (run_id, peer_id, epoch)
+        );
+        CREATE INDEX contribution_credits_ts ON contribution_credits (ts);
+        CREATE TABLE contribution_peers (
+          run_id          TEXT    NOT NULL,
+          peer_id         TEXT    NOT NULL,
+          display_name    TEXT,
+          time            INTEGER NOT NULL,
+          total_samples   REAL    NOT NULL,
+          epoch           INTEGER NOT NULL,
+          samples_in_epoch REAL   NOT NULL,
+          compute_seconds REAL    NOT NULL,
+          PRIMARY KEY (run_id, peer_id)
+        );
+      `),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

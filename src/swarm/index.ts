@@ -14,7 +14,7 @@ export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
 export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
 export { readToEnd } from './streams.js';
-export { statsMetricPoints, toPrometheus } from './prometheus.js';
+export { formatPrometheus, statsMetricPoints, toPrometheus, type PrometheusFamily } from './prometheus.js';
 export { generatePsk, parsePskHex } from './private-network.js';
 export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 export { JoinCodeError, RecordError, IdentityError, type RejectReason } from './errors.js';

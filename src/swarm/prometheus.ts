@@ -1,17 +1,53 @@
 import type { MetricPoint } from '../store/index.js';
 import type { SwarmStats } from './node.js';
 
+/** One metric family of the Prometheus text exposition format (version 0.0.4). */
+export interface PrometheusFamily {
+  /** [a-zA-Z_:][a-zA-Z0-9_:]* */
+  readonly name: string;
+  readonly type: 'gauge' | 'counter';
+  readonly help: string;
+  readonly samples: ReadonlyArray<readonly [labels: Readonly<Record<string, string>>, value: number]>;
+}
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/**
+ * Metric families as Prometheus text: the one formatter behind every `/metrics` Cohort serves.
+ * Label values and help text are escaped (backslash, quote, newline), so volunteer-chosen names
+ * cannot break the format; values are Go-style floats (NaN, +Inf, -Inf).
+ */
+export function formatPrometheus(families: readonly PrometheusFamily[]): string {
+  const lines: string[] = [];
+  for (const f of families) {
+    if (!METRIC_NAME.test(f.name)) throw new RangeError(`Prometheus metric name "${f.name}" is not valid`);
+    lines.push(`# HELP ${f.name} ${f.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`, `# TYPE ${f.name} ${f.type}`);
+    for (const [labels, value] of f.samples) {
+      const text = Object.entries(labels)
+        .map(([k, v]) => {
+          if (!LABEL_NAME.test(k) || k.startsWith('__')) throw new RangeError(`Prometheus label name "${k}" of ${f.name} is not valid`);
+          return `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+        })
+        .join(',');
+      lines.push(`${f.name}${text ? `{${text}}` : ''} ${promValue(value)}`);
+    }
+  }
+  return lines.join('\n') + '\n';
+}
+
+function promValue(v: number): string {
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === Infinity) return '+Inf';
+  if (v === -Infinity) return '-Inf';
+  return String(v);
+}
+
 /** A stats snapshot in Prometheus text exposition format (for `/metrics` endpoints and scrapers). */
 export function toPrometheus(stats: SwarmStats): string {
-  const lines: string[] = [];
+  const families: PrometheusFamily[] = [];
   const metric = (name: string, type: 'gauge' | 'counter', help: string, samples: Array<[Record<string, string>, number]>): void => {
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [labels, value] of samples) {
-      const text = Object.entries(labels)
-        .map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`)
-        .join(',');
-      lines.push(`${name}${text ? `{${text}}` : ''} ${value}`);
-    }
+    families.push({ name, type, help, samples });
   };
   metric('cohort_swarm_connected_peers', 'gauge', 'Peers with an open connection', [[{}, stats.connectedPeers]]);
   metric('cohort_swarm_client_mode_peers', 'gauge', 'Connected peers in client mode', [[{}, stats.clientModePeers.length]]);
@@ -33,7 +69,7 @@ export function toPrometheus(stats: SwarmStats): string {
       [{ protocol, direction: 'received' }, t.received],
     ]),
   );
-  return lines.join('\n') + '\n';
+  return formatPrometheus(families);
 }
 
 /** The stats as points of the store's metric series (`swarm.*`), for the dashboard's history. */

@@ -28,13 +28,13 @@ test('nonsense claims credit nothing', () => {
   }
 });
 
-test('the leaderboard groups by display name, ranks, and shares sum to one', () => {
+test('the leaderboard groups by display name, ranks, sums compute hours, and shares sum to one', () => {
   const rows = leaderboard([
-    { peerId: 'p1', displayName: 'ada', credited: 100, claimed: 100 },
-    { peerId: 'p2', displayName: 'ada', credited: 50, claimed: 50 },
-    { peerId: 'p3', credited: 300, claimed: 300 },
-    { peerId: 'p4', displayName: 'bo', credited: 50, claimed: 90 },
+    { peerId: 'p1', displayName: 'ada', credited: 100, computeSeconds: 1800 },
+    { peerId: 'p2', displayName: 'ada', credited: 50, computeSeconds: 3600 },
+    { peerId: 'p3', credited: 300 },
+    { peerId: 'p4', displayName: 'bo', credited: 50, computeSeconds: 360 },
   ]);
-  assert.deepEqual(rows.map((r) => [r.name, r.samples, r.rank]), [['p3', 300, 1], ['ada', 150, 2], ['bo', 50, 3]]);
+  assert.deepEqual(rows.map((r) => [r.name, r.samples, r.computeHours, r.rank]), [['p3', 300, 0, 1], ['ada', 150, 1.5, 2], ['bo', 50, 0.1, 3]]);
   assert.ok(Math.abs(rows.reduce((s, r) => s + r.share, 0) - 1) < 1e-12);
 });

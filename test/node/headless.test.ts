@@ -33,6 +33,9 @@ test('cohort start serves the API on loopback with every part built, and stops c
   assert.equal((await fetch(`${url}/api/nope`)).status, 404);
   assert.equal(snapshot.components.find((c) => c.name === 'collaborative training')?.available, true);
   assert.doesNotMatch(stderr(), /not in this version yet/, 'every part is built, so none is announced missing');
+  const metrics = await fetch(`${url}/metrics`);
+  assert.equal(metrics.status, 200);
+  assert.match(await metrics.text(), /^# TYPE cohort_training_epoch gauge$/m);
 
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGTERM');

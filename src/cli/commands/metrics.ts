@@ -1,0 +1,88 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Command } from 'commander';
+import { CREDITED_SERIES, FLAGGED_SERIES } from '../../collab/coordinator.js';
+import { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportOptions } from '../../collab/export.js';
+import { ConfigError } from '../../config/load.js';
+import { METRIC } from '../../node/metric-series.js';
+import { DATABASE_FILE, StoreError, openStore, type Store } from '../../store/index.js';
+import { commandContext } from '../context.js';
+import { choiceFlag } from '../flags.js';
+
+interface ExportFlags {
+  format?: string;
+  table?: string;
+  series?: string;
+  since?: string;
+  out?: string;
+}
+
+/** Series a store may hold even before it has points of them. */
+const KNOWN_SERIES = [...Object.values(METRIC), CREDITED_SERIES, FLAGGED_SERIES];
+
+/** `cohort metrics export`: the store's metric history or contributions as CSV or JSON. */
+export function registerMetrics(program: Command): void {
+  const metrics = program.command('metrics').description('read the metrics this node (or coordinator) recorded in its data directory');
+  const cmd = metrics
+    .command('export')
+    .description('export metric points (per-epoch swarm metrics, per-peer values) or per-peer contributions as CSV or JSON')
+    .option('--format <format>', `output format; accepted: ${EXPORT_FORMATS.join(', ')}`, 'csv')
+    .option('--table <table>', 'what to export: metrics (one row per point: time, ts, series, epoch, peer, display_name, value) or contributions (one row per peer: rank, credited and claimed samples, share, compute hours, steps, flagged steps)', 'metrics')
+    .option('--series <names>', 'comma-separated metric series to export (metrics table; default all), e.g. loss,peers_alive,credited_samples')
+    .option('--since <when>', 'only points recorded (or steps credited) since then: an ISO 8601 date/time (2026-05-01, 2026-05-01T12:00:00Z) or a duration back from now (90s, 30m, 2h, 7d)')
+    .option('--out <file>', 'write to this file instead of stdout');
+  cmd.action(async (flags: ExportFlags) => {
+    const { config, log } = commandContext(cmd);
+    const format = choiceFlag('--format', flags.format, EXPORT_FORMATS)!;
+    const table = choiceFlag('--table', flags.table, EXPORT_TABLES)!;
+    if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
+    const since = parseSince(flags.since, Date.now());
+    const file = path.join(config.dataDir, DATABASE_FILE);
+    if (!fs.existsSync(file)) throw new StoreError(file, `no Cohort database in ${config.dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
+    const store = openStore(config.dataDir);
+    try {
+      const series = flags.series === undefined ? undefined : parseSeries(flags.series, store);
+      const options: ExportOptions = { table, format, ...(series ? { series } : {}), ...(since !== undefined ? { since } : {}) };
+      if (flags.out === undefined) {
+        await pipeline(exportStream(store, options), process.stdout, { end: false });
+        return;
+      }
+      // written beside the target and renamed, so a failed export never leaves a half file under its name
+      const partial = `${flags.out}.partial-${process.pid}`;
+      try {
+        await pipeline(exportStream(store, options), fs.createWriteStream(partial, { flags: 'wx' }));
+        fs.renameSync(partial, flags.out);
+      } catch (err) {
+        fs.rmSync(partial, { force: true });
+        throw new Error(`could not write ${flags.out}: ${(err as Error).message}`, { cause: err });
+      }
+      log.info(`exported the ${table} table of ${store.file} as ${format} to ${flags.out}`);
+    } finally {
+      store.close();
+    }
+  });
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)(s|m|h|d)$/;
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `--since` as ms since the Unix epoch. */
+export function parseSince(raw: string | undefined, now: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const text = raw.trim();
+  const duration = DURATION.exec(text);
+  if (duration) return now - Number(duration[1]) * UNIT_MS[duration[2] as keyof typeof UNIT_MS];
+  const at = ISO_DATE.test(text) ? Date.parse(text) : Number.NaN;
+  if (!Number.isFinite(at)) throw new ConfigError('--since', `invalid value ${JSON.stringify(raw)}; accepted: an ISO 8601 date/time (2026-05-01, 2026-05-01T12:00:00Z) or a duration back from now (90s, 30m, 2h, 7d)`);
+  return at;
+}
+
+function parseSeries(raw: string, store: Store): string[] {
+  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const accepted = [...new Set([...KNOWN_SERIES, ...store.metrics.seriesNames()])].sort();
+  const unknown = names.filter((n) => !accepted.includes(n));
+  if (names.length === 0 || unknown.length > 0) throw new ConfigError('--series', `invalid value ${JSON.stringify(raw)}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}; accepted: a comma-separated list of ${accepted.join(', ')}`);
+  return names;
+}
