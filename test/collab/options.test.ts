@@ -22,13 +22,16 @@ interface Summary {
   stateAveraged: number;
 }
 
-test('use_local_updates with average_state_every 2 and batch_size_lead: epochs advance, parameters are averaged, loss falls', { timeout: 180_000 }, async (t) => {
+test('use_local_updates with average_state_every 2 and batch_size_lead: epochs advance, parameters are averaged, loss falls', { timeout: 200_000 }, async (t) => {
   const root = tmpDir(t);
   const [a, b] = await preparedDataDirs(path.join(root, 'template'), ['a', 'b']);
   const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'options-test', '--data-dir', path.join(root, 'co'), ...COMMON]);
   const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
   const peers = [a!, b!].map((dir) => spawnCli(t, ['run', '--join', code!, '--data-dir', dir, ...TRAIN]));
-  const codes = await Promise.all(peers.map((p) => p.exited));
+  // bounded, with the peers' last words when they hang
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`peers still running after 150 s:\n${peers.map((p) => p.stderr.slice(-3000)).join('\n---\n')}`)), 150_000)));
+  const codes = await Promise.race([Promise.all(peers.map((p) => p.exited)), hung]).finally(() => clearTimeout(timer));
   co.child.kill('SIGTERM');
   await co.exited;
   const summaries = peers.map((p, i) => {
