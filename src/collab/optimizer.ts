@@ -8,7 +8,7 @@
  * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, type Averager, type Compression } from '../averaging/index.js';
+import { createAverager, type Averager, type Compression, type StepResult } from '../averaging/index.js';
 import type { AlbertConfig } from '../engine/albert/config.js';
 import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import type { ParameterSet } from '../engine/params.js';
@@ -55,6 +55,13 @@ export interface CollaborativeOptions {
    */
   readonly useLocalUpdates?: boolean;
   /**
+   * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the
+   * background while this peer computes the next epoch's micro-batches (on the parameters before
+   * that step); the step is applied between micro-batches once the round ends, so updates land one
+   * or more micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates. @default false
+   */
+  readonly delayGradAveraging?: boolean;
+  /**
    * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many samples
    * of `targetBatchSize` (the example scripts pass target_batch_size − batch_size_lead as the target),
    * so groups form while slower peers finish. @default 0
@@ -88,12 +95,39 @@ export type StepOutcome =
       /** Outcome of the state averaging that followed this step, when one was due. */
       readonly stateAveraging?: { readonly averagedWith: number } | { readonly reason: string };
     }
-  | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string };
+  | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string }
+  /** delay_grad_averaging: the epoch advanced to `epoch`; its step follows as 'stepped' once the background all-reduce ends. */
+  | { readonly type: 'averaging'; readonly epoch: number };
 
 /** State download prefix (parameters + optimizer), gradient averaging and state (parameter) averaging prefixes. */
 export const STATE_PREFIX = 'state';
 export const GRAD_PREFIX = 'grad';
 export const STATE_AVERAGING_PREFIX = 'state-avg';
+
+/** An epoch whose optimizer step is being taken: `finished` → `next`, over `samples` with mean micro-batch `loss`. */
+interface EndedEpoch {
+  readonly finished: number;
+  readonly next: number;
+  readonly samples: number;
+  readonly loss: number;
+}
+
+/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
+type Reduced = StepResult | { readonly ok: false; readonly reason: string };
+
+interface Averaged {
+  readonly averagedWith: number;
+  readonly reason?: string;
+  readonly weights?: Record<string, number>;
+}
+
+/** delay_grad_averaging's round running in the background while the next epoch trains. */
+interface InFlight {
+  readonly ended: EndedEpoch;
+  readonly peers: number;
+  readonly done: Promise<Reduced>;
+  result: Reduced | undefined;
+}
 
 type Resolved = Required<Omit<CollaborativeOptions, 'displayName' | 'fault' | 'averageStateEvery'>> &
   Pick<CollaborativeOptions, 'displayName' | 'fault'> & {
@@ -112,6 +146,8 @@ export class CollaborativeOptimizer {
   private readonly stateAverager: Averager | undefined;
   /** Samples this peer processed since its epoch began (with useLocalUpdates nothing is accumulated). */
   private epochSamples = 0;
+  /** delay_grad_averaging's round in the background (at most one). */
+  private inFlight: InFlight | undefined;
   private rate = 0;
   private reports: PeerProgress[] = [];
   private nextFetch = 0;
@@ -145,6 +181,7 @@ export class CollaborativeOptimizer {
       stateAveragingCompression: 'none',
       averageOptStatistics: false,
       useLocalUpdates: false,
+      delayGradAveraging: false,
       batchSizeLead: 0,
       metadataExpiration: 120,
       maxRefresh: 30,
@@ -221,6 +258,8 @@ export class CollaborativeOptimizer {
     }
     // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed steps
     if (this.epochValue < g.epoch - 1) return this.loadState(g.epoch);
+    // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
+    if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
     if (g.epoch > this.epochValue || beginStep(g, { batchSizeLead: this.o.batchSizeLead, microBatchSeconds: samples / this.rate, matchmakingTime: this.o.matchmakingTime })) return this.update(g);
     return { type: 'accumulated', progress: g };
@@ -232,40 +271,73 @@ export class CollaborativeOptimizer {
   }
 
   private async update(g: GlobalProgress): Promise<StepOutcome> {
-    const samples = this.epochSamples;
-    const finished = this.epochValue;
+    // delay_grad_averaging: a round still running is finished and applied before the next begins
+    if (this.inFlight) return this.applyInFlight(this.inFlight, await this.inFlight.done);
     // hivemind: next epoch = max(local + 1, global) so a late peer lands on the swarm's epoch
-    const next = Math.max(finished + 1, g.epoch);
-    const averaged = this.o.useLocalUpdates ? { averagedWith: 1 } : await this.averageGradientsAndStep(samples, next);
-    const loss = this.lossSum / samples;
-    this.lastStep = { epoch: finished, samples: this.claim(samples), loss, ...(averaged.weights ? { weights: averaged.weights } : {}) };
-    this.epochValue = next;
+    const s: EndedEpoch = { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
+    if (this.o.useLocalUpdates) {
+      this.beginEpoch(s.next);
+      return this.afterStep(s, { averagedWith: 1 }, g.peers);
+    }
+    const avg = this.acc.average(this.averaged);
+    // never rejects: a background round must not become an unhandled rejection
+    const done = this.grads.step(avg.data, { epoch: s.finished, weight: s.samples }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    if (!this.o.delayGradAveraging) {
+      const result = await done;
+      this.beginEpoch(s.next);
+      return this.applyAveraged(s, result, g.peers);
+    }
+    this.beginEpoch(s.next);
+    const round: InFlight = { ended: s, peers: g.peers, done, result: undefined };
+    void done.then((r) => (round.result = r));
+    this.inFlight = round;
+    this.log.info(`Began averaging the gradients of epoch ${s.finished} in the background; training epoch ${s.next} meanwhile`);
+    await this.publish(true);
+    this.nextFetch = 0;
+    return { type: 'averaging', epoch: s.next };
+  }
+
+  /** Applies the background round of delay_grad_averaging once it is over (StepOutcome of its step). */
+  async flush(): Promise<StepOutcome | undefined> {
+    return this.inFlight ? this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
+  }
+
+  private applyInFlight(round: InFlight, result: Reduced): Promise<StepOutcome> {
+    this.inFlight = undefined;
+    return this.applyAveraged(round.ended, result, round.peers);
+  }
+
+  private beginEpoch(epoch: number): void {
+    this.epochValue = epoch;
     this.acc.reset();
     this.epochSamples = 0;
     this.lossSum = 0;
-    this.log.info(`Step #${next}, loss ${loss.toFixed(5)}`);
-    // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
-    const stateAveraging = this.stateAverager && next % this.o.averageStateEvery === 0 && g.peers > 1 ? await this.averageState(this.stateAverager, next) : undefined;
-    await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
-    this.nextFetch = 0;
-    return { type: 'stepped', epoch: next, loss, averagedWith: averaged.averagedWith, ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}) };
   }
 
-  /** All-reduces the epoch's average gradient (weight = samples) and takes the optimizer step at lr(next). */
-  private async averageGradientsAndStep(samples: number, next: number): Promise<{ averagedWith: number; reason?: string; weights?: Record<string, number> }> {
-    const avg = this.acc.average(this.averaged);
-    const result = await this.grads.step(avg.data, { epoch: this.epochValue, weight: samples });
-    let out: { averagedWith: number; reason?: string; weights?: Record<string, number> };
+  /** Takes the optimizer step of an ended epoch with the all-reduced gradient (or this peer's own when the round failed). */
+  private applyAveraged(s: EndedEpoch, result: Reduced, peers: number): Promise<StepOutcome> {
+    let averaged: Averaged;
     if (result.ok) {
-      avg.data.set(result.vector);
-      out = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])) };
+      this.averaged.data.set(result.vector);
+      averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])) };
     } else {
-      this.log.warn(`Averaging gradients failed at epoch ${this.epochValue}: ${result.reason}; taking a local step with this peer's ${samples} samples`);
-      out = { averagedWith: 1, reason: result.reason };
+      this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
+      averaged = { averagedWith: 1, reason: result.reason };
     }
-    clipGradNorm(avg, this.o.maxGradNorm);
-    this.optimizer.step(this.params, avg, this.lr(next));
-    return out;
+    clipGradNorm(this.averaged, this.o.maxGradNorm);
+    this.optimizer.step(this.params, this.averaged, this.lr(s.next));
+    return this.afterStep(s, averaged, peers);
+  }
+
+  /** Reports the step, averages state when due, publishes progress and re-advertises the state. */
+  private async afterStep(s: EndedEpoch, averaged: Averaged, peers: number): Promise<StepOutcome> {
+    this.lastStep = { epoch: s.finished, samples: this.claim(s.samples), loss: s.loss, ...(averaged.weights ? { weights: averaged.weights } : {}) };
+    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}`);
+    // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
+    const stateAveraging = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? await this.averageState(this.stateAverager, s.next) : undefined;
+    await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
+    this.nextFetch = 0;
+    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}) };
   }
 
   /**
@@ -309,6 +381,7 @@ export class CollaborativeOptimizer {
       this.acc.reset(); // gradients of an older model are useless to the swarm
       this.epochSamples = 0;
       this.lossSum = 0;
+      this.inFlight = undefined; // so is a background round's update of the older model
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
@@ -389,5 +462,6 @@ function checkOptions(o: Resolved): void {
   positive(o.metadataExpiration, 'metadata_expiration');
   positive(o.maxRefresh, 'max refresh');
   if (!Number.isInteger(o.batchSizeLead) || o.batchSizeLead < 0 || o.batchSizeLead >= o.targetBatchSize) throw new RangeError(`batch_size_lead ${o.batchSizeLead} must be an integer from 0 to target_batch_size − 1 (${o.targetBatchSize - 1})`);
+  if (o.useLocalUpdates && o.delayGradAveraging) throw new RangeError('delay_grad_averaging needs gradient averaging, which use_local_updates turns off');
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
 }

@@ -116,6 +116,8 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
         ]);
       }
     }
+    // delay_grad_averaging: the last epoch's step is still in the background (unless stopping)
+    if (!init.signal?.aborted) observe(await collab.flush());
     if (init.out) saveModel(init.out, config, params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples };
   } finally {

@@ -16,10 +16,9 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--coordinator', '--client-mode'], /--coordinator/],
     [['run', '--target-batch-size', '0'], /--target-batch-size/],
     [['run', '--average-state-every', '0'], /--average-state-every.*integer from 1/],
-    [['run', '--state-averaging-compression', 'zip'], /--state-averaging-compression.*none, fp16/],
     [['run', '--target-batch-size', '64', '--batch-size-lead', '64'], /--batch-size-lead.*from 0 to 63/],
     [['run', '--delay-optimizer-step'], /--delay-optimizer-step.*not supported yet/],
-    [['run', '--delay-grad-averaging'], /--delay-grad-averaging.*not supported yet/],
+    [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

@@ -87,3 +87,46 @@ test('use_local_updates: every micro-batch steps locally, so peers drift apart; 
   assert.ok(ma.expAvgSq.data.every((v) => v >= 0), 'second moments stay non-negative');
   assert.ok(a!.optimizer.stepCount > 1 && b!.optimizer.stepCount > 1, 'each peer kept stepping on its own micro-batches');
 });
+
+test('delay_grad_averaging: micro-batches go on while the all-reduce runs; each epoch’s averaged step lands later, in order, and the loss falls', { timeout: 90_000 }, async (t) => {
+  const EPOCHS = 3;
+  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05 });
+  // each peer pulls its parameters towards its own target: loss ½‖p − target‖², gradient p − target
+  const targets = list.map((_, i) => randomVector(list[0]!.params.size, 7 + i, 0.05));
+  const mid = targets[0]!.map((x, j) => (x + targets[1]![j]!) / 2);
+  const swarmLoss = (p: Float32Array): number => p.reduce((s, x, j) => s + 0.5 * (x - mid[j]!) ** 2, 0) / p.length;
+  const before = swarmLoss(list[0]!.params.data);
+  const outcomes = await Promise.all(
+    list.map(async (p, i) => {
+      const seen: StepOutcome[] = [];
+      for (let k = 0; k < 1000 && p.collab.epoch < EPOCHS; k++) {
+        const loss = p.params.data.reduce((s, x, j) => s + 0.5 * (x - targets[i]![j]!) ** 2, 0) / p.params.size;
+        p.grads.data.set(p.params.data.map((x, j) => x - targets[i]![j]!));
+        seen.push(await p.collab.step(p.grads, 4, 1, loss));
+        await new Promise((r) => setTimeout(r, 40));
+      }
+      const last = await p.collab.flush();
+      if (last) seen.push(last);
+      return seen;
+    }),
+  );
+  for (const [i, seen] of outcomes.entries()) {
+    const began = seen.flatMap((o, k) => (o.type === 'averaging' ? [{ epoch: o.epoch, k }] : []));
+    const stepped = seen.flatMap((o, k) => (o.type === 'stepped' ? [{ ...o, k }] : []));
+    assert.deepEqual(began.map((b) => b.epoch), [1, 2, 3], `peer ${i}: epochs advance one at a time when their rounds begin`);
+    assert.deepEqual(stepped.map((s) => s.epoch), [1, 2, 3], `peer ${i}: every epoch's step lands, in order`);
+    for (const [e, s] of stepped.entries()) {
+      assert.ok(s.k > began[e]!.k, `peer ${i}: the step of epoch ${s.epoch} lands after its round began`);
+      if (e + 1 < began.length) assert.ok(s.k < began[e + 1]!.k, `peer ${i}: the next round begins only after epoch ${s.epoch}'s step`);
+      assert.equal(s.averagedWith, 2, `peer ${i}: epoch ${s.epoch} averaged with both peers (${s.reason ?? ''})`);
+    }
+    assert.equal(list[i]!.optimizer.stepCount, EPOCHS);
+  }
+  // micro-batches computed while a round was in flight: accumulated between a round's start and its step
+  const overlapped = outcomes.map((seen) => seen.filter((o, k) => o.type === 'accumulated' && seen.slice(0, k).filter((x) => x.type === 'averaging').length > seen.slice(0, k).filter((x) => x.type === 'stepped').length).length);
+  assert.ok(overlapped.some((n) => n > 0), `no micro-batch overlapped a round: ${overlapped.join(', ')}`);
+  assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
+  const after = swarmLoss(list[0]!.params.data);
+  t.diagnostic(`loss to the swarm's mean target ${before.toExponential(3)} → ${after.toExponential(3)}`);
+  assert.ok(after < before, `loss did not fall: ${before} → ${after}`);
+});

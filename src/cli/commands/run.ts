@@ -75,7 +75,7 @@ export function registerRun(program: Command): void {
     .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates)')
     .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)', '0')
     .option('--delay-optimizer-step', 'not supported yet (delay_optimizer_step): exits 2')
-    .option('--delay-grad-averaging', 'not supported yet (delay_grad_averaging): exits 2')
+    .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging)')
     .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
     .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
     .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
@@ -103,9 +103,9 @@ export function registerRun(program: Command): void {
     const averageStateEvery = intFlag('--average-state-every', opts.averageStateEvery, 1);
     const stateAveragingCompression = choiceFlag('--state-averaging-compression', opts.stateAveragingCompression, COMPRESSIONS)!;
     const batchSizeLead = intFlag('--batch-size-lead', opts.batchSizeLead, 0, targetBatchSize - 1)!;
-    // hivemind runs these in background threads; Cohort's step is not split that way yet
+    // hivemind runs the optimizer step in a background thread; Cohort's LAMB step runs on the main thread
     if (opts.delayOptimizerStep) throw new ConfigError('--delay-optimizer-step', 'is not supported yet: the optimizer step runs before the next micro-batch');
-    if (opts.delayGradAveraging) throw new ConfigError('--delay-grad-averaging', 'is not supported yet: gradients are averaged before the next micro-batch');
+    if (opts.delayGradAveraging && opts.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
     const peakLr = positiveFloatFlag('--lr', opts.lr)!;
     const totalSteps = intFlag('--total-steps', opts.totalSteps, 1)!;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
@@ -163,6 +163,7 @@ export function registerRun(program: Command): void {
             stateAveragingCompression,
             averageOptStatistics: opts.averageOptStatistics === true,
             useLocalUpdates: opts.useLocalUpdates === true,
+            delayGradAveraging: opts.delayGradAveraging === true,
             batchSizeLead,
             peakLr,
             warmupSteps,
