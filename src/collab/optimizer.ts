@@ -13,7 +13,7 @@ import type { AlbertConfig } from '../engine/albert/config.js';
 import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import type { ParameterSet } from '../engine/params.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
-import { beginStep, globalProgress, progressLine, type GlobalProgress, type PeerProgress } from './progress.js';
+import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
 import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
@@ -234,7 +234,8 @@ export class CollaborativeOptimizer {
 
   /**
    * Adds one micro-batch's gradient (of its mean loss over `samples` samples, computed in
-   * `seconds`) and, when the swarm is ready, takes the collaborative step.
+   * `seconds`) and, when the swarm is ready, takes the collaborative step. With useLocalUpdates it
+   * steps on `grads` at once (clipping them in place).
    */
   async step(grads: ParameterSet, samples: number, seconds: number, loss: number): Promise<StepOutcome> {
     if (this.o.useLocalUpdates) {
@@ -261,7 +262,7 @@ export class CollaborativeOptimizer {
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
     if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
-    if (g.epoch > this.epochValue || beginStep(g, { batchSizeLead: this.o.batchSizeLead, microBatchSeconds: samples / this.rate, matchmakingTime: this.o.matchmakingTime })) return this.update(g);
+    if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead)) return this.update(g);
     return { type: 'accumulated', progress: g };
   }
 

@@ -76,27 +76,3 @@ export function progressLine(p: GlobalProgress): string {
 export function readyForStep(p: GlobalProgress, batchSizeLead = 0): boolean {
   return p.estimatedSamples >= p.targetBatchSize - batchSizeLead;
 }
-
-export interface StepTiming {
-  /** hivemind's batch_size_lead: samples short of the target at which averaging may begin. */
-  readonly batchSizeLead: number;
-  /** How long this peer's next micro-batch is expected to take (seconds). */
-  readonly microBatchSeconds: number;
-  /** How long a group waits for its members (seconds). */
-  readonly matchmakingTime: number;
-}
-
-/**
- * Whether this peer should stop computing and begin the epoch's averaging now. Yes when the swarm
- * is ready (`readyForStep` with the lead); and, as hivemind pre-schedules matchmaking before the
- * ETA, when other peers are training and the swarm is expected to reach the target before this
- * peer's next micro-batch would finish and within `matchmakingTime`: computing that micro-batch
- * would make this peer late for the group, while matchmaking now finds the others as they arrive.
- * A peer alone has nobody to wait for, so it gathers the full batch.
- */
-export function beginStep(p: GlobalProgress, t: StepTiming): boolean {
-  if (readyForStep(p, t.batchSizeLead)) return true;
-  if (p.peers < 2 || !(p.samplesPerSecond > 0)) return false;
-  const eta = (p.targetBatchSize - t.batchSizeLead - p.estimatedSamples) / p.samplesPerSecond;
-  return eta <= Math.min(t.microBatchSeconds, t.matchmakingTime);
-}

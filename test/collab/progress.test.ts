@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { beginStep, globalProgress, progressLine, readyForStep, type PeerProgress } from '../../src/collab/progress.js';
+import { globalProgress, progressLine, readyForStep, type PeerProgress } from '../../src/collab/progress.js';
 
 const peer = (peerId: string, epoch: number, samples: number, samplesPerSecond: number, time: number): PeerProgress => ({ peerId, epoch, samples, samplesPerSecond, time, clientMode: false });
 
@@ -37,19 +37,10 @@ test('reaching the target means ETA 0 and ready; no reports or no throughput mea
   assert.match(progressLine(stalled), /ETA unknown seconds/);
 });
 
-test('batch_size_lead starts the step that many samples early; pre-scheduling begins when the next micro-batch would end after the ETA', () => {
-  // 2 peers, 900 of 1000 samples, 10 samples/s together: the target is 10 s away
+test('batch_size_lead makes the swarm ready that many samples before the target', () => {
+  // 2 peers, 900 of 1000 samples
   const p = globalProgress([peer('a', 0, 450, 5, 0), peer('b', 0, 450, 5, 0)], 0, { targetBatchSize: 1000 });
+  assert.equal(readyForStep(p), false);
   assert.equal(readyForStep(p, 99), false);
   assert.equal(readyForStep(p, 100), true);
-  const at = (batchSizeLead: number, microBatchSeconds: number, matchmakingTime: number): boolean => beginStep(p, { batchSizeLead, microBatchSeconds, matchmakingTime });
-  assert.equal(at(0, 1, 5), false, '10 s to go, 1 s micro-batches: keep computing');
-  assert.equal(at(100, 1, 5), true, 'within the lead');
-  assert.equal(at(0, 12, 15), true, 'the next micro-batch would end 2 s after the target: begin matchmaking now');
-  assert.equal(at(0, 12, 5), false, 'but not when the group would wait longer than matchmaking_time for the others');
-  assert.equal(at(60, 5, 5), true, 'the ETA counts to target − lead (4 s)');
-  assert.equal(at(60, 3, 5), false);
-  const alone = globalProgress([peer('a', 0, 900, 10, 0)], 0, { targetBatchSize: 1000 });
-  assert.equal(beginStep(alone, { batchSizeLead: 0, microBatchSeconds: 12, matchmakingTime: 15 }), false, 'a peer alone has nobody to wait for');
-  assert.equal(beginStep(alone, { batchSizeLead: 100, microBatchSeconds: 1, matchmakingTime: 5 }), true, 'the lead applies alone too');
 });
