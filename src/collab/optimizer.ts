@@ -3,10 +3,12 @@
  * publishes its progress; when the swarm together has gathered `targetBatchSize` samples, the peers
  * all-reduce their average gradients weighted by samples and all take the same LAMB step, the
  * learning rate scheduled by swarm epoch. A failed all-reduce falls back to a local step (as
- * hivemind does); a peer behind the swarm downloads the state from others. See docs/collab.md.
+ * hivemind does); a peer behind the swarm downloads the state from others. With `useLocalUpdates`
+ * each peer steps on its own micro-batches instead; every `averageStateEvery` epochs the peers
+ * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, type Averager, type Compression } from '../averaging/index.js';
+import { createAverager, type Averager, type Compression, type StepResult } from '../averaging/index.js';
 import type { AlbertConfig } from '../engine/albert/config.js';
 import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import type { ParameterSet } from '../engine/params.js';
@@ -29,6 +31,42 @@ export interface CollaborativeOptions {
   readonly gradCompression?: Compression;
   /** Peers per averaging group. @default 256 */
   readonly targetGroupSize?: number;
+  /**
+   * hivemind's average_state_every: at the end of every epoch E with E % N = 0 the peers
+   * all-reduce their parameters (uniform weights, group key = E), so peers whose models drifted
+   * apart (local steps after failed gradient all-reduces, `useLocalUpdates`) re-converge. Skipped
+   * when this peer sees no other peer. @default 1 with useLocalUpdates, otherwise never (hivemind's
+   * default is 1 in both cases; with gradient averaging peers take identical steps, so Cohort saves the
+   * second all-reduce unless asked)
+   */
+  readonly averageStateEvery?: number;
+  /** Wire compression of state averaging (hivemind's state_averaging_compression). @default 'none' */
+  readonly stateAveragingCompression?: Compression;
+  /**
+   * hivemind's average_opt_statistics: state averaging also averages the optimizer's moments
+   * (LAMB exp_avg and exp_avg_sq), tripling its traffic; the step count stays each peer's own. @default false
+   */
+  readonly averageOptStatistics?: boolean;
+  /**
+   * hivemind's use_local_updates: every micro-batch this peer clips its own gradient and takes a LAMB
+   * step at once (learning rate of the epoch being gathered); gradients are never averaged. The swarm
+   * still counts samples towards `targetBatchSize` to advance the epoch, and parameters are averaged
+   * every `averageStateEvery` epochs. @default false
+   */
+  readonly useLocalUpdates?: boolean;
+  /**
+   * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the
+   * background while this peer computes the next epoch's micro-batches (on the parameters before
+   * that step); the step is applied between micro-batches once the round ends, so updates land one
+   * or more micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates. @default false
+   */
+  readonly delayGradAveraging?: boolean;
+  /**
+   * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many samples
+   * of `targetBatchSize` (the example scripts pass target_batch_size − batch_size_lead as the target),
+   * so groups form while slower peers finish. @default 0
+   */
+  readonly batchSizeLead?: number;
   /** Lifetime of the progress record (hivemind's metadata_expiration). @default 120 */
   readonly metadataExpiration?: number;
   /** Upper bound on how long a peer trusts its last view of the swarm. @default 30 */
@@ -46,12 +84,56 @@ export interface CollaborativeOptions {
 /** What one `step` call did. */
 export type StepOutcome =
   | { readonly type: 'accumulated'; readonly progress: GlobalProgress }
-  | { readonly type: 'stepped'; readonly epoch: number; readonly loss: number; readonly averagedWith: number; readonly reason?: string }
-  | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string };
+  | {
+      readonly type: 'stepped';
+      readonly epoch: number;
+      readonly loss: number;
+      /** Peers whose gradients this step averaged (1: a local step, or useLocalUpdates). */
+      readonly averagedWith: number;
+      /** Why the gradient all-reduce failed (absent when it succeeded or was not attempted). */
+      readonly reason?: string;
+      /** Outcome of the state averaging that followed this step, when one was due. */
+      readonly stateAveraging?: { readonly averagedWith: number } | { readonly reason: string };
+    }
+  | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string }
+  /** delay_grad_averaging: the epoch advanced to `epoch`; its step follows as 'stepped' once the background all-reduce ends. */
+  | { readonly type: 'averaging'; readonly epoch: number };
 
-/** State download prefix (parameters + optimizer) and gradient averaging prefix. */
+/** State download prefix (parameters + optimizer), gradient averaging and state (parameter) averaging prefixes. */
 export const STATE_PREFIX = 'state';
 export const GRAD_PREFIX = 'grad';
+export const STATE_AVERAGING_PREFIX = 'state-avg';
+
+/** An epoch whose optimizer step is being taken: `finished` → `next`, over `samples` with mean micro-batch `loss`. */
+interface EndedEpoch {
+  readonly finished: number;
+  readonly next: number;
+  readonly samples: number;
+  readonly loss: number;
+}
+
+/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
+type Reduced = StepResult | { readonly ok: false; readonly reason: string };
+
+interface Averaged {
+  readonly averagedWith: number;
+  readonly reason?: string;
+  readonly weights?: Record<string, number>;
+}
+
+/** delay_grad_averaging's round running in the background while the next epoch trains. */
+interface InFlight {
+  readonly ended: EndedEpoch;
+  readonly peers: number;
+  readonly done: Promise<Reduced>;
+  result: Reduced | undefined;
+}
+
+type Resolved = Required<Omit<CollaborativeOptions, 'displayName' | 'fault' | 'averageStateEvery'>> &
+  Pick<CollaborativeOptions, 'displayName' | 'fault'> & {
+    /** 0: never. */
+    readonly averageStateEvery: number;
+  };
 
 export class CollaborativeOptimizer {
   private epochValue = 0;
@@ -60,6 +142,12 @@ export class CollaborativeOptimizer {
   private readonly records: RecordNamespace<ProgressRecord>;
   private readonly grads: Averager;
   private readonly state: Averager;
+  /** Parameter averaging every `averageStateEvery` epochs (absent when never). */
+  private readonly stateAverager: Averager | undefined;
+  /** Samples this peer processed since its epoch began (with useLocalUpdates nothing is accumulated). */
+  private epochSamples = 0;
+  /** delay_grad_averaging's round in the background (at most one). */
+  private inFlight: InFlight | undefined;
   private rate = 0;
   private reports: PeerProgress[] = [];
   private nextFetch = 0;
@@ -70,7 +158,7 @@ export class CollaborativeOptimizer {
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
   private advertise: () => Promise<void> = async () => {};
   private totals = { samples: 0, seconds: 0 };
-  private readonly o: Required<Omit<CollaborativeOptions, 'displayName' | 'fault'>> & Pick<CollaborativeOptions, 'displayName' | 'fault'>;
+  private readonly o: Resolved;
 
   constructor(
     private readonly node: SwarmNode,
@@ -80,24 +168,43 @@ export class CollaborativeOptimizer {
     options: CollaborativeOptions,
     private readonly log: Logger,
   ) {
+    if (options.averageStateEvery !== undefined && (!Number.isInteger(options.averageStateEvery) || options.averageStateEvery < 1)) {
+      throw new RangeError(`average_state_every ${options.averageStateEvery} must be an integer ≥ 1`);
+    }
     const matchmakingTime = options.matchmakingTime ?? 5;
-    this.o = { matchmakingTime, averagingTimeout: 60, averagingExpiration: Math.max(matchmakingTime, 15), gradCompression: 'none', targetGroupSize: 256, metadataExpiration: 120, maxRefresh: 30, maxGradNorm: 1, ...options };
+    const defaults = {
+      matchmakingTime,
+      averagingTimeout: 60,
+      averagingExpiration: Math.max(matchmakingTime, 15),
+      gradCompression: 'none',
+      targetGroupSize: 256,
+      stateAveragingCompression: 'none',
+      averageOptStatistics: false,
+      useLocalUpdates: false,
+      delayGradAveraging: false,
+      batchSizeLead: 0,
+      metadataExpiration: 120,
+      maxRefresh: 30,
+      maxGradNorm: 1,
+    } as const;
+    this.o = { ...defaults, ...options, averageStateEvery: options.averageStateEvery ?? (options.useLocalUpdates ? 1 : 0) };
     checkOptions(this.o);
     this.acc = new GradientAccumulator(params);
     this.averaged = params.zerosLike();
     this.records = progressRecords(node);
     leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
-    this.grads = createAverager(node, {
-      prefix: GRAD_PREFIX,
-      label: 'gradients',
+    const timing = {
       targetGroupSize: this.o.targetGroupSize,
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
       averagingExpirationMs: Math.round(this.o.averagingExpiration * 1000),
       averagingTimeoutMs: Math.round(this.o.averagingTimeout * 1000),
-      compression: this.o.gradCompression,
       log,
-    });
+    };
+    this.grads = createAverager(node, { prefix: GRAD_PREFIX, label: 'gradients', compression: this.o.gradCompression, ...timing });
     this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log });
+    if (this.o.averageStateEvery > 0) {
+      this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, label: this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters', compression: this.o.stateAveragingCompression, ...timing });
+    }
   }
 
   /** The swarm epoch this peer is at (optimizer steps the swarm has taken). */
@@ -127,10 +234,17 @@ export class CollaborativeOptimizer {
 
   /**
    * Adds one micro-batch's gradient (of its mean loss over `samples` samples, computed in
-   * `seconds`) and, when the swarm is ready, takes the collaborative step.
+   * `seconds`) and, when the swarm is ready, takes the collaborative step. With useLocalUpdates it
+   * steps on `grads` at once (clipping them in place).
    */
   async step(grads: ParameterSet, samples: number, seconds: number, loss: number): Promise<StepOutcome> {
-    this.acc.add(grads, samples);
+    if (this.o.useLocalUpdates) {
+      if (!Number.isSafeInteger(samples) || samples <= 0) throw new RangeError(`micro-batch sample count must be an integer > 0; got ${samples}`);
+      // hivemind's use_local_updates: the optimizer steps on every micro-batch; the epoch's rate applies
+      clipGradNorm(grads, this.o.maxGradNorm);
+      this.optimizer.step(this.params, grads, this.lr(this.epochValue + 1));
+    } else this.acc.add(grads, samples);
+    this.epochSamples += samples;
     this.lossSum += loss * samples;
     this.totals.samples += samples;
     this.totals.seconds += seconds;
@@ -145,45 +259,115 @@ export class CollaborativeOptimizer {
     }
     // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed steps
     if (this.epochValue < g.epoch - 1) return this.loadState(g.epoch);
+    // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
+    if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
-    if (g.epoch > this.epochValue || readyForStep(g)) return this.update(g);
+    if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead)) return this.update(g);
     return { type: 'accumulated', progress: g };
   }
 
   /** Stops averaging and serving state; the progress record expires by itself. */
   async stop(): Promise<void> {
-    await Promise.all([this.grads.stop(), this.state.stop()]);
+    await Promise.all([this.grads.stop(), this.state.stop(), this.stateAverager?.stop()]);
   }
 
   private async update(g: GlobalProgress): Promise<StepOutcome> {
-    const samples = this.acc.samples;
-    const avg = this.acc.average(this.averaged);
-    const result = await this.grads.step(avg.data, { epoch: this.epochValue, weight: samples });
-    let averagedWith = 1;
-    let reason: string | undefined;
-    let weights: Record<string, number> | undefined;
-    if (result.ok) {
-      avg.data.set(result.vector);
-      averagedWith = result.group.members.length;
-      weights = Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight]));
-    } else {
-      reason = result.reason;
-      this.log.warn(`Averaging gradients failed at epoch ${this.epochValue}: ${result.reason}; taking a local step with this peer's ${samples} samples`);
-    }
-    clipGradNorm(avg, this.o.maxGradNorm);
-    const finished = this.epochValue;
+    // delay_grad_averaging: a round still running is finished and applied before the next begins
+    if (this.inFlight) return this.applyInFlight(this.inFlight, await this.inFlight.done);
     // hivemind: next epoch = max(local + 1, global) so a late peer lands on the swarm's epoch
-    const next = Math.max(finished + 1, g.epoch);
-    this.optimizer.step(this.params, avg, this.lr(next));
-    const loss = this.lossSum / samples;
-    this.lastStep = { epoch: finished, samples: this.claim(samples), loss, ...(weights ? { weights } : {}) };
-    this.epochValue = next;
+    const s: EndedEpoch = { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
+    if (this.o.useLocalUpdates) {
+      this.beginEpoch(s.next);
+      return this.afterStep(s, { averagedWith: 1 }, g.peers);
+    }
+    const avg = this.acc.average(this.averaged);
+    // never rejects: a background round must not become an unhandled rejection
+    const done = this.grads.step(avg.data, { epoch: s.finished, weight: s.samples }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    if (!this.o.delayGradAveraging) {
+      const result = await done;
+      this.beginEpoch(s.next);
+      return this.applyAveraged(s, result, g.peers);
+    }
+    this.beginEpoch(s.next);
+    const round: InFlight = { ended: s, peers: g.peers, done, result: undefined };
+    void done.then((r) => (round.result = r));
+    this.inFlight = round;
+    this.log.info(`Began averaging the gradients of epoch ${s.finished} in the background; training epoch ${s.next} meanwhile`);
+    await this.publish(true);
+    this.nextFetch = 0;
+    return { type: 'averaging', epoch: s.next };
+  }
+
+  /** Applies the background round of delay_grad_averaging once it is over (StepOutcome of its step). */
+  async flush(): Promise<StepOutcome | undefined> {
+    return this.inFlight ? this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
+  }
+
+  private applyInFlight(round: InFlight, result: Reduced): Promise<StepOutcome> {
+    this.inFlight = undefined;
+    return this.applyAveraged(round.ended, result, round.peers);
+  }
+
+  private beginEpoch(epoch: number): void {
+    this.epochValue = epoch;
     this.acc.reset();
+    this.epochSamples = 0;
     this.lossSum = 0;
-    this.log.info(`Step #${next}, loss ${loss.toFixed(5)}`);
+  }
+
+  /** Takes the optimizer step of an ended epoch with the all-reduced gradient (or this peer's own when the round failed). */
+  private applyAveraged(s: EndedEpoch, result: Reduced, peers: number): Promise<StepOutcome> {
+    let averaged: Averaged;
+    if (result.ok) {
+      this.averaged.data.set(result.vector);
+      averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])) };
+    } else {
+      this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
+      averaged = { averagedWith: 1, reason: result.reason };
+    }
+    clipGradNorm(this.averaged, this.o.maxGradNorm);
+    this.optimizer.step(this.params, this.averaged, this.lr(s.next));
+    return this.afterStep(s, averaged, peers);
+  }
+
+  /** Reports the step, averages state when due, publishes progress and re-advertises the state. */
+  private async afterStep(s: EndedEpoch, averaged: Averaged, peers: number): Promise<StepOutcome> {
+    this.lastStep = { epoch: s.finished, samples: this.claim(s.samples), loss: s.loss, ...(averaged.weights ? { weights: averaged.weights } : {}) };
+    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}`);
+    // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
+    const stateAveraging = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? await this.averageState(this.stateAverager, s.next) : undefined;
     await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
     this.nextFetch = 0;
-    return { type: 'stepped', epoch: next, loss, averagedWith, ...(reason ? { reason } : {}) };
+    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}) };
+  }
+
+  /**
+   * hivemind's state averaging round: all-reduces the parameters (and, with averageOptStatistics,
+   * LAMB's moments) with the peers that finished the same epoch, uniform weights as hivemind's
+   * TrainingStateAverager. A failed round keeps this peer's own state.
+   */
+  private async averageState(averager: Averager, epoch: number): Promise<{ averagedWith: number } | { reason: string }> {
+    const n = this.params.size;
+    const opt = this.o.averageOptStatistics ? this.optimizer.exportState() : undefined;
+    const vector = opt ? new Float32Array(3 * n) : this.params.data;
+    if (opt) {
+      vector.set(this.params.data, 0);
+      vector.set(opt.expAvg.data, n);
+      vector.set(opt.expAvgSq.data, 2 * n);
+    }
+    const result = await averager.step(vector, { epoch, weight: 1 });
+    if (!result.ok) {
+      this.log.warn(`Averaging state failed at epoch ${epoch}: ${result.reason}; keeping this peer's parameters`);
+      return { reason: result.reason };
+    }
+    this.params.data.set(result.vector.subarray(0, n));
+    if (opt) {
+      opt.expAvg.data.set(result.vector.subarray(n, 2 * n));
+      // averaging rounds and compression must not make a second moment negative (LAMB takes its square root)
+      opt.expAvgSq.data.set(result.vector.subarray(2 * n, 3 * n).map((v) => Math.max(0, v)));
+      this.optimizer.importState(opt);
+    }
+    return { averagedWith: result.group.members.length };
   }
 
   private async loadState(swarmEpoch: number): Promise<StepOutcome> {
@@ -196,7 +380,9 @@ export class CollaborativeOptimizer {
       if (s.optimizer) this.optimizer.importState(s.optimizer);
       this.epochValue = s.epoch;
       this.acc.reset(); // gradients of an older model are useless to the swarm
+      this.epochSamples = 0;
       this.lossSum = 0;
+      this.inFlight = undefined; // so is a background round's update of the older model
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
@@ -217,7 +403,7 @@ export class CollaborativeOptimizer {
   }
 
   private own(now: number): PeerProgress {
-    return { peerId: this.node.peerId.toString(), epoch: this.epochValue, samples: this.acc.samples, samplesPerSecond: this.rate, time: now, clientMode: this.node.clientMode };
+    return { peerId: this.node.peerId.toString(), epoch: this.epochValue, samples: this.epochSamples, samplesPerSecond: this.rate, time: now, clientMode: this.node.clientMode };
   }
 
   private withOwn(now: number): PeerProgress[] {
@@ -267,7 +453,7 @@ export class CollaborativeOptimizer {
   }
 }
 
-function checkOptions(o: Required<Omit<CollaborativeOptions, 'displayName' | 'fault'>>): void {
+function checkOptions(o: Resolved): void {
   const positive = (v: number, name: string): void => {
     if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`${name} ${v} must be a positive number`);
   };
@@ -276,5 +462,7 @@ function checkOptions(o: Required<Omit<CollaborativeOptions, 'displayName' | 'fa
   positive(o.averagingTimeout, 'averaging_timeout');
   positive(o.metadataExpiration, 'metadata_expiration');
   positive(o.maxRefresh, 'max refresh');
+  if (!Number.isInteger(o.batchSizeLead) || o.batchSizeLead < 0 || o.batchSizeLead >= o.targetBatchSize) throw new RangeError(`batch_size_lead ${o.batchSizeLead} must be an integer from 0 to target_batch_size − 1 (${o.targetBatchSize - 1})`);
+  if (o.useLocalUpdates && o.delayGradAveraging) throw new RangeError('delay_grad_averaging needs gradient averaging, which use_local_updates turns off');
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
 }

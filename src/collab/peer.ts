@@ -47,6 +47,8 @@ export interface PeerSummary {
   readonly losses: ReadonlyArray<{ readonly epoch: number; readonly loss: number }>;
   readonly averaged: number;
   readonly localFallbacks: number;
+  /** State-averaging rounds that succeeded (averageStateEvery). */
+  readonly stateAveraged: number;
   readonly loadedState: number;
   readonly samples: number;
 }
@@ -68,14 +70,15 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   const optimizer = createOptimizer(params, { kind: 'lamb', lr: init.collab.peakLr });
   const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log });
   const collab = new CollaborativeOptimizer(node, config, params, optimizer, init.collab, log);
-  const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, loadedState: 0 };
+  const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0 };
   const observe = (o: StepOutcome | undefined): void => {
     if (!o) return;
     if (o.type === 'stepped') {
       summary.steps++;
       summary.losses.push({ epoch: o.epoch, loss: o.loss });
       if (o.reason) summary.localFallbacks++;
-      else summary.averaged++;
+      else if (o.averagedWith > 1) summary.averaged++;
+      if (o.stateAveraging && 'averagedWith' in o.stateAveraging) summary.stateAveraged++;
       const at = Date.now();
       store.metrics.record([
         { series: METRIC.loss, value: o.loss, epoch: o.epoch, ts: at },
@@ -113,6 +116,8 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
         ]);
       }
     }
+    // delay_grad_averaging: the last epoch's step is still in the background (unless stopping)
+    if (!init.signal?.aborted) observe(await collab.flush());
     if (init.out) saveModel(init.out, config, params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples };
   } finally {

@@ -72,7 +72,7 @@ export function progressLine(p: GlobalProgress): string {
   return `Collaboration accumulated ${Math.round(p.estimatedSamples)} samples from ${p.peers} peers; ETA ${eta} seconds (refresh in ${p.refreshIn.toFixed(2)} s)`;
 }
 
-/** Whether the swarm has gathered enough samples for the next step. */
-export function readyForStep(p: GlobalProgress): boolean {
-  return p.estimatedSamples >= p.targetBatchSize;
+/** Whether the swarm has gathered enough samples for the next step, or is within `batchSizeLead` samples of it. */
+export function readyForStep(p: GlobalProgress, batchSizeLead = 0): boolean {
+  return p.estimatedSamples >= p.targetBatchSize - batchSizeLead;
 }

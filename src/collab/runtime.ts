@@ -10,6 +10,7 @@ import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings 
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import { Coordinator } from './coordinator.js';
+import type { CollaborativeOptions } from './optimizer.js';
 import { runPeer } from './peer.js';
 
 /** Settings of the swarm the node trains with (the tiny preset by default, as `npm start`'s swarm). */
@@ -25,6 +26,8 @@ export interface CollabNodeOptions {
   readonly batchSize?: number;
   /** @default 5 */
   readonly matchmakingTime?: number;
+  /** Further hivemind.Optimizer options of this node's training peer (every peer of a swarm should agree on them). */
+  readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'batchSizeLead'>>;
   readonly listen?: readonly string[];
 }
 
@@ -117,7 +120,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       threads: policies?.maxCpuThreads,
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
-      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}) },
+      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}) },
       onOutcome: (outcome, collab) => {
         const at = Date.now();
         if (outcome.type === 'accumulated') {

@@ -15,6 +15,10 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--matchmaking-time', '10', '--averaging-expiration', '2'], /--averaging-expiration/],
     [['run', '--coordinator', '--client-mode'], /--coordinator/],
     [['run', '--target-batch-size', '0'], /--target-batch-size/],
+    [['run', '--average-state-every', '0'], /--average-state-every.*integer from 1/],
+    [['run', '--target-batch-size', '64', '--batch-size-lead', '64'], /--batch-size-lead.*from 0 to 63/],
+    [['run', '--delay-optimizer-step'], /--delay-optimizer-step.*not supported yet/],
+    [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

@@ -36,3 +36,11 @@ test('reaching the target means ETA 0 and ready; no reports or no throughput mea
   assert.equal(stalled.eta, Infinity);
   assert.match(progressLine(stalled), /ETA unknown seconds/);
 });
+
+test('batch_size_lead makes the swarm ready that many samples before the target', () => {
+  // 2 peers, 900 of 1000 samples
+  const p = globalProgress([peer('a', 0, 450, 5, 0), peer('b', 0, 450, 5, 0)], 0, { targetBatchSize: 1000 });
+  assert.equal(readyForStep(p), false);
+  assert.equal(readyForStep(p, 99), false);
+  assert.equal(readyForStep(p, 100), true);
+});

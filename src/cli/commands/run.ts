@@ -27,6 +27,13 @@ interface RunOptions {
   averagingTimeout?: string;
   averagingExpiration?: string;
   gradCompression?: string;
+  averageStateEvery?: string;
+  stateAveragingCompression?: string;
+  averageOptStatistics?: boolean;
+  useLocalUpdates?: boolean;
+  batchSizeLead?: string;
+  delayOptimizerStep?: boolean;
+  delayGradAveraging?: boolean;
   lr?: string;
   warmupSteps?: string;
   totalSteps?: string;
@@ -62,6 +69,13 @@ export function registerRun(program: Command): void {
     .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
     .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', '256')
     .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
+    .option('--average-state-every <n>', 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never)')
+    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
+    .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics)')
+    .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates)')
+    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)', '0')
+    .option('--delay-optimizer-step', 'not supported yet (delay_optimizer_step): exits 2')
+    .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging)')
     .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
     .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
     .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
@@ -86,6 +100,12 @@ export function registerRun(program: Command): void {
     const averagingExpiration = positiveFloatFlag('--averaging-expiration', opts.averagingExpiration) ?? Math.max(matchmakingTime, 15);
     if (averagingExpiration < matchmakingTime) throw new ConfigError('--averaging-expiration', `${averagingExpiration} is less than --matchmaking-time ${matchmakingTime}`);
     const gradCompression = choiceFlag('--grad-compression', opts.gradCompression, COMPRESSIONS)!;
+    const averageStateEvery = intFlag('--average-state-every', opts.averageStateEvery, 1);
+    const stateAveragingCompression = choiceFlag('--state-averaging-compression', opts.stateAveragingCompression, COMPRESSIONS)!;
+    const batchSizeLead = intFlag('--batch-size-lead', opts.batchSizeLead, 0, targetBatchSize - 1)!;
+    // hivemind runs the optimizer step in a background thread; Cohort's LAMB step runs on the main thread
+    if (opts.delayOptimizerStep) throw new ConfigError('--delay-optimizer-step', 'is not supported yet: the optimizer step runs before the next micro-batch');
+    if (opts.delayGradAveraging && opts.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
     const peakLr = positiveFloatFlag('--lr', opts.lr)!;
     const totalSteps = intFlag('--total-steps', opts.totalSteps, 1)!;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
@@ -139,6 +159,12 @@ export function registerRun(program: Command): void {
             averagingExpiration,
             gradCompression,
             targetGroupSize,
+            ...(averageStateEvery !== undefined ? { averageStateEvery } : {}),
+            stateAveragingCompression,
+            averageOptStatistics: opts.averageOptStatistics === true,
+            useLocalUpdates: opts.useLocalUpdates === true,
+            delayGradAveraging: opts.delayGradAveraging === true,
+            batchSizeLead,
             peakLr,
             warmupSteps,
             totalSteps,

@@ -1,0 +1,132 @@
+// CollaborativeOptimizer options on in-process swarm nodes with synthetic gradients (no engine):
+// average_state_every re-converges peers whose parameters differ; use_local_updates steps every
+// micro-batch and relies on state averaging.
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { pino } from 'pino';
+import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../../src/collab/optimizer.js';
+import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
+import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';
+import type { ParameterSet } from '../../src/engine/params.js';
+import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
+import { startSwarm } from '../helpers/swarm.js';
+
+const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+const BASE: CollaborativeOptions = { targetBatchSize: 32, matchmakingTime: 2, averagingTimeout: 10, maxRefresh: 1, peakLr: 0.01, warmupSteps: 1, totalSteps: 1000 };
+
+interface Peer {
+  readonly params: ParameterSet;
+  readonly optimizer: Optimizer;
+  readonly collab: CollaborativeOptimizer;
+  readonly grads: ParameterSet;
+}
+
+async function peers(t: TestContext, runId: string, seeds: readonly number[], options: Partial<CollaborativeOptions>): Promise<Peer[]> {
+  const nodes = await startSwarm(t, seeds.length, { runId });
+  return Promise.all(
+    nodes.map(async (node, i) => {
+      const params = initAlbertParams(config, seeds[i]!);
+      const optimizer = createOptimizer(params, { kind: 'lamb' });
+      const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, pino({ level: 'silent' }));
+      t.after(() => collab.stop());
+      await collab.start();
+      // each peer's own gradient direction, so local steps move the peers apart
+      const grads = params.zerosLike();
+      grads.data.set(randomVector(grads.size, 100 + i, 0.01));
+      return { params, optimizer, collab, grads };
+    }),
+  );
+}
+
+/** Feeds 4-sample micro-batches (1 s each by the clock the optimizer is told) until the peer steps to epoch 1. */
+async function trainOneEpoch(p: Peer): Promise<Extract<StepOutcome, { type: 'stepped' }>> {
+  for (let i = 0; i < 400; i++) {
+    const outcome = await p.collab.step(p.grads, 4, 1, 1);
+    if (outcome.type === 'stepped') return outcome;
+    assert.equal(outcome.type, 'accumulated');
+    await new Promise((r) => setTimeout(r, 40));
+  }
+  throw new Error('no step within 400 micro-batches');
+}
+
+test('average_state_every: peers that start from different weights hold the same parameters after the state-averaging round', { timeout: 60_000 }, async (t) => {
+  const [a, b] = await peers(t, 'opt-state-avg', [1, 2], { averageStateEvery: 1 });
+  assert.ok(maxAbsDiff(a!.params.data, b!.params.data) > 0.01, 'the initial weights differ');
+  const [sa, sb] = await Promise.all([trainOneEpoch(a!), trainOneEpoch(b!)]);
+  for (const s of [sa!, sb!]) {
+    assert.equal(s.epoch, 1);
+    assert.equal(s.averagedWith, 2, 'gradients were averaged');
+    assert.deepEqual(s.stateAveraging, { averagedWith: 2 });
+  }
+  assert.ok(maxAbsDiff(a!.params.data, b!.params.data) <= 1e-6, `parameters differ by ${maxAbsDiff(a!.params.data, b!.params.data)}`);
+});
+
+test('use_local_updates: every micro-batch steps locally, so peers drift apart; state averaging (fp16, with optimizer statistics) brings them together', { timeout: 60_000 }, async (t) => {
+  const [a, b] = await peers(t, 'opt-local', [1, 1], { useLocalUpdates: true, stateAveragingCompression: 'fp16', averageOptStatistics: true });
+  const initial = a!.params.data.slice();
+  assert.deepEqual(b!.params.data, initial, 'same seed, same weights');
+  // one micro-batch each: with local updates it is an optimizer step of its own gradient at once
+  for (const p of [a!, b!]) assert.equal((await p.collab.step(p.grads, 4, 1, 1)).type, 'accumulated');
+  assert.equal(a!.optimizer.stepCount, 1);
+  assert.ok(maxAbsDiff(a!.params.data, initial) > 0, 'the local step moved the parameters');
+  assert.ok(maxAbsDiff(a!.params.data, b!.params.data) > 1e-4, 'different gradients: the peers diverged');
+  const [sa, sb] = await Promise.all([trainOneEpoch(a!), trainOneEpoch(b!)]);
+  for (const s of [sa!, sb!]) {
+    assert.equal(s.epoch, 1);
+    assert.equal(s.averagedWith, 1, 'no gradient averaging');
+    assert.equal(s.reason, undefined);
+    assert.deepEqual(s.stateAveraging, { averagedWith: 2 }, 'use_local_updates averages state every epoch by default');
+  }
+  // fp16 on the wire: equal within half precision of values of this size
+  const scale = Math.max(...a!.params.data.map(Math.abs));
+  assert.ok(maxAbsDiff(a!.params.data, b!.params.data) <= scale * 1e-3, `parameters differ by ${maxAbsDiff(a!.params.data, b!.params.data)}`);
+  const [ma, mb] = [a!.optimizer.exportState(), b!.optimizer.exportState()];
+  const mScale = Math.max(...ma.expAvg.data.map(Math.abs));
+  assert.ok(mScale > 0 && maxAbsDiff(ma.expAvg.data, mb.expAvg.data) <= mScale * 1e-3, 'first moments averaged');
+  assert.ok(ma.expAvgSq.data.every((v) => v >= 0), 'second moments stay non-negative');
+  assert.ok(a!.optimizer.stepCount > 1 && b!.optimizer.stepCount > 1, 'each peer kept stepping on its own micro-batches');
+});
+
+test('delay_grad_averaging: micro-batches go on while the all-reduce runs; each epoch’s averaged step lands later, in order, and the loss falls', { timeout: 90_000 }, async (t) => {
+  const EPOCHS = 3;
+  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05 });
+  // each peer pulls its parameters towards its own target: loss ½‖p − target‖², gradient p − target
+  const targets = list.map((_, i) => randomVector(list[0]!.params.size, 7 + i, 0.05));
+  const mid = targets[0]!.map((x, j) => (x + targets[1]![j]!) / 2);
+  const swarmLoss = (p: Float32Array): number => p.reduce((s, x, j) => s + 0.5 * (x - mid[j]!) ** 2, 0) / p.length;
+  const before = swarmLoss(list[0]!.params.data);
+  const outcomes = await Promise.all(
+    list.map(async (p, i) => {
+      const seen: StepOutcome[] = [];
+      for (let k = 0; k < 1000 && p.collab.epoch < EPOCHS; k++) {
+        const loss = p.params.data.reduce((s, x, j) => s + 0.5 * (x - targets[i]![j]!) ** 2, 0) / p.params.size;
+        p.grads.data.set(p.params.data.map((x, j) => x - targets[i]![j]!));
+        seen.push(await p.collab.step(p.grads, 4, 1, loss));
+        await new Promise((r) => setTimeout(r, 40));
+      }
+      const last = await p.collab.flush();
+      if (last) seen.push(last);
+      return seen;
+    }),
+  );
+  for (const [i, seen] of outcomes.entries()) {
+    const began = seen.flatMap((o, k) => (o.type === 'averaging' ? [{ epoch: o.epoch, k }] : []));
+    const stepped = seen.flatMap((o, k) => (o.type === 'stepped' ? [{ ...o, k }] : []));
+    assert.deepEqual(began.map((b) => b.epoch), [1, 2, 3], `peer ${i}: epochs advance one at a time when their rounds begin`);
+    assert.deepEqual(stepped.map((s) => s.epoch), [1, 2, 3], `peer ${i}: every epoch's step lands, in order`);
+    for (const [e, s] of stepped.entries()) {
+      assert.ok(s.k > began[e]!.k, `peer ${i}: the step of epoch ${s.epoch} lands after its round began`);
+      if (e + 1 < began.length) assert.ok(s.k < began[e + 1]!.k, `peer ${i}: the next round begins only after epoch ${s.epoch}'s step`);
+      assert.equal(s.averagedWith, 2, `peer ${i}: epoch ${s.epoch} averaged with both peers (${s.reason ?? ''})`);
+    }
+    assert.equal(list[i]!.optimizer.stepCount, EPOCHS);
+  }
+  // micro-batches computed while a round was in flight: accumulated between a round's start and its step
+  const overlapped = outcomes.map((seen) => seen.filter((o, k) => o.type === 'accumulated' && seen.slice(0, k).filter((x) => x.type === 'averaging').length > seen.slice(0, k).filter((x) => x.type === 'stepped').length).length);
+  assert.ok(overlapped.some((n) => n > 0), `no micro-batch overlapped a round: ${overlapped.join(', ')}`);
+  assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
+  const after = swarmLoss(list[0]!.params.data);
+  t.diagnostic(`loss to the swarm's mean target ${before.toExponential(3)} → ${after.toExponential(3)}`);
+  assert.ok(after < before, `loss did not fall: ${before} → ${after}`);
+});
