@@ -18,9 +18,19 @@ export interface LocalStep extends StepResult {
  * is skipped (the scaler backs off).
  */
 export async function trainStep(backend: TrainingBackend, optimizer: Optimizer, params: ParameterSet, grads: ParameterSet, batch: AlbertBatch, lr: number, maxGradNorm = 1, scaler?: DynamicLossScaler): Promise<LocalStep> {
-  const result = await backend.forwardBackward(params, batch, grads, scaler ? { lossScale: scaler.scale } : {});
-  if (scaler && !scaler.update(result.gradsFinite)) return { ...result, gradNorm: Number.NaN, skipped: true };
+  const result = await scaledGradients(backend, params, batch, grads, scaler);
+  if (result.skipped) return { ...result, gradNorm: Number.NaN };
   const gradNorm = clipGradNorm(grads, maxGradNorm);
   optimizer.step(params, grads, lr);
-  return { ...result, gradNorm, skipped: false };
+  return { ...result, gradNorm };
+}
+
+/**
+ * Forward + backward at the scaler's loss scale (if any): `skipped` when the gradients overflowed,
+ * after the scaler has backed off; such gradients must not be used (the collaborative peer drops
+ * the micro-batch, trainStep skips the update).
+ */
+export async function scaledGradients(backend: TrainingBackend, params: ParameterSet, batch: AlbertBatch, grads: ParameterSet, scaler?: DynamicLossScaler): Promise<StepResult & { readonly skipped: boolean }> {
+  const result = await backend.forwardBackward(params, batch, grads, scaler ? { lossScale: scaler.scale } : {});
+  return { ...result, skipped: scaler ? !scaler.update(result.gradsFinite) : false };
 }

@@ -15,6 +15,7 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--matchmaking-time', '10', '--averaging-expiration', '2'], /--averaging-expiration/],
     [['run', '--coordinator', '--client-mode'], /--coordinator/],
     [['run', '--target-batch-size', '0'], /--target-batch-size/],
+    [['run', '--precision', 'fp8'], /--precision.*accepted: fp32, fp16/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {
