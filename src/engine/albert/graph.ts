@@ -61,7 +61,13 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   // the compute type of the matmul-heavy parts; with fp32 these helpers add no node
   const half = precision === 'fp16';
   const halfParams = new Map<string, Value>();
-  const W = (name: string) => (half ? halfParams.get(name) ?? halfParams.set(name, g.cast(P(name), 'float16')).get(name)! : P(name));
+  /** A parameter in the compute type (cast once, however many layer applications use it). */
+  const W = (name: string) => {
+    if (!half) return P(name);
+    let w = halfParams.get(name);
+    if (!w) halfParams.set(name, (w = g.cast(P(name), 'float16')));
+    return w;
+  };
   const toCompute = (x: Value) => (half && x.dtype !== 'float16' ? g.cast(x, 'float16') : x);
   const toFloat = (x: Value) => (x.dtype === float ? x : g.cast(x, float));
   /** A Linear in the compute type (its output stays there). */
