@@ -12,7 +12,7 @@ import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, requiredFlag } from '../flags.js';
 
 export const PROVIDERS: readonly ProviderChoice[] = ['auto', 'cpu', 'cuda'];
-export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32; fp16: float16 matmuls on float32 weights with dynamic loss scaling, fast on CUDA, emulated with casts on CPU)`;
+export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32; fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)`;
 
 export function precisionFlag(raw: string | undefined): Precision {
   return choiceFlag('--precision', raw, PRECISIONS) ?? 'fp32';
