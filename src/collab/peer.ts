@@ -4,10 +4,13 @@
  * steps, and this node's measured metrics in the store for the dashboard.
  */
 import { checkConfig, PRESETS, type PresetName } from '../engine/albert/config.js';
+import type { Precision } from '../engine/albert/graph.js';
 import { saveModel } from '../engine/albert/checkpoint.js';
 import { initAlbertParams } from '../engine/albert/params.js';
+import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer } from '../engine/optim/index.js';
 import { OrtBackend } from '../engine/ort-backend.js';
+import { scaledGradients } from '../engine/trainer.js';
 import { DatasetStore, openBatchStream, prepareDataset } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
 import { METRIC } from '../node/metric-series.js';
@@ -32,6 +35,8 @@ export interface PeerInit {
   /** onnxruntime threads. */
   readonly threads?: number;
   readonly provider?: 'auto' | 'cpu';
+  /** fp32 (default) or fp16 with dynamic loss scaling: an overflowing micro-batch contributes nothing. */
+  readonly precision?: Precision;
   /** Save the final model here (config.json + model.safetensors) when training ends. */
   readonly out?: string;
   /** Test-only: run at 1/throttle of this machine's speed (sleeps between micro-batches). */
@@ -51,6 +56,8 @@ export interface PeerSummary {
   readonly stateAveraged: number;
   readonly loadedState: number;
   readonly samples: number;
+  /** fp16 micro-batches dropped because their gradients overflowed. */
+  readonly skippedMicroBatches: number;
 }
 
 /** Prepares the bundled corpus when the store has no dataset (first start), as the local runtime does. */
@@ -68,7 +75,9 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   const params = initAlbertParams(config, init.seed);
   const grads = params.zerosLike();
   const optimizer = createOptimizer(params, { kind: 'lamb', lr: init.collab.peakLr });
-  const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log });
+  const precision = init.precision ?? 'fp32';
+  const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log, precision });
+  const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
   const collab = new CollaborativeOptimizer(node, config, params, optimizer, init.collab, log);
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0 };
   const observe = (o: StepOutcome | undefined): void => {
@@ -97,7 +106,12 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
     while (!init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = (await data.next()).value;
-      const result = await backend.forwardBackward(params, batch, grads);
+      const result = await scaledGradients(backend, params, batch, grads, scaler);
+      if (result.skipped) {
+        // an fp16 overflow: these gradients are unusable, so the micro-batch adds no samples and no gradients
+        log.debug({ lossScale: scaler!.scale }, 'fp16 gradients overflowed: micro-batch skipped, loss scale backed off');
+        continue;
+      }
       if (init.throttle && init.throttle > 1) await sleep((performance.now() - started) * (init.throttle - 1));
       const seconds = (performance.now() - started) / 1000;
       const outcome = await collab.step(grads, batch.batchSize, seconds, result.loss);
@@ -119,7 +133,7 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
     // delay_grad_averaging: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
     if (init.out) saveModel(init.out, config, params);
-    return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples };
+    return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: scaler?.skippedSteps ?? 0 };
   } finally {
     await collab.stop();
     await data.close();

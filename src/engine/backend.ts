@@ -1,3 +1,4 @@
+import type { Precision } from './albert/graph.js';
 import type { AlbertBatch } from './batch.js';
 import type { ParameterSet } from './params.js';
 
@@ -10,6 +11,16 @@ export interface StepResult {
   readonly sopAccuracy: number;
   /** ∂loss/∂param in the parameters' layout (the `grads` argument when one was given). */
   readonly grads: ParameterSet;
+  /** False when some gradient is inf or NaN (under fp16 loss scaling: an overflow, skip the step). */
+  readonly gradsFinite: boolean;
+}
+
+export interface PassOptions {
+  /**
+   * fp16 only: the backward pass is seeded with loss × lossScale (so small gradients survive in
+   * float16) and the returned gradients are divided by it again. Default 1.
+   */
+  readonly lossScale?: number;
 }
 
 /**
@@ -20,7 +31,9 @@ export interface StepResult {
 export interface TrainingBackend {
   /** Human-readable description ("onnxruntime cpu, 2 threads"). */
   readonly description: string;
+  /** fp32, or fp16 mixed precision (then use a loss scale: see DynamicLossScaler). */
+  readonly precision: Precision;
   /** Loss, metrics and every gradient for one batch. Writes into `grads` when given (no allocation). */
-  forwardBackward(params: ParameterSet, batch: AlbertBatch, grads?: ParameterSet): Promise<StepResult>;
+  forwardBackward(params: ParameterSet, batch: AlbertBatch, grads?: ParameterSet, options?: PassOptions): Promise<StepResult>;
   close(): Promise<void>;
 }

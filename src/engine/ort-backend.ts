@@ -1,9 +1,9 @@
 import * as ort from 'onnxruntime-node';
 import type { Logger } from '../log/logger.js';
-import { buildAlbertGraph, gradOutput, BATCH_INPUTS } from './albert/graph.js';
+import { buildAlbertGraph, gradOutput, BATCH_INPUTS, LOSS_SCALE_INPUT, type Precision } from './albert/graph.js';
 import type { AlbertConfig } from './albert/config.js';
 import { checkBatch, type AlbertBatch } from './batch.js';
-import type { StepResult, TrainingBackend } from './backend.js';
+import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
 import { encodeModel } from './onnx/encode.js';
 import type { ParameterSet } from './params.js';
 
@@ -15,12 +15,15 @@ export interface OrtBackendOptions {
   /** ORT intra-op threads (default: ORT's choice, one per core). */
   readonly intraOpThreads?: number;
   readonly log?: Pick<Logger, 'info' | 'warn'>;
+  /** fp32 (default) or fp16 mixed precision (float16 matmuls, float32 master weights and gradients). */
+  readonly precision?: Precision;
 }
 
 /**
  * Runs the ALBERT training graph in onnxruntime-node: one InferenceSession per (batch, seq) shape,
  * built on first use and cached. Parameters are fed as views of the flat buffer (no copy on CPU);
- * gradients are copied into the caller's ParameterSet.
+ * gradients are copied into the caller's ParameterSet. With fp16 the graph is seeded with the loss
+ * scale and the gradients are unscaled here, in the same pass that checks them for inf/NaN.
  */
 export class OrtBackend implements TrainingBackend {
   private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
@@ -31,12 +34,18 @@ export class OrtBackend implements TrainingBackend {
     private readonly options: OrtBackendOptions = {},
   ) {}
 
-  get description(): string {
-    return `onnxruntime ${this.provider ?? this.options.provider ?? 'auto'}${this.options.intraOpThreads ? `, ${this.options.intraOpThreads} threads` : ''}`;
+  get precision(): Precision {
+    return this.options.precision ?? 'fp32';
   }
 
-  async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike()): Promise<StepResult> {
+  get description(): string {
+    return `onnxruntime ${this.provider ?? this.options.provider ?? 'auto'}${this.options.intraOpThreads ? `, ${this.options.intraOpThreads} threads` : ''}${this.precision === 'fp16' ? ', fp16' : ''}`;
+  }
+
+  async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike(), { lossScale = 1 }: PassOptions = {}): Promise<StepResult> {
     if (!grads.sameLayout(params)) throw new Error('forwardBackward: grads do not have the parameters\' layout');
+    if (!(lossScale > 0 && Number.isFinite(lossScale))) throw new Error(`forwardBackward: loss scale ${lossScale} is not a finite number > 0`);
+    if (lossScale !== 1 && this.precision !== 'fp16') throw new Error(`forwardBackward: loss scale ${lossScale} needs precision fp16 (this backend is ${this.precision})`);
     checkBatch(batch, this.config.vocabSize);
     const session = await this.session(batch.batchSize, batch.seqLen);
     const feeds: Record<string, ort.Tensor> = {};
@@ -44,10 +53,12 @@ export class OrtBackend implements TrainingBackend {
     const [B, S] = [batch.batchSize, batch.seqLen];
     const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, labels: batch.labels, sentence_order_label: batch.sentenceOrderLabel };
     for (const name of BATCH_INPUTS) feeds[name] = new ort.Tensor('int32', batchData[name], name === 'sentence_order_label' ? [B] : [B, S]);
+    if (this.precision === 'fp16') feeds[LOSS_SCALE_INPUT] = new ort.Tensor('float32', Float32Array.of(lossScale), []);
     const out = await session.run(feeds);
     const scalar = (name: string) => (out[name]!.data as Float32Array)[0]!;
     for (const spec of params.specs) grads.view(spec.name).set(out[gradOutput(spec.name)]!.data as Float32Array);
-    const result = { loss: scalar('loss'), mlmLoss: scalar('mlm_loss'), sopLoss: scalar('sop_loss'), mlmAccuracy: scalar('mlm_accuracy'), sopAccuracy: scalar('sop_accuracy'), grads };
+    const gradsFinite = unscale(grads.data, lossScale);
+    const result = { loss: scalar('loss'), mlmLoss: scalar('mlm_loss'), sopLoss: scalar('sop_loss'), mlmAccuracy: scalar('mlm_accuracy'), sopAccuracy: scalar('sop_accuracy'), grads, gradsFinite };
     for (const t of Object.values(out)) t.dispose();
     return result;
   }
@@ -62,7 +73,7 @@ export class OrtBackend implements TrainingBackend {
     const key = `${batchSize}x${seqLen}`;
     let session = this.sessions.get(key);
     if (!session) {
-      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen }), `albert_${key}`));
+      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, precision: this.precision }), `albert_${key}`));
       session.catch(() => this.sessions.delete(key));
       this.sessions.set(key, session);
     }
@@ -91,4 +102,17 @@ export class OrtBackend implements TrainingBackend {
     this.options.log?.info({ intraOpThreads: this.options.intraOpThreads ?? 'default' }, 'onnxruntime session on CPU');
     return ort.InferenceSession.create(model, { ...base, executionProviders: ['cpu'] });
   }
+}
+
+/** Divides every gradient by `scale` (exact at 1 and at powers of 2) and reports whether all are finite, in one pass. */
+function unscale(data: Float32Array, scale: number): boolean {
+  const inv = 1 / scale;
+  let finite = true;
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i]! * inv;
+    data[i] = v;
+    // v − v is NaN for ±Inf and NaN, 0 otherwise
+    if (v - v !== 0) finite = false;
+  }
+  return finite;
 }

@@ -1,4 +1,4 @@
-import type { Graph, Node, Value } from './onnx/graph.js';
+import type { FloatType, Graph, Node, Value } from './onnx/graph.js';
 
 /**
  * Vector-Jacobian products, one per ONNX op on a differentiable path, keyed by op type.
@@ -98,7 +98,7 @@ export const RULES: Readonly<Record<string, Rule>> = {
     const x = node.inputs[0]!;
     const axes = (node.attrs.axes as { ints: readonly number[] }).ints;
     const count = axes.reduce((n, a) => n * x.shape[a < 0 ? a + x.shape.length : a]!, 1);
-    return [g.expand(g.mul(keepDims(g, d!, x, axes, intAttr(node, 'keepdims', 1)), g.scalar(1 / count)), x.shape)];
+    return [g.expand(g.mul(keepDims(g, d!, x, axes, intAttr(node, 'keepdims', 1)), g.scalar(1 / count, x.dtype as FloatType)), x.shape)];
   },
   Cast: (g, { inputs: [x] }, [d]) => [g.isFloat(x!) ? g.cast(d!, x!.dtype) : undefined],
 };

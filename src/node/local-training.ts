@@ -3,6 +3,8 @@ import { checkConfig, PRESETS, type AlbertConfig, type PresetName } from '../eng
 import { decodeParams, encodeParams } from '../engine/albert/checkpoint.js';
 import { configFromHf, configToHf } from '../engine/albert/config.js';
 import { initAlbertParams } from '../engine/albert/params.js';
+import type { Precision } from '../engine/albert/graph.js';
+import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer, decodeOptimizerState, encodeOptimizerState, LAMB_DEFAULTS, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import { OrtBackend } from '../engine/ort-backend.js';
 import type { ParameterSet } from '../engine/params.js';
@@ -28,6 +30,8 @@ export interface LocalTrainingInit {
   readonly keepCheckpoints?: number;
   readonly warmupSteps?: number;
   readonly totalSteps?: number;
+  /** fp16: mixed precision with dynamic loss scaling (its state checkpointed with the optimizer's). @default 'fp32' */
+  readonly precision?: Precision;
   /** How to prepare data when the store has none (the bundled corpus by default). */
   readonly prepare?: Partial<Omit<PrepareOptions, 'store' | 'dataDir'>>;
 }
@@ -42,6 +46,8 @@ interface Session {
   readonly grads: ParameterSet;
   readonly optimizer: Optimizer;
   readonly backend: OrtBackend;
+  /** fp16 only. */
+  readonly scaler: DynamicLossScaler | undefined;
   readonly data: BatchStream;
   step: number;
 }
@@ -60,7 +66,7 @@ export class LocalTrainingRuntime implements TrainingRuntime {
   private readonly o: Required<Omit<LocalTrainingInit, 'store' | 'dataDir' | 'log' | 'prepare'>>;
 
   constructor(private readonly init: LocalTrainingInit) {
-    this.o = { preset: 'tiny', batchSize: 8, seqLen: 128, checkpointEvery: 50, keepCheckpoints: 3, warmupSteps: 500, totalSteps: 100_000, ...init };
+    this.o = { preset: 'tiny', batchSize: 8, seqLen: 128, checkpointEvery: 50, keepCheckpoints: 3, warmupSteps: 500, totalSteps: 100_000, precision: 'fp32', ...init };
   }
 
   configure(settings: TrainingSettings): void {
@@ -95,7 +101,9 @@ export class LocalTrainingRuntime implements TrainingRuntime {
         const started = performance.now();
         const batch = (await session.data.next()).value;
         const lr = linearWarmupDecay(session.step + 1, { peakLr: LAMB_DEFAULTS.lr, warmupSteps: this.o.warmupSteps, totalSteps: this.o.totalSteps });
-        const result = await trainStep(session.backend, session.optimizer, session.params, session.grads, batch, lr);
+        const result = await trainStep(session.backend, session.optimizer, session.params, session.grads, batch, lr, 1, session.scaler);
+        // an fp16 overflow: nothing was learned from this batch (the scaler has backed off)
+        if (result.skipped) continue;
         session.step++;
         const seconds = (performance.now() - started) / 1000;
         rate = rate === undefined ? batch.batchSize / seconds : 0.9 * rate + (0.1 * batch.batchSize) / seconds; // EMA like hivemind's performance_ema
@@ -135,12 +143,15 @@ export class LocalTrainingRuntime implements TrainingRuntime {
       const config = resumed?.config ?? checkConfig({ ...PRESETS[this.o.preset], vocabSize: data.vocabSize });
       const params = resumed?.params ?? initAlbertParams(config, 0);
       const optimizer = createOptimizer(params, { kind: 'lamb' });
-      if (resumed?.optimizerState) optimizer.importState(decodeOptimizerState(resumed.optimizerState, params));
+      const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
+      if (state) optimizer.importState(state);
+      const scaler = this.o.precision === 'fp16' ? new DynamicLossScaler() : undefined;
+      if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
       const policies = this.settings?.policies;
-      const backend = new OrtBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log });
+      const backend = new OrtBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision: this.o.precision });
       const step = resumed?.step ?? 0;
       this.say('info', resumed ? `resumed from the checkpoint of step ${step}` : `training a new ${this.o.preset} ALBERT (${params.size} parameters) on ${data.dataset.source}`);
-      return { config, params, grads: params.zerosLike(), optimizer, backend, data, step };
+      return { config, params, grads: params.zerosLike(), optimizer, backend, scaler, data, step };
     } catch (err) {
       await data.close();
       throw err;
@@ -165,7 +176,7 @@ export class LocalTrainingRuntime implements TrainingRuntime {
   private checkpoint(s: Session): void {
     const keep = this.o.keepCheckpoints;
     this.init.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: s.step, meta: { config: configToHf(s.config) }, data: encodeParams(s.params), keep });
-    this.init.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: s.step, data: encodeOptimizerState(s.optimizer.exportState()), keep });
+    this.init.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: s.step, data: encodeOptimizerState({ ...s.optimizer.exportState(), ...(s.scaler ? { lossScaler: s.scaler.exportState() } : {}) }), keep });
   }
 
   private emit(event: TrainingEvent): void {

@@ -40,6 +40,26 @@ test('model init writes an HF config and state dict; model loss prints the five 
   for (const [name, g] of grads) assert.deepEqual(g.shape, weights.get(name)!.shape, name);
 });
 
+test('model loss and train with --precision fp16: the same losses within fp16 tolerance, the loss scale reported', async (t) => {
+  const dir = tmpDir(t);
+  await initModel(path.join(dir, 'm'));
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify(BATCH));
+  const loss = (precision: string) => runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), '--precision', precision, ...QUIET]);
+  const fp32 = await loss('fp32');
+  const fp16 = await loss('fp16');
+  assert.equal(fp16.code, 0, fp16.stderr);
+  const [a, b] = [JSON.parse(fp32.stdout), JSON.parse(fp16.stdout)] as Array<Record<string, number>>;
+  assert.equal(a!.loss_scale, undefined);
+  assert.equal(b!.loss_scale, 65536, 'GradScaler\'s initial scale fits a fresh tiny model');
+  assert.ok(Math.abs(a!.loss! - b!.loss!) < 2e-3 * a!.loss!, `fp32 ${a!.loss} vs fp16 ${b!.loss}`);
+  const train = await runCli(['train', '--preset', 'tiny', '--steps', '2', '--batch-size', '2', '--seq-len', '16', '--precision', 'fp16', '--data-dir', dir, ...QUIET]);
+  assert.equal(train.code, 0, train.stderr);
+  const summary = JSON.parse(train.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
+  assert.equal(summary.precision, 'fp16');
+  assert.equal(summary.skipped_steps, 0);
+  assert.ok(Number.isFinite(summary.loss));
+});
+
 test('a hand-made HF-layout checkpoint (aliases, buffers, other key order) gives the same loss; a misshaped tensor is named', async (t) => {
   const dir = tmpDir(t);
   await initModel(path.join(dir, 'm'));
@@ -85,6 +105,8 @@ test('bad flags exit 2 naming the flag', async (t) => {
     [['train', '--preset', 'tiny', '--steps', '0'], '--steps'],
     [['train', '--preset', 'tiny', '--steps', '2', '--optimizer', 'sgd'], '--optimizer'],
     [['train', '--preset', 'tiny', '--steps', '2', '--seq-len', '100000'], '--seq-len'],
+    [['train', '--preset', 'tiny', '--steps', '2', '--precision', 'bf16'], '--precision'],
+    [['model', 'loss', '--model', dir, '--batch', path.join(dir, 'none.json'), '--precision', 'half'], '--precision'],
   ] as const) {
     const r = await runCli([...args]);
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);

@@ -19,6 +19,7 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--target-batch-size', '64', '--batch-size-lead', '64'], /--batch-size-lead.*from 0 to 63/],
     [['run', '--delay-optimizer-step'], /--delay-optimizer-step.*not supported yet/],
     [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
+    [['run', '--precision', 'fp8'], /--precision.*accepted: fp32, fp16/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

@@ -2,14 +2,21 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { checkConfig, PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
 import { encodeParams, loadModel, saveModel } from '../../engine/albert/checkpoint.js';
+import { PRECISIONS, type Precision } from '../../engine/albert/graph.js';
 import { initAlbertParams } from '../../engine/albert/params.js';
 import { batchFromJson } from '../../engine/batch.js';
+import { DynamicLossScaler } from '../../engine/loss-scaler.js';
 import { OrtBackend, type ProviderChoice } from '../../engine/ort-backend.js';
 import { ConfigError } from '../../config/load.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, requiredFlag } from '../flags.js';
 
 export const PROVIDERS: readonly ProviderChoice[] = ['auto', 'cpu', 'cuda'];
+export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32; fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)`;
+
+export function precisionFlag(raw: string | undefined): Precision {
+  return choiceFlag('--precision', raw, PRECISIONS) ?? 'fp32';
+}
 
 export function registerModel(program: Command): void {
   const model = program.command('model').description('create ALBERT checkpoints and evaluate them (HF-compatible config.json + model.safetensors)');
@@ -41,21 +48,31 @@ export function registerModel(program: Command): void {
     .option('--batch <file>', 'JSON with input_ids, token_type_ids, attention_mask, labels (-100 = ignored), sentence_order_label as nested int arrays')
     .option('--grads <file>', 'write ∂loss/∂param as safetensors under the parameter names')
     .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto: CUDA if it loads, else CPU)`)
-    .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)');
-  loss.action(async (opts: { model?: string; batch?: string; grads?: string; provider?: string; threads?: string }) => {
+    .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
+    .option('--precision <name>', `${PRECISION_HELP}; with fp16 the output also has the loss_scale the gradients were computed at`);
+  loss.action(async (opts: { model?: string; batch?: string; grads?: string; provider?: string; threads?: string; precision?: string }) => {
     const { log } = commandContext(loss);
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
     const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
     const threads = intFlag('--threads', opts.threads, 1, 1024);
+    const precision = precisionFlag(opts.precision);
     const { config, params, ignored } = loadModel(dir);
     if (ignored.length > 0) log.debug({ ignored }, 'checkpoint keys not used (aliases and buffers)');
     const batch = readBatch(batchFile, config.vocabSize);
-    const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log });
+    const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log, precision });
+    // fp16: the largest loss scale from GradScaler's initial 2^16 down whose gradients are finite
+    // (bounded: the scaler throws once the scale is too small for an overflow to be the cause)
+    const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
     try {
-      const r = await backend.forwardBackward(params, batch);
+      let r = await backend.forwardBackward(params, batch, undefined, { lossScale: scaler?.scale ?? 1 });
+      let scale = scaler?.scale;
+      while (scaler && !scaler.update(r.gradsFinite)) {
+        scale = scaler.scale;
+        r = await backend.forwardBackward(params, batch, r.grads, { lossScale: scale });
+      }
       if (opts.grads) fs.writeFileSync(opts.grads, encodeParams(r.grads));
-      process.stdout.write(JSON.stringify({ loss: r.loss, mlm_loss: r.mlmLoss, sop_loss: r.sopLoss, mlm_accuracy: r.mlmAccuracy, sop_accuracy: r.sopAccuracy }) + '\n');
+      process.stdout.write(JSON.stringify({ loss: r.loss, mlm_loss: r.mlmLoss, sop_loss: r.sopLoss, mlm_accuracy: r.mlmAccuracy, sop_accuracy: r.sopAccuracy, ...(scale !== undefined ? { loss_scale: scale } : {}) }) + '\n');
     } finally {
       await backend.close();
     }

@@ -10,6 +10,7 @@ import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, positiveFloatFlag } from '../flags.js';
+import { PRECISION_HELP, precisionFlag } from './model.js';
 
 interface RunOptions {
   join?: string;
@@ -39,6 +40,7 @@ interface RunOptions {
   totalSteps?: string;
   seed?: string;
   threads?: string;
+  precision?: string;
   displayName?: string;
   checkpointEvery?: string;
   keepCheckpoints?: string;
@@ -81,6 +83,7 @@ export function registerRun(program: Command): void {
     .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
     .option('--seed <n>', 'seed of the initial weights (the same on every peer)', '0')
     .option('--threads <n>', 'onnxruntime threads (default: one per core)')
+    .option('--precision <name>', `${PRECISION_HELP}; a micro-batch whose fp16 gradients overflow contributes nothing`)
     .option('--display-name <name>', 'name shown on the contribution leaderboard')
     .option('--checkpoint-every <n>', 'coordinator: checkpoint every N epochs (0: never)', '10')
     .option('--keep-checkpoints <n>', 'coordinator: checkpoints kept', '3')
@@ -111,6 +114,7 @@ export function registerRun(program: Command): void {
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
     const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1)!;
     const threads = intFlag('--threads', opts.threads, 1, 1024);
+    const precision = precisionFlag(opts.precision);
     const checkpointEvery = intFlag('--checkpoint-every', opts.checkpointEvery, 0)!;
     const keepCheckpoints = intFlag('--keep-checkpoints', opts.keepCheckpoints, 1, 1000)!;
     const targetGroupSize = intFlag('--target-group-size', opts.targetGroupSize, 1, 256)!;
@@ -148,6 +152,7 @@ export function registerRun(program: Command): void {
           seqLen,
           seed,
           threads,
+          precision,
           signal: stop.signal,
           ...(maxEpochs !== undefined ? { maxEpochs } : {}),
           ...(throttle !== undefined ? { throttle } : {}),

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { checkConfig, PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
 import { saveModel } from '../../engine/albert/checkpoint.js';
 import { initAlbertParams } from '../../engine/albert/params.js';
+import { DynamicLossScaler } from '../../engine/loss-scaler.js';
 import { createOptimizer, LAMB_DEFAULTS, linearWarmupDecay, type OptimizerKind } from '../../engine/optim/index.js';
 import { OrtBackend } from '../../engine/ort-backend.js';
 import { trainStep } from '../../engine/trainer.js';
@@ -10,7 +11,7 @@ import { ConfigError } from '../../config/load.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, positiveFloatFlag, requiredFlag } from '../flags.js';
 import { DATA_CHOICES, openTrainingData } from '../training-data.js';
-import { PROVIDERS } from './model.js';
+import { PRECISION_HELP, precisionFlag, PROVIDERS } from './model.js';
 
 const OPTIMIZERS: readonly OptimizerKind[] = ['lamb', 'adamw'];
 
@@ -29,6 +30,7 @@ interface TrainOptions {
   threads?: string;
   out?: string;
   data?: string;
+  precision?: string;
 }
 
 export function registerTrain(program: Command): void {
@@ -36,7 +38,7 @@ export function registerTrain(program: Command): void {
     .command('train')
     .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line')
     .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`)
-    .option('--steps <n>', 'optimizer steps to take')
+    .option('--steps <n>', 'training steps to take (an fp16 step skipped for overflow counts as one)')
     .option('--batch-size <n>', 'sequences per step (default 8)')
     .option('--seq-len <n>', 'tokens per sequence (default 128)')
     .option('--lr <x>', `peak learning rate (default ${LAMB_DEFAULTS.lr})`)
@@ -47,6 +49,7 @@ export function registerTrain(program: Command): void {
     .option('--vocab-size <n>', "vocabulary size (default: the preset's)")
     .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto)`)
     .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
+    .option('--precision <name>', `${PRECISION_HELP}; a step whose fp16 gradients overflow is skipped`)
     .option('--out <dir>', 'save the trained model here (config.json + model.safetensors)')
     .option('--data <source>', `batches from: ${DATA_CHOICES.join(', ')} (default auto: the prepared dataset if there is one, else synthetic random tokens)`);
   cmd.action(async (opts: TrainOptions) => {
@@ -65,6 +68,7 @@ export function registerTrain(program: Command): void {
     const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1) ?? 0;
     const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
     const threads = intFlag('--threads', opts.threads, 1, 1024);
+    const precision = precisionFlag(opts.precision);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     const data = openTrainingData({ choice: dataChoice, store, config: presetConfig, batchSize, seqLen, seed, onWarning: (m) => log.warn(m) });
@@ -78,16 +82,18 @@ export function registerTrain(program: Command): void {
     const params = initAlbertParams(config, seed);
     const grads = params.zerosLike();
     const optimizer = createOptimizer(params, { kind, lr: peakLr });
-    const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log });
+    const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log, precision });
+    const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
     if (data.kind === 'synthetic') log.warn(`training on ${data.description}`);
     else log.info(`training on ${data.description}`);
-    log.info({ preset, parameters: params.size, batchSize, seqLen, steps, optimizer: kind, peakLr, warmupSteps }, 'training');
+    log.info({ preset, parameters: params.size, batchSize, seqLen, steps, optimizer: kind, peakLr, warmupSteps, precision }, 'training');
     const started = performance.now();
     let last;
     try {
       for (let step = 0; step < steps; step++) {
         const lr = linearWarmupDecay(step + 1, { peakLr, warmupSteps, totalSteps: steps + 1 });
-        last = await trainStep(backend, optimizer, params, grads, await data.next(), lr, maxGradNorm);
+        last = await trainStep(backend, optimizer, params, grads, await data.next(), lr, maxGradNorm, scaler);
+        if (last.skipped) log.debug({ step: step + 1, lossScale: scaler!.scale }, 'fp16 gradients overflowed: step skipped, loss scale backed off');
         const elapsed = (performance.now() - started) / 1000;
         process.stderr.write(progressLine(step + 1, steps, elapsed, last.loss, last.mlmLoss, last.sopLoss, lr) + (process.stderr.isTTY ? '\r' : '\n'));
       }
@@ -99,7 +105,7 @@ export function registerTrain(program: Command): void {
     if (process.stderr.isTTY) process.stderr.write('\n');
     if (opts.out) saveModel(opts.out, config, params);
     const seconds = (performance.now() - started) / 1000;
-    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind }) + '\n');
+    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, ...(scaler ? { skipped_steps: scaler.skippedSteps, loss_scale: scaler.scale } : {}) }) + '\n');
   });
 }
 

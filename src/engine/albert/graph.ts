@@ -14,6 +14,12 @@ export const gradOutput = (param: string) => `grad:${param}`;
 /** Batch inputs of the graph (int32 [B, S], sentence_order_label [B]). */
 export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'labels', 'sentence_order_label'] as const;
 
+/** fp32: everything in float32. fp16: mixed precision (see `buildAlbertGraph`). */
+export type Precision = 'fp32' | 'fp16';
+export const PRECISIONS: readonly Precision[] = ['fp32', 'fp16'];
+/** The float32 scalar input of an fp16 graph that seeds the backward pass (dynamic loss scaling). */
+export const LOSS_SCALE_INPUT = 'loss_scale';
+
 /** torch.finfo(float32).min: HF's additive attention mask value. */
 const MASK_MIN = -3.4028234663852886e38;
 
@@ -22,6 +28,8 @@ export interface AlbertGraphOptions {
   readonly seqLen: number;
   /** float64 for gradient checks; float32 (default) for training. */
   readonly float?: FloatType;
+  /** fp32 (default) or fp16 mixed precision; fp16 requires float32 (the master type). */
+  readonly precision?: Precision;
 }
 
 /**
@@ -29,9 +37,18 @@ export interface AlbertGraphOptions {
  * (named as in HF's state dict), so one session serves every step; outputs are the five metrics and
  * `grad:<name>` per parameter. Activations are kept 2-D [N = B·S, width] so every
  * Linear is one Gemm with torch's [out, in] weight (transB).
+ *
+ * precision fp16 (as torch.cuda.amp's autocast): parameters stay float32 graph inputs (master
+ * weights) and are cast to float16 once each for the matmul-heavy parts (attention and FFN
+ * projections, the embedding projection, the MLM decoder, the attention MatMuls); the embeddings,
+ * the additive mask (−3.4e38 is not a float16), softmax, GELU, LayerNorm, the SOP head and the
+ * losses stay float32. Cast's VJP casts gradients back, so `grad:<name>` are float32. The backward
+ * pass is seeded with the `loss_scale` input, so every gradient output is scaled by it (the runner
+ * unscales them and checks them for overflow).
  */
-export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32' }: AlbertGraphOptions): Graph {
+export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32', precision = 'fp32' }: AlbertGraphOptions): Graph {
   if (S > c.maxPositionEmbeddings) throw new Error(`albert: seq_len ${S} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`);
+  if (precision === 'fp16' && float !== 'float32') throw new Error(`albert: precision fp16 needs float32 master weights, not ${float}`);
   const g = new Graph(float);
   const N = B * S;
   const { hiddenSize: H, numAttentionHeads: nh } = c;
@@ -41,6 +58,21 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const P = (name: string) => p.get(name)!;
   const linear = (x: Value, name: string) => g.gemm(x, P(`${name}.weight`), P(`${name}.bias`), false, true);
   const layerNorm = (x: Value, name: string) => g.layerNorm(x, P(`${name}.weight`), P(`${name}.bias`), c.layerNormEps).y;
+  // the compute type of the matmul-heavy parts; with fp32 these helpers add no node
+  const half = precision === 'fp16';
+  const halfParams = new Map<string, Value>();
+  /** A parameter in the compute type (cast once, however many layer applications use it). */
+  const W = (name: string) => {
+    if (!half) return P(name);
+    let w = halfParams.get(name);
+    if (!w) halfParams.set(name, (w = g.cast(P(name), 'float16')));
+    return w;
+  };
+  const toCompute = (x: Value) => (half && x.dtype !== 'float16' ? g.cast(x, 'float16') : x);
+  const toFloat = (x: Value) => (x.dtype === float ? x : g.cast(x, float));
+  /** A Linear in the compute type (its output stays there). */
+  const dense = (x: Value, name: string) => g.gemm(toCompute(x), W(`${name}.weight`), W(`${name}.bias`), false, true);
+  const lossScale = half ? g.input(LOSS_SCALE_INPUT, []) : undefined;
 
   const inputIds = g.reshape(g.input('input_ids', [B, S], 'int32'), [N]); // (N)
   const tokenTypes = g.reshape(g.input('token_type_ids', [B, S], 'int32'), [N]); // (N)
@@ -54,7 +86,7 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const positions = g.gather(P('albert.embeddings.position_embeddings.weight'), positionIds); // (N, E)
   const types = g.gather(P('albert.embeddings.token_type_embeddings.weight'), tokenTypes); // (N, E)
   const embeddings = g.add(g.add(words, positions), types);
-  let h = linear(layerNorm(embeddings, 'albert.embeddings.LayerNorm'), 'albert.encoder.embedding_hidden_mapping_in'); // (N, H)
+  let h = toFloat(dense(layerNorm(embeddings, 'albert.embeddings.LayerNorm'), 'albert.encoder.embedding_hidden_mapping_in')); // (N, H)
 
   // additive mask (1 − mask)·min, broadcast over heads and query positions: (B, 1, 1, S)
   const maskF = g.reshape(g.cast(attentionMask, float), [B, 1, 1, S]);
@@ -63,19 +95,20 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const scale = g.scalar(1 / Math.sqrt(d));
 
   for (let layer = 0; layer < c.numHiddenLayers; layer++) {
-    const q = heads(linear(h, `${LAYER}attention.query`), [0, 2, 1, 3]); // (B, nh, S, d)
-    const kT = heads(linear(h, `${LAYER}attention.key`), [0, 2, 3, 1]); // (B, nh, d, S)
-    const v = heads(linear(h, `${LAYER}attention.value`), [0, 2, 1, 3]); // (B, nh, S, d)
-    const probs = g.softmax(g.add(g.mul(g.matmul(q, kT), scale), additiveMask)); // (B, nh, S, S)
-    const context = g.reshape(g.transpose(g.matmul(probs, v), [0, 2, 1, 3]), [N, H]); // (N, H)
-    const attended = layerNorm(g.add(h, linear(context, `${LAYER}attention.dense`)), `${LAYER}attention.LayerNorm`);
-    const ffn = linear(geluNew(g, linear(attended, `${LAYER}ffn`)), `${LAYER}ffn_output`); // (N, H)
+    const hc = toCompute(h);
+    const q = heads(dense(hc, `${LAYER}attention.query`), [0, 2, 1, 3]); // (B, nh, S, d)
+    const kT = heads(dense(hc, `${LAYER}attention.key`), [0, 2, 3, 1]); // (B, nh, d, S)
+    const v = heads(dense(hc, `${LAYER}attention.value`), [0, 2, 1, 3]); // (B, nh, S, d)
+    const probs = g.softmax(g.add(g.mul(toFloat(g.matmul(q, kT)), scale), additiveMask)); // (B, nh, S, S)
+    const context = g.reshape(g.transpose(g.matmul(toCompute(probs), v), [0, 2, 1, 3]), [N, H]); // (N, H)
+    const attended = layerNorm(g.add(h, toFloat(dense(context, `${LAYER}attention.dense`))), `${LAYER}attention.LayerNorm`);
+    const ffn = toFloat(dense(geluNew(g, toFloat(dense(attended, `${LAYER}ffn`))), `${LAYER}ffn_output`)); // (N, H)
     h = layerNorm(g.add(ffn, attended), `${LAYER}full_layer_layer_norm`);
   }
 
   // MLM head: dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings
-  const t = layerNorm(geluNew(g, linear(h, 'predictions.dense')), 'predictions.LayerNorm'); // (N, E)
-  const mlmLogits = g.gemm(t, P('albert.embeddings.word_embeddings.weight'), P('predictions.bias'), false, true); // (N, V)
+  const t = layerNorm(geluNew(g, toFloat(dense(h, 'predictions.dense'))), 'predictions.LayerNorm'); // (N, E)
+  const mlmLogits = toFloat(g.gemm(toCompute(t), W('albert.embeddings.word_embeddings.weight'), W('predictions.bias'), false, true)); // (N, V)
   const mlm = crossEntropy(g, mlmLogits, labels);
 
   // SOP head on the pooled first token: tanh(pooler(h[:, 0]))
@@ -85,7 +118,7 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
 
   const loss = g.add(mlm.loss, sop.loss);
   const metrics: Record<MetricName, Value> = { loss, mlm_loss: mlm.loss, sop_loss: sop.loss, mlm_accuracy: mlm.accuracy, sop_accuracy: sop.accuracy };
-  const grads = gradients(g, loss, [...p.values()]);
+  const grads = gradients(g, lossScale ? g.mul(loss, lossScale) : loss, [...p.values()]);
   for (const name of METRIC_OUTPUTS) g.output(metrics[name], name);
   for (const s of specs) g.output(grads.get(s.name)!, gradOutput(s.name));
   return g;

@@ -3,8 +3,10 @@
  * full shape, computed when the node is added, so shape errors surface at build time with the op
  * named, and the autodiff can read any value's shape without running anything.
  */
-export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'bool';
-export type FloatType = 'float32' | 'float64';
+import { floatToHalf } from '../fp16.js';
+
+export type DType = 'float16' | 'float32' | 'float64' | 'int32' | 'int64' | 'bool';
+export type FloatType = 'float16' | 'float32' | 'float64';
 export type Shape = readonly number[];
 
 export interface Value {
@@ -43,7 +45,7 @@ export interface Initializer {
 
 export const sizeOf = (shape: Shape): number => shape.reduce((a, b) => a * b, 1);
 const fmt = (s: Shape) => `[${s.join(', ')}]`;
-const isFloat = (t: DType): t is FloatType => t === 'float32' || t === 'float64';
+const isFloat = (t: DType): t is FloatType => t === 'float16' || t === 'float32' || t === 'float64';
 
 /** Numpy-style broadcast of two shapes; throws naming the op if they are incompatible. */
 export function broadcastShapes(op: string, a: Shape, b: Shape): number[] {
@@ -125,9 +127,9 @@ export class Graph {
     return y;
   }
 
-  /** A float scalar of the graph's float type. */
-  scalar(x: number): Value {
-    return this.constant(floatTensor(this.float, [], [x]), 'scalar');
+  /** A float scalar of the graph's float type (or of `dtype`, e.g. inside a float16 region). */
+  scalar(x: number, dtype: FloatType = this.float): Value {
+    return this.constant(floatTensor(dtype, [], [x]), 'scalar');
   }
 
   /** A 1-D int64 constant (shapes, axes, pads). */
@@ -273,18 +275,19 @@ export class Graph {
   }
 }
 
-export const ONNX_CODES: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
+export const ONNX_CODES: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11 };
 
 /** A one-element zero of `dtype` (ConstantOfShape's fill value). */
 function zeroOf(dtype: DType): TensorData {
-  if (dtype === 'float32' || dtype === 'float64') return floatTensor(dtype, [1], [0]);
+  if (isFloat(dtype)) return floatTensor(dtype, [1], [0]);
   if (dtype === 'int64') return int64Tensor([1], [0]);
   if (dtype === 'int32') return int32Tensor([1], [0]);
   return { dtype: 'bool', shape: [1], bytes: new Uint8Array(1) };
 }
 
 export function floatTensor(dtype: FloatType, shape: Shape, values: ArrayLike<number>): TensorData {
-  const arr = dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
+  // float16 elements are IEEE binary16 bit patterns (round-to-nearest-even)
+  const arr = dtype === 'float64' ? Float64Array.from(values) : dtype === 'float16' ? Uint16Array.from(Array.from(values, floatToHalf)) : Float32Array.from(values);
   if (arr.length !== sizeOf(shape)) throw new Error(`floatTensor: ${arr.length} values for shape ${fmt(shape)}`);
   return { dtype, shape, bytes: new Uint8Array(arr.buffer) };
 }

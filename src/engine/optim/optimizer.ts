@@ -1,3 +1,4 @@
+import type { LossScalerState } from '../loss-scaler.js';
 import type { ParameterSet, ParamView } from '../params.js';
 import { describeConfig, type OptimizerKind, type ResolvedOptimizerConfig } from './config.js';
 import { assertSameLayout, LayoutGuard } from './layout.js';
@@ -14,6 +15,11 @@ export interface OptimizerState {
   readonly expAvgSq: ParameterSet;
   /** The hyperparameters the state was produced with, for the record; importing does not apply them. */
   readonly config: Record<string, unknown>;
+  /**
+   * fp16 training's DynamicLossScaler state, saved beside the moments (as torch checkpoints keep
+   * GradScaler's); the optimizer itself ignores it (set by the trainer that owns the scaler).
+   */
+  readonly lossScaler?: LossScalerState;
 }
 
 export interface Optimizer {

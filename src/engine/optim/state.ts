@@ -1,10 +1,11 @@
 /**
  * Optimizer state as safetensors bytes, so it travels in a checkpoint beside the weights:
  * tensors `exp_avg.<param>` and `exp_avg_sq.<param>` (F32, the parameter's shape) and metadata
- * `format`, `version`, `kind`, `step` and `config` (JSON). Bytes may come from other peers, so
+ * `format`, `version`, `kind`, `step`, `config` (JSON) and, for fp16 training, `loss_scaler` (JSON). Bytes may come from other peers, so
  * decoding checks every field against the parameters' layout.
  */
 import { endianness } from 'node:os';
+import { checkState as checkLossScalerState, type LossScalerState } from '../loss-scaler.js';
 import type { ParameterSet } from '../params.js';
 import { decodeSafetensors, encodeSafetensors, fromFloat32, toFloat32, type SafeTensor } from '../safetensors.js';
 import type { OptimizerKind } from './config.js';
@@ -40,6 +41,7 @@ export function encodeOptimizerState(state: OptimizerState): Uint8Array {
     kind: state.kind,
     step: String(state.step),
     config: JSON.stringify(state.config),
+    ...(state.lossScaler ? { loss_scaler: JSON.stringify(state.lossScaler) } : {}),
   });
 }
 
@@ -58,6 +60,7 @@ export function decodeOptimizerState(bytes: Uint8Array, layout: ParameterSet): O
   } catch (err) {
     throw new OptimizerStateError(`optimizer state config is not valid JSON: ${(err as Error).message}`);
   }
+  const lossScaler = metadata.loss_scaler === undefined ? undefined : decodeLossScaler(metadata.loss_scaler);
   const expected = new Set<string>();
   const moments = { expAvg: layout.zerosLike(), expAvgSq: layout.zerosLike() };
   for (const [prefix, key] of MOMENTS) {
@@ -74,5 +77,13 @@ export function decodeOptimizerState(bytes: Uint8Array, layout: ParameterSet): O
   }
   const extra = [...tensors.keys()].find((name) => !expected.has(name));
   if (extra !== undefined) throw new OptimizerStateError(`optimizer state has tensor ${extra}, which matches no parameter`);
-  return { kind, step, ...moments, config };
+  return { kind, step, ...moments, config, ...(lossScaler ? { lossScaler } : {}) };
+}
+
+function decodeLossScaler(json: string): LossScalerState {
+  try {
+    return checkLossScalerState(JSON.parse(json) as LossScalerState);
+  } catch (err) {
+    throw new OptimizerStateError(`optimizer state loss_scaler is invalid: ${(err as Error).message}`);
+  }
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createOptimizer, decodeOptimizerState, encodeOptimizerState, OptimizerStateError, type OptimizerState } from '../../../src/engine/optim/index.js';
+import { DynamicLossScaler } from '../../../src/engine/loss-scaler.js';
 import { ParameterSet } from '../../../src/engine/params.js';
 import { decodeSafetensors, encodeSafetensors, type SafeTensor } from '../../../src/engine/safetensors.js';
 
@@ -86,4 +87,20 @@ test('bad state is refused with the tensor or field named', () => {
   const foreign: OptimizerState = { ...state, expAvg: other, expAvgSq: other.zerosLike() };
   assert.throws(() => opt.importState(foreign), /tensor albert\.pooler\.bias has shape \[2, 2\], expected \[4\]/);
   assert.equal(opt.stepCount, 1, 'a refused import leaves the optimizer as it was');
+});
+
+test('fp16 training keeps its loss scaler state beside the moments; a bad one is refused', () => {
+  const { opt } = trained('adamw', 1);
+  const layout = ParameterSet.allocate(LAYOUT);
+  const scaler = new DynamicLossScaler({ initScale: 2 ** 20, growthInterval: 10 });
+  scaler.update(false);
+  scaler.update(true);
+  const decoded = decodeOptimizerState(encodeOptimizerState({ ...opt.exportState(), lossScaler: scaler.exportState() }), layout);
+  const resumed = new DynamicLossScaler();
+  resumed.importState(decoded.lossScaler!);
+  assert.deepEqual(resumed.exportState(), { scale: 2 ** 19, growthFactor: 2, backoffFactor: 0.5, growthInterval: 10, growthTracker: 1, skippedSteps: 1 });
+  assert.equal(decodeOptimizerState(encodeOptimizerState(opt.exportState()), layout).lossScaler, undefined, 'fp32 state has none');
+  const { tensors, metadata } = decodeSafetensors(encodeOptimizerState({ ...opt.exportState(), lossScaler: scaler.exportState() }));
+  const bad = encodeSafetensors(tensors, { ...metadata, loss_scaler: JSON.stringify({ ...scaler.exportState(), growthFactor: 0.5 }) });
+  assert.throws(() => decodeOptimizerState(bad, layout), (err: Error) => err instanceof OptimizerStateError && /loss_scaler is invalid: loss scaler growthFactor 0\.5 is invalid/.test(err.message));
 });
