@@ -2,6 +2,7 @@ import * as ort from 'onnxruntime-node';
 import type { Logger } from '../log/logger.js';
 import { buildAlbertGraph, gradOutput, BATCH_INPUTS } from './albert/graph.js';
 import type { AlbertConfig } from './albert/config.js';
+import { labelledPositions, mlmCapacity, type MlmPositions } from './albert/mlm-positions.js';
 import { checkBatch, type AlbertBatch } from './batch.js';
 import type { StepResult, TrainingBackend } from './backend.js';
 import { encodeModel } from './onnx/encode.js';
@@ -15,12 +16,16 @@ export interface OrtBackendOptions {
   /** ORT intra-op threads (default: ORT's choice, one per core). */
   readonly intraOpThreads?: number;
   readonly log?: Pick<Logger, 'info' | 'warn'>;
+  /** The data's masking rate, which sizes the MLM head's K positions (default 0.15, the data pipeline's). */
+  readonly mlmProbability?: number;
 }
 
 /**
  * Runs the ALBERT training graph in onnxruntime-node: one InferenceSession per (batch, seq) shape,
  * built on first use and cached. Parameters are fed as views of the flat buffer (no copy on CPU);
- * gradients are copied into the caller's ParameterSet.
+ * gradients are copied into the caller's ParameterSet. The MLM head runs only at the labelled
+ * positions, gathered here into K = mlmCapacity(B, S) slots; a batch with more labelled positions
+ * than K (never dropped) runs the full-positions graph of its shape instead, built when first needed.
  */
 export class OrtBackend implements TrainingBackend {
   private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
@@ -38,12 +43,17 @@ export class OrtBackend implements TrainingBackend {
   async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike()): Promise<StepResult> {
     if (!grads.sameLayout(params)) throw new Error('forwardBackward: grads do not have the parameters\' layout');
     checkBatch(batch, this.config.vocabSize);
-    const session = await this.session(batch.batchSize, batch.seqLen);
+    const [B, S] = [batch.batchSize, batch.seqLen];
+    const positions = this.mlmPositions(batch);
+    const session = await this.session(B, S, positions ? positions.labels.length : undefined);
     const feeds: Record<string, ort.Tensor> = {};
     for (const spec of params.specs) feeds[spec.name] = new ort.Tensor('float32', params.view(spec.name), [...spec.shape]);
-    const [B, S] = [batch.batchSize, batch.seqLen];
-    const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, labels: batch.labels, sentence_order_label: batch.sentenceOrderLabel };
+    const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, sentence_order_label: batch.sentenceOrderLabel };
     for (const name of BATCH_INPUTS) feeds[name] = new ort.Tensor('int32', batchData[name], name === 'sentence_order_label' ? [B] : [B, S]);
+    if (positions) {
+      feeds.mlm_positions = new ort.Tensor('int64', positions.positions, [positions.positions.length]);
+      feeds.mlm_labels = new ort.Tensor('int32', positions.labels, [positions.labels.length]);
+    } else feeds.labels = new ort.Tensor('int32', batch.labels, [B, S]);
     const out = await session.run(feeds);
     const scalar = (name: string) => (out[name]!.data as Float32Array)[0]!;
     for (const spec of params.specs) grads.view(spec.name).set(out[gradOutput(spec.name)]!.data as Float32Array);
@@ -58,11 +68,31 @@ export class OrtBackend implements TrainingBackend {
     for (const s of sessions) await (await s).release();
   }
 
-  private session(batchSize: number, seqLen: number): Promise<ort.InferenceSession> {
-    const key = `${batchSize}x${seqLen}`;
+  /**
+   * The batch's labelled positions in K slots, or undefined for the full-positions graph: when K
+   * would cover every position anyway, or (warned once per shape) when the batch has more than K.
+   */
+  private mlmPositions(batch: AlbertBatch): MlmPositions | undefined {
+    const [B, S] = [batch.batchSize, batch.seqLen];
+    const capacity = mlmCapacity(B, S, this.options.mlmProbability);
+    if (capacity === B * S) return undefined;
+    const picked = labelledPositions(batch.labels, capacity);
+    if ('positions' in picked) return picked;
+    if (!this.sessions.has(`${B}x${S}`)) {
+      this.options.log?.warn(
+        { labelled: picked.overflow, capacity, batchSize: B, seqLen: S },
+        `batch has ${picked.overflow} labelled positions, more than the ${capacity} the MLM head of a ${B}×${S} graph holds; using the full-positions graph for such batches (slower)`,
+      );
+    }
+    return undefined;
+  }
+
+  /** The session for a shape; `mlmPositions` K selects the gathered-head graph, undefined the full one. */
+  private session(batchSize: number, seqLen: number, mlmPositions: number | undefined): Promise<ort.InferenceSession> {
+    const key = mlmPositions === undefined ? `${batchSize}x${seqLen}` : `${batchSize}x${seqLen}_k${mlmPositions}`;
     let session = this.sessions.get(key);
     if (!session) {
-      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen }), `albert_${key}`));
+      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, mlmPositions }), `albert_${key}`));
       session.catch(() => this.sessions.delete(key));
       this.sessions.set(key, session);
     }

@@ -59,6 +59,11 @@ const cases: Record<string, Parameters<typeof gradCheck>[0]> = {
     const ids = g.constant(int64Tensor([2, 3], [1, 4, 1, 0, 1, 4]));
     return { inputs: [table], y: g.gather(table.value, ids) };
   },
+  'Gather (activation rows at MLM positions, padding repeats row 0)': (g, r) => {
+    const hidden = randomInput(g, r, 'hidden', [6, 3]);
+    const positions = g.constant(int64Tensor([5], [1, 4, 5, 0, 0]));
+    return { inputs: [hidden], y: g.gather(g.tanh(hidden.value), positions) };
+  },
   LayerNormalization: (g, r) => {
     const [x, gamma, beta] = [randomInput(g, r, 'x', [2, 3, 6]), randomInput(g, r, 'gamma', [6]), randomInput(g, r, 'beta', [6])];
     return { inputs: [x, gamma, beta], y: g.layerNorm(x.value, gamma.value, beta.value, 1e-12).y };

@@ -11,8 +11,11 @@ export type MetricName = (typeof METRIC_OUTPUTS)[number];
 /** The graph output holding ∂loss/∂param. */
 export const gradOutput = (param: string) => `grad:${param}`;
 
-/** Batch inputs of the graph (int32 [B, S], sentence_order_label [B]). */
-export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'labels', 'sentence_order_label'] as const;
+/**
+ * Batch inputs every graph has (int32 [B, S], sentence_order_label [B]); the MLM targets come as
+ * `labels` int32 [B, S] (full-positions graph) or as `mlm_positions` int64 [K] + `mlm_labels` int32 [K].
+ */
+export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'sentence_order_label'] as const;
 
 /** torch.finfo(float32).min: HF's additive attention mask value. */
 const MASK_MIN = -3.4028234663852886e38;
@@ -22,6 +25,12 @@ export interface AlbertGraphOptions {
   readonly seqLen: number;
   /** float64 for gradient checks; float32 (default) for training. */
   readonly float?: FloatType;
+  /**
+   * K: run the MLM head only on K gathered rows (inputs `mlm_positions`, `mlm_labels`; see
+   * mlm-positions.ts) instead of all B·S (input `labels`). Same loss and gradients; the head's
+   * decoder over the vocabulary is the costliest Gemm of the step.
+   */
+  readonly mlmPositions?: number;
 }
 
 /**
@@ -30,8 +39,9 @@ export interface AlbertGraphOptions {
  * `grad:<name>` per parameter. Activations are kept 2-D [N = B·S, width] so every
  * Linear is one Gemm with torch's [out, in] weight (transB).
  */
-export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32' }: AlbertGraphOptions): Graph {
+export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32', mlmPositions: K }: AlbertGraphOptions): Graph {
   if (S > c.maxPositionEmbeddings) throw new Error(`albert: seq_len ${S} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`);
+  if (K !== undefined && !(Number.isInteger(K) && K >= 1 && K <= B * S)) throw new Error(`albert: mlmPositions ${K} must be an integer in [1, ${B * S}]`);
   const g = new Graph(float);
   const N = B * S;
   const { hiddenSize: H, numAttentionHeads: nh } = c;
@@ -45,7 +55,6 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const inputIds = g.reshape(g.input('input_ids', [B, S], 'int32'), [N]); // (N)
   const tokenTypes = g.reshape(g.input('token_type_ids', [B, S], 'int32'), [N]); // (N)
   const attentionMask = g.input('attention_mask', [B, S], 'int32'); // (B, S)
-  const labels = g.reshape(g.input('labels', [B, S], 'int32'), [N]); // (N)
   const sopLabels = g.input('sentence_order_label', [B], 'int32'); // (B)
 
   // embeddings: word + position + token type, LayerNorm, then E → H
@@ -73,9 +82,14 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
     h = layerNorm(g.add(ffn, attended), `${LAYER}full_layer_layer_norm`);
   }
 
-  // MLM head: dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings
-  const t = layerNorm(geluNew(g, linear(h, 'predictions.dense')), 'predictions.LayerNorm'); // (N, E)
-  const mlmLogits = g.gemm(t, P('albert.embeddings.word_embeddings.weight'), P('predictions.bias'), false, true); // (N, V)
+  // MLM head (dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings) on every row,
+  // or on the K gathered rows; Gather's VJP scatter-adds the head's gradient back into (N, H)
+  const [rows, labels] =
+    K === undefined
+      ? [h, g.reshape(g.input('labels', [B, S], 'int32'), [N])] // (N, H), (N)
+      : [g.gather(h, g.input('mlm_positions', [K], 'int64')), g.input('mlm_labels', [K], 'int32')]; // (K, H), (K)
+  const t = layerNorm(geluNew(g, linear(rows, 'predictions.dense')), 'predictions.LayerNorm'); // (N|K, E)
+  const mlmLogits = g.gemm(t, P('albert.embeddings.word_embeddings.weight'), P('predictions.bias'), false, true); // (N|K, V)
   const mlm = crossEntropy(g, mlmLogits, labels);
 
   // SOP head on the pooled first token: tanh(pooler(h[:, 0]))
