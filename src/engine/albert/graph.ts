@@ -27,8 +27,8 @@ export interface AlbertGraphOptions {
   readonly float?: FloatType;
   /**
    * K: run the MLM head only on K gathered rows (inputs `mlm_positions`, `mlm_labels`; see
-   * mlm-positions.ts) instead of all B·S (input `labels`). Same loss and gradients; the head's
-   * decoder over the vocabulary is the costliest Gemm of the step.
+   * mlm-positions.ts) instead of all B·S (input `labels`). Same loss and gradients; at B·S rows the head's
+   * decoder onto the vocabulary is the largest single Gemm of the step.
    */
   readonly mlmPositions?: number;
 }
