@@ -1,9 +1,15 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import readline from 'node:readline';
 
+/** One step as the child measured it: wall time, and the CPU time of its whole process. */
+export interface StepTime {
+  readonly ms: number;
+  readonly cpuMs: number;
+}
+
 /**
  * A child process that takes one training step per "step" line on stdin and answers one JSON line
- * ({"ms"}); "quit" makes it print a summary line and exit. Lets the engine bench interleave ORT
+ * ({"ms", "cpu_ms"}); "quit" makes it print a summary line and exit. Lets the engine bench interleave ORT
  * and PyTorch steps so both see the same load on a shared machine.
  */
 export class Stepper {
@@ -22,9 +28,10 @@ export class Stepper {
     this.lines = readline.createInterface({ input: this.child.stdout })[Symbol.asyncIterator]();
   }
 
-  /** One step; its wall time as the child measured it, in ms. */
-  async step(): Promise<number> {
-    return ((await this.send('step')) as { ms: number }).ms;
+  /** One step; its wall and CPU time as the child measured them, in ms. */
+  async step(): Promise<StepTime> {
+    const r = (await this.send('step')) as { ms: number; cpu_ms: number };
+    return { ms: r.ms, cpuMs: r.cpu_ms };
   }
 
   /** Ends the child and returns its summary line. */

@@ -5,7 +5,9 @@
  * time (base). Also the LAMB update time for ALBERT-large (lamb_ms_large).
  *
  * ORT and torch each run in a child process per preset (so peak RSS is per preset), stepping in
- * turn (bench/_stepper.ts) so that both see the same load on a shared machine.
+ * turn (bench/_stepper.ts) so that both see the same load on a shared machine. Each step's CPU time
+ * (whole process) is reported too: with --threads 1 it is the steadier measure on a loaded machine,
+ * since waiting for a core does not count (ort_vs_torch_cpu).
  * Usage: npm run bench -- engine [--presets tiny,base,large] [--steps N] [--threads T]
  */
 import { spawnSync } from 'node:child_process';
@@ -45,10 +47,12 @@ async function serveOrt(preset: PresetName, threads: number): Promise<void> {
   for await (const line of readline.createInterface({ input: process.stdin })) {
     if (line.trim() !== 'step') break;
     const start = performance.now();
+    const cpuStart = process.cpuUsage();
     const r = await backend.forwardBackward(params, batch, grads);
     const ms = performance.now() - start;
+    const cpu = process.cpuUsage(cpuStart);
     loss ??= r.loss;
-    process.stdout.write(JSON.stringify({ ms }) + '\n');
+    process.stdout.write(JSON.stringify({ ms, cpu_ms: (cpu.user + cpu.system) / 1000 }) + '\n');
   }
   await backend.close();
   process.stdout.write(JSON.stringify({ loss, peak_rss_mb: process.resourceUsage().maxRSS / 1024 }) + '\n');
@@ -74,15 +78,21 @@ async function main(): Promise<void> {
     const torch = torchVersion ? new Stepper(`torch ${preset}`, PYTHON, [path.join(HERE, 'engine_torch.py'), JSON.stringify({ config, batch: B, seq: S, threads })], STEP_TIMEOUT_MS) : undefined;
     const ortMs: number[] = [];
     const torchMs: number[] = [];
+    const ortCpu: number[] = [];
+    const torchCpu: number[] = [];
     let firstMs = 0;
     try {
       for (let i = 0; i <= steps; i++) {
         const o = await ort.step();
         const t = torch ? await torch.step() : undefined;
-        if (i === 0) firstMs = o;
+        if (i === 0) firstMs = o.ms;
         else {
-          ortMs.push(o);
-          if (t !== undefined) torchMs.push(t);
+          ortMs.push(o.ms);
+          ortCpu.push(o.cpuMs);
+          if (t !== undefined) {
+            torchMs.push(t.ms);
+            torchCpu.push(t.cpuMs);
+          }
         }
       }
     } catch (err) {
@@ -96,16 +106,22 @@ async function main(): Promise<void> {
     const tMs = t ? median(torchMs) : undefined;
     const params = albertParamSpecs(config).reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
     const ratio = tMs ? oMs / tMs : null;
+    const oCpu = median(ortCpu);
+    const tCpu = t ? median(torchCpu) : undefined;
+    const cpuRatio = tCpu ? oCpu / tCpu : null;
     console.log(
       `${preset.padEnd(5)} ${(params / 1e6).toFixed(2)}M params  ORT ${oMs.toFixed(0)} ms/step (${((B * 1000) / oMs).toFixed(2)} samples/s, first step ${firstMs.toFixed(0)} ms with session build, peak RSS ${o.peak_rss_mb.toFixed(0)} MB, loss ${o.loss.toFixed(3)})` +
-        (t ? `  torch ${tMs!.toFixed(0)} ms/step (peak RSS ${t.peak_rss_mb.toFixed(0)} MB, loss ${t.loss.toFixed(3)})  ORT/torch ${ratio!.toFixed(2)}` : ''),
+        (t ? `  torch ${tMs!.toFixed(0)} ms/step (peak RSS ${t.peak_rss_mb.toFixed(0)} MB, loss ${t.loss.toFixed(3)})  ORT/torch ${ratio!.toFixed(2)}; CPU time ORT ${oCpu.toFixed(0)} ms, torch ${tCpu!.toFixed(0)} ms, ORT/torch ${cpuRatio!.toFixed(2)}` : ''),
     );
     figures[`${preset}_step_ms`] = Math.round(oMs);
     figures[`${preset}_samples_per_s`] = Number(((B * 1000) / oMs).toFixed(3));
     figures[`${preset}_peak_rss_mb`] = Math.round(o.peak_rss_mb);
     figures[`${preset}_torch_step_ms`] = tMs ? Math.round(tMs) : null;
     figures[`${preset}_torch_peak_rss_mb`] = t ? Math.round(t.peak_rss_mb) : null;
+    figures[`${preset}_cpu_ms`] = Math.round(oCpu);
+    figures[`${preset}_torch_cpu_ms`] = tCpu ? Math.round(tCpu) : null;
     figures[preset === 'base' ? 'ort_vs_torch' : `ort_vs_torch_${preset}`] = ratio === null ? null : Number(ratio.toFixed(3));
+    figures[preset === 'base' ? 'ort_vs_torch_cpu' : `ort_vs_torch_cpu_${preset}`] = cpuRatio === null ? null : Number(cpuRatio.toFixed(3));
   }
   const large = albertParamSpecs(PRESETS.large);
   const lamb = timeLambStep(large.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0), large);

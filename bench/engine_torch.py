@@ -4,7 +4,7 @@ test/engine/torch-parity.test.ts: with {"check": {"weights": file, "batch": file
 model.safetensors and an HF-named batch JSON, and prints the losses and every gradient by HF name.
 
 Usage: engine_torch.py '<json>' where json = {"config": {AlbertConfig fields}, "batch": B, "seq": S,
-"threads": t}. Then each "step" line on stdin runs one step and prints {"ms"}; any other line (or EOF)
+"threads": t}. Then each "step" line on stdin runs one step and prints {"ms", "cpu_ms"}; any other line (or EOF)
 prints {"loss": first-step loss, "peak_rss_mb", "torch": version} and exits.
 """
 import json
@@ -133,19 +133,20 @@ def main():
     types = (torch.arange(S) >= S // 2).long().expand(B, S)
     mask = torch.ones(B, S, dtype=torch.long)
     sop_labels = torch.randint(0, 2, (B,), generator=g)
-    # serve: one line per command on stdin ("step" → {"ms"}, "quit" → summary), so the bench can
+    # serve: one line per command on stdin ("step" → {"ms", "cpu_ms"}, "quit" → summary), so the bench can
     # interleave torch and ORT steps and both see the same machine load
     first = None
     for line in sys.stdin:
         if line.strip() != "step":
             break
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model.zero_grad(set_to_none=False)
         loss = model(ids, types, mask, labels, sop_labels)[0]
         loss.backward()
         ms = (time.perf_counter() - start) * 1000
+        cpu_ms = (time.process_time() - cpu_start) * 1000
         first = first if first is not None else loss.item()
-        print(json.dumps({"ms": ms}), flush=True)
+        print(json.dumps({"ms": ms, "cpu_ms": cpu_ms}), flush=True)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"loss": first, "peak_rss_mb": peak_mb, "torch": torch.__version__}), flush=True)
 

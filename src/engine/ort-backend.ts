@@ -2,6 +2,7 @@ import * as ort from 'onnxruntime-node';
 import type { Logger } from '../log/logger.js';
 import { buildAlbertGraph, gradOutput, BATCH_INPUTS, LOSS_SCALE_INPUT, type Precision } from './albert/graph.js';
 import type { AlbertConfig } from './albert/config.js';
+import { labelledPositions, mlmCapacity, type MlmPositions } from './albert/mlm-positions.js';
 import { checkBatch, type AlbertBatch } from './batch.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
 import { encodeModel } from './onnx/encode.js';
@@ -17,13 +18,18 @@ export interface OrtBackendOptions {
   readonly log?: Pick<Logger, 'info' | 'warn'>;
   /** fp32 (default) or fp16 mixed precision (float16 matmuls, float32 master weights and gradients). */
   readonly precision?: Precision;
+  /** The data's masking rate, which sizes the MLM head's K positions (default 0.15, the data pipeline's). */
+  readonly mlmProbability?: number;
 }
 
 /**
  * Runs the ALBERT training graph in onnxruntime-node: one InferenceSession per (batch, seq) shape,
  * built on first use and cached. Parameters are fed as views of the flat buffer (no copy on CPU);
  * gradients are copied into the caller's ParameterSet. With fp16 the graph is seeded with the loss
- * scale and the gradients are unscaled here, in the same pass that checks them for inf/NaN.
+ * scale and the gradients are unscaled here, in the same pass that checks them for inf/NaN. The MLM
+ * head runs only at the labelled positions, gathered here into K = mlmCapacity(B, S) slots; a batch
+ * with more labelled positions than K (never dropped) runs the full-positions graph of its shape
+ * instead, built when first needed.
  */
 export class OrtBackend implements TrainingBackend {
   private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
@@ -47,13 +53,18 @@ export class OrtBackend implements TrainingBackend {
     if (!(lossScale > 0 && Number.isFinite(lossScale))) throw new Error(`forwardBackward: loss scale ${lossScale} is not a finite number > 0`);
     if (lossScale !== 1 && this.precision !== 'fp16') throw new Error(`forwardBackward: loss scale ${lossScale} needs precision fp16 (this backend is ${this.precision})`);
     checkBatch(batch, this.config.vocabSize);
-    const session = await this.session(batch.batchSize, batch.seqLen);
+    const [B, S] = [batch.batchSize, batch.seqLen];
+    const positions = this.mlmPositions(batch);
+    const session = await this.session(B, S, positions ? positions.labels.length : undefined);
     const feeds: Record<string, ort.Tensor> = {};
     for (const spec of params.specs) feeds[spec.name] = new ort.Tensor('float32', params.view(spec.name), [...spec.shape]);
-    const [B, S] = [batch.batchSize, batch.seqLen];
-    const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, labels: batch.labels, sentence_order_label: batch.sentenceOrderLabel };
+    const batchData = { input_ids: batch.inputIds, token_type_ids: batch.tokenTypeIds, attention_mask: batch.attentionMask, sentence_order_label: batch.sentenceOrderLabel };
     for (const name of BATCH_INPUTS) feeds[name] = new ort.Tensor('int32', batchData[name], name === 'sentence_order_label' ? [B] : [B, S]);
     if (this.precision === 'fp16') feeds[LOSS_SCALE_INPUT] = new ort.Tensor('float32', Float32Array.of(lossScale), []);
+    if (positions) {
+      feeds.mlm_positions = new ort.Tensor('int64', positions.positions, [positions.positions.length]);
+      feeds.mlm_labels = new ort.Tensor('int32', positions.labels, [positions.labels.length]);
+    } else feeds.labels = new ort.Tensor('int32', batch.labels, [B, S]);
     const out = await session.run(feeds);
     const scalar = (name: string) => (out[name]!.data as Float32Array)[0]!;
     for (const spec of params.specs) grads.view(spec.name).set(out[gradOutput(spec.name)]!.data as Float32Array);
@@ -69,11 +80,31 @@ export class OrtBackend implements TrainingBackend {
     for (const s of sessions) await (await s).release();
   }
 
-  private session(batchSize: number, seqLen: number): Promise<ort.InferenceSession> {
-    const key = `${batchSize}x${seqLen}`;
+  /**
+   * The batch's labelled positions in K slots, or undefined for the full-positions graph: when K
+   * would cover every position anyway, or (warned once per shape) when the batch has more than K.
+   */
+  private mlmPositions(batch: AlbertBatch): MlmPositions | undefined {
+    const [B, S] = [batch.batchSize, batch.seqLen];
+    const capacity = mlmCapacity(B, S, this.options.mlmProbability);
+    if (capacity === B * S) return undefined;
+    const picked = labelledPositions(batch.labels, capacity);
+    if ('positions' in picked) return picked;
+    if (!this.sessions.has(`${B}x${S}`)) {
+      this.options.log?.warn(
+        { labelled: picked.overflow, capacity, batchSize: B, seqLen: S },
+        `batch has ${picked.overflow} labelled positions, more than the ${capacity} the MLM head of a ${B}×${S} graph holds; using the full-positions graph for such batches (slower)`,
+      );
+    }
+    return undefined;
+  }
+
+  /** The session for a shape; `mlmPositions` K selects the gathered-head graph, undefined the full one. */
+  private session(batchSize: number, seqLen: number, mlmPositions: number | undefined): Promise<ort.InferenceSession> {
+    const key = mlmPositions === undefined ? `${batchSize}x${seqLen}` : `${batchSize}x${seqLen}_k${mlmPositions}`;
     let session = this.sessions.get(key);
     if (!session) {
-      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, precision: this.precision }), `albert_${key}`));
+      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, precision: this.precision, mlmPositions }), `albert_${key}`));
       session.catch(() => this.sessions.delete(key));
       this.sessions.set(key, session);
     }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
-import { buildAlbertGraph, gradOutput } from '../../src/engine/albert/graph.js';
+import { buildAlbertGraph, gradOutput, METRIC_OUTPUTS } from '../../src/engine/albert/graph.js';
+import { labelledPositions } from '../../src/engine/albert/mlm-positions.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import type { AlbertBatch } from '../../src/engine/batch.js';
 import { encodeModel } from '../../src/engine/onnx/encode.js';
@@ -29,16 +30,26 @@ function params() {
   return p;
 }
 
-async function float64Session() {
-  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64' })));
+/** K for the gathered-head graph: the batch has 3 labelled positions, so 2 slots are padding. */
+const K = 5;
+
+/** The float64 graph with the MLM head on K gathered positions, or on all positions when `mlmPositions` is undefined. */
+async function float64Session(mlmPositions: number | undefined) {
+  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64', mlmPositions })));
   const run = async (values: Map<string, Float64Array>, fetch?: string[]) => {
     const feeds: Record<string, ort.Tensor> = {
       input_ids: new ort.Tensor('int32', batch.inputIds, [2, 5]),
       token_type_ids: new ort.Tensor('int32', batch.tokenTypeIds, [2, 5]),
       attention_mask: new ort.Tensor('int32', batch.attentionMask, [2, 5]),
-      labels: new ort.Tensor('int32', batch.labels, [2, 5]),
       sentence_order_label: new ort.Tensor('int32', batch.sentenceOrderLabel, [2]),
     };
+    if (mlmPositions === undefined) feeds.labels = new ort.Tensor('int32', batch.labels, [2, 5]);
+    else {
+      const picked = labelledPositions(batch.labels, mlmPositions);
+      assert.ok('positions' in picked, `${K} slots hold the batch's labelled positions`);
+      feeds.mlm_positions = new ort.Tensor('int64', picked.positions, [mlmPositions]);
+      feeds.mlm_labels = new ort.Tensor('int32', picked.labels, [mlmPositions]);
+    }
     for (const s of p0.specs) feeds[s.name] = new ort.Tensor('float64', values.get(s.name)!, [...s.shape]);
     return fetch ? session.run(feeds, fetch) : session.run(feeds);
   };
@@ -46,9 +57,9 @@ async function float64Session() {
 }
 const p0 = params();
 
-test('tiny ALBERT: every parameter tensor\'s gradient matches central differences (float64, sampled)', async () => {
+test('tiny ALBERT (MLM head on gathered positions): every parameter tensor\'s gradient matches central differences (float64, sampled)', async () => {
   // Tolerance: |analytic − numeric| ≤ 1e-7 + 1e-5·|numeric| with h = 1e-5, float64 throughout.
-  const { session, run } = await float64Session();
+  const { session, run } = await float64Session(K);
   const values = new Map(p0.specs.map((s) => [s.name, Float64Array.from(p0.view(s.name))]));
   const analytic = await run(values);
   const rng = new Rng(11);
@@ -78,7 +89,7 @@ test('tiny ALBERT: every parameter tensor\'s gradient matches central difference
 });
 
 test('ORT float32 backend agrees with the float64 graph (loss, metrics, gradients)', async () => {
-  const { session, run } = await float64Session();
+  const { session, run } = await float64Session(K);
   const reference = await run(new Map(p0.specs.map((s) => [s.name, Float64Array.from(p0.view(s.name))])));
   await session.release();
   const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1 });
@@ -93,4 +104,24 @@ test('ORT float32 backend agrees with the float64 graph (loss, metrics, gradient
     const scale = Math.max(...Array.from(r, Math.abs), 1e-3);
     result.grads.view(s.name).forEach((v, i) => assert.ok(Math.abs(v - r[i]!) <= 1e-3 * scale, `${s.name}[${i}]: ${v} vs ${r[i]}`));
   }
+});
+
+test('MLM head on gathered labelled positions (2 padding slots) = on all positions: loss, metrics, every gradient (float64)', async () => {
+  // Tolerance: float64, only the summation order differs: |gathered − full| ≤ 1e-12 + 1e-9·(tensor's largest |full|).
+  const values = new Map(p0.specs.map((s) => [s.name, Float64Array.from(p0.view(s.name))]));
+  const outputs = [];
+  for (const k of [undefined, K]) {
+    const { session, run } = await float64Session(k);
+    outputs.push(await run(values));
+    await session.release();
+  }
+  const [full, gathered] = outputs as [ort.InferenceSession.ReturnType, ort.InferenceSession.ReturnType];
+  for (const name of [...METRIC_OUTPUTS, ...p0.specs.map((s) => gradOutput(s.name))]) {
+    const [f, q] = [full[name]!.data as Float64Array, gathered[name]!.data as Float64Array];
+    const scale = Math.max(...Array.from(f, Math.abs));
+    f.forEach((v, i) => assert.ok(Math.abs(q[i]! - v) <= 1e-12 + 1e-9 * scale, `${name}[${i}]: gathered ${q[i]} vs full ${v}`));
+  }
+  // the MLM head's gradient is not trivially zero, so the comparison above means something
+  assert.ok((full[gradOutput('predictions.dense.weight')]!.data as Float64Array).some((v) => Math.abs(v) > 1e-6));
+  assert.ok((full.mlm_loss!.data as Float64Array)[0]! > 0);
 });

@@ -4,6 +4,7 @@ import { probeProvider } from '../../src/doctor/ort-probe.js';
 import { PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import type { AlbertBatch } from '../../src/engine/batch.js';
+import { mlmCapacity } from '../../src/engine/albert/mlm-positions.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import { Rng } from '../../src/engine/rng.js';
 import { syntheticBatch } from '../../src/engine/synthetic.js';
@@ -46,4 +47,44 @@ test('without a loadable CUDA provider, "cuda" fails naming it and "auto" falls 
   assert.equal(warnings.length, 1);
   assert.match(JSON.stringify(warnings[0]), /reason/);
   assert.match(auto.description, /cpu/);
+});
+
+test('the runner gathers labelled positions for the MLM head: same loss, accuracies and gradients as the full-positions graph', async () => {
+  // Tolerance (float32, summation order differs): |Δloss| ≤ 1e-5, every gradient within 1e-4 of its tensor's largest |value|.
+  const params = initAlbertParams({ ...config, initializerRange: 0.1 }, 3);
+  const batch = syntheticBatch(config, 3, 16, new Rng(8));
+  const gathered = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1 });
+  const full = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, mlmProbability: 1 }); // K = B·S: the full graph
+  const a = await gathered.forwardBackward(params, batch);
+  const b = await full.forwardBackward(params, batch);
+  await gathered.close();
+  await full.close();
+  assert.ok(Math.abs(a.loss - b.loss) <= 1e-5 && Math.abs(a.mlmLoss - b.mlmLoss) <= 1e-5, `loss ${a.loss} vs ${b.loss}`);
+  assert.equal(a.mlmAccuracy, b.mlmAccuracy);
+  assert.equal(a.sopAccuracy, b.sopAccuracy);
+  for (const name of params.names()) {
+    const ref = b.grads.view(name);
+    const scale = Math.max(...Array.from(ref, Math.abs), 1e-6);
+    a.grads.view(name).forEach((v, i) => assert.ok(Math.abs(v - ref[i]!) <= 1e-4 * scale, `${name}[${i}]: gathered ${v} vs full ${ref[i]}`));
+  }
+});
+
+test('a batch with more labelled positions than K runs the full-positions graph (nothing dropped), warning once with the count and K', async () => {
+  const params = initAlbertParams(config, 5);
+  const batch = syntheticBatch(config, 3, 16, new Rng(2));
+  const labels = Int32Array.from(batch.inputIds, (id) => (id === 2 || id === 3 ? -100 : id)); // every non-special token
+  const crowded = { ...batch, labels };
+  const warnings: string[] = [];
+  const log = { warn: (_obj: unknown, msg?: string) => void warnings.push(msg ?? ''), info: () => undefined };
+  const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, log });
+  const full = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, mlmProbability: 1 });
+  const a = await backend.forwardBackward(params, crowded);
+  await backend.forwardBackward(params, crowded);
+  const b = await full.forwardBackward(params, crowded);
+  await backend.close();
+  await full.close();
+  assert.equal(warnings.length, 1, warnings.join('\n'));
+  assert.match(warnings[0]!, new RegExp(`batch has ${labels.filter((l) => l !== -100).length} labelled positions, more than the ${mlmCapacity(3, 16)} `));
+  assert.equal(a.loss, b.loss);
+  assert.equal(a.mlmAccuracy, b.mlmAccuracy);
 });

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
+import * as ort from 'onnxruntime-node';
 import { geluNew } from '../../src/engine/fused.js';
+import { encodeModel } from '../../src/engine/onnx/encode.js';
+import { Graph, int64Tensor } from '../../src/engine/onnx/graph.js';
 import { RULES } from '../../src/engine/rules.js';
-import { int64Tensor } from '../../src/engine/onnx/graph.js';
 import { gradCheck, randomInput } from '../helpers/gradcheck.js';
 
 // Tolerance: float64 central differences with h = 1e-6 agree with the analytic VJP to
@@ -59,6 +61,11 @@ const cases: Record<string, Parameters<typeof gradCheck>[0]> = {
     const ids = g.constant(int64Tensor([2, 3], [1, 4, 1, 0, 1, 4]));
     return { inputs: [table], y: g.gather(table.value, ids) };
   },
+  'Gather (activation rows at MLM positions, padding repeats row 0)': (g, r) => {
+    const hidden = randomInput(g, r, 'hidden', [6, 3]);
+    const positions = g.constant(int64Tensor([5], [1, 4, 5, 0, 0]));
+    return { inputs: [hidden], y: g.gather(g.tanh(hidden.value), positions) };
+  },
   LayerNormalization: (g, r) => {
     const [x, gamma, beta] = [randomInput(g, r, 'x', [2, 3, 6]), randomInput(g, r, 'gamma', [6]), randomInput(g, r, 'beta', [6])];
     return { inputs: [x, gamma, beta], y: g.layerNorm(x.value, gamma.value, beta.value, 1e-12).y };
@@ -98,6 +105,21 @@ for (const [name, build] of Object.entries(cases)) {
     assert.ok(result.worst <= 1, `worst error ${result.worst.toFixed(3)}× tolerance at ${result.where}`);
   });
 }
+
+test('fused gelu_new (computed in sigmoid form) equals HF\'s ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (float64)', async () => {
+  // Tolerance: 1e-14 absolute; the two forms agree exactly in real arithmetic.
+  const xs = Float64Array.from({ length: 41 }, (_, i) => (i - 20) / 4);
+  const g = new Graph('float64');
+  const x = g.input('x', [xs.length]);
+  g.output(geluNew(g, x), 'y');
+  const session = await ort.InferenceSession.create(encodeModel(g));
+  const y = (await session.run({ x: new ort.Tensor('float64', xs, [xs.length]) })).y!.data as Float64Array;
+  await session.release();
+  xs.forEach((v, i) => {
+    const hf = 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
+    assert.ok(Math.abs(y[i]! - hf) <= 1e-14, `gelu_new(${v}) = ${y[i]}, HF's form gives ${hf}`);
+  });
+});
 
 test('every rule in the table is exercised by a case above', () => {
   const covered = Object.keys(cases).join(' ');

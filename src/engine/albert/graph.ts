@@ -11,8 +11,11 @@ export type MetricName = (typeof METRIC_OUTPUTS)[number];
 /** The graph output holding ∂loss/∂param. */
 export const gradOutput = (param: string) => `grad:${param}`;
 
-/** Batch inputs of the graph (int32 [B, S], sentence_order_label [B]). */
-export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'labels', 'sentence_order_label'] as const;
+/**
+ * Batch inputs every graph has (int32 [B, S], sentence_order_label [B]); the MLM targets come as
+ * `labels` int32 [B, S] (full-positions graph) or as `mlm_positions` int64 [K] + `mlm_labels` int32 [K].
+ */
+export const BATCH_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'sentence_order_label'] as const;
 
 /** fp32: everything in float32. fp16: mixed precision (see `buildAlbertGraph`). */
 export type Precision = 'fp32' | 'fp16';
@@ -30,6 +33,12 @@ export interface AlbertGraphOptions {
   readonly float?: FloatType;
   /** fp32 (default) or fp16 mixed precision; fp16 requires float32 (the master type). */
   readonly precision?: Precision;
+  /**
+   * K: run the MLM head only on K gathered rows (inputs `mlm_positions`, `mlm_labels`; see
+   * mlm-positions.ts) instead of all B·S (input `labels`). Same loss and gradients; at B·S rows the head's
+   * decoder onto the vocabulary is the largest single Gemm of the step.
+   */
+  readonly mlmPositions?: number;
 }
 
 /**
@@ -46,9 +55,10 @@ export interface AlbertGraphOptions {
  * pass is seeded with the `loss_scale` input, so every gradient output is scaled by it (the runner
  * unscales them and checks them for overflow).
  */
-export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32', precision = 'fp32' }: AlbertGraphOptions): Graph {
+export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, float = 'float32', precision = 'fp32', mlmPositions: K }: AlbertGraphOptions): Graph {
   if (S > c.maxPositionEmbeddings) throw new Error(`albert: seq_len ${S} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`);
   if (precision === 'fp16' && float !== 'float32') throw new Error(`albert: precision fp16 needs float32 master weights, not ${float}`);
+  if (K !== undefined && !(Number.isInteger(K) && K >= 1 && K <= B * S)) throw new Error(`albert: mlmPositions ${K} must be an integer in [1, ${B * S}]`);
   const g = new Graph(float);
   const N = B * S;
   const { hiddenSize: H, numAttentionHeads: nh } = c;
@@ -77,7 +87,6 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
   const inputIds = g.reshape(g.input('input_ids', [B, S], 'int32'), [N]); // (N)
   const tokenTypes = g.reshape(g.input('token_type_ids', [B, S], 'int32'), [N]); // (N)
   const attentionMask = g.input('attention_mask', [B, S], 'int32'); // (B, S)
-  const labels = g.reshape(g.input('labels', [B, S], 'int32'), [N]); // (N)
   const sopLabels = g.input('sentence_order_label', [B], 'int32'); // (B)
 
   // embeddings: word + position + token type, LayerNorm, then E → H
@@ -106,9 +115,14 @@ export function buildAlbertGraph(c: AlbertConfig, { batchSize: B, seqLen: S, flo
     h = layerNorm(g.add(ffn, attended), `${LAYER}full_layer_layer_norm`);
   }
 
-  // MLM head: dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings
-  const t = layerNorm(geluNew(g, toFloat(dense(h, 'predictions.dense'))), 'predictions.LayerNorm'); // (N, E)
-  const mlmLogits = toFloat(g.gemm(toCompute(t), W('albert.embeddings.word_embeddings.weight'), W('predictions.bias'), false, true)); // (N, V)
+  // MLM head (dense H → E, gelu_new, LayerNorm, decoder tied to the word embeddings) on every row,
+  // or on the K gathered rows; Gather's VJP scatter-adds the head's gradient back into (N, H)
+  const [rows, labels] =
+    K === undefined
+      ? [h, g.reshape(g.input('labels', [B, S], 'int32'), [N])] // (N, H), (N)
+      : [g.gather(h, g.input('mlm_positions', [K], 'int64')), g.input('mlm_labels', [K], 'int32')]; // (K, H), (K)
+  const t = layerNorm(geluNew(g, toFloat(dense(rows, 'predictions.dense'))), 'predictions.LayerNorm'); // (N|K, E)
+  const mlmLogits = toFloat(g.gemm(toCompute(t), W('albert.embeddings.word_embeddings.weight'), W('predictions.bias'), false, true)); // (N|K, V)
   const mlm = crossEntropy(g, mlmLogits, labels);
 
   // SOP head on the pooled first token: tanh(pooler(h[:, 0]))

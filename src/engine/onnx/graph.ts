@@ -163,6 +163,7 @@ export class Graph {
   neg(x: Value): Value { return this.one('Neg', [x], x.shape); }
   exp(x: Value): Value { return this.one('Exp', [x], x.shape); }
   tanh(x: Value): Value { return this.one('Tanh', [x], x.shape); }
+  sigmoid(x: Value): Value { return this.one('Sigmoid', [x], x.shape); }
   softmax(x: Value): Value { return this.one('Softmax', [x], x.shape, x.dtype, { axis: { i: -1 } }); }
   logSoftmax(x: Value): Value { return this.one('LogSoftmax', [x], x.shape, x.dtype, { axis: { i: -1 } }); }
   cast(x: Value, to: DType): Value { return this.one('Cast', [x], x.shape, to, { to: { i: ONNX_CODES[to] } }); }
