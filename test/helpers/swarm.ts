@@ -23,12 +23,14 @@ export const progressSchema = z.strictObject({ samples: z.number().int().nonnega
 
 /**
  * `count` DHT servers of one run on loopback: the first is the bootstrap peer of the others. Resolves
- * once every routing table holds every other peer.
+ * once every peer serves the DHT (auto mode: AutoNAT confirmed it) and every routing table holds
+ * at least two others (or all of them, when fewer).
  */
 export async function startSwarm(t: TestContext, count: number, init: Partial<SwarmInit> & { runId: string }): Promise<SwarmNode[]> {
   const first = await startNode(t, init);
   const rest = await Promise.all(Array.from({ length: count - 1 }, () => startNode(t, { ...init, initialPeers: first.multiaddrs() })));
   const nodes = [first, ...rest];
+  await waitFor(`${count} peers to serve the DHT`, () => nodes.every((n) => n.reachability === 'public'));
   await waitFor(`${count} routing tables to fill`, () => nodes.map((n) => n.stats()).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
   return nodes;
 }
