@@ -19,7 +19,7 @@ import type { z } from 'zod';
 import type { Store } from '../store/index.js';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, SERVER_JOIN_LOOKUP_DELAY_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, toggleableProtocol } from './libp2p-internals.js';
@@ -167,14 +167,9 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     if (on && !servingDht) await libp2p.handle(dialbackProtocol(cfg.runId), (stream, connection) => dialbackServer.onStream(stream, connection), { maxInboundStreams: 2 });
     if (!on && servingDht) await libp2p.unhandle(dialbackProtocol(cfg.runId));
     // A new server looks itself up again (Kademlia's join): its first lookup, as a client, left no
-    // trace in others' routing tables. It waits for identify-push to tell its peers it now serves,
-    // so that peers that turned servers just before it are in their answers.
-    if (on && !servingDht && cfg.reachability === 'auto' && cfg.initialPeers.length > 0) {
-      lookup = sleep(SERVER_JOIN_LOOKUP_DELAY_MS, undefined, { signal: stopping.signal }).then(
-        () => joinLookup(dht, libp2p.peerId, stopping.signal, log),
-        () => undefined,
-      );
-    }
+    // trace in others' routing tables. Peers that turned servers about when it did are only in the
+    // answers once identify-push told their peers, so it looks up a few times, spaced out.
+    if (on && !servingDht && cfg.reachability === 'auto' && cfg.initialPeers.length > 0) lookup = serverJoinLookups(dht, libp2p.peerId, stopping.signal, log);
     servingDht = on;
     // Reservations only once known unreachable; a node that turns public later keeps its relayed address as a fallback.
     if (state === 'private' && !relayListening) {
@@ -283,6 +278,17 @@ async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log:
     for await (const event of dht.getClosestPeers(self.toMultihash().bytes, { signal: AbortSignal.any([stopping, AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS)]) })) void event;
   } catch (err) {
     if (!stopping.aborted) log.debug({ err: (err as Error).message }, 'join lookup ended early');
+  }
+}
+
+async function serverJoinLookups(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  for (const delay of SERVER_JOIN_LOOKUP_DELAYS_MS) {
+    try {
+      await sleep(delay, undefined, { signal: stopping });
+    } catch {
+      return; // stopping
+    }
+    await joinLookup(dht, self, stopping, log);
   }
 }
 

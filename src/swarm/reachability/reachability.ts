@@ -63,7 +63,10 @@ export class ReachabilityService {
     this.refreshTimer = setInterval(() => this.probe(), REACHABILITY_REFRESH_MS);
     this.refreshTimer.unref();
     if (initialPeers === 0) {
-      void this.decide('public', 'AutoNAT: no initial peers, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT');
+      // Tracked like a probe, so that stop() waits for the switch to finish.
+      this.probing = this.decide('public', 'AutoNAT: no initial peers, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT').finally(() => {
+        this.probing = undefined;
+      });
       return;
     }
     this.probe();
