@@ -66,7 +66,7 @@ export const REACHABILITY_REFRESH_MS = 15 * minute;
 /** identify-push batches our protocol changes (a node starting to serve handles several) this long. */
 export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
 /** A node that just turned DHT server looks itself up after each of these delays (the first: a few push debounces). */
-export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 2 * second, 8 * second];
+export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second];
 
 /** Connection encryption offered first (both are always offered). TLS: equal or faster than Noise in 3 of 3 interleaved bench/dht runs (266–282 vs 185–283 MiB/s). */
 export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'tls';
