@@ -4,12 +4,13 @@ import type { Logger } from '../log/logger.js';
 import { DEFAULT_ENCRYPTION, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
 import { decodeJoinCode, isJoinCode } from './join-code.js';
 import { checkRunId } from './protocols.js';
+import { REACHABILITY_MODES, type ReachabilityMode } from './reachability/reachability.js';
 
 /** Everything a swarm node is made from. Every field but `runId` (or a join code) is optional. */
 export interface SwarmInit {
   /** The run (swarm) to join. May be omitted when `initialPeers` is a join code, which carries it. */
   runId?: string;
-  /** Addresses to listen on. @default ['/ip4/0.0.0.0/tcp/0'] for DHT servers, none for client mode (relay reservations only). */
+  /** Addresses to listen on. @default ['/ip4/0.0.0.0/tcp/0'], none for client mode (relay reservations only). */
   listen?: readonly string[];
   /** Addresses to announce instead of the listening ones (a public IP behind port forwarding). */
   announce?: readonly string[];
@@ -17,10 +18,20 @@ export interface SwarmInit {
   initialPeers?: readonly string[] | string;
   /** 32-byte pre-shared key: only peers holding it can connect (libp2p private network). A join code may carry it. */
   psk?: Uint8Array;
-  /** Only a DHT client: serves no records, accepts no direct connections, reachable through relays. @default false */
+  /**
+   * Whether this node serves the DHT. `auto`: start as a DHT client and serve once AutoNAT-style
+   * dial-backs from other servers confirm it is reachable (the first peer of a swarm, with no initial
+   * peers, serves at once: it is the bootstrap); `public`: serve from the start (a server with a known
+   * public address); `private`: hivemind's client mode (DHT client, reachable through relays only).
+   * @default 'auto' ('private' when `clientMode` is true)
+   */
+  reachability?: ReachabilityMode;
+  /** hivemind's client mode: the same as `reachability: 'private'`. */
   clientMode?: boolean;
-  /** Relay for client-mode peers (circuit-relay-v2 server). @default !clientMode */
+  /** Relay for client-mode peers (circuit-relay-v2 server), active while this node is public. @default reachability !== 'private' */
   relayServer?: boolean;
+  /** Find peers of the same run on the local network with mDNS (no initial peers needed on a LAN). @default false */
+  mdns?: boolean;
   /** Key file holding the Ed25519 identity (created when missing). Else the identity kept in the store. */
   identityFile?: string;
   /** Identity given directly (tests, benchmarks): overrides `identityFile` and the store. */
@@ -54,8 +65,9 @@ export interface ResolvedSwarmInit {
   readonly announce: readonly string[];
   readonly initialPeers: readonly Multiaddr[];
   readonly psk: Uint8Array | undefined;
-  readonly clientMode: boolean;
+  readonly reachability: ReachabilityMode;
   readonly relayServer: boolean;
+  readonly mdns: boolean;
   readonly privateAddresses: boolean;
   readonly replication: number;
   readonly bootstrap: { readonly attempts: number; readonly initialBackoffMs: number; readonly maxBackoffMs: number };
@@ -81,18 +93,25 @@ export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
   }
   if (runId === undefined) throw new RangeError('no run id: give a run id or a join code');
   if (psk !== undefined && psk.length !== 32) throw new RangeError(`pre-shared key must be 32 bytes (got ${psk.length})`);
-  const clientMode = init.clientMode ?? false;
+  if (init.reachability !== undefined && !REACHABILITY_MODES.includes(init.reachability)) {
+    throw new RangeError(`reachability "${String(init.reachability)}" is invalid; accepted: ${REACHABILITY_MODES.join(', ')}`);
+  }
+  if (init.clientMode === true && init.reachability !== undefined && init.reachability !== 'private') {
+    throw new RangeError(`client mode contradicts reachability "${init.reachability}"; client mode is reachability "private"`);
+  }
+  const reachability = init.clientMode === true ? 'private' : (init.reachability ?? 'auto');
   const replication = init.replication ?? DEFAULT_REPLICATION;
   if (!Number.isInteger(replication) || replication < 1 || replication > 20) throw new RangeError(`replication ${replication} must be an integer from 1 to 20`);
   for (const a of [...(init.listen ?? []), ...(init.announce ?? [])]) parseAddr(a, 'address');
   return {
     runId: checkRunId(runId),
-    listen: init.listen ?? (clientMode ? [] : ['/ip4/0.0.0.0/tcp/0']),
+    listen: init.listen ?? (reachability === 'private' ? [] : ['/ip4/0.0.0.0/tcp/0']),
     announce: init.announce ?? [],
     initialPeers,
     psk,
-    clientMode,
-    relayServer: init.relayServer ?? !clientMode,
+    reachability,
+    relayServer: init.relayServer ?? reachability !== 'private',
+    mdns: init.mdns ?? false,
     privateAddresses: init.privateAddresses ?? true,
     replication,
     bootstrap: {

@@ -49,6 +49,25 @@ export const BOOTSTRAP_BACKOFF_INITIAL_MS = 500;
 export const BOOTSTRAP_BACKOFF_MAX_MS = 8 * second;
 export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5 * second;
 
+/**
+ * Reachability (auto mode): a dial-back probe asks up to DIALBACK_PROBE_PEERS DHT servers to dial
+ * this node; the majority of their verdicts decides (at least 2 answers unless only one server is
+ * connected). Probes repeat every REACHABILITY_REFRESH_MS to follow network changes.
+ */
+export const DIALBACK_PROBE_PEERS = 3;
+/** One dial-back request, and the server's dial inside it (shorter, so the verdict arrives in time). */
+export const DIALBACK_REQUEST_TIMEOUT_MS = 15 * second;
+export const DIALBACK_DIAL_TIMEOUT_MS = 5 * second;
+/** A server answers one dial-back request per peer per this interval (each costs it outbound dials). */
+export const DIALBACK_MIN_INTERVAL_MS = 30 * second;
+/** Addresses (ports) one request may name, and the server dials at most. */
+export const DIALBACK_MAX_ADDRS = 4;
+export const REACHABILITY_REFRESH_MS = 15 * minute;
+/** identify-push batches our protocol changes (a node starting to serve handles several) this long. */
+export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
+/** A node that just turned DHT server looks itself up after each of these delays (the first: a few push debounces). */
+export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second];
+
 /** Connection encryption offered first (both are always offered). TLS: equal or faster than Noise in 3 of 3 interleaved bench/dht runs (266–282 vs 185–283 MiB/s). */
 export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'tls';
 

@@ -10,12 +10,13 @@
  */
 export { createSwarmNode, type SwarmNode, type SwarmStats, type HandleOptions, type DialOptions } from './node.js';
 export type { SwarmInit } from './config.js';
+export { REACHABILITY_MODES, type Reachability, type ReachabilityMode } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
 export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
 export { readToEnd } from './streams.js';
 export { formatPrometheus, statsMetricPoints, toPrometheus, type PrometheusFamily } from './prometheus.js';
 export { generatePsk, parsePskHex } from './private-network.js';
-export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+export { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 export { JoinCodeError, RecordError, IdentityError, type RejectReason } from './errors.js';
 export * as limits from './constants.js';

@@ -1,11 +1,12 @@
 import '../runtime/polyfills.js';
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
-import { autoNAT } from '@libp2p/autonat';
-import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay-v2';
-import { identify } from '@libp2p/identify';
+import { circuitRelayServer, circuitRelayTransport, RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2';
+import { identify, identifyPush } from '@libp2p/identify';
 import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/interface';
+import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
@@ -18,11 +19,14 @@ import type { z } from 'zod';
 import type { Store } from '../store/index.js';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { CLOSEST_PEERS_TIMEOUT_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
+import { listenOnRelays, toggleableProtocol } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
-import { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+import { DialbackServer } from './reachability/dialback.js';
+import { ReachabilityService, type Reachability } from './reachability/reachability.js';
 import { toPrometheus } from './prometheus.js';
 import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace, type RecordsStats } from './records/service.js';
@@ -30,7 +34,10 @@ import { DhtRecords, type RecordNamespace, type RecordsStats } from './records/s
 export interface SwarmStats {
   readonly peerId: string;
   readonly runId: string;
+  /** true until this node serves the DHT (see `reachability`). */
   readonly clientMode: boolean;
+  /** `public`: serves the DHT; `private`: client mode, reachable through relays; `unknown`: auto mode before AutoNAT decided (a DHT client meanwhile). */
+  readonly reachability: Reachability;
   readonly multiaddrs: readonly string[];
   readonly connections: ReadonlyArray<{ readonly peer: string; readonly remoteAddr: string; readonly direction: 'inbound' | 'outbound'; readonly limited: boolean }>;
   /** Distinct peers with an open connection. */
@@ -63,7 +70,10 @@ export interface DialOptions {
 export interface SwarmNode {
   readonly peerId: PeerId;
   readonly runId: string;
+  /** A DHT client now (client mode, or auto mode not yet confirmed reachable): can only send. Changes when AutoNAT decides. */
   readonly clientMode: boolean;
+  /** This node's reachability now (see SwarmInit.reachability). */
+  readonly reachability: Reachability;
   /** Settles once every initial peer was reached or gave up (never rejects). */
   readonly ready: Promise<BootstrapReport>;
   /** Full addresses others can dial, `/ip4/…/tcp/…/p2p/<id>` (relayed ones for client-mode peers). */
@@ -99,9 +109,10 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
   const log = (init.log ?? pino({ level: 'silent' })).child({ component: 'swarm' });
   const privateKey = init.privateKey ?? (await loadIdentity({ keyFile: init.identityFile, store }));
   const transfer = new TransferMetrics();
+  const forcedPrivate = cfg.reachability === 'private';
   const libp2p = await createLibp2p({
     privateKey,
-    addresses: { listen: [...cfg.listen, ...(cfg.clientMode ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
+    addresses: { listen: [...cfg.listen, ...(forcedPrivate ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
     transports: [tcp(), circuitRelayTransport()],
     connectionEncrypters: cfg.encryption === 'tls' ? [tls(), noise()] : [noise(), tls()],
     streamMuxers: [yamux()],
@@ -111,17 +122,20 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     nodeInfo: { name: 'cohort', version: '0.1.0', userAgent: `cohort/${cfg.runId}` },
     services: {
       identify: identify(),
+      // Tells connected peers at once when this node starts or stops serving (their isClientMode flips).
+      identifyPush: identifyPush({ debounce: IDENTIFY_PUSH_DEBOUNCE_MS }),
       ping: ping(),
       dht: kadDHT({
         protocol: kadProtocol(cfg.runId),
-        clientMode: cfg.clientMode,
+        // Explicit, so kad-dht never switches on its own: only the reachability decision does.
+        clientMode: cfg.reachability !== 'public',
         peerInfoMapper: cfg.privateAddresses ? passthroughMapper : removePrivateAddressesMapper,
         initialQuerySelfInterval: cfg.initialQuerySelfIntervalMs,
         logPrefix: `libp2p:cohort:${cfg.runId}:dht`,
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
       }),
       ...(cfg.relayServer ? { relay: circuitRelayServer() } : {}),
-      ...(cfg.clientMode ? {} : { autonat: autoNAT({ protocolPrefix: `cohort/${cfg.runId}` }) }),
+      ...(cfg.mdns ? { mdns: mdns({ serviceTag: mdnsServiceTag(cfg.runId) }) } : {}),
     },
   });
   const dht = libp2p.services.dht as KadDHT;
@@ -129,13 +143,46 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     runId: cfg.runId,
     privateKey,
     peerId: libp2p.peerId,
-    serve: !cfg.clientMode,
+    serve: false,
     libp2p,
     closestPeers: (key, count) => closestPeers(libp2p, dht, recordsProtocol(cfg.runId), key, count),
     log,
     replication: cfg.replication,
   });
   await records.start();
+
+  // What a DHT server does and a client does not: the DHT, records, relaying, dial-backs. The relay
+  // server is created at start (its hop protocol withdrawn until this node is public).
+  const hop = cfg.relayServer ? toggleableProtocol(libp2p, RELAY_V2_HOP_CODEC) : undefined;
+  const dialbackServer = new DialbackServer(libp2p, log);
+  let servingDht = false;
+  let relayListening = forcedPrivate;
+  const stopping = new AbortController();
+  let lookup: Promise<void> | undefined;
+  const apply = async (state: Reachability): Promise<void> => {
+    const on = state === 'public';
+    await dht.setMode(on ? 'server' : 'client');
+    await records.setServing(on);
+    await hop?.set(on);
+    if (on && !servingDht) await libp2p.handle(dialbackProtocol(cfg.runId), (stream, connection) => dialbackServer.onStream(stream, connection), { maxInboundStreams: 2 });
+    if (!on && servingDht) await libp2p.unhandle(dialbackProtocol(cfg.runId));
+    // A new server looks itself up again (Kademlia's join): its first lookup, as a client, left no
+    // trace in others' routing tables. Peers that turned servers about when it did are only in the
+    // answers once identify-push told their peers, so it looks up a few times, spaced out.
+    if (on && !servingDht && cfg.reachability === 'auto' && cfg.initialPeers.length > 0) lookup = serverJoinLookups(dht, libp2p.peerId, stopping.signal, log);
+    servingDht = on;
+    // Reservations only once known unreachable; a node that turns public later keeps its relayed address as a fallback.
+    if (state === 'private' && !relayListening) {
+      relayListening = true;
+      await listenOnRelays(libp2p);
+      logFirstRelayAddress(libp2p, log);
+    }
+  };
+  const reachability = new ReachabilityService({ libp2p, protocol: dialbackProtocol(cfg.runId), mode: cfg.reachability, log, apply });
+  // auto starts as a client (hop protocol withdrawn, no reservations yet); a forced mode is applied at once.
+  await apply(reachability.state);
+  if (forcedPrivate) logFirstRelayAddress(libp2p, log);
+  if (cfg.mdns) dialMdnsPeers(libp2p, log);
 
   // Whether each peer serves this run's records (a DHT server) or not (client mode), as the peer
   // itself announced in identify. The peer store's protocol list is not used: it also collects
@@ -148,7 +195,6 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
   });
 
-  const stopping = new AbortController();
   const ready = bootstrap(libp2p, cfg.initialPeers, {
     ...cfg.bootstrap,
     signal: stopping.signal,
@@ -156,13 +202,19 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
   }).then(async (report) => {
     logBootstrap(log, cfg, report);
     if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
+    if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length);
     return report;
   });
 
   const node: SwarmNode = {
     peerId: libp2p.peerId,
     runId: cfg.runId,
-    clientMode: cfg.clientMode,
+    get clientMode() {
+      return !servingDht;
+    },
+    get reachability() {
+      return reachability.state;
+    },
     ready,
     libp2p,
     records,
@@ -175,7 +227,7 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     registerNamespace: (name, schema, options) => records.namespace(name, schema, options),
     isClientMode: (peer) => {
       const id = peer.toString();
-      if (id === libp2p.peerId.toString()) return cfg.clientMode;
+      if (id === libp2p.peerId.toString()) return !servingDht;
       const server = serving.get(id);
       return server === undefined ? undefined : !server;
     },
@@ -194,7 +246,8 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     stats: () => ({
       peerId: libp2p.peerId.toString(),
       runId: cfg.runId,
-      clientMode: cfg.clientMode,
+      clientMode: !servingDht,
+      reachability: reachability.state,
       multiaddrs: libp2p.getMultiaddrs().map(String),
       connections: libp2p.getConnections().map(describeConnection),
       connectedPeers: libp2p.getPeers().length,
@@ -207,6 +260,8 @@ export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<S
     stop: async () => {
       stopping.abort();
       await ready;
+      await reachability.stop();
+      await lookup;
       await records.stop();
       await libp2p.stop();
     },
@@ -224,6 +279,47 @@ async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log:
   } catch (err) {
     if (!stopping.aborted) log.debug({ err: (err as Error).message }, 'join lookup ended early');
   }
+}
+
+async function serverJoinLookups(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  for (const delay of SERVER_JOIN_LOOKUP_DELAYS_MS) {
+    try {
+      await sleep(delay, undefined, { signal: stopping });
+    } catch {
+      return; // stopping
+    }
+    await joinLookup(dht, self, stopping, log);
+  }
+}
+
+/** Logs, once, the first relayed address this node gets: where others reach a client-mode node. */
+function logFirstRelayAddress(libp2p: Libp2p, log: pino.Logger): void {
+  const onUpdate = (): void => {
+    const relayed = libp2p.getMultiaddrs().find((a) => a.toString().includes('/p2p-circuit'));
+    if (relayed === undefined) return;
+    libp2p.removeEventListener('self:peer:update', onUpdate);
+    log.info(`client mode: reachable through the relay at ${relayed.toString()}`);
+  };
+  libp2p.addEventListener('self:peer:update', onUpdate);
+}
+
+/**
+ * mDNS only announces peers; connecting is ours to do. The service tag is per run, so only peers of
+ * the same run answer (and a closed swarm's PSK still refuses outsiders).
+ */
+function dialMdnsPeers(libp2p: Libp2p, log: pino.Logger): void {
+  const service = (libp2p.services as { mdns?: EventTarget }).mdns;
+  service?.addEventListener('peer', (event) => {
+    const { id } = (event as CustomEvent<{ id: PeerId }>).detail;
+    if (id.equals(libp2p.peerId) || libp2p.getConnections(id).length > 0) return;
+    log.debug({ peer: id.toString() }, 'mDNS found a peer of this run on the local network; connecting');
+    libp2p.dial(id, { signal: AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS) }).catch((err: unknown) => log.debug({ peer: id.toString(), err: (err as Error).message }, 'mDNS peer did not answer'));
+  });
+}
+
+/** `_cohort-<16 hex of SHA-256(run id)>._udp.local`: a valid DNS label whatever the run id holds. */
+export function mdnsServiceTag(runId: string): string {
+  return `_cohort-${sha256(Buffer.from(runId)).toString('hex').slice(0, 16)}._udp.local`;
 }
 
 function dialTarget(peer: PeerId | Multiaddr | string): PeerId | Multiaddr {

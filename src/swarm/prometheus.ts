@@ -49,6 +49,7 @@ export function toPrometheus(stats: SwarmStats): string {
   const metric = (name: string, type: 'gauge' | 'counter', help: string, samples: Array<[Record<string, string>, number]>): void => {
     families.push({ name, type, help, samples });
   };
+  metric('cohort_swarm_reachability', 'gauge', 'This peer’s reachability: 1 for the current state (public serves the DHT; private and unknown are DHT clients)', (['unknown', 'public', 'private'] as const).map((state) => [{ state }, stats.reachability === state ? 1 : 0]));
   metric('cohort_swarm_connected_peers', 'gauge', 'Peers with an open connection', [[{}, stats.connectedPeers]]);
   metric('cohort_swarm_client_mode_peers', 'gauge', 'Connected peers in client mode', [[{}, stats.clientModePeers.length]]);
   metric('cohort_swarm_routing_table_size', 'gauge', 'DHT servers in the routing table', [[{}, stats.routingTableSize]]);

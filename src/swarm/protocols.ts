@@ -16,9 +16,14 @@ export function recordsProtocol(runId: string): string {
   return `${runPrefix(runId)}/records/${PROTOCOL_VERSION}`;
 }
 
+/** AutoNAT-style dial-back (src/swarm/reachability/dialback.ts), served by DHT servers. */
+export function dialbackProtocol(runId: string): string {
+  return `${runPrefix(runId)}/dialback/${PROTOCOL_VERSION}`;
+}
+
 /** Protocol suffixes of other layers look like `allreduce/1.0.0`: path segments, then a version. */
 const SUFFIX_PATTERN = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*\/\d+\.\d+\.\d+$/;
-const RESERVED = new Set(['kad', 'records']);
+const RESERVED = new Set(['kad', 'records', 'dialback']);
 
 /** `/cohort/<run>/<suffix>` for a protocol of another layer (e.g. `allreduce/1.0.0`). */
 export function cohortProtocol(runId: string, suffix: string): string {

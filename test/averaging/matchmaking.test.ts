@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 import { test } from 'node:test';
 import { ROOT } from '../helpers/cli.js';
-import { startSwarm } from '../helpers/swarm.js';
+import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 test('a lone peer fails cleanly and says what it saw', async (t) => {
@@ -71,6 +71,8 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   // room for the child (its own process) to join under load; a full group closes at once anyway
   const init = { prefix: 'grad', ...FAST, matchmakingTimeMs: 10_000, averagingExpirationMs: 15_000, senderTimeoutMs: 30_000, reducerTimeoutMs: 30_000, averagingTimeoutMs: 30_000, targetGroupSize: 3, chunkValues: 100 };
   const child = await startChild(t, { runId, initialPeers: nodes[0]!.multiaddrs(), averager: { ...init, fault: 'stall-sending' } });
+  // the child turned DHT server (AutoNAT) just before it said so: wait until identify-push told the others
+  await waitFor('the servers to know the child serves', () => nodes.every((node) => node.isClientMode(child.peer) !== true));
   const avg = averagers(t, nodes, () => init);
   const n = 3000;
   const vectors = [randomVector(n, 1), randomVector(n, 2)];

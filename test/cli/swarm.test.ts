@@ -39,6 +39,9 @@ test('swarm start prints its multiaddrs and a join code; a second peer joins wit
   const second = startPeer(t, ['--initial-peers', code]);
   await waitFor('the second peer to join', () => /Connected to 1 of 1 initial peer/.test(second.out()), 30_000);
   assert.match(second.out(), /Swarm "cli-demo"/);
+  // Both serve the DHT: the first as the bootstrap, the second once the first dialed it back (AutoNAT).
+  assert.match(first.out(), /\(DHT server\)/);
+  assert.match(second.out(), /\(DHT server\)/);
   // The first stops while the second is still connected; on stop it writes its last stats.
   assert.equal(await first.stop(), 0);
   assert.equal(await second.stop(), 0);
@@ -57,6 +60,8 @@ test('swarm flags and join codes are validated: exit 2 naming the flag', async (
     [['swarm', 'start', '--run-id', 'r', '--initial-peers', '/ip4/1.2.3.4/tcp/1'], /--initial-peers: initial peer .* lacks \/p2p\/<peer id>/],
     [['swarm', 'start', '--initial-peers', 'cohort:AAAAAAAAAA'], /--initial-peers: join code checksum does not match/],
     [['swarm', 'join-code', '--decode', 'hello'], /--decode: join code must start with "cohort:"/],
+    [['swarm', 'start', '--run-id', 'r', '--reachability', 'sometimes'], /--reachability: invalid value "sometimes"; accepted: auto, public, private/],
+    [['swarm', 'start', '--run-id', 'r', '--client-mode', '--reachability', 'public'], /--client-mode: contradicts --reachability public/],
   ];
   for (const [args, message] of cases) {
     const r = await runCli([...args, '--data-dir', dataDir]);

@@ -11,9 +11,13 @@ export async function waitFor(what: string, condition: () => boolean | Promise<b
   }
 }
 
-/** Loopback-only node, stopped when the test ends. */
+/**
+ * Loopback-only node, stopped when the test ends. Every peer shares 127.0.0.1, so libp2p's per-host
+ * flood guard is raised (as in bench/dht): joins, lookups and AutoNAT dial-backs of a whole test
+ * swarm arrive from one address within a second.
+ */
 export async function startNode(t: TestContext, init: SwarmInit): Promise<SwarmNode> {
-  const node = await createSwarmNode({ listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, ...init });
+  const node = await createSwarmNode({ listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 100, ...init });
   t.after(() => node.stop());
   return node;
 }
@@ -23,12 +27,16 @@ export const progressSchema = z.strictObject({ samples: z.number().int().nonnega
 
 /**
  * `count` DHT servers of one run on loopback: the first is the bootstrap peer of the others. Resolves
- * once every routing table holds every other peer.
+ * once every peer serves the DHT (auto mode: AutoNAT confirmed it), every routing table holds at
+ * least two others (or all of them, when fewer), and connected peers know each other as servers.
  */
 export async function startSwarm(t: TestContext, count: number, init: Partial<SwarmInit> & { runId: string }): Promise<SwarmNode[]> {
   const first = await startNode(t, init);
   const rest = await Promise.all(Array.from({ length: count - 1 }, () => startNode(t, { ...init, initialPeers: first.multiaddrs() })));
   const nodes = [first, ...rest];
+  await waitFor(`${count} peers to serve the DHT`, () => nodes.every((n) => n.reachability === 'public'));
   await waitFor(`${count} routing tables to fill`, () => nodes.map((n) => n.stats()).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
+  // identify-push has told every connected peer that the others serve now (none is still seen as a client)
+  await waitFor('every peer to be seen as a server', () => nodes.every((n) => nodes.every((m) => m === n || n.libp2p.getConnections(m.peerId).length === 0 || n.isClientMode(m.peerId) === false)));
   return nodes;
 }

@@ -69,7 +69,7 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   });
   // every protocol of ours is under the run prefix; the rest are libp2p's own
   const ours = a!.libp2p.getProtocols().filter((p) => !/^\/(ipfs|libp2p)\//.test(p));
-  assert.deepEqual(ours.sort(), ['/cohort/stats/autonat/1.0.0', '/cohort/stats/hello/1.0.0', '/cohort/stats/kad/1.0.0', '/cohort/stats/records/1.0.0']);
+  assert.deepEqual(ours.sort(), ['/cohort/stats/dialback/1.0.0', '/cohort/stats/hello/1.0.0', '/cohort/stats/kad/1.0.0', '/cohort/stats/records/1.0.0']);
   const stream = await b!.dial(a!.peerId, 'hello/1.0.0');
   await stream.close();
   assert.equal(new TextDecoder().decode(await readToEnd(stream, { maxBytes: 1024 })), 'hi');

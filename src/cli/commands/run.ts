@@ -8,9 +8,11 @@ import { LAMB_DEFAULTS } from '../../engine/optim/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
+import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, positiveFloatFlag } from '../flags.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
+import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
 
 interface RunOptions {
   join?: string;
@@ -18,6 +20,8 @@ interface RunOptions {
   runId?: string;
   listen?: string;
   clientMode?: boolean;
+  reachability?: string;
+  mdns?: boolean;
   coordinator?: boolean;
   preset?: string;
   targetBatchSize?: string;
@@ -59,7 +63,9 @@ export function registerRun(program: Command): void {
     .option('--initial-peers <addrs>', 'comma-separated multiaddrs with /p2p/<id> to bootstrap from (instead of --join)')
     .option('--run-id <id>', 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -', 'cohort-albert')
     .option('--listen <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0)')
-    .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging')
+    .option('--reachability <mode>', `serve the DHT or not; accepted: ${REACHABILITY_MODES.join(', ')} (default auto: a DHT client until AutoNAT dial-backs confirm this peer is reachable)`)
+    .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging (= --reachability private)')
+    .option('--mdns', 'find peers of the same run on the local network with mDNS')
     .option('--coordinator', 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model')
     .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`, 'tiny')
     .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size)', '4096')
@@ -122,7 +128,7 @@ export function registerRun(program: Command): void {
     const throttle = positiveFloatFlag('--throttle', opts.throttle);
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
-    if (opts.coordinator && opts.clientMode) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode');
+    if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     const init = swarmInit(opts);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
@@ -134,6 +140,7 @@ export function registerRun(program: Command): void {
     try {
       node = await createSwarmNode({ ...init, log }, store);
       const report = await node.ready;
+      await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
       if (opts.coordinator) {
         const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
@@ -197,7 +204,8 @@ function swarmInit(opts: RunOptions): SwarmInit {
   const init: SwarmInit = {
     ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: list(opts.initialPeers) ?? [] }),
     ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
-    clientMode: opts.clientMode === true,
+    ...reachabilityInit(opts.reachability, opts.clientMode),
+    ...(opts.mdns ? { mdns: true } : {}),
   };
   try {
     resolveSwarmInit(init);
@@ -211,7 +219,7 @@ function swarmInit(opts: RunOptions): SwarmInit {
 /** As hivemind's DHT peer: the full multiaddrs and what others pass to join. */
 function printAddresses(node: SwarmNode, connected: number, tried: number, coordinator: boolean): void {
   const addrs = node.multiaddrs();
-  process.stdout.write(`Swarm "${node.runId}": ${coordinator ? 'coordinator' : 'training peer'} ${node.peerId.toString()}${node.clientMode ? ' (client mode)' : ''}; connected to ${connected} of ${tried} initial peer(s)\n`);
+  process.stdout.write(`Swarm "${node.runId}": ${coordinator ? 'coordinator' : 'training peer'} ${node.peerId.toString()}${node.reachability === 'public' ? '' : node.reachability === 'private' ? ' (client mode)' : ' (reachability unknown: AutoNAT is probing)'}; connected to ${connected} of ${tried} initial peer(s)\n`);
   for (const a of addrs) process.stdout.write(`Visible multiaddr: ${a}\n`);
   if (addrs.length > 0) process.stdout.write(`To join this swarm, run: cohort run --join ${node.joinCode()}\n`);
 }

@@ -4,20 +4,21 @@ import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
 import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { addSettingOptions, commandContext } from '../context.js';
+import { REACHABILITY_WAIT_MS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
 
 interface StartOptions {
   runId?: string;
   hostMaddrs?: string;
   announceMaddrs?: string;
   clientMode?: boolean;
+  reachability?: string;
+  mdns?: boolean;
   identity?: string;
   psk?: string;
   newPsk?: boolean;
 }
-
-/** How long `swarm start --client-mode` waits for a relay reservation before printing its addresses anyway. */
-const RESERVATION_WAIT_MS = 15_000;
 
 export function registerSwarm(program: Command): void {
   const swarm = program.command('swarm').description('run a swarm peer (DHT server, relay, bootstrap peer) and work with join codes');
@@ -28,7 +29,9 @@ export function registerSwarm(program: Command): void {
     .option('--run-id <id>', 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one')
     .option('--host-maddrs <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0; none in client mode)')
     .option('--announce-maddrs <addrs>', 'comma-separated multiaddrs to announce instead, e.g. a public IP with a forwarded port')
-    .option('--client-mode', 'join as a DHT client behind NAT: accept no direct connections, be reachable through relays')
+    .option('--reachability <mode>', `serve the DHT or not; accepted: ${REACHABILITY_MODES.join(', ')} (default auto: a DHT client until AutoNAT dial-backs confirm this node is reachable; public: serve from the start; private: client mode)`)
+    .option('--client-mode', 'join as a DHT client behind NAT: accept no direct connections, be reachable through relays (= --reachability private)')
+    .option('--mdns', 'find peers of the same run on the local network with mDNS (no initial peers needed on a LAN)')
     .option('--identity <keyfile>', 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory')
     .option('--psk <hex>', 'pre-shared key of a closed swarm: 64 hex characters')
     .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)');
@@ -40,9 +43,9 @@ export function registerSwarm(program: Command): void {
     try {
       const node = await createSwarmNode({ ...init, log }, store);
       const report = await node.ready;
-      if (node.clientMode) await waitForRelay(node.multiaddrs, RESERVATION_WAIT_MS);
+      await waitForReachability(node, REACHABILITY_WAIT_MS);
       const addrs = node.multiaddrs();
-      process.stdout.write(`Swarm "${node.runId}": peer ${node.peerId.toString()} (${node.clientMode ? 'client mode: reachable through relays only' : 'DHT server'})\n`);
+      process.stdout.write(`Swarm "${node.runId}": peer ${node.peerId.toString()} (${describeReachability(node)})\n`);
       process.stdout.write(`Connected to ${report.connected.length} of ${report.connected.length + report.failed.length} initial peer(s)\n`);
       process.stdout.write(addrs.length > 0 ? `Visible multiaddrs:\n${addrs.map((a) => `  ${a}\n`).join('')}` : 'No visible multiaddrs yet (no relay reservation).\n');
       if (addrs.length > 0) process.stdout.write(`Join code (pass it to --initial-peers): ${node.joinCode()}\n`);
@@ -114,7 +117,8 @@ function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmIn
     ...(opts.hostMaddrs !== undefined ? { listen: list(opts.hostMaddrs) } : {}),
     ...(opts.announceMaddrs !== undefined ? { announce: list(opts.announceMaddrs) } : {}),
     initialPeers: [...initialPeers],
-    clientMode: opts.clientMode === true,
+    ...reachabilityInit(opts.reachability, opts.clientMode),
+    ...(opts.mdns ? { mdns: true } : {}),
     ...(opts.identity !== undefined ? { identityFile: opts.identity } : {}),
     ...(psk !== undefined ? { psk } : {}),
   };
@@ -126,9 +130,4 @@ function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmIn
     throw new ConfigError(flag, message);
   }
   return init;
-}
-
-async function waitForRelay(multiaddrs: () => string[], timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!multiaddrs().some((a) => a.includes('/p2p-circuit')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
 }

@@ -59,7 +59,7 @@ export interface RecordsComponents {
   readonly runId: string;
   readonly privateKey: PrivateKey;
   readonly peerId: PeerId;
-  /** DHT server: holds records for others and answers requests. Client-mode peers only ask. */
+  /** DHT server at start: holds records for others and answers requests. Client-mode peers only ask. See `setServing`. */
   readonly serve: boolean;
   readonly libp2p: Pick<Libp2p, 'dialProtocol' | 'handle' | 'unhandle'>;
   /** DHT servers closest to the key, nearest first (this peer excluded). */
@@ -85,6 +85,7 @@ export class DhtRecords {
   private readonly protocol: string;
   private readonly replication: number;
   private readonly now: () => number;
+  private serving = false;
 
   constructor(private readonly c: RecordsComponents) {
     this.protocol = recordsProtocol(c.runId);
@@ -93,16 +94,29 @@ export class DhtRecords {
   }
 
   async start(): Promise<void> {
-    if (this.c.serve) {
-      await this.c.libp2p.handle(this.protocol, (stream, connection) => this.onStream(stream, connection), { maxInboundStreams: 64 });
-    }
+    await this.setServing(this.c.serve);
     this.evictTimer = setInterval(() => this.table.evictExpired(this.now()), EVICTION_INTERVAL_MS);
     this.evictTimer.unref();
   }
 
   async stop(): Promise<void> {
     clearInterval(this.evictTimer);
-    if (this.c.serve) await this.c.libp2p.unhandle(this.protocol);
+    await this.setServing(false);
+  }
+
+  /**
+   * Starts or stops serving the records protocol (a node whose reachability changed). A node that
+   * stops serving drops what it held for others: the other replicas still have it.
+   */
+  async setServing(on: boolean): Promise<void> {
+    if (on === this.serving) return;
+    this.serving = on;
+    if (on) {
+      await this.c.libp2p.handle(this.protocol, (stream, connection) => this.onStream(stream, connection), { maxInboundStreams: 64 });
+    } else {
+      await this.c.libp2p.unhandle(this.protocol);
+      this.table.clear();
+    }
   }
 
   /** Registers a key namespace and its value schema; returns its typed store/get. */
@@ -120,7 +134,7 @@ export class DhtRecords {
     const wire = await this.signLocal(key, subkey, value, expirationMs);
     const refused: Array<{ peer: string; reason: string }> = [];
     let replicas = 0;
-    if (this.c.serve) {
+    if (this.serving) {
       const outcome = this.table.put({ wire, owner: this.c.peerId.toString(), size: entrySize(wire) }, this.now());
       if (outcome === 'stored') replicas++;
       else refused.push({ peer: this.c.peerId.toString(), reason: outcome });
@@ -148,7 +162,7 @@ export class DhtRecords {
       const held = merged.get(name);
       if (held === undefined || entry.wire.e > held.wire.e) merged.set(name, entry);
     };
-    if (this.c.serve) this.table.get(key, now).forEach(keep);
+    if (this.serving) this.table.get(key, now).forEach(keep);
     const targets = await this.targets(key, 2 * this.replication);
     const answers = await Promise.allSettled(targets.map((peer) => this.request(peer, { t: 'get', k: key })));
     for (const answer of answers) {

@@ -63,6 +63,12 @@ export class RecordTable {
     return evicted;
   }
 
+  /** Forgets everything held (a node that stopped serving). */
+  clear(): void {
+    this.keys.clear();
+    this.totalBytes = 0;
+  }
+
   stats(): { keys: number; entries: number; bytes: number } {
     let entries = 0;
     for (const slot of this.keys.values()) entries += slot.entries.size;
