@@ -117,10 +117,13 @@ export class LocalTrainingRuntime implements TrainingRuntime {
           { series: METRIC.epoch, value: session.step, ts: at },
           { series: METRIC.peersAlive, value: 1, ts: at },
           { series: METRIC.targetBatchSize, value: this.o.batchSize, ts: at },
+          // alone, every batch is a whole step: nothing carries over, and the next step is one batch away
+          { series: METRIC.samplesAccumulated, value: 0, ts: at },
+          { series: METRIC.etaSeconds, value: batch.batchSize / rate, ts: at },
           { series: METRIC.samples, value: totals.samples, ts: at },
           { series: METRIC.computeSeconds, value: totals.seconds, ts: at },
         ]);
-        this.emit({ type: 'progress', swarm: { epoch: session.step, lastLoss: result.loss, samplesPerSecond: rate, peersAlive: 1, targetBatchSize: this.o.batchSize }, at });
+        this.emit({ type: 'progress', swarm: { epoch: session.step, lastLoss: result.loss, samplesPerSecond: rate, peersAlive: 1, samplesAccumulated: 0, targetBatchSize: this.o.batchSize, etaSeconds: batch.batchSize / rate }, at });
         if (session.step % 10 === 0) this.say('info', `Step #${session.step}, loss ${result.loss.toFixed(3)} (training alone: this node has not joined a swarm)`);
         if (session.step % this.o.checkpointEvery === 0) this.checkpoint(session);
       }

@@ -45,6 +45,11 @@ test('local training prepares data on first start, records measured metrics, che
   assert.ok(losses.length >= 3 && losses.every((m) => Number.isFinite(m.value) && m.value > 0), 'a finite loss per step');
   const samples = store.metrics.query(METRIC.samples).map((m) => m.value);
   assert.deepEqual(samples.slice(0, 3), [2, 4, 6], 'samples count up by the batch size');
+  // alone, a batch is a step: nothing is carried toward the next one, which is one batch away
+  assert.ok(store.metrics.query(METRIC.samplesAccumulated).every((m) => m.value === 0));
+  const rates = store.metrics.query(METRIC.samplesPerSecond).map((m) => m.value);
+  const etas = store.metrics.query(METRIC.etaSeconds).map((m) => m.value);
+  assert.ok(etas.length >= 3 && etas.every((eta, i) => Math.abs(eta - 2 / rates[i]!) < 1e-9), 'next step in one batch at the measured rate');
   const stepsTaken = samples.length;
   const model = store.checkpoints.list(MODEL_CHECKPOINT)[0];
   assert.equal(model?.epoch, stepsTaken, 'pausing checkpoints the model at the last step');
