@@ -44,7 +44,7 @@ export function registerStatus(program: Command): void {
       const boards = [...(await board.get(LEADERBOARD_NAMESPACE)).values()].sort((a, b) => b.value.time - a.value.time);
       // without a coordinator, only the peers' own (unverified) totals exist
       const contributors = boards[0]
-        ? boards[0].value.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true }))
+        ? boards[0].value.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true, ...(r.computeHours === undefined ? {} : { computeHours: r.computeHours }) }))
         : reports
             .map((r) => ({ name: r.displayName ?? r.peerId, samples: r.totalSamples }))
             .sort((a, b) => b.samples - a.samples)
@@ -56,7 +56,10 @@ export function registerStatus(program: Command): void {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
         process.stdout.write(`top contributors${boards[0] ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
-        for (const [i, c] of contributors.entries()) process.stdout.write(`  ${i + 1}. ${c.name}: ${Math.round(c.samples)} samples (${(c.share * 100).toFixed(1)}%)\n`);
+        for (const [i, c] of contributors.entries()) {
+          const hours = 'computeHours' in c && typeof c.computeHours === 'number' ? `, ${c.computeHours.toFixed(2)} compute-hours` : '';
+          process.stdout.write(`  ${i + 1}. ${c.name}: ${Math.round(c.samples)} samples (${(c.share * 100).toFixed(1)}%${hours})\n`);
+        }
       }
     } finally {
       await node.stop();
