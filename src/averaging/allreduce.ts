@@ -12,6 +12,7 @@ import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
 import { reducerMessageSchema, chunkSchema, type Begin, type Chunk } from './messages.js';
 import { PartReducer, PeerFault } from './reducer.js';
+import type { UploadLimit } from './upload-limit.js';
 
 export interface AllreduceOptions {
   /** A reducer excludes a sender that delivered no chunk for this long (ms). */
@@ -88,7 +89,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
         if (reason !== undefined) fail(r, reason);
         return;
       }
-      const reason = await sendPart(node, group, r, vector, output, opts, overall, traffic);
+      const reason = await sendPart(node, hub.upload, group, r, vector, output, opts, overall, traffic);
       if (reason !== undefined) {
         log.warn({ group: group.id, reducer: member.peer, reason }, 'part not averaged; keeping local values');
         fail(r, reason);
@@ -120,6 +121,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
 /** Streams our slice of part `r` to its reducer and writes the returned averages; the reason if it failed. */
 async function sendPart(
   node: SwarmNode,
+  upload: UploadLimit | undefined,
   group: GroupInfo,
   r: number,
   vector: Float32Array,
@@ -139,7 +141,7 @@ async function sendPart(
   const signal = AbortSignal.any([overall, abort.signal]);
   try {
     const stream = await node.dial(reducer, ALLREDUCE_PROTOCOL, { signal: deadline(opts.reducerTimeoutMs, signal), allowRelayed: false });
-    framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce answer from reducer ${reducer}`);
+    framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce answer from reducer ${reducer}`, upload);
     const out = framed;
     await out.write({ t: 'begin', group: group.id, part: r, weight: self.weight } satisfies Begin, signal);
     // chunks sent but not yet answered: the averages are our acknowledgements. Bounding them keeps

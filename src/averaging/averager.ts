@@ -10,6 +10,7 @@ import { groupKey, schemaHash } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker } from './matchmaking.js';
 import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
+import { UploadLimit } from './upload-limit.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
 export interface AveragerInit {
@@ -39,6 +40,12 @@ export interface AveragerInit {
   chunkValues?: number;
   /** This peer's upload bandwidth in bytes/s: parts are sized by it. @default DEFAULT_BANDWIDTH_BYTES_PER_S */
   bandwidthBytesPerS?: number;
+  /**
+   * Upload cap in bytes/s for this node's averaging traffic (the volunteer's bandwidth setting);
+   * shared by every averager of the node, and also the bandwidth this peer declares (parts are sized
+   * by it). @default no cap
+   */
+  uploadLimitBytesPerS?: number;
   /** Values beyond ±maxAbs from a peer exclude it. @default DEFAULT_MAX_ABS_VALUE */
   maxAbs?: number;
   state?: {
@@ -83,7 +90,11 @@ export type AveragingEvent =
   | { readonly type: 'averaged'; readonly result: AllreduceResult }
   | { readonly type: 'failed'; readonly stage: 'matchmaking'; readonly reason: string };
 
-type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label'>> & { label: string; state: Required<NonNullable<AveragerInit['state']>> };
+type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS'>> & {
+  label: string;
+  uploadLimitBytesPerS: number | undefined;
+  state: Required<NonNullable<AveragerInit['state']>>;
+};
 
 function resolve(init: AveragerInit): Resolved {
   const r: Resolved = {
@@ -99,7 +110,8 @@ function resolve(init: AveragerInit): Resolved {
     pollIntervalMs: init.pollIntervalMs ?? C.DEFAULT_POLL_INTERVAL_MS,
     compression: init.compression ?? 'none',
     chunkValues: init.chunkValues ?? C.DEFAULT_CHUNK_VALUES,
-    bandwidthBytesPerS: init.bandwidthBytesPerS ?? C.DEFAULT_BANDWIDTH_BYTES_PER_S,
+    bandwidthBytesPerS: init.bandwidthBytesPerS ?? Math.min(C.DEFAULT_BANDWIDTH_BYTES_PER_S, init.uploadLimitBytesPerS ?? Infinity),
+    uploadLimitBytesPerS: init.uploadLimitBytesPerS,
     maxAbs: init.maxAbs ?? C.DEFAULT_MAX_ABS_VALUE,
     state: {
       maxConcurrentDownloads: init.state?.maxConcurrentDownloads ?? C.DEFAULT_MAX_CONCURRENT_DOWNLOADS,
@@ -123,6 +135,8 @@ function resolve(init: AveragerInit): Resolved {
   check(int(r.chunkValues, 1, C.MAX_CHUNK_VALUES), 'chunkValues', r.chunkValues, `an integer from 1 to ${C.MAX_CHUNK_VALUES}`);
   check(Number.isFinite(r.bandwidthBytesPerS) && r.bandwidthBytesPerS > 0, 'bandwidthBytesPerS', r.bandwidthBytesPerS, 'a positive number');
   check(r.maxAbs > 0, 'maxAbs', r.maxAbs, 'a positive number');
+  const cap = r.uploadLimitBytesPerS;
+  check(cap === undefined || (Number.isFinite(cap) && cap >= C.MIN_UPLOAD_LIMIT_BYTES_PER_S), 'uploadLimitBytesPerS', cap, `at least ${C.MIN_UPLOAD_LIMIT_BYTES_PER_S} (bytes/s)`);
   check(int(r.state.maxConcurrentDownloads, 1, 64), 'state.maxConcurrentDownloads', r.state.maxConcurrentDownloads, 'an integer from 1 to 64');
   check(int(r.state.chunkBytes, C.MIN_STATE_CHUNK_BYTES, C.MAX_STATE_CHUNK_BYTES), 'state.chunkBytes', r.state.chunkBytes, `${C.MIN_STATE_CHUNK_BYTES}–${C.MAX_STATE_CHUNK_BYTES}`);
   return r;
@@ -153,6 +167,7 @@ export class Averager {
 
   private async ready(): Promise<void> {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
+    if (this.started === undefined && this.cfg.uploadLimitBytesPerS !== undefined) this.hub.upload = new UploadLimit(this.cfg.uploadLimitBytesPerS);
     this.started ??= this.hub.acquire();
     await this.started;
   }

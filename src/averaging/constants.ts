@@ -28,6 +28,8 @@ export const DEFAULT_REDUCER_TIMEOUT_MS = 30 * second;
 export const DEFAULT_POLL_INTERVAL_MS = 250;
 /** Declared bandwidth when the caller gives none: 100 Mbit/s in bytes/s. */
 export const DEFAULT_BANDWIDTH_BYTES_PER_S = 12.5 * MiB;
+/** The lowest upload cap accepted (the app's smallest setting, 1 KiB/s; rounds will mostly time out that low). */
+export const MIN_UPLOAD_LIMIT_BYTES_PER_S = KiB;
 
 /** Values per all-reduce chunk: 131072 float32 values = 512 KiB uncompressed (hivemind's chunk size). */
 export const DEFAULT_CHUNK_VALUES = 128 * KiB;

@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
 import { decodeMessage, encodeMessage } from './messages.js';
+import type { UploadLimit } from './upload-limit.js';
 
 /**
  * Varint-length-prefixed CBOR frames over a libp2p stream, with backpressure both ways: writes wait
@@ -27,6 +28,8 @@ export class FramedStream {
     readonly stream: Stream,
     private readonly maxFrameBytes: number,
     private readonly what: string,
+    /** Paces what this stream writes (the node's upload cap); none by default. */
+    private readonly upload?: UploadLimit,
   ) {
     stream.maxReadBufferLength = MAX_STREAM_READ_BUFFER_BYTES;
     stream.addEventListener('message', (event) => {
@@ -52,6 +55,7 @@ export class FramedStream {
   async write(message: unknown, signal?: AbortSignal): Promise<void> {
     const body = encodeMessage(message);
     const header = encodeVarint(body.byteLength);
+    await this.upload?.take(header.byteLength + body.byteLength, signal);
     this.sent += header.byteLength + body.byteLength;
     this.stream.send(header);
     if (!this.stream.send(body)) await this.stream.onDrain(signal ? { signal } : {});

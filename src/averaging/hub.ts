@@ -2,6 +2,7 @@ import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { ALLREDUCE_PROTOCOL, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
+import type { UploadLimit } from './upload-limit.js';
 import {
   beginSchema,
   declarationSchema,
@@ -44,6 +45,8 @@ export class AveragingHub {
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
   /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
   private readonly running = new Set<string>();
+  /** The node's upload cap for averaging traffic (the last averager that set one wins); none by default. */
+  upload: UploadLimit | undefined;
   private users = 0;
   private registering: Promise<void> | undefined;
 
@@ -150,7 +153,7 @@ export class AveragingHub {
   private inbound<M>(protocol: string, maxFrameBytes: number, schema: import('zod').ZodType<M>, route: Handler<M>) {
     return (stream: Stream, connection: Connection): void => {
       const peer = connection.remotePeer.toString();
-      const framed = new FramedStream(stream, maxFrameBytes, `${protocol} stream from ${peer}`);
+      const framed = new FramedStream(stream, maxFrameBytes, `${protocol} stream from ${peer}`, this.upload);
       framed
         .expect(schema, AbortSignal.timeout(FIRST_MESSAGE_TIMEOUT_MS), 'its first message')
         .then((first) => route(framed, peer, first))

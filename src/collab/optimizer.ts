@@ -77,6 +77,8 @@ export interface CollaborativeOptions {
   /** @default 1 */
   readonly maxGradNorm?: number;
   readonly displayName?: string;
+  /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting). @default no cap */
+  readonly uploadLimit?: number;
   /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
   readonly fault?: { readonly inflateClaims?: number };
 }
@@ -129,7 +131,7 @@ interface InFlight {
   result: Reduced | undefined;
 }
 
-type Resolved = Required<Omit<CollaborativeOptions, 'displayName' | 'fault' | 'averageStateEvery'>> &
+type Resolved = Required<Omit<CollaborativeOptions, 'displayName' | 'fault' | 'averageStateEvery' | 'uploadLimit'>> &
   Pick<CollaborativeOptions, 'displayName' | 'fault'> & {
     /** 0: never. */
     readonly averageStateEvery: number;
@@ -198,10 +200,11 @@ export class CollaborativeOptimizer {
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
       averagingExpirationMs: Math.round(this.o.averagingExpiration * 1000),
       averagingTimeoutMs: Math.round(this.o.averagingTimeout * 1000),
+      ...(options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit }),
       log,
     };
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, label: 'gradients', compression: this.o.gradCompression, ...timing });
-    this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log });
+    this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log, ...(options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit }) });
     if (this.o.averageStateEvery > 0) {
       this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, label: this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters', compression: this.o.stateAveragingCompression, ...timing });
     }

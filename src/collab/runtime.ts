@@ -120,7 +120,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       threads: policies?.maxCpuThreads,
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
-      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}) },
+      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
       onOutcome: (outcome, collab) => {
         const at = Date.now();
         if (outcome.type === 'accumulated') {

@@ -20,6 +20,7 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--delay-optimizer-step'], /--delay-optimizer-step.*not supported yet/],
     [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
     [['run', '--precision', 'fp8'], /--precision.*accepted: fp32, fp16/],
+    [['run', '--upload-limit', '0'], /--upload-limit.*integer from 1/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

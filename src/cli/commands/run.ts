@@ -46,6 +46,7 @@ interface RunOptions {
   threads?: string;
   precision?: string;
   displayName?: string;
+  uploadLimit?: string;
   checkpointEvery?: string;
   keepCheckpoints?: string;
   refresh?: string;
@@ -91,6 +92,7 @@ export function registerRun(program: Command): void {
     .option('--threads <n>', 'onnxruntime threads (default: one per core)')
     .option('--precision <name>', `${PRECISION_HELP}; a micro-batch whose fp16 gradients overflow contributes nothing`)
     .option('--display-name <name>', 'name shown on the contribution leaderboard')
+    .option('--upload-limit <KiB/s>', 'cap on this peer’s averaging upload in KiB/s (also the bandwidth it declares); default: no cap')
     .option('--checkpoint-every <n>', 'coordinator: checkpoint every N epochs (0: never)', '10')
     .option('--keep-checkpoints <n>', 'coordinator: checkpoints kept', '3')
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
@@ -110,6 +112,7 @@ export function registerRun(program: Command): void {
     if (averagingExpiration < matchmakingTime) throw new ConfigError('--averaging-expiration', `${averagingExpiration} is less than --matchmaking-time ${matchmakingTime}`);
     const gradCompression = choiceFlag('--grad-compression', opts.gradCompression, COMPRESSIONS)!;
     const averageStateEvery = intFlag('--average-state-every', opts.averageStateEvery, 1);
+    const uploadLimitKiB = intFlag('--upload-limit', opts.uploadLimit, 1, 10_485_760);
     const stateAveragingCompression = choiceFlag('--state-averaging-compression', opts.stateAveragingCompression, COMPRESSIONS)!;
     const batchSizeLead = intFlag('--batch-size-lead', opts.batchSizeLead, 0, targetBatchSize - 1)!;
     // hivemind runs the optimizer step in a background thread; Cohort's LAMB step runs on the main thread
@@ -182,6 +185,7 @@ export function registerRun(program: Command): void {
             totalSteps,
             maxRefresh: refresh,
             ...(opts.displayName ? { displayName: opts.displayName } : {}),
+            ...(uploadLimitKiB !== undefined ? { uploadLimit: uploadLimitKiB * 1024 } : {}),
             ...(inflateClaims !== undefined ? { fault: { inflateClaims } } : {}),
           },
         });

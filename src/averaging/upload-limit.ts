@@ -1,0 +1,33 @@
+import { TokenBucket } from 'limiter';
+
+/**
+ * The volunteer's upload cap for everything the averaging layer sends (all-reduce parts, averaged
+ * chunks, state downloads), shared by every stream of one node. A token bucket holding one second
+ * of traffic: short bursts pass, the long-run rate stays at the cap.
+ */
+export class UploadLimit {
+  private readonly bucket: TokenBucket;
+
+  constructor(readonly bytesPerSecond: number) {
+    if (!(Number.isFinite(bytesPerSecond) && bytesPerSecond > 0)) throw new RangeError(`upload limit ${bytesPerSecond} B/s must be a positive number`);
+    this.bucket = new TokenBucket({ bucketSize: bytesPerSecond, tokensPerInterval: bytesPerSecond, interval: 'second' });
+  }
+
+  /** Waits until `bytes` may be sent (a frame larger than the bucket is taken in bucket-sized pieces). */
+  async take(bytes: number, signal?: AbortSignal): Promise<void> {
+    for (let left = bytes; left > 0; left -= this.bytesPerSecond) {
+      signal?.throwIfAborted();
+      await raceAbort(this.bucket.removeTokens(Math.min(left, this.bytesPerSecond)), signal);
+    }
+  }
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (the bucket's wait itself cannot be cancelled). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
