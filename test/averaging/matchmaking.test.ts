@@ -73,7 +73,8 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   const child = await startChild(t, { runId, initialPeers: nodes[0]!.multiaddrs(), averager: { ...init, fault: 'stall-sending' } });
   // the child turned DHT server (AutoNAT) just before it said so: wait until identify-push told the others
   await waitFor('the servers to know the child serves', () => nodes.every((node) => node.isClientMode(child.peer) !== true));
-  const avg = averagers(t, nodes, () => init);
+  const grouped = [false, false];
+  const avg = averagers(t, nodes, (i) => ({ ...init, onEvent: (e) => void (e.type === 'group' && (grouped[i] = true)) }));
   const n = 3000;
   const vectors = [randomVector(n, 1), randomVector(n, 2)];
   child.send({ epoch: 0, weight: 1, n, seed: 3 });
@@ -84,6 +85,9 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
     assert.ok(!done, 'child exited before forming a group');
     if ((JSON.parse(String(value)) as { type?: string }).type === 'group') break;
   }
+  // mid-round: once every member holds the group description (a leader killed before its followers
+  // read it only fails their matchmaking), and the child, stalling, keeps the round from finishing
+  await waitFor('the survivors to receive the group description', () => grouped.every(Boolean));
   child.kill();
   const results = await Promise.all(steps);
   assert.ok(Date.now() - started < 15_000, 'the survivors did not wait for the 30 s timeouts');
