@@ -81,7 +81,7 @@ test('a restarted coordinator continues every peer’s credits, compute and flag
   await co.close();
 
   co = await coordinatorOn(dataDir, honest.multiaddrs());
-  assert.equal(co.node.peerId.toString(), coordinatorId, 'the restarted coordinator has a new identity');
+  assert.equal(co.node.peerId.toString(), coordinatorId, 'the restarted coordinator keeps its identity');
   await waitFor('the restarted coordinator to know both peers', () => co.node.stats().routingTableSize >= 2);
   // the records still announce the step of epoch 0: already credited, so nothing changes
   await look(co.coordinator);

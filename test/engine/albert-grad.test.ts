@@ -5,22 +5,14 @@ import { PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
 import { buildAlbertGraph, gradOutput, METRIC_OUTPUTS } from '../../src/engine/albert/graph.js';
 import { labelledPositions } from '../../src/engine/albert/mlm-positions.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
-import type { AlbertBatch } from '../../src/engine/batch.js';
 import { encodeModel } from '../../src/engine/onnx/encode.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import { Rng } from '../../src/engine/rng.js';
+import { PADDED_TINY_BATCH } from '../helpers/albert-batch.js';
 
 // The tiny preset (4 heads, 2 applications of the shared layer) on a batch with padding and ignored labels.
 const config: AlbertConfig = PRESETS.tiny;
-const batch: AlbertBatch = {
-  batchSize: 2,
-  seqLen: 5,
-  inputIds: Int32Array.from([2, 7, 9, 7, 3, 2, 11, 5, 0, 0]),
-  tokenTypeIds: Int32Array.from([0, 0, 1, 1, 1, 0, 0, 1, 0, 0]),
-  attentionMask: Int32Array.from([1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
-  labels: Int32Array.from([-100, 13, -100, 13, -100, -100, 21, -100, -100, -100]),
-  sentenceOrderLabel: Int32Array.from([1, 0]),
-};
+const batch = PADDED_TINY_BATCH;
 
 /** Parameters with spread-out values (init std 0.02 would make most gradients tiny). */
 function params() {

@@ -3,23 +3,15 @@ import test from 'node:test';
 import { PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
 import { buildAlbertGraph, LOSS_SCALE_INPUT } from '../../src/engine/albert/graph.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
-import type { AlbertBatch } from '../../src/engine/batch.js';
 import { encodeModel } from '../../src/engine/onnx/encode.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import type { ParameterSet } from '../../src/engine/params.js';
 import { Rng } from '../../src/engine/rng.js';
+import { PADDED_TINY_BATCH } from '../helpers/albert-batch.js';
 
 // The tiny preset on a batch with padding and ignored labels (as in albert-grad.test.ts).
 const config: AlbertConfig = PRESETS.tiny;
-const batch: AlbertBatch = {
-  batchSize: 2,
-  seqLen: 5,
-  inputIds: Int32Array.from([2, 7, 9, 7, 3, 2, 11, 5, 0, 0]),
-  tokenTypeIds: Int32Array.from([0, 0, 1, 1, 1, 0, 0, 1, 0, 0]),
-  attentionMask: Int32Array.from([1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
-  labels: Int32Array.from([-100, 13, -100, 13, -100, -100, 21, -100, -100, -100]),
-  sentenceOrderLabel: Int32Array.from([1, 0]),
-};
+const batch = PADDED_TINY_BATCH;
 
 /** HF's initialisation (what training starts from), and one with larger, spread-out values. */
 function paramSets(): Array<[string, ParameterSet]> {

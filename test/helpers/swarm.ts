@@ -1,6 +1,6 @@
 import type { TestContext } from 'node:test';
 import { z } from 'zod';
-import { createSwarmNode, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
+import { createSwarmNode, readToEnd, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
 
 /** Polls `condition` every 25 ms until it holds; fails with `what` after `timeoutMs`. */
 export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
@@ -39,4 +39,25 @@ export async function startSwarm(t: TestContext, count: number, init: Partial<Sw
   // identify-push has told every connected peer that the others serve now (none is still seen as a client)
   await waitFor('every peer to be seen as a server', () => nodes.every((n) => nodes.every((m) => m === n || n.libp2p.getConnections(m.peerId).length === 0 || n.isClientMode(m.peerId) === false)));
   return nodes;
+}
+
+/**
+ * `from` sends `text` to `to` at `addr` on a fresh connection (an echo protocol `to` serves for the
+ * call); resolves with what came back and, per echo stream `to` served, the address it came from.
+ */
+export async function echoVia(from: SwarmNode, to: SwarmNode, addr: string, text: string): Promise<{ echoed: string; seenFrom: string[] }> {
+  const seenFrom: string[] = [];
+  await to.handle('echo/1.0.0', async (stream, connection) => {
+    seenFrom.push(connection.remoteAddr.toString());
+    stream.send(await readToEnd(stream, { maxBytes: 1024 }));
+    await stream.close();
+  });
+  try {
+    const stream = await from.dial(addr, 'echo/1.0.0', { newConnection: true });
+    stream.send(new TextEncoder().encode(text));
+    await stream.close();
+    return { echoed: new TextDecoder().decode(await readToEnd(stream, { maxBytes: 1024 })), seenFrom };
+  } finally {
+    await to.unhandle('echo/1.0.0');
+  }
 }

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { readToEnd } from '../../src/swarm/index.js';
-import { progressSchema, startNode, waitFor } from '../helpers/swarm.js';
+import { echoVia, progressSchema, startNode, waitFor } from '../helpers/swarm.js';
 
 test('a client-mode peer stores and reads records and is reached through a relay', async (t) => {
   const relay = await startNode(t, { runId: 'nat' });
@@ -16,19 +15,10 @@ test('a client-mode peer stores and reads records and is reached through a relay
 
   // The server reaches the client through the relay with a Cohort protocol (signalling-sized traffic).
   // The client cannot be dialed directly: it listens nowhere.
-  const via: string[] = [];
-  await client.handle('echo/1.0.0', async (stream, connection) => {
-    via.push(connection.remoteAddr.toString());
-    stream.send(await readToEnd(stream, { maxBytes: 1024 }));
-    await stream.close();
-  });
-  const stream = await server.dial(relayed, 'echo/1.0.0', { newConnection: true });
-  stream.send(new TextEncoder().encode('over the relay'));
-  await stream.close();
-  assert.equal(new TextDecoder().decode(await readToEnd(stream, { maxBytes: 1024 })), 'over the relay');
-  assert.equal(via.length, 1);
-  assert.ok(via[0]!.includes('/p2p-circuit'), `the client was reached through the relay (${via[0]})`);
-
+  const { echoed, seenFrom } = await echoVia(server, client, relayed, 'over the relay');
+  assert.equal(echoed, 'over the relay');
+  assert.equal(seenFrom.length, 1);
+  assert.ok(seenFrom[0]!.includes('/p2p-circuit'), `the client was reached through the relay (${seenFrom[0]})`);
 
   const [onRelay, onServer, onClient] = [relay, server, client].map((n) => n.registerNamespace('progress', progressSchema));
   const stored = await onClient!.store('progress', '', { samples: 8, epoch: 0 }, Date.now() + 60_000);

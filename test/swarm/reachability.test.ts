@@ -5,8 +5,8 @@ import { pino } from 'pino';
 import type { PeerId } from '@libp2p/interface';
 import type { SingleKadDHT } from '@libp2p/kad-dht';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from '../averaging/helpers.js';
-import { readToEnd, type SwarmNode } from '../../src/swarm/index.js';
-import { progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+import { echoVia, progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 
 function captureLog(): { log: pino.Logger; text: () => string } {
   const sink = new PassThrough();
@@ -68,14 +68,7 @@ test('an auto-mode peer nobody can dial back stays a client, gets a relay reserv
   const relayed = natted.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
   // Another server reaches it through the relay.
   const other = servers.find((s) => !relayed.includes(s.peerId.toString()))!;
-  await natted.handle('echo/1.0.0', async (stream) => {
-    stream.send(await readToEnd(stream, { maxBytes: 64 }));
-    await stream.close();
-  });
-  const stream = await other.dial(relayed, 'echo/1.0.0', { newConnection: true });
-  stream.send(new TextEncoder().encode('via relay'));
-  await stream.close();
-  assert.equal(new TextDecoder().decode(await readToEnd(stream, { maxBytes: 64 })), 'via relay');
+  assert.equal((await echoVia(other, natted, relayed, 'via relay')).echoed, 'via relay');
 
   for (const s of servers) assert.equal(s.isClientMode(natted.peerId), true);
   assert.deepEqual(await Promise.all(servers.map((s) => inRoutingTable(s, natted))), [false, false, false], 'a client is in nobody’s routing table');
