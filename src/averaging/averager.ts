@@ -10,7 +10,6 @@ import { groupKey, schemaHash } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker } from './matchmaking.js';
 import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
-import { UploadLimit } from './upload-limit.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
 export interface AveragerInit {
@@ -167,7 +166,7 @@ export class Averager {
 
   private async ready(): Promise<void> {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
-    if (this.started === undefined && this.cfg.uploadLimitBytesPerS !== undefined) this.hub.upload = new UploadLimit(this.cfg.uploadLimitBytesPerS);
+    if (this.started === undefined && this.cfg.uploadLimitBytesPerS !== undefined) this.hub.limitUpload(this.cfg.uploadLimitBytesPerS);
     this.started ??= this.hub.acquire();
     await this.started;
   }

@@ -2,7 +2,7 @@ import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { ALLREDUCE_PROTOCOL, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
-import type { UploadLimit } from './upload-limit.js';
+import { UploadLimit } from './upload-limit.js';
 import {
   beginSchema,
   declarationSchema,
@@ -45,8 +45,8 @@ export class AveragingHub {
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
   /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
   private readonly running = new Set<string>();
-  /** The node's upload cap for averaging traffic (the last averager that set one wins); none by default. */
-  upload: UploadLimit | undefined;
+  /** The node's upload cap for averaging traffic, one bucket for every averager and stream; none by default. */
+  private uploadLimit: UploadLimit | undefined;
   private users = 0;
   private registering: Promise<void> | undefined;
 
@@ -62,6 +62,15 @@ export class AveragingHub {
       AveragingHub.hubs.set(node, hub);
     }
     return hub;
+  }
+
+  get upload(): UploadLimit | undefined {
+    return this.uploadLimit;
+  }
+
+  /** Caps this node's averaging upload; averagers asking for the same cap share one bucket (a different cap replaces it). */
+  limitUpload(bytesPerSecond: number): void {
+    if (this.uploadLimit?.bytesPerSecond !== bytesPerSecond) this.uploadLimit = new UploadLimit(bytesPerSecond);
   }
 
   /** Registers the protocol handlers on first use. */

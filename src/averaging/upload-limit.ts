@@ -1,4 +1,5 @@
 import { TokenBucket } from 'limiter';
+import { raceSignal } from 'race-signal';
 
 /**
  * The volunteer's upload cap for everything the averaging layer sends (all-reduce parts, averaged
@@ -17,17 +18,8 @@ export class UploadLimit {
   async take(bytes: number, signal?: AbortSignal): Promise<void> {
     for (let left = bytes; left > 0; left -= this.bytesPerSecond) {
       signal?.throwIfAborted();
-      await raceAbort(this.bucket.removeTokens(Math.min(left, this.bytesPerSecond)), signal);
+      // the bucket's own wait cannot be cancelled: stop waiting for it instead
+      await raceSignal(this.bucket.removeTokens(Math.min(left, this.bytesPerSecond)), signal);
     }
   }
-}
-
-/** `promise`, or a rejection as soon as `signal` aborts (the bucket's wait itself cannot be cancelled). */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return promise;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }

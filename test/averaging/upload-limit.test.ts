@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AveragingHub } from '../../src/averaging/hub.js';
 import { UploadLimit } from '../../src/averaging/upload-limit.js';
 import { startSwarm } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
@@ -45,4 +46,12 @@ test('a peer with an upload cap declares it as its bandwidth, reduces a smaller 
   const floor = (mine.bytesSent - cap) / cap;
   assert.ok(floor > 1, `enough traffic to measure the cap (${mine.bytesSent} bytes)`);
   assert.ok(mine.durationMs / 1000 >= floor * 0.95, `${mine.bytesSent} bytes left in ${mine.durationMs} ms under a ${cap} B/s cap`);
+  // every averager of the node asking for this cap shares the one bucket; another cap replaces it
+  const hub = AveragingHub.of(nodes[0]!);
+  const bucket = hub.upload;
+  assert.equal(bucket?.bytesPerSecond, cap);
+  hub.limitUpload(cap);
+  assert.equal(hub.upload, bucket);
+  hub.limitUpload(2 * cap);
+  assert.equal(hub.upload?.bytesPerSecond, 2 * cap);
 });
