@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
+import { DelayedStep } from '../../src/collab/delayed-step.js';
 import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../../src/collab/optimizer.js';
 import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
@@ -31,6 +32,47 @@ function gradient(p: Float32Array, target: Float32Array, into: ParameterSet): Pa
   into.data.set(p.map((x, j) => x - target[j]!));
   return into;
 }
+
+test('DelayedStep: off, one buffer and steps at once; on, the work sees the compute copy before the step and the next work after it; discard, changes, a failing step', async () => {
+  const off = new DelayedStep(initAlbertParams(config, 1), false);
+  let taken = 0;
+  off.defer(() => taken++);
+  assert.equal(taken, 1, 'without the delay a step is taken at once');
+  assert.equal(off.isPending, false);
+
+  const master = initAlbertParams(config, 1);
+  const on = new DelayedStep(master, true);
+  assert.notEqual(on.compute.data, master.data);
+  const before = master.data.slice();
+  on.defer(() => master.data.fill(1));
+  assert.throws(() => on.defer(() => {}), /already pending/);
+  const seen = await on.overlap(async (p) => {
+    await new Promise((r) => setTimeout(r, 5)); // the step is taken while this work is still running
+    return { during: p.data.slice(), master: master.data.slice() };
+  });
+  assert.deepEqual(seen.during, before, 'the work ran on the parameters before the step');
+  assert.ok(seen.master.every((x) => x === 1), 'the step was taken on the master while the work ran');
+  assert.deepEqual(on.compute.data, before, 'the compute copy is not touched after the work either');
+  assert.ok((await on.overlap(async (p) => p.data.slice())).every((x) => x === 1), 'the next work sees the step');
+
+  on.defer(() => master.data.fill(2));
+  on.discard();
+  master.data.fill(3); // e.g. a state load replaced the master
+  assert.ok((await on.overlap(async (p) => p.data.slice())).every((x) => x === 3), 'a discarded step is never taken; the new master is published');
+
+  on.defer(() => {
+    throw new Error('gradient is not finite');
+  });
+  let settled = false;
+  await assert.rejects(
+    on.overlap(async () => {
+      await new Promise((r) => setTimeout(r, 5));
+      settled = true;
+    }),
+    /not finite/,
+  );
+  assert.ok(settled, 'the step’s error is reported once the work has finished with the compute copy');
+});
 
 test('delay_optimizer_step: the micro-batch after an epoch ends runs on the parameters before its step; the master then equals a plain LAMB step at that epoch’s rate', { timeout: 60_000 }, async (t) => {
   const [node] = await startSwarm(t, 2, { runId: 'delay-step-exact' });
