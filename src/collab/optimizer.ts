@@ -345,7 +345,7 @@ export class CollaborativeOptimizer {
    * once it is over (StepOutcome of its step) and delay_optimizer_step's pending step.
    */
   async flush(): Promise<StepOutcome | undefined> {
-    this.delayed.run();
+    this.delayed.run(); // an earlier epoch's step first, so the round's step can be deferred and taken in order
     const outcome = this.inFlight ? await this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
     this.delayed.run();
     return outcome;
@@ -385,10 +385,12 @@ export class CollaborativeOptimizer {
   /** Reports the step, averages state when due, publishes progress and re-advertises the state. */
   private async afterStep(s: EndedEpoch, averaged: Averaged, peers: number): Promise<StepOutcome> {
     this.lastStep = { epoch: s.finished, samples: this.claim(s.samples), loss: s.loss, ...(averaged.weights ? { weights: averaged.weights } : {}) };
-    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}${this.delayed.isPending ? ' (update taken during the next micro-batch)' : ''}`);
     // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
-    const stateAveraging = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? await this.averageState(this.stateAverager, s.next) : undefined;
+    const averageStateNow = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? this.stateAverager : undefined;
+    if (averageStateNow) this.delayed.run(); // the parameters after this epoch's step are the ones averaged
     const pending = this.delayed.isPending;
+    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}${pending ? ' (update taken during the next micro-batch)' : ''}`);
+    const stateAveraging = averageStateNow ? await this.averageState(averageStateNow, s.next) : undefined;
     await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
     this.nextFetch = 0;
     return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
@@ -400,7 +402,6 @@ export class CollaborativeOptimizer {
    * TrainingStateAverager. A failed round keeps this peer's own state.
    */
   private async averageState(averager: Averager, epoch: number): Promise<{ averagedWith: number } | { reason: string }> {
-    this.delayed.run(); // the parameters after this epoch's step are the ones averaged
     const n = this.params.size;
     const opt = this.o.averageOptStatistics ? this.optimizer.exportState() : undefined;
     const vector = opt ? new Float32Array(3 * n) : this.params.data;

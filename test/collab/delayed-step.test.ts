@@ -1,7 +1,7 @@
 // delay_optimizer_step on in-process swarm nodes with a quadratic loss (no engine): the micro-batch
 // after an epoch's end is computed on the parameters before its step, the master after the step is
-// exactly a plain LAMB step on that epoch's gradient at that epoch's rate, and a state load drops a
-// pending step.
+// exactly a plain LAMB step on that epoch's gradient at that epoch's rate, a state load drops a
+// pending step, and state averaging averages the stepped parameters.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
@@ -12,7 +12,7 @@ import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { clipGradNorm, createOptimizer, GradientAccumulator, linearWarmupDecay } from '../../src/engine/optim/index.js';
 import type { ParameterSet } from '../../src/engine/params.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
-import { randomVector } from '../averaging/helpers.js';
+import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { startSwarm } from '../helpers/swarm.js';
 
 const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
@@ -165,4 +165,31 @@ test('delay_optimizer_step: loading the state from a peer ahead drops the pendin
   assert.deepEqual(params.data, donorParams.data);
   assert.equal(await collab.flush(), undefined);
   assert.equal(optimizer.stepCount, 0);
+});
+
+test('delay_optimizer_step with average_state_every: the step is taken before the parameters are averaged, not left pending', { timeout: 60_000 }, async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'delay-step-state-avg' });
+  const peers = nodes.map((node, i) => {
+    const params = initAlbertParams(config, 1 + i);
+    const { optimizer, collab } = collabOn(node, params, { averageStateEvery: 1, matchmakingTime: 2, targetBatchSize: 16 });
+    t.after(() => collab.stop());
+    return { params, optimizer, collab, grads: gradient(params.data, randomVector(params.size, 20 + i, 0.05), params.zerosLike()) };
+  });
+  await Promise.all(peers.map((p) => p.collab.start()));
+  const stepped = await Promise.all(
+    peers.map(async (p) => {
+      for (let k = 0; k < 200; k++) {
+        const o = await p.collab.step(p.grads, SAMPLES, 1, 1);
+        if (o.type === 'stepped') return o;
+        await new Promise((r) => setTimeout(r, 40));
+      }
+      throw new Error('no step within 200 micro-batches');
+    }),
+  );
+  for (const [i, s] of stepped.entries()) {
+    assert.deepEqual(s.stateAveraging, { averagedWith: 2 }, `peer ${i}`);
+    assert.equal(s.pending, undefined, `peer ${i}: nothing left pending after state averaging`);
+    assert.equal(peers[i]!.optimizer.stepCount, 1);
+  }
+  assert.ok(maxAbsDiff(peers[0]!.params.data, peers[1]!.params.data) <= 1e-6, 'averaged after the step: equal parameters');
 });
