@@ -106,7 +106,8 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
     while (!init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = (await data.next()).value;
-      const result = await scaledGradients(backend, params, batch, grads, scaler);
+      // delay_optimizer_step: the pending LAMB step is taken on the master parameters meanwhile
+      const result = await collab.computeWhileStepping((compute) => scaledGradients(backend, compute, batch, grads, scaler));
       if (result.skipped) {
         // an fp16 overflow: these gradients are unusable, so the micro-batch adds no samples and no gradients
         log.debug({ lossScale: scaler!.scale }, 'fp16 gradients overflowed: micro-batch skipped, loss scale backed off');
@@ -130,7 +131,7 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
         ]);
       }
     }
-    // delay_grad_averaging: the last epoch's step is still in the background (unless stopping)
+    // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
     if (init.out) saveModel(init.out, config, params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: scaler?.skippedSteps ?? 0 };

@@ -27,7 +27,7 @@ export interface CollabNodeOptions {
   /** @default 5 */
   readonly matchmakingTime?: number;
   /** Further hivemind.Optimizer options of this node's training peer (every peer of a swarm should agree on them). */
-  readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'batchSizeLead'>>;
+  readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'delayOptimizerStep' | 'batchSizeLead'>>;
   readonly listen?: readonly string[];
 }
 
