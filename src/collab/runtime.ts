@@ -6,6 +6,8 @@
  */
 import type { Logger } from '../log/logger.js';
 import { LocalTrainingRuntime } from '../node/local-training.js';
+import { MemoryLimitError } from '../node/memory-limit.js';
+import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
@@ -118,6 +120,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       seqLen: 128,
       seed: 0,
       threads: policies?.maxCpuThreads,
+      memoryLimitMiB: policies?.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB,
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
       collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
@@ -130,7 +133,11 @@ export class CollaborativeRuntime implements TrainingRuntime {
       },
     })
       .then(() => undefined)
-      .catch((err: unknown) => this.o.log.error(`collaborative training stopped: ${(err as Error).message}`))
+      .catch((err: unknown) => {
+        if (!(err instanceof MemoryLimitError)) return this.o.log.error(`collaborative training stopped: ${(err as Error).message}`);
+        this.o.log.warn(`training stopped: ${err.message}`);
+        this.emit({ type: 'halted', reason: err.message, at: Date.now() });
+      })
       .finally(async () => {
         this.mode = undefined;
         this.loop = undefined;

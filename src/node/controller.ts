@@ -195,15 +195,15 @@ export class NodeController implements CohortCalls {
     this.events.emit('snapshot', next);
   }
 
-  private setIntent(contribute: boolean): Result<ContributionStatus> {
+  private setIntent(contribute: boolean, stopReason?: string): Result<ContributionStatus> {
     const wasRunning = this.machine.status.phase === 'running';
-    this.machine.update({ intent: contribute ? 'contribute' : 'paused' });
+    this.machine.update({ intent: contribute ? 'contribute' : 'paused', stopReason });
     this.store.settings.set(INTENT_KEY, contribute, z.boolean());
     if (contribute && !this.settings.firstRunDone) {
       this.settings = { ...this.settings, firstRunDone: true };
       this.store.settings.set(SETTINGS_KEY, this.settings, AppSettingsSchema);
     }
-    this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
+    if (stopReason === undefined) this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
     this.applyToTraining(wasRunning);
     this.refresh();
     return { ok: true, value: this.machine.status };
@@ -219,6 +219,10 @@ export class NodeController implements CohortCalls {
   private onTrainingEvent(event: TrainingEvent): void {
     if (event.type === 'log') {
       this.logs.push(event.level, event.msg, event.at);
+    } else if (event.type === 'halted') {
+      // the runtime stopped itself; it stays paused (across restarts too) until the volunteer's Start
+      if (this.machine.intent === 'contribute') this.setIntent(false, event.reason);
+      return;
     } else {
       this.liveSwarm = { swarm: event.swarm, at: event.at };
     }

@@ -7,7 +7,9 @@ import type { AppSettings, LogLevel, SwarmState } from '../shared/api.js';
 /** Typed progress the training runtime pushes; the dashboard updates at once instead of at the next store poll. */
 export type TrainingEvent =
   | { readonly type: 'progress'; readonly swarm: Partial<Omit<SwarmState, 'updatedAt'>>; readonly at: number }
-  | { readonly type: 'log'; readonly level: LogLevel; readonly msg: string; readonly at: number };
+  | { readonly type: 'log'; readonly level: LogLevel; readonly msg: string; readonly at: number }
+  /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
+  | { readonly type: 'halted'; readonly reason: string; readonly at: number };
 
 /** The volunteer's choices the training runtime must honour (threads, GPU, memory, bandwidth, which swarm). */
 export type TrainingSettings = Pick<AppSettings, 'policies' | 'joinCode' | 'displayName'>;
