@@ -8,10 +8,12 @@ import type { Logger } from '../log/logger.js';
 import { LocalTrainingRuntime } from '../node/local-training.js';
 import { MemoryLimitError } from '../node/memory-limit.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
+import type { CoordinatorRole, FoundLeaderboard, SwarmPresence, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
+import type { NodeReachability } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import { Coordinator } from './coordinator.js';
+import { latestLeaderboard } from './leaderboard.js';
 import type { CollaborativeOptions } from './optimizer.js';
 import { runPeer } from './peer.js';
 
@@ -33,10 +35,20 @@ export interface CollabNodeOptions {
   readonly listen?: readonly string[];
 }
 
-/** One swarm node per process, shared by the training runtime and the coordinator role. */
-export class SharedSwarm {
+/** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
+export const LEADERBOARD_REFRESH_MS = 30_000;
+
+/**
+ * One swarm node per process, shared by the training runtime and the coordinator role; while it
+ * runs, the newest coordinator leaderboard is looked up in the background for the dashboard.
+ */
+export class SharedSwarm implements SwarmPresence {
   private node: Promise<SwarmNode> | undefined;
+  /** The node once started, for the synchronous reads. */
+  private started: SwarmNode | undefined;
   private users = 0;
+  private board: FoundLeaderboard | null = null;
+  private boardTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: CollabNodeOptions) {}
 
@@ -45,7 +57,12 @@ export class SharedSwarm {
     this.users++;
     this.node ??= createSwarmNode({ ...(joinCode ? { initialPeers: joinCode } : { runId: this.o.runId ?? 'cohort-albert' }), ...(this.o.listen ? { listen: this.o.listen } : {}), log: this.o.log }, this.o.store);
     try {
-      return await this.node;
+      const node = await this.node;
+      if (this.started !== node) {
+        this.started = node;
+        this.watchLeaderboard(node);
+      }
+      return node;
     } catch (err) {
       this.node = undefined;
       this.users--;
@@ -57,7 +74,40 @@ export class SharedSwarm {
     if (--this.users > 0 || !this.node) return;
     const node = this.node;
     this.node = undefined;
+    this.started = undefined;
+    clearInterval(this.boardTimer);
+    this.board = null;
     await (await node).stop();
+  }
+
+  reachability(): NodeReachability | null {
+    return this.started?.reachability ?? null;
+  }
+
+  peerId(): string | null {
+    return this.started?.peerId.toString() ?? null;
+  }
+
+  leaderboard(): FoundLeaderboard | null {
+    return this.board;
+  }
+
+  private watchLeaderboard(node: SwarmNode): void {
+    clearInterval(this.boardTimer);
+    let looking = false;
+    const look = (): void => {
+      if (looking) return; // a slow DHT lookup is not stacked on
+      looking = true;
+      latestLeaderboard(node)
+        .then((board) => {
+          if (this.started === node && board) this.board = board;
+        })
+        .catch((err: unknown) => this.o.log.debug(`could not read the leaderboard: ${(err as Error).message}`))
+        .finally(() => (looking = false));
+    };
+    look();
+    this.boardTimer = setInterval(look, LEADERBOARD_REFRESH_MS);
+    this.boardTimer.unref();
   }
 }
 
