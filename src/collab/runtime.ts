@@ -6,7 +6,7 @@
  */
 import type { Logger } from '../log/logger.js';
 import { LocalTrainingRuntime } from '../node/local-training.js';
-import { MemoryLimitError } from '../node/memory-limit.js';
+import { MemoryLimitError, type RssProbe } from '../node/memory-limit.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 import type { CoordinatorRole, FoundLeaderboard, SwarmPresence, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
 import type { NodeReachability } from '../shared/api.js';
@@ -33,6 +33,10 @@ export interface CollabNodeOptions {
   /** Further hivemind.Optimizer options of this node's training peer (every peer of a swarm should agree on them). */
   readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'batchSizeLead'>>;
   readonly listen?: readonly string[];
+  /** Where the memory watchdog reads this process's memory (both trainers). @default the process's RSS */
+  readonly memoryProbe?: RssProbe;
+  /** How often the memory watchdog samples. @default WATCHDOG_INTERVAL_MS */
+  readonly watchdogIntervalMs?: number;
 }
 
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
@@ -123,7 +127,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
     private readonly o: CollabNodeOptions,
     private readonly swarm: SharedSwarm,
   ) {
-    this.local = new LocalTrainingRuntime({ store: o.store, dataDir: o.dataDir, log: o.log });
+    this.local = new LocalTrainingRuntime({ store: o.store, dataDir: o.dataDir, log: o.log, ...watchdogOptions(o) });
     this.local.subscribe((e) => this.emit(e));
   }
 
@@ -171,6 +175,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       seed: 0,
       threads: policies?.maxCpuThreads,
       memoryLimitMiB: policies?.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB,
+      ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
       collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
@@ -218,6 +223,10 @@ export class CollaborativeRuntime implements TrainingRuntime {
   private emit(event: TrainingEvent): void {
     for (const l of this.listeners) l(event);
   }
+}
+
+function watchdogOptions(o: CollabNodeOptions): Pick<CollabNodeOptions, 'memoryProbe' | 'watchdogIntervalMs'> {
+  return { ...(o.memoryProbe ? { memoryProbe: o.memoryProbe } : {}), ...(o.watchdogIntervalMs ? { watchdogIntervalMs: o.watchdogIntervalMs } : {}) };
 }
 
 /** The dashboard's coordinator switch: a Coordinator on this node's swarm node. */
