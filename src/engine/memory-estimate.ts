@@ -45,7 +45,8 @@ export type TrainerKind = 'local' | 'swarm';
  * - swarm: params, grads, LAMB's m and v, the gradient accumulator's sum and the averaged gradient
  *   (CollaborativeOptimizer) (6) + the larger transient: the training state served to a joining peer,
  *   exportState's m and v (2) and the encoded params + moments (3), which outweighs the all-reduce's
- *   result vector (1) = 11.
+ *   result vector (1) = 11. (averageOptStatistics, off in the app, would add a 3-parameter vector and
+ *   an exportState copy of m and v at each state-averaging round.)
  */
 export const TRAINER_BUFFERS: Readonly<Record<TrainerKind, number>> = { local: 9, swarm: 11 };
 
