@@ -89,9 +89,7 @@ export function newRunParams(settings: RunSettings, created = Date.now()): RunPa
 
 /** The settings part of a record (what the peer trains with). */
 export function runSettingsOf(p: RunParams): RunSettings {
-  const { v, created, ...settings } = p;
-  void v;
-  void created;
+  const { v: _v, created: _created, ...settings } = p;
   return settings;
 }
 

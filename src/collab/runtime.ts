@@ -200,7 +200,7 @@ export class CollaborativeCoordinatorRole implements CoordinatorRole {
 }
 
 /** The run-wide settings this node uses when it founds the swarm. */
-export function foundingRunSettings(o: CollabNodeOptions): RunSettings {
+function foundingRunSettings(o: CollabNodeOptions): RunSettings {
   const { gradCompression, stateAveragingCompression, averageStateEvery, averageOptStatistics, useLocalUpdates, batchSizeLead } = o.optimizer ?? {};
   return {
     ...APP_RUN_SETTINGS,
