@@ -30,6 +30,8 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
   const early = await startNode(t, { runId: RUN, initialPeers: founder.multiaddrs(), reachability: 'public' });
   await early.ready;
   await waitFor('the founder and the early peer to see each other as servers', () => early.isClientMode(founder.peerId) === false && founder.isClientMode(early.peerId) === false);
+  assert.equal(await readRunParams(early, { waitMs: 0 }), undefined, 'nothing published yet');
+  assert.deepEqual(joinPeerIds(founder.multiaddrs()), [founder.peerId.toString()], 'the peer ids of --initial-peers');
   const founded = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 });
   assert.equal((await publishRunParams(founder, founded)).replicas, 2, 'the founder and the early peer hold the founder’s record');
   const conflicting = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 64 }, founded.created - 3_600_000);
