@@ -2,7 +2,8 @@
  * The node's plug-ins for collaborative training (desktop app and headless node): Start joins the
  * swarm of the configured join code and trains with it; without a join code, or when the swarm
  * cannot be reached, it trains alone (LocalTrainingRuntime) and says so. The coordinator toggle
- * runs a Coordinator on the same swarm node.
+ * runs a Coordinator on the same swarm node. A node that joins adopts the swarm's published run
+ * parameters (run-params.ts); one that founds the swarm publishes its own (tiny, 256 by default).
  */
 import type { Logger } from '../log/logger.js';
 import { LocalTrainingRuntime } from '../node/local-training.js';
@@ -16,8 +17,13 @@ import { Coordinator } from './coordinator.js';
 import { latestLeaderboard } from './leaderboard.js';
 import type { CollaborativeOptions } from './optimizer.js';
 import { runPeer } from './peer.js';
+import { APP_RUN_SETTINGS, collabOptionsOf, describeRunSettings, joinPeerIds, newRunParams, publishRunParams, readRunParams, runSettingsOf, type RunSettings } from './run-params.js';
 
-/** Settings of the swarm the node trains with (the tiny preset by default, as `npm start`'s swarm). */
+/**
+ * Settings of the swarm this node founds (the tiny preset, as `npm start`'s swarm); when it joins
+ * one, the swarm's published run parameters replace the run-wide ones (target batch size and the
+ * run-wide `optimizer` options).
+ */
 export interface CollabNodeOptions {
   readonly store: Store;
   readonly dataDir: string;
@@ -30,7 +36,7 @@ export interface CollabNodeOptions {
   readonly batchSize?: number;
   /** @default 5 */
   readonly matchmakingTime?: number;
-  /** Further hivemind.Optimizer options of this node's training peer (every peer of a swarm should agree on them). */
+  /** Further hivemind.Optimizer options of this node's training peer (the run-wide ones only when it founds the swarm). */
   readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'delayOptimizerStep' | 'batchSizeLead'>>;
   readonly listen?: readonly string[];
   /** Where the memory watchdog reads this process's memory (both trainers). @default the process's RSS */
@@ -161,6 +167,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
       return this.startLocal();
     }
+    const run = await swarmRunSettings(node, joinCode, this.o);
     this.mode = 'swarm';
     this.abort = new AbortController();
     const policies = this.settings?.policies;
@@ -169,16 +176,16 @@ export class CollaborativeRuntime implements TrainingRuntime {
       store: this.o.store,
       dataDir: this.o.dataDir,
       log: this.o.log,
-      preset: 'tiny',
+      preset: run.preset,
       batchSize: this.o.batchSize ?? 4,
-      seqLen: 128,
-      seed: 0,
+      seqLen: run.seqLen,
+      seed: run.seed,
       threads: policies?.maxCpuThreads,
       memoryLimitMiB: policies?.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB,
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
-      collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
+      collab: { ...localOptimizerOptions(this.o), ...collabOptionsOf(run), matchmakingTime: this.o.matchmakingTime ?? 5, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
       onOutcome: (outcome, collab) => {
         const at = Date.now();
         if (outcome.type === 'accumulated') {
@@ -240,9 +247,11 @@ export class CollaborativeCoordinatorRole implements CoordinatorRole {
   ) {}
 
   async start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }> {
-    const node = await this.swarm.acquire(this.joinCode());
+    const joinCode = this.joinCode();
+    const node = await this.swarm.acquire(joinCode);
     await node.ready;
-    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: this.o.targetBatchSize ?? 256 });
+    const run = await swarmRunSettings(node, joinCode, this.o);
+    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: run.targetBatchSize });
     this.coordinator.start();
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
@@ -254,4 +263,49 @@ export class CollaborativeCoordinatorRole implements CoordinatorRole {
     await running.stop();
     await this.swarm.release();
   }
+}
+
+/** The run-wide settings this node uses when it founds the swarm. */
+function foundingRunSettings(o: CollabNodeOptions): RunSettings {
+  const { gradCompression, stateAveragingCompression, averageStateEvery, averageOptStatistics, useLocalUpdates, batchSizeLead } = o.optimizer ?? {};
+  return {
+    ...APP_RUN_SETTINGS,
+    ...(o.targetBatchSize !== undefined ? { targetBatchSize: o.targetBatchSize } : {}),
+    ...(gradCompression !== undefined ? { gradCompression } : {}),
+    ...(stateAveragingCompression !== undefined ? { stateAveragingCompression } : {}),
+    ...(averageStateEvery !== undefined ? { averageStateEvery } : {}),
+    ...(averageOptStatistics !== undefined ? { averageOptStatistics } : {}),
+    ...(useLocalUpdates !== undefined ? { useLocalUpdates } : {}),
+    ...(batchSizeLead !== undefined ? { batchSizeLead } : {}),
+  };
+}
+
+/** This peer's own optimizer options, which may differ between peers. */
+function localOptimizerOptions(o: CollabNodeOptions): Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'delayGradAveraging'> {
+  const { averagingTimeout, targetGroupSize, delayGradAveraging } = o.optimizer ?? {};
+  return { ...(averagingTimeout !== undefined ? { averagingTimeout } : {}), ...(targetGroupSize !== undefined ? { targetGroupSize } : {}), ...(delayGradAveraging !== undefined ? { delayGradAveraging } : {}) };
+}
+
+/**
+ * The run's settings on `node`: a joiner adopts (and keeps re-publishing) the swarm's; a founder, or a
+ * joiner that finds no record in time, uses `foundingRunSettings` (the founder publishes them).
+ */
+async function swarmRunSettings(node: SwarmNode, joinCode: string | undefined, o: CollabNodeOptions): Promise<RunSettings> {
+  const own = foundingRunSettings(o);
+  if (joinCode === undefined) {
+    o.log.info(`founding swarm "${node.runId}" with run parameters: ${describeRunSettings(own)}`);
+    // in the background: a lone founder's first DHT lookup only ends at its timeout
+    publishRunParams(node, newRunParams(own), o.log).catch((err: unknown) => o.log.error(`could not publish the run parameters: ${(err as Error).message}`));
+    return own;
+  }
+  const swarm = await readRunParams(node, { joinPeers: joinPeerIds(joinCode), log: o.log });
+  if (swarm === undefined) {
+    o.log.warn(`no run parameters published in swarm "${node.runId}": using this node's own (${describeRunSettings(own)})`);
+    return own;
+  }
+  const run = runSettingsOf(swarm.params);
+  o.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(run)}`);
+  // re-published by every peer that trains with them, so the record outlives the founder
+  publishRunParams(node, swarm.params, o.log).catch((err: unknown) => o.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
+  return run;
 }

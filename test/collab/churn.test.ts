@@ -7,8 +7,9 @@ import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
 const EPOCHS = 9;
-const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '32', '--refresh', '1'];
-const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '15', '--threads', '1', '--lr', '0.01', '--warmup-steps', '1', '--total-steps', '1000'];
+// run-wide flags (target batch, LR schedule) go to the coordinator too: it founds the swarm and publishes them
+const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '32', '--refresh', '1', '--lr', '0.01', '--warmup-steps', '1', '--total-steps', '1000'];
+const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '15', '--threads', '1'];
 
 test('a peer killed mid-epoch and a newcomer joining mid-run: no hang, the newcomer loads state, all end on the same epoch', { timeout: 240_000 }, async (t) => {
   const root = tmpDir(t);

@@ -8,8 +8,9 @@ import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
 const EPOCHS = 6;
-const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '48', '--refresh', '1'];
-const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '20', '--threads', '1', '--lr', '0.05', '--warmup-steps', '1', '--total-steps', '1000'];
+// run-wide flags (target batch, LR schedule) go to the coordinator too: it founds the swarm and publishes them
+const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '48', '--refresh', '1', '--lr', '0.05', '--warmup-steps', '1', '--total-steps', '1000'];
+const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '20', '--threads', '1'];
 
 interface Summary {
   epoch: number;
@@ -23,7 +24,7 @@ interface Summary {
 async function swarmOf2(t: TestContext, runId: string, options: readonly string[]): Promise<Array<{ summary: Summary; stderr: string }>> {
   const root = tmpDir(t);
   const [a, b] = await preparedDataDirs(path.join(root, 'template'), ['a', 'b']);
-  const co = spawnCli(t, ['run', '--coordinator', '--run-id', runId, '--data-dir', path.join(root, 'co'), ...COMMON]);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', runId, '--data-dir', path.join(root, 'co'), ...COMMON, ...options]);
   const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
   const peers = [a!, b!].map((dir) => spawnCli(t, ['run', '--join', code!, '--data-dir', dir, ...TRAIN, ...options]));
   // bounded, with the peers' last words when they hang

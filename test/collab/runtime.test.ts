@@ -3,12 +3,14 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import test from 'node:test';
+import { APP_RUN_SETTINGS, newRunParams, publishRunParams, RUN_KEY, runParamsRecords } from '../../src/collab/run-params.js';
 import { CollaborativeCoordinatorRole, CollaborativeRuntime, SharedSwarm } from '../../src/collab/runtime.js';
 import { createLogger } from '../../src/log/logger.js';
 import { METRIC } from '../../src/node/metric-series.js';
 import type { TrainingEvent } from '../../src/node/runtime-parts.js';
 import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
 import { openStore } from '../../src/store/index.js';
+import { startNode, waitFor as waitUntil } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
@@ -84,4 +86,43 @@ test('Start without a join code trains alone with the local runtime', { timeout:
   assert.ok(local.length > 0, 'no local step');
   assert.ok(local.every((e) => e.swarm.peersAlive === 1), 'the local runtime reports itself as the only peer');
   store.close();
+});
+
+test('joining, the runtime and the coordinator switch adopt the swarm’s published target batch size instead of 256', { timeout: 90_000 }, async (t) => {
+  const founder = await startNode(t, { runId: 'runtime-params' });
+  await waitUntil('the founder to serve the DHT', () => !founder.clientMode);
+  // in the background: a lone node's first lookup only ends at its timeout (it holds its entry at once)
+  const published = publishRunParams(founder, newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 24 }));
+  const code = founder.joinCode();
+
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  const options = { store, log, dataDir: dir, matchmakingTime: 1, listen: LISTEN };
+  const runtime = new CollaborativeRuntime(options, new SharedSwarm(options));
+  // the coordinator switch of another node (its own store, so its metrics are its own)
+  const coDir = tmpDir(t);
+  const coStore = openStore(coDir);
+  const coOptions = { store: coStore, log, dataDir: coDir, listen: LISTEN, targetBatchSize: 512 };
+  const role = new CollaborativeCoordinatorRole(coOptions, new SharedSwarm(coOptions), () => code);
+  t.after(async () => {
+    await Promise.all([runtime.pause(), role.stop()]);
+    store.close();
+    coStore.close();
+  });
+  runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: code, displayName: '' });
+  const events: TrainingEvent[] = [];
+  runtime.subscribe((e) => events.push(e));
+  await Promise.all([runtime.start(), role.start()]);
+  const targets = (): number[] => events.flatMap((e) => (e.type === 'progress' && typeof e.swarm.targetBatchSize === 'number' ? [e.swarm.targetBatchSize] : []));
+  const coordinatorTargets = (): number[] => (coStore.db.prepare('SELECT value FROM metrics WHERE series = ?').all(METRIC.targetBatchSize) as Array<{ value: number }>).map((r) => r.value);
+  await waitUntil('the runtime’s progress and a coordinator poll', () => targets().length > 0 && coordinatorTargets().length > 0, 60_000);
+  await runtime.pause();
+  assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default 256');
+  assert.deepEqual([...new Set(coordinatorTargets())], [24], 'the coordinator measures against the swarm’s target, not its own 512');
+  // both joiners keep the founder's parameters published under their own signatures
+  await waitUntil('the joiners to re-publish the run record', async () => {
+    const entries = [...(await runParamsRecords(founder).get(RUN_KEY)).values()];
+    return entries.filter((e) => e.owner !== founder.peerId.toString() && e.value.targetBatchSize === 24).length >= 2;
+  });
+  assert.ok((await published).replicas >= 1);
 });

@@ -2,15 +2,17 @@ import type { Command } from 'commander';
 import { COMPRESSIONS } from '../../averaging/index.js';
 import { Coordinator } from '../../collab/coordinator.js';
 import { runPeer } from '../../collab/peer.js';
+import { collabOptionsOf, describeRunSettings, newRunParams, publishRunParams } from '../../collab/run-params.js';
 import { ConfigError } from '../../config/load.js';
-import { PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
+import { PRESET_NAMES } from '../../engine/albert/config.js';
 import { LAMB_DEFAULTS } from '../../engine/optim/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { commandContext } from '../context.js';
-import { choiceFlag, intFlag, positiveFloatFlag } from '../flags.js';
+import { intFlag, positiveFloatFlag } from '../flags.js';
+import { adoptRunSettings, checkRunSettings, runSettingFlags } from '../run-settings.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
 
@@ -59,7 +61,7 @@ interface RunOptions {
 export function registerRun(program: Command): void {
   const cmd = program
     .command('run')
-    .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm')
+    .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)')
     .option('--join <code>', 'join code of a running swarm (cohort:…)')
     .option('--initial-peers <addrs>', 'comma-separated multiaddrs with /p2p/<id> to bootstrap from (instead of --join)')
     .option('--run-id <id>', 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -', 'cohort-albert')
@@ -68,27 +70,27 @@ export function registerRun(program: Command): void {
     .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging (= --reachability private)')
     .option('--mdns', 'find peers of the same run on the local network with mDNS')
     .option('--coordinator', 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model')
-    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`, 'tiny')
-    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size)', '4096')
+    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')} [run-wide]`, 'tiny')
+    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size) [run-wide]', '4096')
     .option('--batch-size <n>', 'this peer’s micro-batch size', '4')
-    .option('--seq-len <n>', 'tokens per sequence (default 128, at most the preset’s positions)')
+    .option('--seq-len <n>', 'tokens per sequence (default 128, at most the preset’s positions) [run-wide]')
     .option('--max-epochs <n>', 'stop once the swarm reaches this epoch')
     .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', '5')
     .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', '60')
     .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
     .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', '256')
-    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
-    .option('--average-state-every <n>', 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never)')
-    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')}`, 'none')
-    .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics)')
-    .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates)')
-    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)', '0')
+    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, 'none')
+    .option('--average-state-every <n>', 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never) [run-wide]')
+    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, 'none')
+    .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics) [run-wide]')
+    .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates) [run-wide]')
+    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead) [run-wide]', '0')
     .option('--delay-optimizer-step', 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)')
     .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)')
-    .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
-    .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
-    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
-    .option('--seed <n>', 'seed of the initial weights (the same on every peer)', '0')
+    .option('--lr <x>', 'peak LAMB learning rate [run-wide]', String(LAMB_DEFAULTS.lr))
+    .option('--warmup-steps <n>', 'warmup in swarm epochs [run-wide]', '50')
+    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0 [run-wide]', '10000')
+    .option('--seed <n>', 'seed of the initial weights (the same on every peer) [run-wide]', '0')
     .option('--threads <n>', 'onnxruntime threads (default: one per core)')
     .option('--precision <name>', `${PRECISION_HELP}; a micro-batch whose fp16 gradients overflow contributes nothing`)
     .option('--display-name <name>', 'name shown on the contribution leaderboard')
@@ -101,26 +103,16 @@ export function registerRun(program: Command): void {
     .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
   cmd.action(async (opts: RunOptions) => {
     const { config: settings, log } = commandContext(cmd);
-    const preset = choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES) ?? 'tiny';
-    const targetBatchSize = intFlag('--target-batch-size', opts.targetBatchSize, 1, 10_000_000)!;
+    const flags = runSettingFlags(cmd, opts as Record<string, string | boolean | undefined>);
     const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096)!;
-    const seqLen = intFlag('--seq-len', opts.seqLen, 5, PRESETS[preset].maxPositionEmbeddings) ?? Math.min(128, PRESETS[preset].maxPositionEmbeddings);
     const maxEpochs = intFlag('--max-epochs', opts.maxEpochs, 1);
     const matchmakingTime = positiveFloatFlag('--matchmaking-time', opts.matchmakingTime)!;
     const averagingTimeout = positiveFloatFlag('--averaging-timeout', opts.averagingTimeout)!;
     const averagingExpiration = positiveFloatFlag('--averaging-expiration', opts.averagingExpiration) ?? Math.max(matchmakingTime, 15);
     if (averagingExpiration < matchmakingTime) throw new ConfigError('--averaging-expiration', `${averagingExpiration} is less than --matchmaking-time ${matchmakingTime}`);
-    const gradCompression = choiceFlag('--grad-compression', opts.gradCompression, COMPRESSIONS)!;
-    const averageStateEvery = intFlag('--average-state-every', opts.averageStateEvery, 1);
     const uploadLimitKiB = intFlag('--upload-limit', opts.uploadLimit, 1, 10_485_760);
-    const stateAveragingCompression = choiceFlag('--state-averaging-compression', opts.stateAveragingCompression, COMPRESSIONS)!;
-    const batchSizeLead = intFlag('--batch-size-lead', opts.batchSizeLead, 0, targetBatchSize - 1)!;
-    if (opts.delayGradAveraging && opts.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
-    if (opts.delayOptimizerStep && opts.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');
-    const peakLr = positiveFloatFlag('--lr', opts.lr)!;
-    const totalSteps = intFlag('--total-steps', opts.totalSteps, 1)!;
-    const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
-    const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1)!;
+    // hivemind: delay_optimizer_step defaults to delay_grad_averaging
+    const local = { delayGradAveraging: opts.delayGradAveraging === true, delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging === true };
     const threads = intFlag('--threads', opts.threads, 1, 1024);
     const precision = precisionFlag(opts.precision);
     const checkpointEvery = intFlag('--checkpoint-every', opts.checkpointEvery, 0)!;
@@ -131,6 +123,9 @@ export function registerRun(program: Command): void {
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
+    // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
+    const founding = opts.join === undefined && opts.initialPeers === undefined;
+    if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
@@ -144,8 +139,17 @@ export function registerRun(program: Command): void {
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
+      const run = founding ? flags.settings : await adoptRunSettings(node, init.initialPeers ?? [], flags, local, log, stop.signal);
+      if (founding) {
+        log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(run)}`);
+        // in the background: a lone founder's first DHT lookup only ends at its timeout
+        publishRunParams(node, newRunParams(run), log).then(
+          (r) => log.debug(`run parameters published (${r.replicas} replica(s) so far; re-published while this node runs)`),
+          (err: unknown) => log.error(`could not publish the run parameters: ${(err as Error).message}`),
+        );
+      }
       if (opts.coordinator) {
-        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
+        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
         coordinator.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
         await coordinator.stop();
@@ -156,10 +160,10 @@ export function registerRun(program: Command): void {
           store,
           dataDir: settings.dataDir,
           log,
-          preset,
+          preset: run.preset,
           batchSize,
-          seqLen,
-          seed,
+          seqLen: run.seqLen,
+          seed: run.seed,
           threads,
           precision,
           signal: stop.signal,
@@ -167,23 +171,13 @@ export function registerRun(program: Command): void {
           ...(throttle !== undefined ? { throttle } : {}),
           ...(opts.out !== undefined ? { out: opts.out } : {}),
           collab: {
-            targetBatchSize,
+            ...collabOptionsOf(run),
             matchmakingTime,
             averagingTimeout,
             averagingExpiration,
-            gradCompression,
             targetGroupSize,
-            ...(averageStateEvery !== undefined ? { averageStateEvery } : {}),
-            stateAveragingCompression,
-            averageOptStatistics: opts.averageOptStatistics === true,
-            useLocalUpdates: opts.useLocalUpdates === true,
-            delayGradAveraging: opts.delayGradAveraging === true,
-            // hivemind: delay_optimizer_step defaults to delay_grad_averaging
-            delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging === true,
-            batchSizeLead,
-            peakLr,
-            warmupSteps,
-            totalSteps,
+            delayGradAveraging: local.delayGradAveraging,
+            delayOptimizerStep: local.delayOptimizerStep,
             maxRefresh: refresh,
             ...(opts.displayName ? { displayName: opts.displayName } : {}),
             ...(uploadLimitKiB !== undefined ? { uploadLimit: uploadLimitKiB * 1024 } : {}),

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { globalProgress } from '../../collab/progress.js';
 import { latestLeaderboard } from '../../collab/leaderboard.js';
 import { PROGRESS_KEY, progressRecords } from '../../collab/records.js';
+import { describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/run-params.js';
 import { ConfigError } from '../../config/load.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
@@ -16,23 +17,26 @@ export function registerStatus(program: Command): void {
     .command('status')
     .description('join a swarm briefly as a client and print its epoch, peers, samples/s, ETA and top contributors')
     .requiredOption('--join <code>', 'join code of the swarm (cohort:…)')
-    .option('--target-batch-size <n>', 'the run’s target batch size, for the ETA', '4096')
+    .option('--target-batch-size <n>', 'the run’s target batch size, for the ETA (default: the swarm’s published one, else 4096)')
     .option('--top <n>', 'contributors to list', '5')
     .option('--wait <s>', 'seconds to wait for the swarm to answer', '10')
     .option('--json', 'print one JSON object');
   cmd.action(async (opts: { join: string; targetBatchSize?: string; top?: string; wait?: string; json?: boolean }) => {
     const { log } = commandContext(cmd);
     if (!isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
-    const targetBatchSize = intFlag('--target-batch-size', opts.targetBatchSize, 1)!;
+    const givenTarget = intFlag('--target-batch-size', opts.targetBatchSize, 1);
     const top = intFlag('--top', opts.top, 1, 20)!;
     const wait = positiveFloatFlag('--wait', opts.wait)!;
     const node = await createSwarmNode({ initialPeers: opts.join, clientMode: true, log });
     try {
       const report = await node.ready;
       if (report.connected.length === 0) throw new Error(`could not reach any peer of the join code's swarm "${node.runId}"`);
-      const progress = progressRecords(node);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       const deadline = Date.now() + wait * 1000;
+      // the run's published parameters give the ETA's target unless one is given
+      const run = await readRunParams(node, { joinPeers: joinPeerIds(opts.join), waitMs: deadline - Date.now(), log });
+      const targetBatchSize = givenTarget ?? run?.params.targetBatchSize ?? 4096;
+      const progress = progressRecords(node);
       let entries = await progress.get(PROGRESS_KEY);
       while (entries.size === 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 500));
@@ -50,11 +54,12 @@ export function registerStatus(program: Command): void {
             .sort((a, b) => b.samples - a.samples)
             .slice(0, top)
             .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
-      const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, contributors };
+      const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, contributors };
       if (opts.json) process.stdout.write(JSON.stringify(view) + '\n');
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
+        process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : 'run parameters: none published (peers use their own flags)\n');
         process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
         for (const [i, c] of contributors.entries()) {
           const hours = 'computeHours' in c && typeof c.computeHours === 'number' ? `, ${c.computeHours.toFixed(2)} compute-hours` : '';

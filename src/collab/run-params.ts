@@ -1,0 +1,239 @@
+/**
+ * The run's parameters: what every peer of a swarm must agree on (model, data shape, schedule,
+ * averaging wire formats), published by the swarm's founder in a signed `run` record and adopted by
+ * joiners, so a volunteer cannot silently train something incompatible. See docs/protocol.md
+ * ("The `run` record") for who is authoritative and the limits of that rule.
+ */
+import { z } from 'zod';
+import { COMPRESSIONS } from '../averaging/index.js';
+import { PRESET_NAMES, PRESETS, type PresetName } from '../engine/albert/config.js';
+import { LAMB_DEFAULTS } from '../engine/optim/index.js';
+import type { Logger } from '../log/logger.js';
+import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
+import { parsePeerAddr } from '../swarm/config.js';
+import type { CollaborativeOptions } from './optimizer.js';
+
+export const RUN_NAMESPACE = 'run';
+/** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
+export const RUN_KEY = 'run';
+/** Lifetime of a published record; each holder re-publishes well before it expires. */
+export const RUN_PARAMS_TTL_MS = 60 * 60_000;
+export const RUN_PARAMS_REPUBLISH_MS = 10 * 60_000;
+/** How long a joiner looks for the record before it trains with its own flags. */
+export const RUN_PARAMS_WAIT_MS = 10_000;
+const RETRY_MS = 500;
+
+const int = z.number().int();
+
+/** The parameters peers must share; local ones (micro-batch, threads, precision, upload cap, timeouts) are not here. */
+export const runSettingsSchema = z.strictObject({
+  preset: z.enum(PRESET_NAMES as [PresetName, ...PresetName[]]),
+  seqLen: int.min(5),
+  targetBatchSize: int.min(1).max(10_000_000),
+  /** Seed of the initial weights. */
+  seed: int.min(0).max(2 ** 32 - 1),
+  peakLr: z.number().finite().positive(),
+  warmupSteps: int.min(0),
+  totalSteps: int.min(1),
+  gradCompression: z.enum(COMPRESSIONS),
+  stateAveragingCompression: z.enum(COMPRESSIONS),
+  /** Absent: the optimizer's default (every epoch with useLocalUpdates, else never). */
+  averageStateEvery: int.min(1).optional(),
+  averageOptStatistics: z.boolean(),
+  useLocalUpdates: z.boolean(),
+  batchSizeLead: int.min(0),
+});
+export type RunSettings = z.infer<typeof runSettingsSchema>;
+
+/** Why a combination of settings is invalid, by field (the CLI names the flag), or undefined. */
+export function runSettingsProblem(s: RunSettings): { field: keyof RunSettings; message: string } | undefined {
+  const maxSeq = PRESETS[s.preset].maxPositionEmbeddings;
+  if (s.seqLen > maxSeq) return { field: 'seqLen', message: `${s.seqLen} exceeds the ${s.preset} preset's ${maxSeq} positions` };
+  if (s.warmupSteps >= s.totalSteps) return { field: 'warmupSteps', message: `${s.warmupSteps} is not an integer from 0 to ${s.totalSteps - 1} (less than the total steps ${s.totalSteps})` };
+  if (s.batchSizeLead >= s.targetBatchSize) return { field: 'batchSizeLead', message: `${s.batchSizeLead} is not an integer from 0 to ${s.targetBatchSize - 1} (less than the target batch size ${s.targetBatchSize})` };
+  return undefined;
+}
+
+/** The signed value under the `run` key: version, when the run was founded, and its settings. */
+export const runParamsSchema = runSettingsSchema
+  .extend({
+    v: z.literal(1),
+    /** When the founder created the run (ms since the Unix epoch); re-publishers keep it. */
+    created: z.number().int().nonnegative(),
+  })
+  .superRefine((p, ctx) => {
+    const problem = runSettingsProblem(p);
+    if (problem) ctx.addIssue({ code: 'custom', path: [problem.field], message: problem.message });
+  });
+export type RunParams = z.infer<typeof runParamsSchema>;
+
+/** What `npm start`'s default swarm and the app's founder use: the tiny preset, small batches. */
+export const APP_RUN_SETTINGS: RunSettings = {
+  preset: 'tiny',
+  seqLen: 128,
+  targetBatchSize: 256,
+  seed: 0,
+  peakLr: LAMB_DEFAULTS.lr,
+  warmupSteps: 50,
+  totalSteps: 10_000,
+  gradCompression: 'none',
+  stateAveragingCompression: 'none',
+  averageOptStatistics: false,
+  useLocalUpdates: false,
+  batchSizeLead: 0,
+};
+
+export function newRunParams(settings: RunSettings, created = Date.now()): RunParams {
+  return runParamsSchema.parse({ ...settings, v: 1, created });
+}
+
+/** The settings part of a record (what the peer trains with). */
+export function runSettingsOf(p: RunParams): RunSettings {
+  const { v: _v, created: _created, ...settings } = p;
+  return settings;
+}
+
+/** The optimizer options the settings decide. */
+export function collabOptionsOf(s: RunSettings): Pick<
+  CollaborativeOptions,
+  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead'
+> {
+  return {
+    targetBatchSize: s.targetBatchSize,
+    peakLr: s.peakLr,
+    warmupSteps: s.warmupSteps,
+    totalSteps: s.totalSteps,
+    gradCompression: s.gradCompression,
+    stateAveragingCompression: s.stateAveragingCompression,
+    ...(s.averageStateEvery !== undefined ? { averageStateEvery: s.averageStateEvery } : {}),
+    averageOptStatistics: s.averageOptStatistics,
+    useLocalUpdates: s.useLocalUpdates,
+    batchSizeLead: s.batchSizeLead,
+  };
+}
+
+/** One line for logs and `cohort status`. */
+export function describeRunSettings(s: RunSettings): string {
+  return [
+    `preset ${s.preset}`,
+    `seq ${s.seqLen}`,
+    `target batch ${s.targetBatchSize}`,
+    `seed ${s.seed}`,
+    `lr ${s.peakLr}`,
+    `warmup ${s.warmupSteps}`,
+    `total steps ${s.totalSteps}`,
+    `grad compression ${s.gradCompression}`,
+    `state compression ${s.stateAveragingCompression}`,
+    `average state every ${s.averageStateEvery ?? 'default'}`,
+    `average opt statistics ${s.averageOptStatistics ? 'on' : 'off'}`,
+    `local updates ${s.useLocalUpdates ? 'on' : 'off'}`,
+    `batch size lead ${s.batchSizeLead}`,
+  ].join(', ');
+}
+
+const namespaces = new WeakMap<SwarmNode, RecordNamespace<RunParams>>();
+
+/** The `run` namespace of a node, registered once (the runtime, a coordinator and status may share the node). */
+export function runParamsRecords(node: SwarmNode): RecordNamespace<RunParams> {
+  let ns = namespaces.get(node);
+  if (ns === undefined) namespaces.set(node, (ns = node.registerNamespace(RUN_NAMESPACE, runParamsSchema, { maxValueBytes: 1024 })));
+  return ns;
+}
+
+/** Until a store reaches somebody (a founder not yet serving, peers not yet found), retry this often, this many times. */
+const STORED_NOWHERE_RETRY_MS = 2000;
+const STORED_NOWHERE_RETRIES = 15;
+
+interface Republisher {
+  params: RunParams;
+  timer: NodeJS.Timeout | undefined;
+  retries: number;
+}
+const republishers = new WeakMap<SwarmNode, Republisher>();
+
+/**
+ * Signs and stores `params` as this node's entry under the `run` key, and keeps re-publishing it
+ * while the node runs: every RUN_PARAMS_REPUBLISH_MS (so the record outlives the founder and reaches
+ * servers that joined later), sooner while it was stored nowhere. A second call replaces what the
+ * node keeps published.
+ */
+export async function publishRunParams(node: SwarmNode, params: RunParams, log?: Logger): Promise<StoreResult> {
+  const records = runParamsRecords(node);
+  let held = republishers.get(node);
+  if (held === undefined) republishers.set(node, (held = { params, timer: undefined, retries: 0 }));
+  held.params = params;
+  held.retries = 0;
+  const r = held;
+  const schedule = (result: StoreResult | undefined): void => {
+    clearTimeout(r.timer);
+    const soon = result?.replicas === 0 && r.retries++ < STORED_NOWHERE_RETRIES;
+    r.timer = setTimeout(() => {
+      if (node.libp2p.status !== 'started') return void republishers.delete(node);
+      records.store(RUN_KEY, '', r.params, Date.now() + RUN_PARAMS_TTL_MS).then(schedule, (err: unknown) => {
+        log?.debug({ err: (err as Error).message }, 'could not re-publish the run parameters');
+        schedule(undefined);
+      });
+    }, soon ? STORED_NOWHERE_RETRY_MS : RUN_PARAMS_REPUBLISH_MS);
+    r.timer.unref();
+  };
+  const result = await records.store(RUN_KEY, '', params, Date.now() + RUN_PARAMS_TTL_MS);
+  schedule(result);
+  return result;
+}
+
+/** The swarm's parameters as a joiner adopts them. */
+export interface SwarmRunParams {
+  readonly params: RunParams;
+  /** Peer id that signed the adopted entry. */
+  readonly owner: string;
+  /** Why this entry: signed by a peer of the join code / initial peers, or the earliest created. */
+  readonly rule: 'join-peer' | 'earliest';
+  /** Entries whose settings differ from the adopted ones. */
+  readonly conflicts: ReadonlyArray<{ readonly owner: string; readonly params: RunParams }>;
+}
+
+/**
+ * The authoritative entry among those found: one signed by a join peer when there is one (the
+ * earliest created among them), else the earliest created; ties go to the smaller owner id so every
+ * peer picks the same.
+ */
+export function chooseRunParams(entries: Iterable<RecordEntry<RunParams>>, joinPeers: readonly string[]): SwarmRunParams | undefined {
+  const all = [...entries].sort((a, b) => a.value.created - b.value.created || (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
+  const fromJoinPeer = all.find((e) => joinPeers.includes(e.owner));
+  const chosen = fromJoinPeer ?? all[0];
+  if (chosen === undefined) return undefined;
+  const same = JSON.stringify(runSettingsOf(chosen.value));
+  const conflicts = all.filter((e) => JSON.stringify(runSettingsOf(e.value)) !== same).map((e) => ({ owner: e.owner, params: e.value }));
+  return { params: chosen.value, owner: chosen.owner, rule: fromJoinPeer ? 'join-peer' : 'earliest', conflicts };
+}
+
+/**
+ * Reads the swarm's `run` record, retrying until an entry signed by a join peer appears (when join
+ * peers are given) or any entry appears (when none are), bounded by `waitMs`; at the end, whatever
+ * was found decides. Conflicting entries are logged with both owners. Undefined: no record.
+ */
+export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonly string[]; waitMs?: number; log?: Logger; signal?: AbortSignal } = {}): Promise<SwarmRunParams | undefined> {
+  const joinPeers = opts.joinPeers ?? [];
+  const records = runParamsRecords(node);
+  const deadline = Date.now() + (opts.waitMs ?? RUN_PARAMS_WAIT_MS);
+  let found: SwarmRunParams | undefined;
+  for (;;) {
+    found = chooseRunParams((await records.get(RUN_KEY)).values(), joinPeers);
+    const settled = found !== undefined && (joinPeers.length === 0 || found.rule === 'join-peer');
+    if (settled || Date.now() + RETRY_MS > deadline || opts.signal?.aborted) break;
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  }
+  if (found) {
+    for (const c of found.conflicts) {
+      opts.log?.warn(`conflicting run parameters: ${c.owner} publishes (${describeRunSettings(runSettingsOf(c.params))}); adopted those of ${found.owner} (${found.rule === 'join-peer' ? 'a peer of the join code' : 'the earliest created'})`);
+    }
+  }
+  return found;
+}
+
+/** Peer ids named by a join code or by `/p2p/<id>` multiaddrs (the peers a joiner trusts first). */
+export function joinPeerIds(initialPeers: string | readonly string[]): string[] {
+  const list = typeof initialPeers === 'string' ? [initialPeers] : initialPeers;
+  const addrs = list.length === 1 && isJoinCode(list[0]!) ? decodeJoinCode(list[0]!).bootstrap : list.map((a) => parsePeerAddr(a));
+  return [...new Set(addrs.map((a) => a.getComponents().at(-1)!.value!))];
+}

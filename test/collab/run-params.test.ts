@@ -1,0 +1,110 @@
+// The `run` record: a founder publishes the run's parameters, a joiner adopts those of its join
+// code's peer (even when an earlier-dated conflicting record exists), malformed records are refused.
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import test from 'node:test';
+import { z } from 'zod';
+import { APP_RUN_SETTINGS, chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
+import { createLogger } from '../../src/log/logger.js';
+import type { RecordEntry } from '../../src/swarm/index.js';
+import { startNode, waitFor } from '../helpers/swarm.js';
+
+const RUN = 'params-test';
+
+/** A logger whose lines are kept (JSON), to assert on what was logged. */
+function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { log: createLogger({ logLevel: 'info', logFormat: 'json' }, sink), lines };
+}
+
+test('a joiner adopts the record of its join code’s peer over an earlier-dated conflicting one; a malformed record is refused', { timeout: 60_000 }, async (t) => {
+  const founder = await startNode(t, { runId: RUN });
+  await waitFor('the founder to serve the DHT', () => !founder.clientMode);
+  // a peer that publishes other parameters dated an hour before the founder's
+  const early = await startNode(t, { runId: RUN, initialPeers: founder.multiaddrs(), reachability: 'public' });
+  await early.ready;
+  await waitFor('the founder and the early peer to see each other as servers', () => early.isClientMode(founder.peerId) === false && founder.isClientMode(early.peerId) === false);
+  assert.equal(await readRunParams(early, { waitMs: 0 }), undefined, 'nothing published yet');
+  assert.deepEqual(joinPeerIds(founder.multiaddrs()), [founder.peerId.toString()], 'the peer ids of --initial-peers');
+  const founded = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 });
+  assert.equal((await publishRunParams(founder, founded)).replicas, 2, 'the founder and the early peer hold the founder’s record');
+  const conflicting = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 64 }, founded.created - 3_600_000);
+  assert.equal((await publishRunParams(early, conflicting)).replicas, 2);
+
+  // a peer whose own schema lets anything through: the founder refuses its value
+  const rogue = await startNode(t, { runId: RUN, initialPeers: founder.multiaddrs(), reachability: 'public' });
+  await rogue.ready;
+  await waitFor('the rogue peer to see the founder as a server', () => rogue.isClientMode(founder.peerId) === false);
+  const loose = rogue.registerNamespace(RUN_NAMESPACE, z.record(z.string(), z.unknown()));
+  const bad = await loose.store(RUN_KEY, '', { ...founded, preset: 'gigantic', created: 0 }, Date.now() + 60_000);
+  assert.ok(
+    bad.refused.some((r) => r.peer === founder.peerId.toString() && r.reason === 'schema'),
+    `the founder must refuse the malformed value: ${JSON.stringify(bad.refused)}`,
+  );
+
+  const joiner = await startNode(t, { runId: RUN, initialPeers: founder.joinCode() });
+  await joiner.ready;
+  const { log, lines } = capturingLogger();
+  const adopted = await readRunParams(joiner, { joinPeers: joinPeerIds(founder.joinCode()), log });
+  assert.ok(adopted);
+  assert.equal(adopted.owner, founder.peerId.toString());
+  assert.equal(adopted.rule, 'join-peer');
+  assert.deepEqual(adopted.params, founded);
+  assert.deepEqual(
+    adopted.conflicts.map((c) => [c.owner, c.params.targetBatchSize]),
+    [[early.peerId.toString(), 64]],
+  );
+  const warning = lines.find((l) => l.includes('conflicting run parameters'));
+  assert.ok(warning?.includes(early.peerId.toString()) && warning.includes(founder.peerId.toString()), `the conflict is logged with both owners: ${lines.join('\n')}`);
+
+  // without a join peer to trust, the earliest created record wins (the documented limit)
+  const earliest = await readRunParams(joiner, { waitMs: 0 });
+  assert.equal(earliest?.owner, early.peerId.toString());
+  assert.equal(earliest?.rule, 'earliest');
+
+  // the rogue peer serves its malformed entry itself: a reader rejects it on validation
+  await waitFor('the joiner to be answered by the rogue peer and reject its entry', async () => {
+    const seen = await runParamsRecords(joiner).get(RUN_KEY);
+    assert.ok(![...seen.values()].some((e) => e.owner === rogue.peerId.toString()), 'a malformed entry is never returned');
+    return (joiner.stats().records.rejected.schema ?? 0) > 0;
+  });
+});
+
+test('the run record schema rejects malformed and inconsistent values', () => {
+  const good = newRunParams(APP_RUN_SETTINGS, 1000);
+  assert.equal(runParamsSchema.safeParse(good).success, true);
+  const bad: Array<[string, unknown]> = [
+    ['another version', { ...good, v: 2 }],
+    ['an unknown preset', { ...good, preset: 'gigantic' }],
+    ['a sequence longer than the preset’s positions', { ...good, seqLen: 129 }],
+    ['warmup not shorter than the schedule', { ...good, warmupSteps: 10, totalSteps: 10 }],
+    ['a lead not under the target', { ...good, batchSizeLead: 256 }],
+    ['an unknown compression', { ...good, gradCompression: 'zip' }],
+    ['a zero learning rate', { ...good, peakLr: 0 }],
+    ['an unknown field', { ...good, extra: 1 }],
+    ['a missing field', { ...good, seed: undefined }],
+  ];
+  for (const [what, value] of bad) assert.equal(runParamsSchema.safeParse(value).success, false, what);
+});
+
+test('without a join peer’s entry every peer picks the same one: earliest created, then the smaller owner id', () => {
+  const entry = (owner: string, created: number, targetBatchSize: number): RecordEntry<RunParams> => ({
+    owner,
+    subkey: '',
+    expiration: 0,
+    value: newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize }, created),
+  });
+  const entries = [entry('peer-c', 2000, 32), entry('peer-b', 1000, 64), entry('peer-a', 1000, 128)];
+  assert.equal(chooseRunParams(entries, [])?.owner, 'peer-a');
+  assert.equal(chooseRunParams([...entries].reverse(), [])?.owner, 'peer-a');
+  const viaJoin = chooseRunParams(entries, ['peer-c', 'someone-without-a-record']);
+  assert.equal(viaJoin?.owner, 'peer-c');
+  assert.deepEqual(viaJoin?.conflicts.map((c) => c.owner).sort(), ['peer-a', 'peer-b']);
+  assert.equal(chooseRunParams([], ['peer-c']), undefined);
+});
