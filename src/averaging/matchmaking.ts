@@ -7,17 +7,47 @@ import { MatchmakingError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
-import { joinResponseSchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
+import { joinResponseSchema, readySchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member, type Ready } from './messages.js';
+
+/**
+ * This peer's weight (samples behind its vector): known when matchmaking starts (a plain step), or
+ * set later by the caller of a pre-scheduled step (hivemind's schedule_step), once its last
+ * micro-batch is done. The group description is only sent when every member's weight is known.
+ */
+export class MemberWeight {
+  private known: number | undefined;
+  private readonly listeners = new Set<() => void>();
+
+  get value(): number | undefined {
+    return this.known;
+  }
+
+  set(weight: number): void {
+    if (this.known !== undefined) throw new Error(`weight already set to ${this.known}`);
+    this.known = weight;
+    for (const l of this.listeners) l();
+    this.listeners.clear();
+  }
+
+  /** Calls `listener` once the weight is known (at once if it is). */
+  onSet(listener: () => void): void {
+    if (this.known !== undefined) listener();
+    else this.listeners.add(listener);
+  }
+}
 
 export interface MatchmakingParams {
   /** Record key of this round, `averaging/<prefix>:<epoch>`. */
   readonly key: string;
   readonly schema: string;
-  readonly self: Member;
+  readonly self: Omit<Member, 'weight'>;
+  readonly weight: MemberWeight;
   readonly targetGroupSize: number;
   readonly minGroupSize: number;
   readonly matchmakingTimeMs: number;
   readonly expirationMs: number;
+  /** How long a closed group waits for pre-scheduled members' weights before it goes on without them. */
+  readonly readyTimeoutMs: number;
   readonly pollIntervalMs: number;
   /** Settings a leader puts into the group description. */
   readonly compression: Compression;
@@ -38,7 +68,11 @@ type Role =
   | { readonly kind: 'done' };
 
 interface Follower {
-  readonly member: Member;
+  readonly member: Omit<Member, 'weight'>;
+  /** Undefined until a pre-scheduled follower sends its Ready. */
+  weight: number | undefined;
+  /** Its Ready never came (stream failed or timed out). */
+  failed: boolean;
   readonly framed: FramedStream;
   readonly release: () => void;
 }
@@ -46,7 +80,7 @@ interface Follower {
 const DIAL_TIMEOUT_MS = 5000;
 
 /** Refusals after which a leader is not asked again in this round. */
-const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'BAD_REQUEST']);
+const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
 /**
  * Finds a group under `params.key` the way hivemind does: declare, let the declared server peer with
@@ -131,9 +165,10 @@ export class Matchmaker {
   }
 
   private async declare(): Promise<void> {
-    const { weight, bandwidth, clientMode } = this.p.self;
+    const { bandwidth, clientMode } = this.p.self;
+    const weight = this.p.weight.value;
     try {
-      const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, this.expiration);
+      const stored = await this.hub.groups.store(this.p.key, '', { ...(weight === undefined ? {} : { weight }), bandwidth, clientMode, schema: this.p.schema }, this.expiration);
       if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
     } catch (err) {
       this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
@@ -188,11 +223,9 @@ export class Matchmaker {
     }
     this.role = { kind: 'done' };
     this.prune();
-    const size = this.followers.length + 1;
-    if (size < this.p.minGroupSize) {
-      this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
-      return undefined;
-    }
+    if (!this.enough()) return undefined;
+    await this.awaitWeights();
+    if (!this.enough()) return undefined;
     const wire: GroupWire = {
       id: randomBytes(16).toString('hex'),
       key: this.p.key,
@@ -200,7 +233,7 @@ export class Matchmaker {
       compression: this.p.compression,
       size: this.p.size,
       chunkValues: this.p.chunkValues,
-      members: [this.p.self, ...this.followers.map((f) => f.member)],
+      members: [{ ...this.p.self, weight: this.p.weight.value! }, ...this.followers.map((f) => ({ ...f.member, weight: f.weight! }))],
     };
     const followers = this.followers.splice(0);
     await Promise.all(
@@ -213,24 +246,67 @@ export class Matchmaker {
     return groupInfo(wire);
   }
 
+  /** Whether the closed group still has `minGroupSize` members; if not, disbands it. */
+  private enough(): boolean {
+    const size = this.followers.length + 1;
+    if (size >= this.p.minGroupSize) return true;
+    this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
+    return false;
+  }
+
+  /**
+   * A closed group waits up to `readyTimeoutMs` for pre-scheduled members' weights (the leader's own
+   * included); followers still without one are dropped with NOT_READY. A leader that is not ready
+   * itself fails the round for everyone (its followers look again).
+   */
+  private async awaitWeights(): Promise<void> {
+    const until = Date.now() + this.p.readyTimeoutMs;
+    const waiting = (): boolean => this.p.weight.value === undefined || this.followers.some((f) => f.weight === undefined);
+    this.p.weight.onSet(() => this.notify());
+    while (waiting() && Date.now() < until) {
+      this.p.signal?.throwIfAborted();
+      await this.sleep(until - Date.now());
+      this.prune();
+    }
+    this.p.signal?.throwIfAborted();
+    const seconds = (this.p.readyTimeoutMs / 1000).toFixed(1);
+    if (this.p.weight.value === undefined) {
+      this.disband('NOT_READY', `leader ${this.self} was not ready within ${seconds} s of closing its group`);
+      throw new MatchmakingError('NOT_READY', `this peer led a group under ${this.p.key} but was not ready to average within ${seconds} s of closing it`);
+    }
+    for (const f of this.followers.filter((x) => x.weight === undefined)) {
+      this.followers.splice(this.followers.indexOf(f), 1);
+      this.log.info({ key: this.p.key, peer: f.member.peer }, `dropped a pre-scheduled member not ready within ${seconds} s`);
+      this.refuse(f, 'NOT_READY', `${f.member.peer} was not ready within ${seconds} s of the group closing`);
+    }
+  }
+
   /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
   private async follow(leader: string, end: number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'following', leader };
-    // a leader declared before us closes its group before our own time is up; allow one more period for its reply
-    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs, this.p.signal);
+    // a leader declared before us closes its group before our own time is up; allow one more period
+    // for its reply, and the time a closed group waits for pre-scheduled members
+    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
-      const { weight, bandwidth, clientMode } = this.p.self;
-      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, weight, bandwidth, clientMode } satisfies JoinRequest, signal);
+      const { bandwidth, clientMode } = this.p.self;
+      const weight = this.p.weight.value;
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
       for (;;) {
         const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
-        if (answer.t === 'accepted') continue;
+        if (answer.t === 'accepted') {
+          // pre-scheduled: the weight goes to the leader once our caller has it, while we keep listening
+          const out = framed;
+          if (weight === undefined) this.p.weight.onSet(() => void out.write({ t: 'ready', weight: this.p.weight.value! } satisfies Ready, signal).catch((err: Error) => out.abort(err)));
+          continue;
+        }
         if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
         const group = groupInfo(answer.group);
-        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || !group.members.some((m) => m.peer === this.self)) {
-          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema or size, or lacks us');
+        const us = group.members.find((m) => m.peer === this.self);
+        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || us?.weight !== this.p.weight.value) {
+          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema, size or weight, or lacks us');
           return undefined;
         }
         this.role = { kind: 'done' };
@@ -274,7 +350,15 @@ export class Matchmaker {
     const clientMode = request.clientMode || this.node.isClientMode(peer) === true;
     await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));
     await new Promise<void>((release) => {
-      this.followers.push({ member: { peer, weight: request.weight, bandwidth: request.bandwidth, clientMode }, framed, release });
+      const follower: Follower = { member: { peer, bandwidth: request.bandwidth, clientMode }, weight: request.weight, failed: false, framed, release };
+      this.followers.push(follower);
+      if (follower.weight === undefined) {
+        // a pre-scheduled member: its weight comes once its caller has it (bounded by matchmaking + the ready wait)
+        framed.expect(readySchema, deadline(this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal), 'its weight').then(
+          (ready) => (follower.weight = ready.weight),
+          () => (follower.failed = true),
+        ).finally(() => this.notify());
+      }
       this.notify();
     });
   }
@@ -283,7 +367,7 @@ export class Matchmaker {
   private prune(): void {
     for (let i = this.followers.length - 1; i >= 0; i--) {
       const f = this.followers[i]!;
-      if (f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
+      if (f.failed || f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
         this.followers.splice(i, 1);
         f.release();
       }
@@ -291,13 +375,15 @@ export class Matchmaker {
   }
 
   private disband(code: JoinRefusal, message: string, leader?: string): void {
-    for (const f of this.followers.splice(0)) {
-      f.framed
-        .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
-        .then(() => f.framed.close(AbortSignal.timeout(2000)))
-        .catch(() => undefined)
-        .finally(f.release);
-    }
+    for (const f of this.followers.splice(0)) this.refuse(f, code, message, leader);
+  }
+
+  private refuse(f: Follower, code: JoinRefusal, message: string, leader?: string): void {
+    f.framed
+      .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
+      .then(() => f.framed.close(AbortSignal.timeout(2000)))
+      .catch(() => undefined)
+      .finally(f.release);
   }
 
   private noGroup(started: number): MatchmakingError {
