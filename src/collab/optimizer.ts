@@ -15,6 +15,7 @@ import type { ParameterSet } from '../engine/params.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
 import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
+import { DelayedStep } from './delayed-step.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
 /** Options as hivemind / Lightning's CollaborativeStrategy name them (times in seconds). */
@@ -58,9 +59,18 @@ export interface CollaborativeOptions {
    * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the
    * background while this peer computes the next epoch's micro-batches (on the parameters before
    * that step); the step is applied between micro-batches once the round ends, so updates land one
-   * or more micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates. @default false
+   * or more micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates;
+   * needs delayOptimizerStep (as in hivemind). @default false
    */
   readonly delayGradAveraging?: boolean;
+  /**
+   * hivemind's delay_optimizer_step: the optimizer step (clip + LAMB) of an ended epoch is taken
+   * during the next micro-batch (`computeWhileStepping`), on the master parameters, while that
+   * micro-batch is computed on `computeParams`, a copy holding the parameters before the step; the
+   * update reaches the copy after that micro-batch (one micro-batch of staleness). Not with
+   * useLocalUpdates. @default delayGradAveraging
+   */
+  readonly delayOptimizerStep?: boolean;
   /**
    * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many samples
    * of `targetBatchSize` (the example scripts pass target_batch_size − batch_size_lead as the target),
@@ -98,6 +108,8 @@ export type StepOutcome =
       readonly reason?: string;
       /** Outcome of the state averaging that followed this step, when one was due. */
       readonly stateAveraging?: { readonly averagedWith: number } | { readonly reason: string };
+      /** delay_optimizer_step: the update is not applied yet; it is taken during the next micro-batch (`computeWhileStepping`). */
+      readonly pending?: true;
     }
   | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string }
   /** delay_grad_averaging: the epoch advanced to `epoch`; its step follows as 'stepped' once the background all-reduce ends. */
@@ -156,6 +168,8 @@ export class CollaborativeOptimizer {
   private inFlight: InFlight | undefined;
   /** The gradient round of the current epoch whose matchmaking began before the epoch ended. */
   private scheduled: ScheduledStep | undefined;
+  /** delay_optimizer_step's compute copy and pending step (pass-through when off). */
+  private readonly delayed: DelayedStep;
   private rate = 0;
   private reports: PeerProgress[] = [];
   private nextFetch = 0;
@@ -190,6 +204,7 @@ export class CollaborativeOptimizer {
       averageOptStatistics: false,
       useLocalUpdates: false,
       delayGradAveraging: false,
+      delayOptimizerStep: options.delayGradAveraging ?? false,
       batchSizeLead: 0,
       metadataExpiration: 120,
       maxRefresh: 30,
@@ -198,6 +213,7 @@ export class CollaborativeOptimizer {
     this.o = { ...defaults, ...options, averageStateEvery: options.averageStateEvery ?? (options.useLocalUpdates ? 1 : 0) };
     checkOptions(this.o);
     this.acc = new GradientAccumulator(params);
+    this.delayed = new DelayedStep(params, this.o.delayOptimizerStep);
     this.averaged = params.zerosLike();
     this.records = progressRecords(node);
     leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
@@ -221,6 +237,23 @@ export class CollaborativeOptimizer {
     return this.epochValue;
   }
 
+  /**
+   * The parameters to compute micro-batches on: with delayOptimizerStep a copy that lags the master
+   * by the pending step, otherwise the master parameters themselves.
+   */
+  get computeParams(): ParameterSet {
+    return this.delayed.compute;
+  }
+
+  /**
+   * Computes one micro-batch (`work` on `computeParams`) and takes the pending optimizer step on the
+   * master meanwhile (delayOptimizerStep; otherwise just `work`). The training loop calls this for
+   * every micro-batch, then `step` with its gradients.
+   */
+  computeWhileStepping<T>(work: (params: ParameterSet) => Promise<T>): Promise<T> {
+    return this.delayed.overlap(work);
+  }
+
   /** Cumulative samples and compute seconds this peer contributed (resumable). */
   get contributed(): { samples: number; seconds: number } {
     return { ...this.totals };
@@ -232,7 +265,10 @@ export class CollaborativeOptimizer {
     this.totals = { samples: resume.samples ?? 0, seconds: resume.seconds ?? 0 };
     const served = await this.state.serveState({
       epoch: () => this.epochValue,
-      snapshot: () => ({ epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }) }),
+      snapshot: () => {
+        this.delayed.run(); // a newcomer gets the parameters of the epoch it is told
+        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }) };
+      },
     });
     this.advertise = served.advertise;
     await this.publish(true);
@@ -268,6 +304,8 @@ export class CollaborativeOptimizer {
     }
     // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed steps
     if (this.epochValue < g.epoch - 1) return this.loadState(g.epoch);
+    // delay_optimizer_step: a step the loop did not take during this micro-batch is taken now
+    this.delayed.run();
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
     if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
@@ -301,8 +339,9 @@ export class CollaborativeOptimizer {
     return undefined;
   }
 
-  /** Stops averaging and serving state; the progress record expires by itself. */
+  /** Stops averaging and serving state; the progress record expires by itself. A pending step is dropped (flush() first to keep it). */
   async stop(): Promise<void> {
+    this.delayed.discard();
     await Promise.all([this.grads.stop(), this.state.stop(), this.stateAverager?.stop()]);
   }
 
@@ -335,9 +374,15 @@ export class CollaborativeOptimizer {
     return { type: 'averaging', epoch: s.next };
   }
 
-  /** Applies the background round of delay_grad_averaging once it is over (StepOutcome of its step). */
+  /**
+   * Applies what is still in the background (before saving the model): delay_grad_averaging's round
+   * once it is over (StepOutcome of its step) and delay_optimizer_step's pending step.
+   */
   async flush(): Promise<StepOutcome | undefined> {
-    return this.inFlight ? this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
+    this.delayed.run(); // an earlier epoch's step first, so the round's step can be deferred and taken in order
+    const outcome = this.inFlight ? await this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
+    this.delayed.run();
+    return outcome;
   }
 
   private applyInFlight(round: InFlight, result: Reduced): Promise<StepOutcome> {
@@ -362,20 +407,27 @@ export class CollaborativeOptimizer {
       this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
       averaged = { averagedWith: 1, reason: result.reason };
     }
-    clipGradNorm(this.averaged, this.o.maxGradNorm);
-    this.optimizer.step(this.params, this.averaged, this.lr(s.next));
+    const lr = this.lr(s.next);
+    // `averaged` stays untouched until the step is taken: the next round fills it only after step() took it
+    this.delayed.defer(() => {
+      clipGradNorm(this.averaged, this.o.maxGradNorm);
+      this.optimizer.step(this.params, this.averaged, lr);
+    });
     return this.afterStep(s, averaged, peers);
   }
 
   /** Reports the step, averages state when due, publishes progress and re-advertises the state. */
   private async afterStep(s: EndedEpoch, averaged: Averaged, peers: number): Promise<StepOutcome> {
     this.lastStep = { epoch: s.finished, samples: this.claim(s.samples), loss: s.loss, ...(averaged.weights ? { weights: averaged.weights } : {}) };
-    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}`);
     // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
-    const stateAveraging = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? await this.averageState(this.stateAverager, s.next) : undefined;
+    const averageStateNow = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? this.stateAverager : undefined;
+    if (averageStateNow) this.delayed.run(); // the parameters after this epoch's step are the ones averaged
+    const pending = this.delayed.isPending;
+    this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}${pending ? ' (update taken during the next micro-batch)' : ''}`);
+    const stateAveraging = averageStateNow ? await this.averageState(averageStateNow, s.next) : undefined;
     await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
     this.nextFetch = 0;
-    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.preScheduled ? { preScheduled: true } : {}), ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}) };
+    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.preScheduled ? { preScheduled: true } : {}), ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
   }
 
   /**
@@ -398,6 +450,7 @@ export class CollaborativeOptimizer {
       return { reason: result.reason };
     }
     this.params.data.set(result.vector.subarray(0, n));
+    this.delayed.masterChanged();
     if (opt) {
       opt.expAvg.data.set(result.vector.subarray(n, 2 * n));
       // averaging rounds and compression must not make a second moment negative (LAMB takes its square root)
@@ -421,6 +474,7 @@ export class CollaborativeOptimizer {
       this.epochSamples = 0;
       this.lossSum = 0;
       this.inFlight = undefined; // so is a background round's update of the older model
+      this.delayed.discard(); // and a pending optimizer step
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
@@ -502,5 +556,9 @@ function checkOptions(o: Resolved): void {
   positive(o.maxRefresh, 'max refresh');
   if (!Number.isInteger(o.batchSizeLead) || o.batchSizeLead < 0 || o.batchSizeLead >= o.targetBatchSize) throw new RangeError(`batch_size_lead ${o.batchSizeLead} must be an integer from 0 to target_batch_size − 1 (${o.targetBatchSize - 1})`);
   if (o.useLocalUpdates && o.delayGradAveraging) throw new RangeError('delay_grad_averaging needs gradient averaging, which use_local_updates turns off');
+  // hivemind: "delay_grad_averaging requires delay_optimizer_step"
+  if (o.delayGradAveraging && !o.delayOptimizerStep) throw new RangeError('delay_grad_averaging needs delay_optimizer_step (its default); got delay_optimizer_step false');
+  // use_local_updates steps on the caller's gradient buffer, which the next micro-batch overwrites
+  if (o.useLocalUpdates && o.delayOptimizerStep) throw new RangeError('delay_optimizer_step is not supported with use_local_updates: the local step runs on every micro-batch');
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
 }

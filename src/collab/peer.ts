@@ -11,8 +11,9 @@ import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer } from '../engine/optim/index.js';
 import { OrtBackend } from '../engine/ort-backend.js';
 import { scaledGradients } from '../engine/trainer.js';
-import { DatasetStore, openBatchStream, prepareDataset } from '../data/index.js';
+import { DatasetStore, findDataset, openBatchStream, prepareDataset } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
+import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, type RssProbe } from '../node/memory-limit.js';
 import { METRIC } from '../node/metric-series.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
@@ -24,8 +25,18 @@ export interface PeerInit {
   readonly dataDir: string;
   readonly log: Logger;
   readonly preset: PresetName;
-  /** Micro-batch size (samples per forward/backward). */
+  /** Micro-batch size (samples per forward/backward); smaller when the memory limit needs it. */
   readonly batchSize: number;
+  /**
+   * The volunteer's memory limit: the micro-batch shrinks to fit it, training refuses to start when
+   * one sample does not fit, and a watchdog stops training when the process stays over it (both
+   * reject with MemoryLimitError). Absent: no limit.
+   */
+  readonly memoryLimitMiB?: number;
+  /** Where the memory watchdog reads this process's memory. @default the process's RSS */
+  readonly memoryProbe?: RssProbe;
+  /** How often the memory watchdog samples. @default WATCHDOG_INTERVAL_MS */
+  readonly watchdogIntervalMs?: number;
   readonly seqLen: number;
   /** Seed of the initial weights: every peer of a run uses the same one. */
   readonly seed: number;
@@ -70,15 +81,19 @@ export async function ensureDataset(store: Store, dataDir: string, log: Logger):
 export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   const { node, store, log } = init;
   await ensureDataset(store, init.dataDir, log);
-  const data = openBatchStream({ store, batchSize: init.batchSize, seqLen: init.seqLen, seed: init.seed, peerId: node.peerId.toString(), onWarning: (m) => log.warn(m) });
-  const config = checkConfig({ ...PRESETS[init.preset], vocabSize: data.vocabSize });
+  const config = checkConfig({ ...PRESETS[init.preset], vocabSize: findDataset(store).vocabSize });
+  const precision = init.precision ?? 'fp32';
+  const limit = init.memoryLimitMiB;
+  // refuses (MemoryLimitError) before anything big is allocated
+  const batchSize = limit === undefined ? init.batchSize : fitMicroBatch(config, { batchSize: init.batchSize, seqLen: init.seqLen, precision, trainer: 'swarm' }, limit, log);
+  const data = openBatchStream({ store, batchSize, seqLen: init.seqLen, seed: init.seed, peerId: node.peerId.toString(), onWarning: (m) => log.warn(m) });
   const params = initAlbertParams(config, init.seed);
   const grads = params.zerosLike();
   const optimizer = createOptimizer(params, { kind: 'lamb', lr: init.collab.peakLr });
-  const precision = init.precision ?? 'fp32';
   const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log, precision });
   const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
   const collab = new CollaborativeOptimizer(node, config, params, optimizer, init.collab, log);
+  let watchdog: MemoryWatchdog | undefined;
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0 };
   const observe = (o: StepOutcome | undefined): void => {
     if (!o) return;
@@ -103,10 +118,14 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
     observe(await collab.start({ samples: latest(store, METRIC.samples), seconds: latest(store, METRIC.computeSeconds) }));
     let lastMetrics = 0;
-    while (!init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
+    let halt: string | undefined;
+    watchdog = limit === undefined ? undefined : new MemoryWatchdog({ limitBytes: limit * 2 ** 20, ...(init.memoryProbe ? { probe: init.memoryProbe } : {}), onExceeded: (reason) => (halt = reason) });
+    watchdog?.start(init.watchdogIntervalMs);
+    while (halt === undefined && !init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = (await data.next()).value;
-      const result = await scaledGradients(backend, params, batch, grads, scaler);
+      // delay_optimizer_step: the pending LAMB step is taken on the master parameters meanwhile
+      const result = await collab.computeWhileStepping((compute) => scaledGradients(backend, compute, batch, grads, scaler));
       if (result.skipped) {
         // an fp16 overflow: these gradients are unusable, so the micro-batch adds no samples and no gradients
         log.debug({ lossScale: scaler!.scale }, 'fp16 gradients overflowed: micro-batch skipped, loss scale backed off');
@@ -130,11 +149,13 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
         ]);
       }
     }
-    // delay_grad_averaging: the last epoch's step is still in the background (unless stopping)
+    if (halt !== undefined) throw new MemoryLimitError(halt);
+    // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
     if (init.out) saveModel(init.out, config, params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: scaler?.skippedSteps ?? 0 };
   } finally {
+    watchdog?.stop();
     await collab.stop();
     await data.close();
     await backend.close();

@@ -6,10 +6,14 @@
  */
 import type { Logger } from '../log/logger.js';
 import { LocalTrainingRuntime } from '../node/local-training.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
+import { MemoryLimitError, type RssProbe } from '../node/memory-limit.js';
+import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
+import type { CoordinatorRole, FoundLeaderboard, SwarmPresence, TrainingEvent, TrainingRuntime, TrainingSettings } from '../node/runtime-parts.js';
+import type { NodeReachability } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import { Coordinator } from './coordinator.js';
+import { latestLeaderboard } from './leaderboard.js';
 import type { CollaborativeOptions } from './optimizer.js';
 import { runPeer } from './peer.js';
 
@@ -27,14 +31,28 @@ export interface CollabNodeOptions {
   /** @default 5 */
   readonly matchmakingTime?: number;
   /** Further hivemind.Optimizer options of this node's training peer (every peer of a swarm should agree on them). */
-  readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'batchSizeLead'>>;
+  readonly optimizer?: Partial<Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'gradCompression' | 'averageStateEvery' | 'stateAveragingCompression' | 'averageOptStatistics' | 'useLocalUpdates' | 'delayGradAveraging' | 'delayOptimizerStep' | 'batchSizeLead'>>;
   readonly listen?: readonly string[];
+  /** Where the memory watchdog reads this process's memory (both trainers). @default the process's RSS */
+  readonly memoryProbe?: RssProbe;
+  /** How often the memory watchdog samples. @default WATCHDOG_INTERVAL_MS */
+  readonly watchdogIntervalMs?: number;
 }
 
-/** One swarm node per process, shared by the training runtime and the coordinator role. */
-export class SharedSwarm {
+/** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
+export const LEADERBOARD_REFRESH_MS = 30_000;
+
+/**
+ * One swarm node per process, shared by the training runtime and the coordinator role; while it
+ * runs, the newest coordinator leaderboard is looked up in the background for the dashboard.
+ */
+export class SharedSwarm implements SwarmPresence {
   private node: Promise<SwarmNode> | undefined;
+  /** The node once started, for the synchronous reads. */
+  private started: SwarmNode | undefined;
   private users = 0;
+  private board: FoundLeaderboard | null = null;
+  private boardTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: CollabNodeOptions) {}
 
@@ -43,7 +61,12 @@ export class SharedSwarm {
     this.users++;
     this.node ??= createSwarmNode({ ...(joinCode ? { initialPeers: joinCode } : { runId: this.o.runId ?? 'cohort-albert' }), ...(this.o.listen ? { listen: this.o.listen } : {}), log: this.o.log }, this.o.store);
     try {
-      return await this.node;
+      const node = await this.node;
+      if (this.started !== node) {
+        this.started = node;
+        this.watchLeaderboard(node);
+      }
+      return node;
     } catch (err) {
       this.node = undefined;
       this.users--;
@@ -55,7 +78,40 @@ export class SharedSwarm {
     if (--this.users > 0 || !this.node) return;
     const node = this.node;
     this.node = undefined;
+    this.started = undefined;
+    clearInterval(this.boardTimer);
+    this.board = null;
     await (await node).stop();
+  }
+
+  reachability(): NodeReachability | null {
+    return this.started?.reachability ?? null;
+  }
+
+  peerId(): string | null {
+    return this.started?.peerId.toString() ?? null;
+  }
+
+  leaderboard(): FoundLeaderboard | null {
+    return this.board;
+  }
+
+  private watchLeaderboard(node: SwarmNode): void {
+    clearInterval(this.boardTimer);
+    let looking = false;
+    const look = (): void => {
+      if (looking) return; // a slow DHT lookup is not stacked on
+      looking = true;
+      latestLeaderboard(node)
+        .then((board) => {
+          if (this.started === node && board) this.board = board;
+        })
+        .catch((err: unknown) => this.o.log.debug(`could not read the leaderboard: ${(err as Error).message}`))
+        .finally(() => (looking = false));
+    };
+    look();
+    this.boardTimer = setInterval(look, LEADERBOARD_REFRESH_MS);
+    this.boardTimer.unref();
   }
 }
 
@@ -71,7 +127,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
     private readonly o: CollabNodeOptions,
     private readonly swarm: SharedSwarm,
   ) {
-    this.local = new LocalTrainingRuntime({ store: o.store, dataDir: o.dataDir, log: o.log });
+    this.local = new LocalTrainingRuntime({ store: o.store, dataDir: o.dataDir, log: o.log, ...watchdogOptions(o) });
     this.local.subscribe((e) => this.emit(e));
   }
 
@@ -118,6 +174,8 @@ export class CollaborativeRuntime implements TrainingRuntime {
       seqLen: 128,
       seed: 0,
       threads: policies?.maxCpuThreads,
+      memoryLimitMiB: policies?.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB,
+      ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
       collab: { targetBatchSize: this.o.targetBatchSize ?? 256, matchmakingTime: this.o.matchmakingTime ?? 5, peakLr: 0.00176, warmupSteps: 50, totalSteps: 10_000, ...this.o.optimizer, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
@@ -130,7 +188,11 @@ export class CollaborativeRuntime implements TrainingRuntime {
       },
     })
       .then(() => undefined)
-      .catch((err: unknown) => this.o.log.error(`collaborative training stopped: ${(err as Error).message}`))
+      .catch((err: unknown) => {
+        if (!(err instanceof MemoryLimitError)) return this.o.log.error(`collaborative training stopped: ${(err as Error).message}`);
+        this.o.log.warn(`training stopped: ${err.message}`);
+        this.emit({ type: 'halted', reason: err.message, at: Date.now() });
+      })
       .finally(async () => {
         this.mode = undefined;
         this.loop = undefined;
@@ -161,6 +223,10 @@ export class CollaborativeRuntime implements TrainingRuntime {
   private emit(event: TrainingEvent): void {
     for (const l of this.listeners) l(event);
   }
+}
+
+function watchdogOptions(o: CollabNodeOptions): Pick<CollabNodeOptions, 'memoryProbe' | 'watchdogIntervalMs'> {
+  return { ...(o.memoryProbe ? { memoryProbe: o.memoryProbe } : {}), ...(o.watchdogIntervalMs ? { watchdogIntervalMs: o.watchdogIntervalMs } : {}) };
 }
 
 /** The dashboard's coordinator switch: a Coordinator on this node's swarm node. */

@@ -9,6 +9,8 @@ export interface ContributionInput {
   readonly hold: string | undefined;
   /** What limits a running node in this version (e.g. no engine yet); undefined = nothing. */
   readonly limitation: string | undefined;
+  /** Why training paused itself (the memory limit), when it did; the volunteer's Start clears it. */
+  readonly stopReason?: string | undefined;
 }
 
 /** The phase the volunteer sees, from their intent and the policies. Pure, so every transition is testable. */
@@ -17,6 +19,7 @@ export function contributionPhase(input: ContributionInput): { phase: Contributi
     case 'never-started':
       return { phase: 'stopped', detail: 'not started yet: press Start to contribute' };
     case 'paused':
+      if (input.stopReason !== undefined) return { phase: 'paused', detail: `paused: ${input.stopReason}` };
       return { phase: 'paused', detail: 'paused by you: stays paused until you resume' };
     case 'contribute':
       if (input.hold !== undefined) return { phase: 'waiting', detail: `waiting: ${input.hold}` };

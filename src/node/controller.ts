@@ -23,9 +23,10 @@ import {
 } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { ContributionMachine } from './contribution.js';
+import { withLeaderboard } from './leaderboard-view.js';
 import { LogRing } from './log-ring.js';
 import { teeLogger } from './log-tee.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
+import type { CoordinatorRole, SwarmPresence, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
 import { StoreView } from './store-view.js';
 
 const SETTINGS_KEY = 'app.settings';
@@ -46,6 +47,8 @@ export interface NodeControllerInit {
   readonly training?: TrainingRuntime;
   /** The coordinator role; absent until the swarm exists. */
   readonly coordinator?: CoordinatorRole;
+  /** This node's swarm presence (reachability); absent: never in a swarm. */
+  readonly swarm?: SwarmPresence;
   /** How often the store is re-read for numbers the training side recorded. @default 1000 */
   readonly refreshMs?: number;
 }
@@ -195,15 +198,15 @@ export class NodeController implements CohortCalls {
     this.events.emit('snapshot', next);
   }
 
-  private setIntent(contribute: boolean): Result<ContributionStatus> {
+  private setIntent(contribute: boolean, stopReason?: string): Result<ContributionStatus> {
     const wasRunning = this.machine.status.phase === 'running';
-    this.machine.update({ intent: contribute ? 'contribute' : 'paused' });
+    this.machine.update({ intent: contribute ? 'contribute' : 'paused', stopReason });
     this.store.settings.set(INTENT_KEY, contribute, z.boolean());
     if (contribute && !this.settings.firstRunDone) {
       this.settings = { ...this.settings, firstRunDone: true };
       this.store.settings.set(SETTINGS_KEY, this.settings, AppSettingsSchema);
     }
-    this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
+    if (stopReason === undefined) this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
     this.applyToTraining(wasRunning);
     this.refresh();
     return { ok: true, value: this.machine.status };
@@ -219,6 +222,10 @@ export class NodeController implements CohortCalls {
   private onTrainingEvent(event: TrainingEvent): void {
     if (event.type === 'log') {
       this.logs.push(event.level, event.msg, event.at);
+    } else if (event.type === 'halted') {
+      // the runtime stopped itself; it stays paused (across restarts too) until the volunteer's Start
+      if (this.machine.intent === 'contribute') this.setIntent(false, event.reason);
+      return;
     } else {
       this.liveSwarm = { swarm: event.swarm, at: event.at };
     }
@@ -241,12 +248,13 @@ export class NodeController implements CohortCalls {
   private buildSnapshot(): Snapshot {
     const stored = this.view.swarm();
     const live = this.liveSwarm;
-    const swarm: SwarmState = live && (stored.updatedAt === null || live.at >= stored.updatedAt) ? { ...stored, ...live.swarm, updatedAt: live.at } : stored;
+    const numbers = live && (stored.updatedAt === null || live.at >= stored.updatedAt) ? { ...stored, ...live.swarm, updatedAt: live.at } : stored;
+    const swarm: SwarmState = { ...numbers, reachability: this.init.swarm?.reachability() ?? null };
     return {
       version: this.init.version,
       components: this.init.components,
       contribution: this.machine.status,
-      mine: this.view.mine(),
+      mine: withLeaderboard(this.view.mine(), this.init.swarm?.leaderboard() ?? null, this.settings.displayName.trim() || (this.init.swarm?.peerId() ?? null)),
       swarm,
       coordinator: this.coordinator,
       peers: this.view.peers(),

@@ -13,6 +13,6 @@ export function defaultParts(config: Pick<Config, 'dataDir' | 'training'>): Make
     const options = { store, log, dataDir: config.dataDir };
     const swarm = new SharedSwarm(options);
     const training = new CollaborativeRuntime(options, swarm);
-    return { training, coordinator: new CollaborativeCoordinatorRole(options, swarm, () => training.joinCode) };
+    return { training, coordinator: new CollaborativeCoordinatorRole(options, swarm, () => training.joinCode), swarm };
   };
 }

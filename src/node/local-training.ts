@@ -9,8 +9,10 @@ import { createOptimizer, decodeOptimizerState, encodeOptimizerState, LAMB_DEFAU
 import { OrtBackend } from '../engine/ort-backend.js';
 import type { ParameterSet } from '../engine/params.js';
 import { trainStep } from '../engine/trainer.js';
-import { DatasetStore, openBatchStream, prepareDataset, type BatchStream, type PrepareOptions } from '../data/index.js';
+import { DatasetStore, findDataset, openBatchStream, prepareDataset, type BatchStream, type PrepareOptions } from '../data/index.js';
+import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 import type { Store } from '../store/index.js';
+import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, type RssProbe } from './memory-limit.js';
 import { METRIC } from './metric-series.js';
 import type { TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
 
@@ -34,6 +36,10 @@ export interface LocalTrainingInit {
   readonly precision?: Precision;
   /** How to prepare data when the store has none (the bundled corpus by default). */
   readonly prepare?: Partial<Omit<PrepareOptions, 'store' | 'dataDir'>>;
+  /** Where the memory watchdog reads this process's memory. @default the process's RSS */
+  readonly memoryProbe?: RssProbe;
+  /** How often the memory watchdog samples. @default WATCHDOG_INTERVAL_MS */
+  readonly watchdogIntervalMs?: number;
 }
 
 /** Checkpoint kinds in the store. */
@@ -49,6 +55,8 @@ interface Session {
   /** fp16 only. */
   readonly scaler: DynamicLossScaler | undefined;
   readonly data: BatchStream;
+  /** The micro-batch the memory limit allows (≤ the configured one). */
+  readonly batchSize: number;
   step: number;
 }
 
@@ -63,7 +71,9 @@ export class LocalTrainingRuntime implements TrainingRuntime {
   private readonly listeners = new Set<(e: TrainingEvent) => void>();
   private loop: Promise<void> | undefined;
   private stopRequested = false;
-  private readonly o: Required<Omit<LocalTrainingInit, 'store' | 'dataDir' | 'log' | 'prepare'>>;
+  private readonly o: Required<Omit<LocalTrainingInit, 'store' | 'dataDir' | 'log' | 'prepare' | 'memoryProbe' | 'watchdogIntervalMs'>>;
+  /** Why training stopped itself (the memory watchdog); reported when the loop has wound down. */
+  private halt: string | undefined;
 
   constructor(private readonly init: LocalTrainingInit) {
     this.o = { preset: 'tiny', batchSize: 8, seqLen: 128, checkpointEvery: 50, keepCheckpoints: 3, warmupSteps: 500, totalSteps: 100_000, precision: 'fp32', ...init };
@@ -76,9 +86,18 @@ export class LocalTrainingRuntime implements TrainingRuntime {
   async start(): Promise<void> {
     if (this.loop) return;
     this.stopRequested = false;
+    this.halt = undefined;
     this.loop = this.run()
-      .catch((err: unknown) => this.say('error', `local training stopped: ${(err as Error).message}`))
-      .finally(() => (this.loop = undefined));
+      .catch((err: unknown) => {
+        if (err instanceof MemoryLimitError) this.halt = err.message;
+        else this.say('error', `local training stopped: ${(err as Error).message}`);
+      })
+      .finally(() => {
+        this.loop = undefined;
+        if (this.halt === undefined) return;
+        this.say('warn', `training stopped: ${this.halt}`);
+        this.emit({ type: 'halted', reason: this.halt, at: Date.now() });
+      });
   }
 
   async pause(): Promise<void> {
@@ -96,6 +115,15 @@ export class LocalTrainingRuntime implements TrainingRuntime {
     const { store } = this.init;
     const totals = { samples: latest(store, METRIC.samples), seconds: latest(store, METRIC.computeSeconds) };
     let rate: number | undefined;
+    const watchdog = new MemoryWatchdog({
+      limitBytes: this.memoryLimitMiB() * 2 ** 20,
+      ...(this.init.memoryProbe ? { probe: this.init.memoryProbe } : {}),
+      onExceeded: (reason) => {
+        this.halt = reason;
+        this.stopRequested = true;
+      },
+    });
+    watchdog.start(this.init.watchdogIntervalMs);
     try {
       while (!this.stopRequested) {
         const started = performance.now();
@@ -116,18 +144,19 @@ export class LocalTrainingRuntime implements TrainingRuntime {
           { series: METRIC.swarmSamplesPerSecond, value: rate, ts: at },
           { series: METRIC.epoch, value: session.step, ts: at },
           { series: METRIC.peersAlive, value: 1, ts: at },
-          { series: METRIC.targetBatchSize, value: this.o.batchSize, ts: at },
+          { series: METRIC.targetBatchSize, value: session.batchSize, ts: at },
           // alone, every batch is a whole step: nothing carries over, and the next step is one batch away
           { series: METRIC.samplesAccumulated, value: 0, ts: at },
           { series: METRIC.etaSeconds, value: batch.batchSize / rate, ts: at },
           { series: METRIC.samples, value: totals.samples, ts: at },
           { series: METRIC.computeSeconds, value: totals.seconds, ts: at },
         ]);
-        this.emit({ type: 'progress', swarm: { epoch: session.step, lastLoss: result.loss, samplesPerSecond: rate, peersAlive: 1, samplesAccumulated: 0, targetBatchSize: this.o.batchSize, etaSeconds: batch.batchSize / rate }, at });
+        this.emit({ type: 'progress', swarm: { epoch: session.step, lastLoss: result.loss, samplesPerSecond: rate, peersAlive: 1, samplesAccumulated: 0, targetBatchSize: session.batchSize, etaSeconds: batch.batchSize / rate }, at });
         if (session.step % 10 === 0) this.say('info', `Step #${session.step}, loss ${result.loss.toFixed(3)} (training alone: this node has not joined a swarm)`);
         if (session.step % this.o.checkpointEvery === 0) this.checkpoint(session);
       }
     } finally {
+      watchdog.stop();
       this.checkpoint(session);
       await session.data.close();
       await session.backend.close();
@@ -140,10 +169,13 @@ export class LocalTrainingRuntime implements TrainingRuntime {
       this.say('info', 'preparing the bundled corpus for training (first start only)');
       await prepareDataset({ ...this.init.prepare, store, dataDir, onWarning: (m) => this.say('warn', m) });
     }
-    const data = openBatchStream({ store, batchSize: this.o.batchSize, seqLen: this.o.seqLen, seed: 0, peerId: 'local', onWarning: (m) => this.say('warn', m) });
+    const { vocabSize } = findDataset(store);
+    const resumed = this.resume(vocabSize);
+    const config = resumed?.config ?? checkConfig({ ...PRESETS[this.o.preset], vocabSize });
+    // refuses (MemoryLimitError) before anything big is allocated
+    const batchSize = fitMicroBatch(config, { batchSize: this.o.batchSize, seqLen: this.o.seqLen, precision: this.o.precision, trainer: 'local' }, this.memoryLimitMiB(), this.init.log);
+    const data = openBatchStream({ store, batchSize, seqLen: this.o.seqLen, seed: 0, peerId: 'local', onWarning: (m) => this.say('warn', m) });
     try {
-      const resumed = this.resume(data.vocabSize);
-      const config = resumed?.config ?? checkConfig({ ...PRESETS[this.o.preset], vocabSize: data.vocabSize });
       const params = resumed?.params ?? initAlbertParams(config, 0);
       const optimizer = createOptimizer(params, { kind: 'lamb' });
       const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
@@ -154,7 +186,7 @@ export class LocalTrainingRuntime implements TrainingRuntime {
       const backend = new OrtBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision: this.o.precision });
       const step = resumed?.step ?? 0;
       this.say('info', resumed ? `resumed from the checkpoint of step ${step}` : `training a new ${this.o.preset} ALBERT (${params.size} parameters) on ${data.dataset.source}`);
-      return { config, params, grads: params.zerosLike(), optimizer, backend, scaler, data, step };
+      return { config, params, grads: params.zerosLike(), optimizer, backend, scaler, data, batchSize, step };
     } catch (err) {
       await data.close();
       throw err;
@@ -180,6 +212,10 @@ export class LocalTrainingRuntime implements TrainingRuntime {
     const keep = this.o.keepCheckpoints;
     this.init.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: s.step, meta: { config: configToHf(s.config) }, data: encodeParams(s.params), keep });
     this.init.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: s.step, data: encodeOptimizerState({ ...s.optimizer.exportState(), ...(s.scaler ? { lossScaler: s.scaler.exportState() } : {}) }), keep });
+  }
+
+  private memoryLimitMiB(): number {
+    return this.settings?.policies.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB;
   }
 
   private emit(event: TrainingEvent): void {

@@ -4,12 +4,13 @@ import { COMPONENTS } from './components.js';
 import { NodeController } from './controller.js';
 import { LogRing } from './log-ring.js';
 import { teeLogger } from './log-tee.js';
-import type { CoordinatorRole, TrainingRuntime } from './runtime-parts.js';
+import type { CoordinatorRole, SwarmPresence, TrainingRuntime } from './runtime-parts.js';
 
 /** The runtime parts that exist in this build (none yet; the collaborative-training work passes them). */
 export interface RuntimeParts {
   readonly training?: TrainingRuntime;
   readonly coordinator?: CoordinatorRole;
+  readonly swarm?: SwarmPresence;
 }
 
 /** Makes the runtime parts with the node's store and logger (whose lines also reach the dashboard's log panel). */

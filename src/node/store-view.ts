@@ -45,7 +45,8 @@ export class StoreView {
     return new Map([...cache.byPeer].map(([peer, v]) => [peer, v.value]));
   }
 
-  swarm(): SwarmState {
+  /** The swarm's numbers as recorded (this node's reachability is not a recorded number). */
+  swarm(): Omit<SwarmState, 'reachability'> {
     const read = (series: string) => this.latest(series);
     const parts = {
       peersAlive: read(METRIC.peersAlive),
@@ -70,7 +71,8 @@ export class StoreView {
     };
   }
 
-  mine(): MyContribution {
+  /** This node's contribution as its own records show it (the leaderboard is the swarm's: leaderboard-view.ts). */
+  mine(): Omit<MyContribution, 'leaderboard'> {
     const samples = this.latestPerPeer(METRIC.samples);
     const mySamples = samples.get(SELF) ?? 0;
     const total = [...samples.values()].reduce((a, b) => a + b, 0);

@@ -33,18 +33,44 @@ export interface ContributionStatus {
   readonly since: number;
 }
 
+/** One volunteer's credited contribution, as a coordinator's leaderboard lists it. */
+export interface ContributorRow {
+  /** Display name, else peer id. */
+  readonly name: string;
+  readonly samples: number;
+  /** null when the coordinator did not report compute time. */
+  readonly computeHours: number | null;
+  /** Fraction (0..1) of the run's credited samples. */
+  readonly share: number;
+  readonly rank: number;
+  /** This volunteer's row. */
+  readonly me: boolean;
+}
+
 /** This volunteer's contribution to the run. */
 export interface MyContribution {
   readonly samples: number;
   readonly computeHours: number;
-  /** Fraction (0..1) of all samples contributed to the run; null while nobody has contributed. */
+  /**
+   * Fraction (0..1) of all samples contributed to the run; null while nobody has contributed. From the
+   * coordinator's leaderboard when it lists this volunteer, else from this node's own records.
+   */
   readonly share: number | null;
-  /** 1 = top contributor; null while this node has contributed nothing. */
+  /** 1 = top contributor; null while this node has contributed nothing (or the leaderboard does not list it). */
   readonly rank: number | null;
   readonly contributors: number;
   /** This node's own throughput. */
   readonly samplesPerSecond: number | null;
+  /** The top contributors a coordinator credited; null while no leaderboard is found on the swarm. */
+  readonly leaderboard: { readonly rows: readonly ContributorRow[]; readonly updatedAt: number } | null;
 }
+
+/**
+ * How other peers reach this node: `public` serves the DHT (accepts connections), `private` is a DHT
+ * client reachable through relays, `unknown` is a DHT client until AutoNAT dial-backs decide.
+ */
+export const REACHABILITY_STATES = ['public', 'private', 'unknown'] as const;
+export type NodeReachability = (typeof REACHABILITY_STATES)[number];
 
 /** The swarm's collaborative progress toward the next optimizer step. */
 export interface SwarmState {
@@ -59,6 +85,8 @@ export interface SwarmState {
   readonly lastLoss: number | null;
   /** When these numbers were last updated (ms since the epoch); null = never. */
   readonly updatedAt: number | null;
+  /** This node's reachability in its swarm; null while it is in none (training alone, coordinator off). */
+  readonly reachability: NodeReachability | null;
 }
 
 export type CoordinatorStatus =

@@ -17,7 +17,7 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--target-batch-size', '0'], /--target-batch-size/],
     [['run', '--average-state-every', '0'], /--average-state-every.*integer from 1/],
     [['run', '--target-batch-size', '64', '--batch-size-lead', '64'], /--batch-size-lead.*from 0 to 63/],
-    [['run', '--delay-optimizer-step'], /--delay-optimizer-step.*not supported yet/],
+    [['run', '--delay-optimizer-step', '--use-local-updates'], /--delay-optimizer-step.*--use-local-updates/],
     [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
     [['run', '--precision', 'fp8'], /--precision.*accepted: fp32, fp16/],
     [['run', '--upload-limit', '0'], /--upload-limit.*integer from 1/],

@@ -1,6 +1,6 @@
 // hivemind options end to end: 2 `cohort run` peers (and a coordinator to meet at) on loopback, once
 // with use_local_updates, parameters averaged every 2 epochs over fp16 and a batch_size_lead, once
-// with delay_grad_averaging.
+// with delay_grad_averaging and delay_optimizer_step.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
@@ -57,8 +57,8 @@ test('use_local_updates with average_state_every 2 and batch_size_lead: epochs a
   assertLossFell(t, runs);
 });
 
-test('delay_grad_averaging: every epoch’s step lands (the last one before exit), gradients are averaged, loss falls', { timeout: 200_000 }, async (t) => {
-  const runs = await swarmOf2(t, 'options-delay', ['--delay-grad-averaging']);
+test('delay_grad_averaging + delay_optimizer_step: every epoch’s step lands (the last one before exit) during a later micro-batch, gradients are averaged, loss falls', { timeout: 200_000 }, async (t) => {
+  const runs = await swarmOf2(t, 'options-delay', ['--delay-grad-averaging', '--delay-optimizer-step']);
   for (const [i, { summary: s, stderr }] of runs.entries()) {
     assert.ok(s.epoch >= EPOCHS, `peer ${i} stopped at epoch ${s.epoch}`);
     const epochs = s.losses.map((l) => l.epoch);
@@ -66,6 +66,7 @@ test('delay_grad_averaging: every epoch’s step lands (the last one before exit
     assert.equal(epochs.at(-1), s.epoch, `peer ${i}: the last epoch's step was applied before exit`);
     assert.ok(s.averaged >= 1, `peer ${i} never averaged: ${stderr.slice(-2000)}`);
     assert.match(stderr, /Began averaging the gradients of epoch \d+ in the background/);
+    assert.match(stderr, /Step #\d+, loss [\d.]+ \(update taken during the next micro-batch\)/);
   }
   assertLossFell(t, runs);
 });

@@ -24,7 +24,8 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   await waitFor(peer, /Visible multiaddr/, 30_000);
 
   const store = openStore(dir!);
-  const options = { store, log, dataDir: dir!, targetBatchSize: 16, matchmakingTime: 1, listen: LISTEN };
+  let rss = 0; // what the memory watchdog reads: nothing, until the end
+  const options = { store, log, dataDir: dir!, targetBatchSize: 16, matchmakingTime: 1, listen: LISTEN, memoryProbe: { rssBytes: () => rss }, watchdogIntervalMs: 20 };
   const swarm = new SharedSwarm(options);
   const runtime = new CollaborativeRuntime(options, swarm);
   const role = new CollaborativeCoordinatorRole(options, swarm, () => runtime.joinCode);
@@ -44,6 +45,17 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   assert.match(coordinator.joinCode, /^cohort:/);
   assert.ok(coordinator.multiaddrs.some((a) => a.startsWith('/ip4/127.0.0.1/tcp/')));
   await role.stop();
+
+  // the process stays over the volunteer's memory limit: the watchdog stops the swarm peer, which says why
+  rss = 8 * 2 ** 30;
+  const halted = async (): Promise<Extract<TrainingEvent, { type: 'halted' }> | undefined> => {
+    for (const stop = Date.now() + 30_000; Date.now() < stop; await new Promise((r) => setTimeout(r, 100))) {
+      const e = events.find((x): x is Extract<TrainingEvent, { type: 'halted' }> => x.type === 'halted');
+      if (e) return e;
+    }
+    return undefined;
+  };
+  assert.match((await halted())?.reason ?? 'no halted event', /^memory use 8\.0 GiB stayed over the 4\.0 GiB limit/);
 
   await runtime.pause();
   const losses = store.db.prepare("SELECT COUNT(*) AS n FROM metrics WHERE series = ? AND peer = ''").get(METRIC.loss) as { n: number };

@@ -111,7 +111,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.getByText('Lost the connection to the Cohort node').waitFor(WAIT);
   });
 
-  test('with a coordinator role, the switch turns it on and shows the join code as text and QR code', async (t) => {
+  test('with a coordinator role, the switch turns it on and shows the join code as text and QR code; the swarm presence shows reachability and the leaderboard', async (t) => {
     const joinCode = 'cohort-test-join-code-7Hq2ZkR9';
     const fixture = path.join(ROOT, 'test', 'fixtures', 'node-with-test-coordinator.ts');
     const node = await startNode(t, (dataDir) => ['--import', 'tsx', fixture, dataDir, joinCode]);
@@ -128,6 +128,18 @@ describe('dashboard in headless Chromium', { skip }, () => {
     const modules = await qr.locator('path').getAttribute('d');
     assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');
     await page.locator('section:has(#coord-title)').screenshot({ path: path.join(ARTEFACTS, 'coordinator.png') });
+
+    // the node's swarm presence: its reachability, and the coordinator's leaderboard with this volunteer's row
+    assert.match((await page.locator('section:has(#swarm-title) [data-reachability="private"]').textContent(WAIT)) ?? '', /private — reachable through relays/);
+    const mine = page.locator('section:has(#mine-title)');
+    const rows = await mine.locator('tbody tr').allTextContents();
+    assert.equal(rows.length, 3, `three contributors listed: ${rows.join(' | ')}`);
+    assert.match(rows[0]!, /1\s*alice\s*600\s*2\.00\s*54\.5 %/);
+    assert.match(rows[1]!, /2\s*12D3KooWTestVolunteer \(you\)\s*400\s*1\.50\s*36\.4 %/);
+    assert.equal(await mine.locator('tr[aria-current="true"]').count(), 1, 'this volunteer\'s row is marked');
+    assert.equal(await mine.locator('dt:text-is("Rank") + dd').textContent(), '#2 of 3', 'the rank the coordinator credited');
+    assert.equal(await mine.locator('dt:text-is("Share of the run") + dd').textContent(), '36.4 %');
+    await mine.screenshot({ path: path.join(ARTEFACTS, 'leaderboard.png') });
     await toggle.click();
     await page.locator('[role="switch"][aria-checked="false"]').waitFor(WAIT);
     assert.equal(await page.getByLabel('Join code', { exact: true }).count(), 0, 'the join code goes away with the role');

@@ -23,7 +23,7 @@ describe('dashboard of a node that trains', { skip }, () => {
     fs.mkdirSync(ARTEFACTS, { recursive: true });
   });
 
-  test('Start trains for real: samples grow, the loss chart draws real losses; the coordinator switch shows a real join code', async (t) => {
+  test('Start trains for real: samples grow, the loss chart draws real losses; the coordinator switch shows a real join code and the node\'s reachability', async (t) => {
     const node = await startNode(t, cohortStartTraining);
     const page = await (await launchBrowser(t)).newPage();
     const errors: string[] = [];
@@ -53,6 +53,11 @@ describe('dashboard of a node that trains', { skip }, () => {
     assert.ok(inked > 1000, `the loss chart drew something (${inked} inked pixels)`);
     await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard-training.png'), fullPage: true });
 
+    // training alone: this node is in no swarm yet
+    const reach = page.locator('section:has(#swarm-title) [data-reachability]');
+    assert.equal(await reach.getAttribute('data-reachability', WAIT), 'none');
+    assert.match((await reach.textContent()) ?? '', /not in a swarm/);
+
     // the coordinator role of the same node: the join code is a real one, for this node's swarm
     const toggle = page.getByRole('switch', { name: 'Act as coordinator' });
     await toggle.click(WAIT);
@@ -61,6 +66,9 @@ describe('dashboard of a node that trains', { skip }, () => {
     assert.match(code, /^cohort:/, `a join code to share (${code.slice(0, 40)}…)`);
     const modules = await page.getByRole('img', { name: 'QR code of the join code' }).locator('path').getAttribute('d');
     assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');
+    // the node that starts a swarm is its bootstrap: it serves the DHT (the swarm node's own verdict)
+    await page.locator('section:has(#swarm-title) [data-reachability="public"]').waitFor(TRAINING);
+    assert.match((await reach.textContent()) ?? '', /reachability: public — serving the DHT/);
     await page.locator('section:has(#coord-title)').screenshot({ path: path.join(ARTEFACTS, 'coordinator-training.png') });
     assert.deepEqual(errors, [], 'no page errors');
   });

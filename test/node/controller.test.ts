@@ -212,3 +212,17 @@ test('the coordinator toggle reports why it is unavailable, and shows the join c
   assert.ok(off.ok && !off.value.enabled);
   assert.deepEqual(calls, ['start', 'stop']);
 });
+
+test('the snapshot carries this node\'s reachability as the swarm presence reports it, null while in no swarm', async (t) => {
+  const store = storeIn(t);
+  let reachability: 'public' | 'private' | 'unknown' | null = null;
+  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null } });
+  assert.equal((await c.getSnapshot()).swarm.reachability, null);
+  reachability = 'unknown';
+  c.refresh();
+  assert.equal((await c.getSnapshot()).swarm.reachability, 'unknown');
+  reachability = 'public';
+  c.refresh();
+  assert.equal((await c.getSnapshot()).swarm.reachability, 'public');
+  assert.equal((await controller(t, store).getSnapshot()).swarm.reachability, null, 'a node without a swarm part is in no swarm');
+});

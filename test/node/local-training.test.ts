@@ -4,9 +4,11 @@ import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { decodeOptimizerState } from '../../src/engine/optim/index.js';
 import { createLogger } from '../../src/log/logger.js';
+import { NodeController } from '../../src/node/controller.js';
 import { LocalTrainingRuntime, MODEL_CHECKPOINT, OPTIMIZER_CHECKPOINT } from '../../src/node/local-training.js';
 import { METRIC } from '../../src/node/metric-series.js';
 import type { TrainingEvent } from '../../src/node/runtime-parts.js';
+import type { Snapshot } from '../../src/shared/api.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -82,4 +84,46 @@ test('fp16 local training checkpoints its loss scaler with the optimizer state a
   assert.ok(second.scaler.skippedSteps >= first.scaler.skippedSteps, 'the skipped count carries over');
   // the tiny model does not overflow at 2^16 on CPU: then the finite-step count runs on across the restart
   if (second.scaler.skippedSteps === 0) assert.equal(second.scaler.growthTracker, second.epoch);
+});
+
+/** Resolves with the first snapshot whose contribution matches, or rejects after 90 s. */
+function contributionWhere(controller: NodeController, match: (s: Snapshot) => boolean): Promise<Snapshot> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no matching contribution status within 90 s')), 90_000);
+    const unsubscribe = controller.subscribe((s) => {
+      if (!match(s)) return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve(s);
+    });
+  });
+}
+
+test('the memory limit: Start refuses a model that cannot fit, saying what it needs; the watchdog pauses training that stays over the limit', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  const prepare = { maxDocuments: 3, vocabSize: 300 };
+
+  // base ALBERT needs far more than 512 MiB even one sample at a time: it never starts
+  const base = new LocalTrainingRuntime({ store, dataDir, log, preset: 'base', batchSize: 2, seqLen: 32, prepare });
+  const refusing = new NodeController({ store, log, version: '0', components: [], training: base, refreshMs: 60_000 });
+  t.after(() => refusing.close());
+  assert.ok((await refusing.updateSettings({ policies: { maxMemoryMiB: 512 } })).ok);
+  const refused = contributionWhere(refusing, (s) => s.contribution.phase === 'paused');
+  await refusing.startContribution();
+  const { contribution } = await refused;
+  assert.match(contribution.detail, /^paused: needs about \d+ MiB; memory limit is 512 MiB — raise it in Settings$/);
+  assert.equal(store.metrics.query(METRIC.samples).length, 0, 'nothing was trained');
+  await refusing.close();
+
+  // tiny fits, but this process "stays" over the limit: the watchdog stops it, and only Start resumes
+  const tiny = new LocalTrainingRuntime({ store, dataDir, log, batchSize: 2, seqLen: 32, prepare, memoryProbe: { rssBytes: () => 8 * 2 ** 30 }, watchdogIntervalMs: 10 });
+  const guarded = new NodeController({ store, log, version: '0', components: [], training: tiny, refreshMs: 60_000 });
+  t.after(() => guarded.close());
+  await guarded.startContribution();
+  assert.equal((await guarded.getSnapshot()).contribution.phase, 'running');
+  const paused = await contributionWhere(guarded, (s) => s.contribution.phase === 'paused');
+  assert.match(paused.contribution.detail, /^paused: memory use 8\.0 GiB stayed over the 512 MiB limit/);
+  assert.equal((await guarded.getSettings()).policies.maxMemoryMiB, 512, 'the limit is the stored setting');
 });

@@ -83,8 +83,8 @@ export function registerRun(program: Command): void {
     .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics)')
     .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates)')
     .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)', '0')
-    .option('--delay-optimizer-step', 'not supported yet (delay_optimizer_step): exits 2')
-    .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging)')
+    .option('--delay-optimizer-step', 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)')
+    .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)')
     .option('--lr <x>', 'peak LAMB learning rate', String(LAMB_DEFAULTS.lr))
     .option('--warmup-steps <n>', 'warmup in swarm epochs', '50')
     .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0', '10000')
@@ -115,9 +115,8 @@ export function registerRun(program: Command): void {
     const uploadLimitKiB = intFlag('--upload-limit', opts.uploadLimit, 1, 10_485_760);
     const stateAveragingCompression = choiceFlag('--state-averaging-compression', opts.stateAveragingCompression, COMPRESSIONS)!;
     const batchSizeLead = intFlag('--batch-size-lead', opts.batchSizeLead, 0, targetBatchSize - 1)!;
-    // hivemind runs the optimizer step in a background thread; Cohort's LAMB step runs on the main thread
-    if (opts.delayOptimizerStep) throw new ConfigError('--delay-optimizer-step', 'is not supported yet: the optimizer step runs before the next micro-batch');
     if (opts.delayGradAveraging && opts.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
+    if (opts.delayOptimizerStep && opts.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');
     const peakLr = positiveFloatFlag('--lr', opts.lr)!;
     const totalSteps = intFlag('--total-steps', opts.totalSteps, 1)!;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, totalSteps - 1)!;
@@ -179,6 +178,8 @@ export function registerRun(program: Command): void {
             averageOptStatistics: opts.averageOptStatistics === true,
             useLocalUpdates: opts.useLocalUpdates === true,
             delayGradAveraging: opts.delayGradAveraging === true,
+            // hivemind: delay_optimizer_step defaults to delay_grad_averaging
+            delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging === true,
             batchSizeLead,
             peakLr,
             warmupSteps,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { globalProgress } from '../../collab/progress.js';
-import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords } from '../../collab/records.js';
+import { latestLeaderboard } from '../../collab/leaderboard.js';
+import { PROGRESS_KEY, progressRecords } from '../../collab/records.js';
 import { ConfigError } from '../../config/load.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
@@ -30,7 +31,6 @@ export function registerStatus(program: Command): void {
       const report = await node.ready;
       if (report.connected.length === 0) throw new Error(`could not reach any peer of the join code's swarm "${node.runId}"`);
       const progress = progressRecords(node);
-      const board = leaderboardRecords(node);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       const deadline = Date.now() + wait * 1000;
       let entries = await progress.get(PROGRESS_KEY);
@@ -41,10 +41,10 @@ export function registerStatus(program: Command): void {
       const now = Date.now();
       const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
       const g = globalProgress(reports, now, { targetBatchSize });
-      const boards = [...(await board.get(LEADERBOARD_NAMESPACE)).values()].sort((a, b) => b.value.time - a.value.time);
+      const board = await latestLeaderboard(node);
       // without a coordinator, only the peers' own (unverified) totals exist
-      const contributors = boards[0]
-        ? boards[0].value.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true, ...(r.computeHours === undefined ? {} : { computeHours: r.computeHours }) }))
+      const contributors = board
+        ? board.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true, ...(r.computeHours === undefined ? {} : { computeHours: r.computeHours }) }))
         : reports
             .map((r) => ({ name: r.displayName ?? r.peerId, samples: r.totalSamples }))
             .sort((a, b) => b.samples - a.samples)
@@ -55,7 +55,7 @@ export function registerStatus(program: Command): void {
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
-        process.stdout.write(`top contributors${boards[0] ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
+        process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
         for (const [i, c] of contributors.entries()) {
           const hours = 'computeHours' in c && typeof c.computeHours === 'number' ? `, ${c.computeHours.toFixed(2)} compute-hours` : '';
           process.stdout.write(`  ${i + 1}. ${c.name}: ${Math.round(c.samples)} samples (${(c.share * 100).toFixed(1)}%${hours})\n`);

@@ -1,4 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
+import type { NodeReachability } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -46,4 +47,15 @@ export function remainingSeconds(eta: number | null, madeAt: number | null, now:
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
 export function shortPeerId(id: string): string {
   return id.length <= 16 ? id : `${id.slice(0, 8)}…${id.slice(-6)}`;
+}
+
+const REACHABILITY_WORDS: Record<NodeReachability, string> = {
+  public: 'public — serving the DHT',
+  private: 'private — reachable through relays',
+  unknown: 'unknown — a DHT client until other peers confirm it can be reached',
+};
+
+/** This node's reachability in words, as the Swarm panel shows it. */
+export function describeReachability(r: NodeReachability | null): string {
+  return r === null ? 'not in a swarm' : REACHABILITY_WORDS[r];
 }

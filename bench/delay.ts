@@ -1,0 +1,74 @@
+/**
+ * delay_optimizer_step benchmark: the time from an epoch's end to the next micro-batch's gradient,
+ * with the LAMB step taken first (sequential: clip + LAMB, then forward/backward) and with it taken
+ * through DelayedStep.overlap (delayed: the micro-batch on the compute copy, the step on the master
+ * meanwhile), alternating in one run so both see the same load → delayed_vs_sequential. Also the
+ * event loop's 1 ms timer ticks during one onnxruntime run (0–1: the run holds the JS thread).
+ * Usage: npm run bench -- delay [--preset tiny|base|large] [--rounds N] [--threads T]
+ */
+import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { initAlbertParams } from '../src/engine/albert/params.js';
+import { clipGradNorm, createOptimizer } from '../src/engine/optim/index.js';
+import { OrtBackend } from '../src/engine/ort-backend.js';
+import { Rng } from '../src/engine/rng.js';
+import { syntheticBatch } from '../src/engine/synthetic.js';
+import { DelayedStep } from '../src/collab/delayed-step.js';
+import { median, reportJson } from './_report.js';
+
+const arg = (name: string, fallback: string): string => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
+};
+const preset = arg('--preset', 'tiny') as PresetName;
+if (!PRESET_NAMES.includes(preset)) throw new Error(`--preset ${preset}: accepted: ${PRESET_NAMES.join(', ')}`);
+const rounds = Number(arg('--rounds', '6'));
+const threads = Number(arg('--threads', '1'));
+if (!Number.isInteger(rounds) || rounds < 1 || rounds > 1000) throw new Error(`--rounds ${rounds}: an integer from 1 to 1000`);
+if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new Error(`--threads ${threads}: an integer from 1 to 256`);
+
+const config = PRESETS[preset];
+const master = initAlbertParams(config, 0);
+const optimizer = createOptimizer(master, { kind: 'lamb' });
+const averaged = master.zerosLike();
+const grads = master.zerosLike();
+const batch = syntheticBatch(config, 4, 128, new Rng(1));
+const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: threads });
+const delayed = new DelayedStep(master, true);
+const lambStep = (): void => {
+  clipGradNorm(averaged, 1);
+  optimizer.step(master, averaged, 1e-4);
+};
+
+try {
+  // warm-up: builds the session, tiers the kernels up, and gives a realistic gradient to step on
+  await backend.forwardBackward(master, batch, averaged);
+  lambStep();
+  const ticksDuring: number[] = [];
+  const times = { sequential: [] as number[], delayed: [] as number[], lamb: [] as number[] };
+  for (let r = 0; r < rounds; r++) {
+    let t = performance.now();
+    lambStep();
+    times.lamb.push(performance.now() - t);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    t = performance.now();
+    lambStep();
+    await backend.forwardBackward(master, batch, grads);
+    times.sequential.push(performance.now() - t);
+    clearInterval(timer);
+    ticksDuring.push(ticks);
+    delayed.defer(lambStep);
+    t = performance.now();
+    await delayed.overlap((compute) => backend.forwardBackward(compute, batch, grads));
+    times.delayed.push(performance.now() - t);
+  }
+  const [seq, del, lamb] = [median(times.sequential), median(times.delayed), median(times.lamb)];
+  console.log(`${preset} (${master.size} parameters), ${threads} ORT thread(s), ${rounds} rounds, medians:`);
+  console.log(`  LAMB step alone            ${lamb.toFixed(2)} ms`);
+  console.log(`  step, then micro-batch     ${seq.toFixed(2)} ms`);
+  console.log(`  micro-batch, step delayed  ${del.toFixed(2)} ms  (ratio ${(del / seq).toFixed(3)})`);
+  console.log(`  1 ms timer ticks during a step + micro-batch: ${median(ticksDuring)} (onnxruntime-node runs on the JS thread)`);
+  reportJson({ preset, params: master.size, threads, rounds, lamb_ms: lamb, sequential_ms: seq, delayed_ms: del, delayed_vs_sequential: del / seq, timer_ticks_during_run: median(ticksDuring) });
+} finally {
+  await backend.close();
+}
