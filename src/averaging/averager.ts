@@ -78,6 +78,12 @@ export interface ScheduleOptions {
   readonly size: number;
   /** Hash of the tensor layout (see schemaHash); @default the hash of the vector length */
   readonly schema?: string;
+  /**
+   * Peers expected in this round (e.g. those the swarm's progress shows at this epoch): a leader
+   * closes its group as soon as it has them all instead of waiting out the matchmaking time.
+   * Clamped to [minGroupSize, targetGroupSize]. @default targetGroupSize
+   */
+  readonly expectedPeers?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -214,12 +220,14 @@ export class Averager {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
     if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
     if (!Number.isInteger(opts.size) || opts.size < 0 || opts.size > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${opts.size} values: accepted 0 to ${C.MAX_VECTOR_VALUES}`);
+    const targetGroupSize = this.groupSizeFor(opts.expectedPeers);
     const abort = new AbortController();
     this.running.add(abort);
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const weight = new MemberWeight();
     const schema = opts.schema ?? schemaHash(opts.size);
-    const matched = this.match(opts.epoch, schema, opts.size, weight, signal);
+    const round = { epoch: opts.epoch, schema, size: opts.size, targetGroupSize, signal };
+    const matched = this.match(round, weight);
     matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
     let ran = false;
     const run = async (vector: Float32Array, w: number): Promise<StepResult> => {
@@ -240,7 +248,7 @@ export class Averager {
           this.log.info(`the pre-scheduled group for epoch ${opts.epoch} did not form (${group.message}); looking for a group again`);
           const now = new MemberWeight();
           now.set(w);
-          group = await this.match(opts.epoch, schema, opts.size, now, signal);
+          group = await this.match(round, now);
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
         return { ok: true, ...(await this.reduce(group, vector, signal)) };
@@ -257,8 +265,18 @@ export class Averager {
     return { epoch: opts.epoch, run, cancel };
   }
 
+  private groupSizeFor(expectedPeers: number | undefined): number {
+    if (expectedPeers === undefined) return this.cfg.targetGroupSize;
+    if (!Number.isInteger(expectedPeers) || expectedPeers < 1) throw new RangeError(`expectedPeers ${expectedPeers} must be an integer ≥ 1`);
+    return Math.min(this.cfg.targetGroupSize, Math.max(this.cfg.minGroupSize, expectedPeers));
+  }
+
   /** Matchmaking for one round: the group, or the MatchmakingError saying why none formed (logged). */
-  private async match(epoch: number, schema: string, size: number, weight: MemberWeight, signal: AbortSignal): Promise<GroupInfo | MatchmakingError> {
+  private async match(
+    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly targetGroupSize: number; readonly signal: AbortSignal },
+    weight: MemberWeight,
+  ): Promise<GroupInfo | MatchmakingError> {
+    const { epoch, schema, size, signal } = round;
     await this.ready();
     const key = groupKey(C.GROUP_NAMESPACE, this.cfg.prefix, epoch);
     this.emit({ type: 'matchmaking', key });
@@ -271,7 +289,7 @@ export class Averager {
           schema,
           self: { peer: this.node.peerId.toString(), bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode },
           weight,
-          targetGroupSize: this.cfg.targetGroupSize,
+          targetGroupSize: round.targetGroupSize,
           minGroupSize: this.cfg.minGroupSize,
           matchmakingTimeMs: this.cfg.matchmakingTimeMs,
           expirationMs: this.cfg.averagingExpirationMs,

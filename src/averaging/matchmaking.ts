@@ -98,6 +98,9 @@ export class Matchmaker {
   private changed: (() => void) | undefined;
   private readonly self: string;
   private expiration = 0;
+  private started = 0;
+  /** When this peer's weight became known (at the start for a plain step). */
+  private readyAt: number | undefined;
 
   constructor(
     private readonly node: SwarmNode,
@@ -111,16 +114,20 @@ export class Matchmaker {
   async run(): Promise<GroupInfo> {
     if (this.hub.matchmakers.has(this.p.key)) throw new MatchmakingError('CANCELLED', `already looking for a group under ${this.p.key} on this node`);
     this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
-    const started = Date.now();
-    const end = started + this.p.matchmakingTimeMs;
+    const started = (this.started = Date.now());
     this.expiration = started + this.p.expirationMs;
+    this.p.weight.onSet(() => {
+      this.readyAt = Date.now();
+      this.notify();
+    });
+    const end = (): number => this.end();
     // a server peer accepts followers from the start and hands them over if it finds an earlier leader
     this.role = this.idle();
     // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
     const declared = this.declare();
     try {
-      let next = await this.chooseLeader(end);
-      while (Date.now() < end) {
+      let next = await this.chooseLeader(end());
+      while (Date.now() < end()) {
         this.p.signal?.throwIfAborted();
         if (next === this.self) {
           const outcome = await this.lead(end);
@@ -147,7 +154,7 @@ export class Matchmaker {
         } else {
           await this.sleep(this.p.pollIntervalMs);
         }
-        if (Date.now() < end) next = await this.chooseLeader(end);
+        if (Date.now() < end()) next = await this.chooseLeader(end());
       }
       throw this.noGroup(started);
     } finally {
@@ -157,6 +164,15 @@ export class Matchmaker {
       // the declaration may still be travelling (a lonely DHT query can take seconds): let it finish on its own
       void declared;
     }
+  }
+
+  /**
+   * When this peer stops looking for a group (as a leader: closes it): one matchmaking time after it
+   * is ready, as for a plain step. A pre-scheduled peer keeps looking, and its group stays open to
+   * latecomers, until it is ready; at most while its declaration lives.
+   */
+  private end(): number {
+    return this.readyAt === undefined ? this.started + this.p.expirationMs : this.readyAt + this.p.matchmakingTimeMs;
   }
 
   /** The role between attempts: a server peer leads (accepts joins), a client-mode peer only looks. */
@@ -209,15 +225,15 @@ export class Matchmaker {
    * Leads until the group is full or time is up: the group, or the id of an earlier leader that
    * appeared (we then follow it), or undefined when too few peers joined.
    */
-  private async lead(end: number): Promise<GroupInfo | string | undefined> {
+  private async lead(end: () => number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
-    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end) {
-      await this.sleep(Math.min(end, nextPoll) - Date.now());
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end()) {
+      await this.sleep(Math.min(end(), nextPoll) - Date.now());
       this.prune();
-      if (Date.now() >= nextPoll && Date.now() < end) {
+      if (Date.now() >= nextPoll && Date.now() < end()) {
         nextPoll = Date.now() + this.p.pollIntervalMs;
-        const leader = await this.chooseLeader(end);
+        const leader = await this.chooseLeader(end());
         if (leader !== undefined && leader !== this.self) return leader;
       }
     }
@@ -282,11 +298,11 @@ export class Matchmaker {
   }
 
   /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
-  private async follow(leader: string, end: number): Promise<GroupInfo | string | undefined> {
+  private async follow(leader: string, end: () => number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'following', leader };
     // a leader declared before us closes its group before our own time is up; allow one more period
     // for its reply, and the time a closed group waits for pre-scheduled members
-    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
+    const signal = deadline(end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });

@@ -322,7 +322,7 @@ export class CollaborativeOptimizer {
   private maybeSchedule(g: GlobalProgress): void {
     if (this.o.useLocalUpdates || this.scheduled || g.peers < 2 || !(g.eta <= this.o.matchmakingTime)) return;
     this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
-    this.scheduled = this.grads.schedule({ epoch: this.epochValue, size: this.params.size });
+    this.scheduled = this.grads.schedule({ epoch: this.epochValue, size: this.params.size, expectedPeers: this.peersAt(this.epochValue) });
   }
 
   /** The pre-scheduled round of `epoch`, if there is one (a round scheduled for another epoch is given up). */
@@ -356,7 +356,7 @@ export class CollaborativeOptimizer {
     }
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
-    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples });
+    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished) });
     // never rejects: a background round must not become an unhandled rejection
     const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     if (!this.o.delayGradAveraging) {
@@ -496,6 +496,16 @@ export class CollaborativeOptimizer {
 
   private own(now: number): PeerProgress {
     return { peerId: this.node.peerId.toString(), epoch: this.epochValue, samples: this.epochSamples, samplesPerSecond: this.rate, time: now, clientMode: this.node.clientMode };
+  }
+
+  /**
+   * Peers expected to average `epoch`'s gradients (this one included), so the group can close once
+   * they have all joined instead of waiting out the matchmaking time: those whose progress shows them
+   * at that epoch, and those one behind — a slower peer finishing its last micro-batch is about to
+   * catch up (leaving it out would close every group just before it arrives).
+   */
+  private peersAt(epoch: number): number {
+    return this.withOwn(Date.now()).filter((r) => r.epoch === epoch || r.epoch === epoch - 1).length;
   }
 
   private withOwn(now: number): PeerProgress[] {

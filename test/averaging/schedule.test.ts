@@ -67,3 +67,18 @@ test('run checks what it is given: the scheduled size, a finite weight, and only
   await assert.rejects(avg[0]!.schedule({ epoch: 0, size: 10 }).run(new Float32Array(10), Number.NaN), /step weight NaN/);
   assert.throws(() => avg[0]!.schedule({ epoch: -1, size: 10 }), /epoch -1/);
 });
+
+test('expectedPeers: a leader closes its group once every expected peer joined, without waiting out a long matchmaking time', { timeout: 60_000 }, async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'sched-expected' });
+  // two minutes of matchmaking: only the early close lets this test finish within its timeout
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 120_000, averagingExpirationMs: 120_000, targetGroupSize: 8, minGroupSize: 2 }));
+  const vectors = nodes.map((_, i) => randomVector(200, 70 + i));
+  const results = await Promise.all(avg.map((a, i) => a.step(vectors[i]!, { epoch: 2, weight: i + 1, expectedPeers: 3 })));
+  const expected = weightedMean(vectors, [1, 2, 3]);
+  for (const r of results) {
+    assert.ok(r.ok, r.ok ? '' : r.reason);
+    assert.equal(r.group.members.length, 3);
+    assert.ok(maxAbsDiff(r.vector, expected) <= 1e-6);
+  }
+  assert.throws(() => avg[0]!.schedule({ epoch: 3, size: 10, expectedPeers: 0 }), /expectedPeers 0 must be an integer ≥ 1/);
+});

@@ -90,7 +90,8 @@ test('use_local_updates: every micro-batch steps locally, so peers drift apart; 
 
 test('delay_grad_averaging: micro-batches go on while the all-reduce runs; each epoch’s averaged step lands later, in order, and the loss falls', { timeout: 90_000 }, async (t) => {
   const EPOCHS = 3;
-  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05 });
+  // a capped upload keeps each round in flight for a while (its group closes at once: both peers are expected)
+  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05, uploadLimit: 64 * 1024 });
   // each peer pulls its parameters towards its own target: loss ½‖p − target‖², gradient p − target
   const targets = list.map((_, i) => randomVector(list[0]!.params.size, 7 + i, 0.05));
   const mid = targets[0]!.map((x, j) => (x + targets[1]![j]!) / 2);
