@@ -8,7 +8,8 @@ import { MatchmakingError } from './errors.js';
 import type { Fault } from './faults.js';
 import { groupKey, schemaHash } from './group.js';
 import { AveragingHub } from './hub.js';
-import { Matchmaker } from './matchmaking.js';
+import { Matchmaker, MemberWeight } from './matchmaking.js';
+import type { GroupInfo } from './group.js';
 import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
@@ -33,6 +34,8 @@ export interface AveragerInit {
   reducerTimeoutMs?: number;
   /** @default DEFAULT_POLL_INTERVAL_MS */
   pollIntervalMs?: number;
+  /** How long a closed group waits for pre-scheduled members to be ready. @default averagingExpirationMs */
+  readyTimeoutMs?: number;
   /** Wire compression (used when this peer leads the group). @default 'none' */
   compression?: Compression;
   /** Values per streamed chunk. @default DEFAULT_CHUNK_VALUES */
@@ -68,14 +71,38 @@ export interface AveragerInit {
   fault?: Fault;
 }
 
-export interface StepOptions {
+export interface ScheduleOptions {
   /** The swarm epoch: part of the group key, so peers of different epochs never mix. */
   readonly epoch: number;
-  /** Samples behind this vector (hivemind's weight). */
-  readonly weight: number;
+  /** Values in the vector that will be averaged. */
+  readonly size: number;
   /** Hash of the tensor layout (see schemaHash); @default the hash of the vector length */
   readonly schema?: string;
+  /**
+   * Peers expected in this round (e.g. those the swarm's progress shows at this epoch): a leader
+   * closes its group as soon as it has them all instead of waiting out the matchmaking time.
+   * Clamped to [minGroupSize, targetGroupSize]. @default targetGroupSize
+   */
+  readonly expectedPeers?: number;
   readonly signal?: AbortSignal;
+}
+
+export interface StepOptions extends Omit<ScheduleOptions, 'size'> {
+  /** Samples behind this vector (hivemind's weight). */
+  readonly weight: number;
+}
+
+/**
+ * hivemind's StepControl: a round whose matchmaking began before this peer had its vector, so the
+ * group is (mostly) formed by the time the epoch ends. The group description is sent once every
+ * member called `run`; a member that never does is dropped after `readyTimeoutMs`.
+ */
+export interface ScheduledStep {
+  readonly epoch: number;
+  /** Averages `vector` (weight = samples) with the scheduled group; if that group did not form, looks for one again once. */
+  run(vector: Float32Array, weight: number): Promise<StepResult>;
+  /** Gives the round up before `run` (the group goes on without this peer). */
+  cancel(reason: string): void;
 }
 
 export type StepResult =
@@ -89,7 +116,8 @@ export type AveragingEvent =
   | { readonly type: 'averaged'; readonly result: AllreduceResult }
   | { readonly type: 'failed'; readonly stage: 'matchmaking'; readonly reason: string };
 
-type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS'>> & {
+type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs'>> & {
+  readyTimeoutMs: number;
   label: string;
   uploadLimitBytesPerS: number | undefined;
   state: Required<NonNullable<AveragerInit['state']>>;
@@ -107,6 +135,7 @@ function resolve(init: AveragerInit): Resolved {
     senderTimeoutMs: init.senderTimeoutMs ?? C.DEFAULT_SENDER_TIMEOUT_MS,
     reducerTimeoutMs: init.reducerTimeoutMs ?? C.DEFAULT_REDUCER_TIMEOUT_MS,
     pollIntervalMs: init.pollIntervalMs ?? C.DEFAULT_POLL_INTERVAL_MS,
+    readyTimeoutMs: 0, // below: defaults to the resolved expiration
     compression: init.compression ?? 'none',
     chunkValues: init.chunkValues ?? C.DEFAULT_CHUNK_VALUES,
     bandwidthBytesPerS: init.bandwidthBytesPerS ?? Math.min(C.DEFAULT_BANDWIDTH_BYTES_PER_S, init.uploadLimitBytesPerS ?? Infinity),
@@ -121,6 +150,7 @@ function resolve(init: AveragerInit): Resolved {
       maxDonors: init.state?.maxDonors ?? C.DEFAULT_MAX_DONORS_TRIED,
     },
   };
+  r.readyTimeoutMs = init.readyTimeoutMs ?? r.averagingExpirationMs;
   const check = (ok: boolean, field: string, value: unknown, accepted: string): void => {
     if (!ok) throw new RangeError(`averager "${r.prefix}": ${field} ${JSON.stringify(value)} is invalid; accepted: ${accepted}`);
   };
@@ -128,7 +158,7 @@ function resolve(init: AveragerInit): Resolved {
   check(/^[a-z][a-z0-9_-]{0,63}$/.test(r.prefix), 'prefix', r.prefix, '1–64 of a-z, 0-9, "_", "-", starting with a letter');
   check(int(r.targetGroupSize, 1, C.MAX_GROUP_SIZE), 'targetGroupSize', r.targetGroupSize, `an integer from 1 to ${C.MAX_GROUP_SIZE}`);
   check(int(r.minGroupSize, 1, r.targetGroupSize), 'minGroupSize', r.minGroupSize, `an integer from 1 to targetGroupSize (${r.targetGroupSize})`);
-  for (const f of ['matchmakingTimeMs', 'averagingTimeoutMs', 'senderTimeoutMs', 'reducerTimeoutMs', 'pollIntervalMs'] as const) check(int(r[f], 1, 3_600_000), f, r[f], 'an integer number of ms from 1 to 3600000');
+  for (const f of ['matchmakingTimeMs', 'averagingTimeoutMs', 'senderTimeoutMs', 'reducerTimeoutMs', 'pollIntervalMs', 'readyTimeoutMs'] as const) check(int(r[f], 1, 3_600_000), f, r[f], 'an integer number of ms from 1 to 3600000');
   check(r.averagingExpirationMs >= r.matchmakingTimeMs, 'averagingExpirationMs', r.averagingExpirationMs, `at least matchmakingTimeMs (${r.matchmakingTimeMs})`);
   check((COMPRESSIONS as readonly string[]).includes(r.compression), 'compression', r.compression, COMPRESSIONS.join(', '));
   check(int(r.chunkValues, 1, C.MAX_CHUNK_VALUES), 'chunkValues', r.chunkValues, `an integer from 1 to ${C.MAX_CHUNK_VALUES}`);
@@ -173,63 +203,132 @@ export class Averager {
 
   /** Finds a group for `opts.epoch` and averages `vector` with it (weighted by `opts.weight`). Never throws for others' faults. */
   async step(vector: Float32Array, opts: StepOptions): Promise<StepResult> {
-    await this.ready();
-    if (!(opts.weight >= 0) || !Number.isFinite(opts.weight)) throw new RangeError(`step weight ${opts.weight} must be a finite number ≥ 0 (samples)`);
+    checkWeight(opts.weight);
+    const round = this.begin({ ...opts, size: vector.length }, false);
+    return round.run(vector, opts.weight);
+  }
+
+  /**
+   * hivemind's schedule_step: starts matchmaking for `opts.epoch` now, before this peer has its
+   * vector (the swarm's ETA is within a matchmaking time); `run` hands the vector over.
+   */
+  schedule(opts: ScheduleOptions): ScheduledStep {
+    return this.begin(opts, true);
+  }
+
+  private begin(opts: ScheduleOptions, scheduled: boolean): ScheduledStep {
+    if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
     if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
-    if (vector.length > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${vector.length} values exceeds ${C.MAX_VECTOR_VALUES}`);
+    if (!Number.isInteger(opts.size) || opts.size < 0 || opts.size > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${opts.size} values: accepted 0 to ${C.MAX_VECTOR_VALUES}`);
+    const targetGroupSize = this.groupSizeFor(opts.expectedPeers);
     const abort = new AbortController();
     this.running.add(abort);
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
-    const key = groupKey(C.GROUP_NAMESPACE, this.cfg.prefix, opts.epoch);
-    const self = { peer: this.node.peerId.toString(), weight: opts.weight, bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode };
-    try {
-      this.emit({ type: 'matchmaking', key });
-      let group;
+    const weight = new MemberWeight();
+    const schema = opts.schema ?? schemaHash(opts.size);
+    const round = { epoch: opts.epoch, schema, size: opts.size, targetGroupSize, signal };
+    const matched = this.match(round, weight);
+    matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
+    let ran = false;
+    const run = async (vector: Float32Array, w: number): Promise<StepResult> => {
+      if (ran) throw new Error(`the averaging round of epoch ${opts.epoch} already ran`);
       try {
-        group = await new Matchmaker(
-          this.node,
-          this.hub,
-          {
-            key,
-            schema: opts.schema ?? schemaHash(vector.length),
-            self,
-            targetGroupSize: this.cfg.targetGroupSize,
-            minGroupSize: this.cfg.minGroupSize,
-            matchmakingTimeMs: this.cfg.matchmakingTimeMs,
-            expirationMs: this.cfg.averagingExpirationMs,
-            pollIntervalMs: this.cfg.pollIntervalMs,
-            compression: this.cfg.compression,
-            size: vector.length,
-            chunkValues: this.cfg.chunkValues,
-            signal,
-          },
-          this.log,
-        ).run();
+        checkWeight(w);
+        if (vector.length !== opts.size) throw new RangeError(`vector of ${vector.length} values, the round was scheduled for ${opts.size}`);
       } catch (err) {
-        if (!(err instanceof MatchmakingError)) throw err;
-        this.log.warn(`Averaging ${this.cfg.label} failed: ${err.message}`);
-        this.emit({ type: 'failed', stage: 'matchmaking', reason: err.message });
-        return { ok: false, stage: 'matchmaking', code: err.code, reason: err.message };
+        cancel((err as Error).message);
+        throw err;
       }
-      this.emit({ type: 'group', groupId: group.id, peers: group.members.length, leader: group.members[0]!.peer });
-      const result = await allreduce(
+      ran = true;
+      try {
+        weight.set(w);
+        let group = await matched;
+        if (group instanceof MatchmakingError && scheduled && !signal.aborted) {
+          // the pre-scheduled group fell apart (a leader not ready in time, an early close): one fresh try, as an unscheduled step
+          this.log.info(`the pre-scheduled group for epoch ${opts.epoch} did not form (${group.message}); looking for a group again`);
+          const now = new MemberWeight();
+          now.set(w);
+          group = await this.match(round, now);
+        }
+        if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
+        return { ok: true, ...(await this.reduce(group, vector, signal)) };
+      } finally {
+        this.running.delete(abort);
+      }
+    };
+    const cancel = (reason: string): void => {
+      if (ran) return;
+      ran = true;
+      abort.abort(new Error(reason));
+      this.running.delete(abort);
+    };
+    return { epoch: opts.epoch, run, cancel };
+  }
+
+  private groupSizeFor(expectedPeers: number | undefined): number {
+    if (expectedPeers === undefined) return this.cfg.targetGroupSize;
+    if (!Number.isInteger(expectedPeers) || expectedPeers < 1) throw new RangeError(`expectedPeers ${expectedPeers} must be an integer ≥ 1`);
+    return Math.min(this.cfg.targetGroupSize, Math.max(this.cfg.minGroupSize, expectedPeers));
+  }
+
+  /** Matchmaking for one round: the group, or the MatchmakingError saying why none formed (logged). */
+  private async match(
+    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly targetGroupSize: number; readonly signal: AbortSignal },
+    weight: MemberWeight,
+  ): Promise<GroupInfo | MatchmakingError> {
+    const { epoch, schema, size, signal } = round;
+    await this.ready();
+    const key = groupKey(C.GROUP_NAMESPACE, this.cfg.prefix, epoch);
+    this.emit({ type: 'matchmaking', key });
+    try {
+      const group = await new Matchmaker(
         this.node,
         this.hub,
-        group,
-        vector,
-        { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+        {
+          key,
+          schema,
+          self: { peer: this.node.peerId.toString(), bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode },
+          weight,
+          targetGroupSize: round.targetGroupSize,
+          minGroupSize: this.cfg.minGroupSize,
+          matchmakingTimeMs: this.cfg.matchmakingTimeMs,
+          expirationMs: this.cfg.averagingExpirationMs,
+          readyTimeoutMs: this.cfg.readyTimeoutMs,
+          pollIntervalMs: this.cfg.pollIntervalMs,
+          compression: this.cfg.compression,
+          size,
+          chunkValues: this.cfg.chunkValues,
+          signal,
+        },
         this.log,
-      );
-      const n = group.members.length;
-      const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
-      if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${result.durationMs} ms)`);
-      else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
-      for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
-      this.emit({ type: 'averaged', result });
-      return { ok: true, ...result };
-    } finally {
-      this.running.delete(abort);
+      ).run();
+      this.emit({ type: 'group', groupId: group.id, peers: group.members.length, leader: group.members[0]!.peer });
+      return group;
+    } catch (err) {
+      if (!(err instanceof MatchmakingError)) throw err;
+      this.log.warn(`Averaging ${this.cfg.label} failed: ${err.message}`);
+      this.emit({ type: 'failed', stage: 'matchmaking', reason: err.message });
+      return err;
     }
+  }
+
+  /** The all-reduce of `vector` with a formed group. */
+  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal): Promise<AllreduceResult> {
+    const result = await allreduce(
+      this.node,
+      this.hub,
+      group,
+      vector,
+      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+      this.log,
+    );
+    const n = group.members.length;
+    const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
+    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${result.durationMs} ms)`);
+    else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
+    for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
+    this.emit({ type: 'averaged', result });
+    return result;
   }
 
   /** Serves this peer's state to newcomers and advertises its epoch; returns a function that re-advertises at once. */
@@ -268,4 +367,8 @@ export class Averager {
       this.log.warn({ err: (err as Error).message }, 'averaging event listener threw');
     }
   }
+}
+
+function checkWeight(weight: number): void {
+  if (!(weight >= 0) || !Number.isFinite(weight)) throw new RangeError(`step weight ${weight} must be a finite number ≥ 0 (samples)`);
 }

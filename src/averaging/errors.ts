@@ -10,6 +10,7 @@ export const JOIN_REFUSALS = [
   'EPOCH_MISMATCH',
   'BAD_REQUEST',
   'NOT_ENOUGH_PEERS',
+  'NOT_READY',
   'CANCELLED',
 ] as const;
 export type JoinRefusal = (typeof JOIN_REFUSALS)[number];

@@ -6,6 +6,8 @@
  * @example
  * const averager = createAverager(node, { prefix: 'grad', targetGroupSize: 16, matchmakingTimeMs: 5000 });
  * const result = await averager.step(gradients, { epoch: 12, weight: samples });
+ * const round = averager.schedule({ epoch: 13, size: gradients.length }); // before the epoch ends
+ * const later = await round.run(gradients, samples); // the group is (mostly) found by now
  * if (result.ok) gradients.set(result.vector); // else: result.reason says why no group formed
  * await averager.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: stateBytes }) });
  * const loaded = await newcomer.loadStateFromPeers(); // { epoch, data, metadata, donor }
@@ -17,7 +19,7 @@ export function createAverager(node: SwarmNode, init: AveragerInit): Averager {
   return new Averager(node, init);
 }
 
-export { Averager, type AveragerInit, type AveragingEvent, type StepOptions, type StepResult } from './averager.js';
+export { Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type ScheduleOptions, type StepOptions, type StepResult } from './averager.js';
 export type { AllreduceResult, FailedPart } from './allreduce.js';
 export { COMPRESSIONS, type Compression, encodedSize } from './compression.js';
 export type { GroupInfo } from './group.js';

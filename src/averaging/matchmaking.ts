@@ -7,17 +7,47 @@ import { MatchmakingError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
-import { joinResponseSchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member } from './messages.js';
+import { joinResponseSchema, readySchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member, type Ready } from './messages.js';
+
+/**
+ * This peer's weight (samples behind its vector): known when matchmaking starts (a plain step), or
+ * set later by the caller of a pre-scheduled step (hivemind's schedule_step), once its last
+ * micro-batch is done. The group description is only sent when every member's weight is known.
+ */
+export class MemberWeight {
+  private known: number | undefined;
+  private readonly listeners = new Set<() => void>();
+
+  get value(): number | undefined {
+    return this.known;
+  }
+
+  set(weight: number): void {
+    if (this.known !== undefined) throw new Error(`weight already set to ${this.known}`);
+    this.known = weight;
+    for (const l of this.listeners) l();
+    this.listeners.clear();
+  }
+
+  /** Calls `listener` once the weight is known (at once if it is). */
+  onSet(listener: () => void): void {
+    if (this.known !== undefined) listener();
+    else this.listeners.add(listener);
+  }
+}
 
 export interface MatchmakingParams {
   /** Record key of this round, `averaging/<prefix>:<epoch>`. */
   readonly key: string;
   readonly schema: string;
-  readonly self: Member;
+  readonly self: Omit<Member, 'weight'>;
+  readonly weight: MemberWeight;
   readonly targetGroupSize: number;
   readonly minGroupSize: number;
   readonly matchmakingTimeMs: number;
   readonly expirationMs: number;
+  /** How long a closed group waits for pre-scheduled members' weights before it goes on without them. */
+  readonly readyTimeoutMs: number;
   readonly pollIntervalMs: number;
   /** Settings a leader puts into the group description. */
   readonly compression: Compression;
@@ -38,7 +68,11 @@ type Role =
   | { readonly kind: 'done' };
 
 interface Follower {
-  readonly member: Member;
+  readonly member: Omit<Member, 'weight'>;
+  /** Undefined until a pre-scheduled follower sends its Ready. */
+  weight: number | undefined;
+  /** Its Ready never came (stream failed or timed out). */
+  failed: boolean;
   readonly framed: FramedStream;
   readonly release: () => void;
 }
@@ -46,7 +80,7 @@ interface Follower {
 const DIAL_TIMEOUT_MS = 5000;
 
 /** Refusals after which a leader is not asked again in this round. */
-const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'BAD_REQUEST']);
+const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
 /**
  * Finds a group under `params.key` the way hivemind does: declare, let the declared server peer with
@@ -64,6 +98,9 @@ export class Matchmaker {
   private changed: (() => void) | undefined;
   private readonly self: string;
   private expiration = 0;
+  private started = 0;
+  /** When this peer's weight became known (at the start for a plain step). */
+  private readyAt: number | undefined;
 
   constructor(
     private readonly node: SwarmNode,
@@ -77,16 +114,20 @@ export class Matchmaker {
   async run(): Promise<GroupInfo> {
     if (this.hub.matchmakers.has(this.p.key)) throw new MatchmakingError('CANCELLED', `already looking for a group under ${this.p.key} on this node`);
     this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
-    const started = Date.now();
-    const end = started + this.p.matchmakingTimeMs;
+    const started = (this.started = Date.now());
     this.expiration = started + this.p.expirationMs;
+    this.p.weight.onSet(() => {
+      this.readyAt = Date.now();
+      this.notify();
+    });
+    const end = (): number => this.end();
     // a server peer accepts followers from the start and hands them over if it finds an earlier leader
     this.role = this.idle();
     // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
     const declared = this.declare();
     try {
-      let next = await this.chooseLeader(end);
-      while (Date.now() < end) {
+      let next = await this.chooseLeader(end());
+      while (Date.now() < end()) {
         this.p.signal?.throwIfAborted();
         if (next === this.self) {
           const outcome = await this.lead(end);
@@ -113,7 +154,7 @@ export class Matchmaker {
         } else {
           await this.sleep(this.p.pollIntervalMs);
         }
-        if (Date.now() < end) next = await this.chooseLeader(end);
+        if (Date.now() < end()) next = await this.chooseLeader(end());
       }
       throw this.noGroup(started);
     } finally {
@@ -125,15 +166,25 @@ export class Matchmaker {
     }
   }
 
+  /**
+   * When this peer stops looking for a group (as a leader: closes it): one matchmaking time after it
+   * is ready, as for a plain step. A pre-scheduled peer keeps looking, and its group stays open to
+   * latecomers, until it is ready; at most while its declaration lives.
+   */
+  private end(): number {
+    return this.readyAt === undefined ? this.started + this.p.expirationMs : this.readyAt + this.p.matchmakingTimeMs;
+  }
+
   /** The role between attempts: a server peer leads (accepts joins), a client-mode peer only looks. */
   private idle(): Role {
     return this.p.self.clientMode ? { kind: 'looking' } : { kind: 'leading' };
   }
 
   private async declare(): Promise<void> {
-    const { weight, bandwidth, clientMode } = this.p.self;
+    const { bandwidth, clientMode } = this.p.self;
+    const weight = this.p.weight.value;
     try {
-      const stored = await this.hub.groups.store(this.p.key, '', { weight, bandwidth, clientMode, schema: this.p.schema }, this.expiration);
+      const stored = await this.hub.groups.store(this.p.key, '', { ...(weight === undefined ? {} : { weight }), bandwidth, clientMode, schema: this.p.schema }, this.expiration);
       if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
     } catch (err) {
       this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
@@ -174,25 +225,23 @@ export class Matchmaker {
    * Leads until the group is full or time is up: the group, or the id of an earlier leader that
    * appeared (we then follow it), or undefined when too few peers joined.
    */
-  private async lead(end: number): Promise<GroupInfo | string | undefined> {
+  private async lead(end: () => number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
-    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end) {
-      await this.sleep(Math.min(end, nextPoll) - Date.now());
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end()) {
+      await this.sleep(Math.min(end(), nextPoll) - Date.now());
       this.prune();
-      if (Date.now() >= nextPoll && Date.now() < end) {
+      if (Date.now() >= nextPoll && Date.now() < end()) {
         nextPoll = Date.now() + this.p.pollIntervalMs;
-        const leader = await this.chooseLeader(end);
+        const leader = await this.chooseLeader(end());
         if (leader !== undefined && leader !== this.self) return leader;
       }
     }
     this.role = { kind: 'done' };
     this.prune();
-    const size = this.followers.length + 1;
-    if (size < this.p.minGroupSize) {
-      this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
-      return undefined;
-    }
+    if (!this.enough()) return undefined;
+    await this.awaitWeights();
+    if (!this.enough()) return undefined;
     const wire: GroupWire = {
       id: randomBytes(16).toString('hex'),
       key: this.p.key,
@@ -200,7 +249,7 @@ export class Matchmaker {
       compression: this.p.compression,
       size: this.p.size,
       chunkValues: this.p.chunkValues,
-      members: [this.p.self, ...this.followers.map((f) => f.member)],
+      members: [{ ...this.p.self, weight: this.p.weight.value! }, ...this.followers.map((f) => ({ ...f.member, weight: f.weight! }))],
     };
     const followers = this.followers.splice(0);
     await Promise.all(
@@ -213,24 +262,67 @@ export class Matchmaker {
     return groupInfo(wire);
   }
 
+  /** Whether the closed group still has `minGroupSize` members; if not, disbands it. */
+  private enough(): boolean {
+    const size = this.followers.length + 1;
+    if (size >= this.p.minGroupSize) return true;
+    this.disband('NOT_ENOUGH_PEERS', `leader ${this.self} gathered only ${size} of min ${this.p.minGroupSize} peers under ${this.p.key}`);
+    return false;
+  }
+
+  /**
+   * A closed group waits up to `readyTimeoutMs` for pre-scheduled members' weights (the leader's own
+   * included); followers still without one are dropped with NOT_READY. A leader that is not ready
+   * itself fails the round for everyone (its followers look again).
+   */
+  private async awaitWeights(): Promise<void> {
+    const until = Date.now() + this.p.readyTimeoutMs;
+    const waiting = (): boolean => this.p.weight.value === undefined || this.followers.some((f) => f.weight === undefined);
+    this.p.weight.onSet(() => this.notify());
+    while (waiting() && Date.now() < until) {
+      this.p.signal?.throwIfAborted();
+      await this.sleep(until - Date.now());
+      this.prune();
+    }
+    this.p.signal?.throwIfAborted();
+    const seconds = (this.p.readyTimeoutMs / 1000).toFixed(1);
+    if (this.p.weight.value === undefined) {
+      this.disband('NOT_READY', `leader ${this.self} was not ready within ${seconds} s of closing its group`);
+      throw new MatchmakingError('NOT_READY', `this peer led a group under ${this.p.key} but was not ready to average within ${seconds} s of closing it`);
+    }
+    for (const f of this.followers.filter((x) => x.weight === undefined)) {
+      this.followers.splice(this.followers.indexOf(f), 1);
+      this.log.info({ key: this.p.key, peer: f.member.peer }, `dropped a pre-scheduled member not ready within ${seconds} s`);
+      this.refuse(f, 'NOT_READY', `${f.member.peer} was not ready within ${seconds} s of the group closing`);
+    }
+  }
+
   /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
-  private async follow(leader: string, end: number): Promise<GroupInfo | string | undefined> {
+  private async follow(leader: string, end: () => number): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'following', leader };
-    // a leader declared before us closes its group before our own time is up; allow one more period for its reply
-    const signal = deadline(end - Date.now() + this.p.matchmakingTimeMs, this.p.signal);
+    // a leader declared before us closes its group before our own time is up; allow one more period
+    // for its reply, and the time a closed group waits for pre-scheduled members
+    const signal = deadline(end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
-      const { weight, bandwidth, clientMode } = this.p.self;
-      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, weight, bandwidth, clientMode } satisfies JoinRequest, signal);
+      const { bandwidth, clientMode } = this.p.self;
+      const weight = this.p.weight.value;
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
       for (;;) {
         const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
-        if (answer.t === 'accepted') continue;
+        if (answer.t === 'accepted') {
+          // pre-scheduled: the weight goes to the leader once our caller has it, while we keep listening
+          const out = framed;
+          if (weight === undefined) this.p.weight.onSet(() => void out.write({ t: 'ready', weight: this.p.weight.value! } satisfies Ready, signal).catch((err: Error) => out.abort(err)));
+          continue;
+        }
         if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
         const group = groupInfo(answer.group);
-        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || !group.members.some((m) => m.peer === this.self)) {
-          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema or size, or lacks us');
+        const us = group.members.find((m) => m.peer === this.self);
+        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || us?.weight !== this.p.weight.value) {
+          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema, size or weight, or lacks us');
           return undefined;
         }
         this.role = { kind: 'done' };
@@ -274,7 +366,15 @@ export class Matchmaker {
     const clientMode = request.clientMode || this.node.isClientMode(peer) === true;
     await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));
     await new Promise<void>((release) => {
-      this.followers.push({ member: { peer, weight: request.weight, bandwidth: request.bandwidth, clientMode }, framed, release });
+      const follower: Follower = { member: { peer, bandwidth: request.bandwidth, clientMode }, weight: request.weight, failed: false, framed, release };
+      this.followers.push(follower);
+      if (follower.weight === undefined) {
+        // a pre-scheduled member: its weight comes once its caller has it (bounded by matchmaking + the ready wait)
+        framed.expect(readySchema, deadline(this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal), 'its weight').then(
+          (ready) => (follower.weight = ready.weight),
+          () => (follower.failed = true),
+        ).finally(() => this.notify());
+      }
       this.notify();
     });
   }
@@ -283,7 +383,7 @@ export class Matchmaker {
   private prune(): void {
     for (let i = this.followers.length - 1; i >= 0; i--) {
       const f = this.followers[i]!;
-      if (f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
+      if (f.failed || f.framed.stream.status !== 'open' || f.framed.stream.remoteWriteStatus !== 'writable') {
         this.followers.splice(i, 1);
         f.release();
       }
@@ -291,13 +391,15 @@ export class Matchmaker {
   }
 
   private disband(code: JoinRefusal, message: string, leader?: string): void {
-    for (const f of this.followers.splice(0)) {
-      f.framed
-        .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
-        .then(() => f.framed.close(AbortSignal.timeout(2000)))
-        .catch(() => undefined)
-        .finally(f.release);
-    }
+    for (const f of this.followers.splice(0)) this.refuse(f, code, message, leader);
+  }
+
+  private refuse(f: Follower, code: JoinRefusal, message: string, leader?: string): void {
+    f.framed
+      .write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000))
+      .then(() => f.framed.close(AbortSignal.timeout(2000)))
+      .catch(() => undefined)
+      .finally(f.release);
   }
 
   private noGroup(started: number): MatchmakingError {

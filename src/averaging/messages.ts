@@ -24,15 +24,15 @@ const reason = z.string().max(1000);
 
 // ---- records ----------------------------------------------------------------------------------
 
-/** Value of a group declaration under `averaging/<prefix>:<epoch>` (subkey '' of its owner). */
-export const declarationSchema = z.strictObject({ weight, bandwidth, clientMode: z.boolean(), schema: schemaHash });
+/** Value of a group declaration under `averaging/<prefix>:<epoch>` (subkey '' of its owner); no weight while pre-scheduled. */
+export const declarationSchema = z.strictObject({ weight: weight.optional(), bandwidth, clientMode: z.boolean(), schema: schemaHash });
 export type Declaration = z.infer<typeof declarationSchema>;
 
 /** Value of a donor advertisement under `state/<prefix>`. */
 export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
-// ---- matchmaking/1.0.0 ------------------------------------------------------------------------
+// ---- matchmaking/2.0.0 ------------------------------------------------------------------------
 
 export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
@@ -49,8 +49,13 @@ export const groupSchema = z.strictObject({
 });
 export type GroupWire = z.infer<typeof groupSchema>;
 
-export const joinRequestSchema = z.strictObject({ t: z.literal('join'), key: groupKey, schema: schemaHash, weight, bandwidth, clientMode: z.boolean() });
+/** `weight` absent: a pre-scheduled member, which sends it in a Ready once its caller has it. */
+export const joinRequestSchema = z.strictObject({ t: z.literal('join'), key: groupKey, schema: schemaHash, weight: weight.optional(), bandwidth, clientMode: z.boolean() });
 export type JoinRequest = z.infer<typeof joinRequestSchema>;
+
+/** A pre-scheduled follower's weight, sent after `accepted`: the leader sends the group description once every member is ready. */
+export const readySchema = z.strictObject({ t: z.literal('ready'), weight });
+export type Ready = z.infer<typeof readySchema>;
 
 export const joinResponseSchema = z.discriminatedUnion('t', [
   /** Accepted; the group description follows when the leader closes the group. */

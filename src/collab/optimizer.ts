@@ -8,7 +8,7 @@
  * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, type Averager, type Compression, type StepResult } from '../averaging/index.js';
+import { createAverager, type Averager, type Compression, type ScheduledStep, type StepResult } from '../averaging/index.js';
 import type { AlbertConfig } from '../engine/albert/config.js';
 import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import type { ParameterSet } from '../engine/params.js';
@@ -102,6 +102,8 @@ export type StepOutcome =
       readonly loss: number;
       /** Peers whose gradients this step averaged (1: a local step, or useLocalUpdates). */
       readonly averagedWith: number;
+      /** The all-reduce used a group found before the epoch ended (hivemind's pre-scheduled matchmaking). */
+      readonly preScheduled?: true;
       /** Why the gradient all-reduce failed (absent when it succeeded or was not attempted). */
       readonly reason?: string;
       /** Outcome of the state averaging that followed this step, when one was due. */
@@ -131,6 +133,7 @@ type Reduced = StepResult | { readonly ok: false; readonly reason: string };
 
 interface Averaged {
   readonly averagedWith: number;
+  readonly preScheduled?: true;
   readonly reason?: string;
   readonly weights?: Record<string, number>;
 }
@@ -140,6 +143,7 @@ interface InFlight {
   readonly ended: EndedEpoch;
   readonly peers: number;
   readonly done: Promise<Reduced>;
+  readonly preScheduled: boolean;
   result: Reduced | undefined;
 }
 
@@ -162,6 +166,8 @@ export class CollaborativeOptimizer {
   private epochSamples = 0;
   /** delay_grad_averaging's round in the background (at most one). */
   private inFlight: InFlight | undefined;
+  /** The gradient round of the current epoch whose matchmaking began before the epoch ended. */
+  private scheduled: ScheduledStep | undefined;
   /** delay_optimizer_step's compute copy and pending step (pass-through when off). */
   private readonly delayed: DelayedStep;
   private rate = 0;
@@ -304,7 +310,33 @@ export class CollaborativeOptimizer {
     if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
     if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead)) return this.update(g);
+    this.maybeSchedule(g);
     return { type: 'accumulated', progress: g };
+  }
+
+  /**
+   * hivemind's _maybe_schedule_gradient_averaging: once the swarm's ETA is within a matchmaking
+   * time, matchmaking begins in the background, so the group is (mostly) formed when the epoch ends
+   * instead of costing a matchmaking time after it. The gradients and weight follow in `update`.
+   */
+  private maybeSchedule(g: GlobalProgress): void {
+    if (this.o.useLocalUpdates || this.scheduled || g.peers < 2 || !(g.eta <= this.o.matchmakingTime)) return;
+    this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
+    this.scheduled = this.grads.schedule({ epoch: this.epochValue, size: this.params.size, expectedPeers: this.peersAt(this.epochValue) });
+  }
+
+  /** The pre-scheduled round of `epoch`, if there is one (a round scheduled for another epoch is given up). */
+  private takeScheduled(epoch: number): ScheduledStep | undefined {
+    const round = this.scheduled;
+    if (round?.epoch !== epoch) return this.dropScheduled(`this peer is ending epoch ${epoch}`);
+    this.scheduled = undefined;
+    return round;
+  }
+
+  private dropScheduled(reason: string): undefined {
+    this.scheduled?.cancel(reason);
+    this.scheduled = undefined;
+    return undefined;
   }
 
   /** Stops averaging and serving state; the progress record expires by itself. A pending step is dropped (flush() first to keep it). */
@@ -323,15 +355,17 @@ export class CollaborativeOptimizer {
       return this.afterStep(s, { averagedWith: 1 }, g.peers);
     }
     const avg = this.acc.average(this.averaged);
+    const scheduled = this.takeScheduled(s.finished);
+    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished) });
     // never rejects: a background round must not become an unhandled rejection
-    const done = this.grads.step(avg.data, { epoch: s.finished, weight: s.samples }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     if (!this.o.delayGradAveraging) {
       const result = await done;
       this.beginEpoch(s.next);
-      return this.applyAveraged(s, result, g.peers);
+      return this.applyAveraged(s, result, g.peers, scheduled !== undefined);
     }
     this.beginEpoch(s.next);
-    const round: InFlight = { ended: s, peers: g.peers, done, result: undefined };
+    const round: InFlight = { ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, result: undefined };
     void done.then((r) => (round.result = r));
     this.inFlight = round;
     this.log.info(`Began averaging the gradients of epoch ${s.finished} in the background; training epoch ${s.next} meanwhile`);
@@ -353,7 +387,7 @@ export class CollaborativeOptimizer {
 
   private applyInFlight(round: InFlight, result: Reduced): Promise<StepOutcome> {
     this.inFlight = undefined;
-    return this.applyAveraged(round.ended, result, round.peers);
+    return this.applyAveraged(round.ended, result, round.peers, round.preScheduled);
   }
 
   private beginEpoch(epoch: number): void {
@@ -364,11 +398,11 @@ export class CollaborativeOptimizer {
   }
 
   /** Takes the optimizer step of an ended epoch with the all-reduced gradient (or this peer's own when the round failed). */
-  private applyAveraged(s: EndedEpoch, result: Reduced, peers: number): Promise<StepOutcome> {
+  private applyAveraged(s: EndedEpoch, result: Reduced, peers: number, preScheduled: boolean): Promise<StepOutcome> {
     let averaged: Averaged;
     if (result.ok) {
       this.averaged.data.set(result.vector);
-      averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])) };
+      averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
     } else {
       this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
       averaged = { averagedWith: 1, reason: result.reason };
@@ -393,7 +427,7 @@ export class CollaborativeOptimizer {
     const stateAveraging = averageStateNow ? await this.averageState(averageStateNow, s.next) : undefined;
     await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
     this.nextFetch = 0;
-    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
+    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.preScheduled ? { preScheduled: true } : {}), ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
   }
 
   /**
@@ -428,6 +462,7 @@ export class CollaborativeOptimizer {
 
   private async loadState(swarmEpoch: number): Promise<StepOutcome> {
     this.log.info(`this peer is at epoch ${this.epochValue}, the swarm at ${swarmEpoch}: loading state from peers`);
+    this.dropScheduled(`this peer loads the state of epoch ≥ ${swarmEpoch}`);
     try {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: swarmEpoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
@@ -461,6 +496,16 @@ export class CollaborativeOptimizer {
 
   private own(now: number): PeerProgress {
     return { peerId: this.node.peerId.toString(), epoch: this.epochValue, samples: this.epochSamples, samplesPerSecond: this.rate, time: now, clientMode: this.node.clientMode };
+  }
+
+  /**
+   * Peers expected to average `epoch`'s gradients (this one included), so the group can close once
+   * they have all joined instead of waiting out the matchmaking time: those whose progress shows them
+   * at that epoch, and those one behind — a slower peer finishing its last micro-batch is about to
+   * catch up (leaving it out would close every group just before it arrives).
+   */
+  private peersAt(epoch: number): number {
+    return this.withOwn(Date.now()).filter((r) => r.epoch === epoch || r.epoch === epoch - 1).length;
   }
 
   private withOwn(now: number): PeerProgress[] {

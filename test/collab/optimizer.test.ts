@@ -1,6 +1,6 @@
 // CollaborativeOptimizer options on in-process swarm nodes with synthetic gradients (no engine):
 // average_state_every re-converges peers whose parameters differ; use_local_updates steps every
-// micro-batch and relies on state averaging.
+// micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch ends.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
@@ -90,7 +90,8 @@ test('use_local_updates: every micro-batch steps locally, so peers drift apart; 
 
 test('delay_grad_averaging: micro-batches go on while the all-reduce runs; each epoch’s averaged step lands later, in order, and the loss falls', { timeout: 90_000 }, async (t) => {
   const EPOCHS = 3;
-  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05 });
+  // a capped upload keeps each round in flight for a while (its group closes at once: both peers are expected)
+  const list = await peers(t, 'opt-delay', [1, 1], { delayGradAveraging: true, peakLr: 0.05, uploadLimit: 64 * 1024 });
   // each peer pulls its parameters towards its own target: loss ½‖p − target‖², gradient p − target
   const targets = list.map((_, i) => randomVector(list[0]!.params.size, 7 + i, 0.05));
   const mid = targets[0]!.map((x, j) => (x + targets[1]![j]!) / 2);
@@ -129,4 +130,22 @@ test('delay_grad_averaging: micro-batches go on while the all-reduce runs; each 
   const after = swarmLoss(list[0]!.params.data);
   t.diagnostic(`loss to the swarm's mean target ${before.toExponential(3)} → ${after.toExponential(3)}`);
   assert.ok(after < before, `loss did not fall: ${before} → ${after}`);
+});
+
+test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmaking, and the group they found averages the step', { timeout: 90_000 }, async (t) => {
+  const EPOCHS = 3;
+  const list = await peers(t, 'opt-presched', [1, 1], {});
+  const stepped = await Promise.all(
+    list.map(async (p) => {
+      const seen: Array<Extract<StepOutcome, { type: 'stepped' }>> = [];
+      while (p.collab.epoch < EPOCHS) seen.push(await trainOneEpoch(p));
+      return seen;
+    }),
+  );
+  for (const [i, seen] of stepped.entries()) {
+    for (const s of seen) assert.equal(s.averagedWith, 2, `peer ${i}: epoch ${s.epoch} averaged with both peers (${s.reason ?? ''})`);
+    // the first epoch may end before a peer has seen the other's progress (nothing to schedule with)
+    assert.ok(seen.some((s) => s.preScheduled), `peer ${i}: no step used a pre-scheduled group`);
+  }
+  assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
 });

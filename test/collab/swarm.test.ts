@@ -57,6 +57,8 @@ test('3 peers and a coordinator: epochs advance together, loss falls, metrics an
     assert.match(p.stderr, /Step #\d+, loss \d/);
     assert.ok(summaries[i]!.averaged > 0, `peer ${i} never averaged`);
   }
+  // hivemind's pre-scheduling: near the epoch's end a peer starts matchmaking while it still computes
+  assert.ok(peers.some((p) => /Pre-scheduling gradient averaging round in [\d.]+ sec/.test(p.stderr)), 'no peer pre-scheduled its averaging');
   // an overflow drops a micro-batch; GradScaler's initial 2^16 fits the tiny model, so alice stays in step
   assert.ok(summaries[0]!.skippedMicroBatches <= 1, `alice skipped ${summaries[0]!.skippedMicroBatches} fp16 micro-batches`);
   assert.equal(summaries[1]!.skippedMicroBatches, 0, 'fp32 peers never skip');
