@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { Precision } from './albert/graph.js';
 import type { AlbertConfig } from './albert/config.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
@@ -6,6 +6,7 @@ import type { AlbertBatch } from './batch.js';
 import { ortDescription, type OrtBackendOptions } from './ort-backend.js';
 import type { FromWorker, OrtWorkerData, RunRequest, ToWorker } from './ort-worker-protocol.js';
 import type { ParameterSet } from './params.js';
+import { siblingEntry, startWorker } from '../util/worker-thread.js';
 
 export interface WorkerBackendOptions extends OrtBackendOptions {
   /** The worker's entry module (default: ort-worker next to this module); tests point it at fixtures. */
@@ -93,11 +94,8 @@ export class WorkerBackend implements TrainingBackend {
   private start(): Worker {
     if (this.worker) return this.worker;
     const { log: _log, workerEntry, ...ortOptions } = this.options;
-    const entry = workerEntry ?? defaultEntry();
     const workerData: OrtWorkerData = { config: this.config, options: ortOptions };
-    // Node 20 applies no --import to a worker's execArgv, so a TypeScript entry (running from source under
-    // tsx) is loaded by a bootstrap that registers tsx in the worker first
-    const worker = entry.pathname.endsWith('.ts') ? new Worker(tsxBootstrap(entry), { eval: true, workerData }) : new Worker(entry, { workerData });
+    const worker = startWorker(workerEntry ?? siblingEntry(import.meta.url, 'ort-worker'), { workerData });
     worker.unref(); // idle: no reason to keep the process alive
     worker.on('message', (m: FromWorker) => this.receive(m));
     worker.on('error', (err) => this.died(worker, new Error(`the onnxruntime worker failed: ${err.message}`, { cause: err })));
@@ -143,17 +141,6 @@ export class WorkerBackend implements TrainingBackend {
     this.free = this.free.filter((b) => b.params.length === size);
     return this.free.pop() ?? { params: new Float32Array(size), grads: new Float32Array(size) };
   }
-}
-
-/** ort-worker next to this module: the .ts source under tsx, the bundled .js in the Electron build. */
-function defaultEntry(): URL {
-  const here = import.meta.url;
-  return new URL(here.endsWith('.ts') ? './ort-worker.ts' : './ort-worker.js', here);
-}
-
-function tsxBootstrap(entry: URL): string {
-  const tsx = import.meta.resolve('tsx/esm/api');
-  return `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
 }
 
 /** The batch with arrays that own their buffers: posting a view would copy its whole underlying buffer. */
