@@ -61,9 +61,10 @@ export class WorkerBackend implements TrainingBackend {
     return `${this.ortDescription} (worker thread)`;
   }
 
-  forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike(), { lossScale = 1 }: PassOptions = {}): Promise<StepResult> {
-    if (this.failure) return Promise.reject(new Error(`forwardBackward: ${this.failure.message}`, { cause: this.failure }));
-    if (!grads.sameLayout(params)) return Promise.reject(new Error('forwardBackward: grads do not have the parameters\' layout'));
+  // async, yet the parameters are copied before the first await: synchronously, during the call
+  async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike(), { lossScale = 1 }: PassOptions = {}): Promise<StepResult> {
+    if (this.failure) throw new Error(`forwardBackward: ${this.failure.message}`, { cause: this.failure });
+    if (!grads.sameLayout(params)) throw new Error('forwardBackward: grads do not have the parameters\' layout');
     const worker = this.start();
     const buffers = this.take(params.size);
     buffers.params.set(params.data);
@@ -72,7 +73,7 @@ export class WorkerBackend implements TrainingBackend {
     try {
       worker.postMessage(request satisfies ToWorker, [buffers.params.buffer as ArrayBuffer, buffers.grads.buffer as ArrayBuffer]);
     } catch (err) {
-      return Promise.reject(new Error(`forwardBackward: the batch cannot be sent to the onnxruntime worker: ${(err as Error).message}`, { cause: err }));
+      throw new Error(`forwardBackward: the batch cannot be sent to the onnxruntime worker: ${(err as Error).message}`, { cause: err });
     }
     if (this.pending.size === 0) worker.ref(); // a call in flight keeps the process alive
     return new Promise((resolve, reject) => this.pending.set(id, { grads, resolve, reject }));
