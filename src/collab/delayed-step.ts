@@ -1,7 +1,9 @@
 /**
  * hivemind's delay_optimizer_step: the optimizer step of an ended epoch is taken while the next
- * micro-batch is being computed, and lands one micro-batch late. onnxruntime reads the parameter
- * buffer during a run, so micro-batches are computed on a separate *compute copy* while the step
+ * micro-batch is being computed, and lands one micro-batch late. A backend may read the parameter
+ * buffer during a run (OrtBackend does, on the JS thread; WorkerBackend copies it when called and
+ * computes in a worker, so there the step truly runs beside the micro-batch), so micro-batches are
+ * computed on a separate *compute copy* while the step
  * updates the *master* parameters; the master is copied into the compute copy only between
  * micro-batches (`publish`). Without the delay there is one buffer and nothing is ever pending.
  */

@@ -9,7 +9,7 @@ import { saveModel } from '../engine/albert/checkpoint.js';
 import { initAlbertParams } from '../engine/albert/params.js';
 import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer } from '../engine/optim/index.js';
-import { OrtBackend } from '../engine/ort-backend.js';
+import { WorkerBackend } from '../engine/worker-backend.js';
 import { scaledGradients } from '../engine/trainer.js';
 import { DatasetStore, findDataset, openBatchStream, prepareDataset } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
@@ -90,7 +90,7 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   const params = initAlbertParams(config, init.seed);
   const grads = params.zerosLike();
   const optimizer = createOptimizer(params, { kind: 'lamb', lr: init.collab.peakLr });
-  const backend = new OrtBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log, precision });
+  const backend = new WorkerBackend(config, { provider: init.provider ?? 'auto', intraOpThreads: init.threads, log, precision });
   const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
   const collab = new CollaborativeOptimizer(node, config, params, optimizer, init.collab, log);
   let watchdog: MemoryWatchdog | undefined;

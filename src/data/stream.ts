@@ -1,4 +1,3 @@
-import { Worker } from 'node:worker_threads';
 import type { AlbertBatch } from '../engine/batch.js';
 import type { Store } from '../store/index.js';
 import { BatchProducer, type ProducedBatch } from './batch-producer.js';
@@ -7,6 +6,7 @@ import { DataError } from './errors.js';
 import type { MaskingOptions, VocabInfo } from './masking.js';
 import { loadTokenizer } from './tokenizer.js';
 import type { ToWorker, WorkerInit } from './stream-worker.js';
+import { siblingEntry, startWorker } from '../util/worker-thread.js';
 
 export interface BatchStreamOptions {
   readonly store: Store;
@@ -136,17 +136,7 @@ function inThreadSource(producer: BatchProducer): Source {
 type FromWorker = { type: 'batch'; produced: ProducedBatch } | { type: 'error'; message: string };
 
 function workerSource(init: WorkerInit, prefetch: number): Source {
-  // Under tsx (tests, the CLI) this module is a .ts file. Node 20 does not apply `--import tsx` hooks
-  // to a worker's entry, so a small eval entry registers tsx's loader first (as bin/cohort.js does).
-  const ts = import.meta.url.endsWith('.ts');
-  const entry = new URL(`./stream-worker.${ts ? 'ts' : 'js'}`, import.meta.url);
-  const worker = ts
-    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}); })`, {
-        eval: true,
-        workerData: init,
-        execArgv: [],
-      })
-    : new Worker(entry, { workerData: init });
+  const worker = startWorker(siblingEntry(import.meta.url, 'stream-worker'), { workerData: init });
   const ready: FromWorker[] = [];
   let waiting: { resolve: (m: FromWorker) => void; reject: (e: Error) => void } | undefined;
   let failure: Error | undefined;

@@ -33,7 +33,11 @@ export interface TrainingBackend {
   readonly description: string;
   /** fp32, or fp16 mixed precision (then use a loss scale: see DynamicLossScaler). */
   readonly precision: Precision;
-  /** Loss, metrics and every gradient for one batch. Writes into `grads` when given (no allocation). */
+  /**
+   * Loss, metrics and every gradient for one batch. Writes into `grads` when given (no allocation).
+   * `params` must not change until the promise settles (OrtBackend reads them during the run),
+   * except with WorkerBackend, which copies them during the call itself.
+   */
   forwardBackward(params: ParameterSet, batch: AlbertBatch, grads?: ParameterSet, options?: PassOptions): Promise<StepResult>;
   close(): Promise<void>;
 }

@@ -13,7 +13,8 @@
  * The ORT coefficients are calibrated against measured peaks (test/fixtures/measure-training-memory.ts:
  * RSS after the imports vs the process's maximum RSS over real OrtBackend steps on the CPU, LAMB, one
  * thread, synthetic batches, then a checkpoint's encoding), on a 2-core x86-64 Linux machine, MB = 10⁶ B;
- * estimate = trainer 'local' without the baseline:
+ * estimate = trainer 'local' without the baseline. These figures predate WorkerBackend (onnxruntime
+ * inline); its thread and transfer buffers are added on top (WORKER_THREAD_BYTES, TRAINER_BUFFERS):
  *
  *   preset  B×S     measured   estimate   ratio
  *   tiny    1×128      49 MB      52 MB     1.06
@@ -47,8 +48,10 @@ export type TrainerKind = 'local' | 'swarm';
  *   exportState's m and v (2) and the encoded params + moments (3), which outweighs the all-reduce's
  *   result vector (1) = 11. (averageOptStatistics, off in the app, would add a 3-parameter vector and
  *   an exportState copy of m and v at each state-averaging round.)
+ * Both train through WorkerBackend, whose transfer buffers (the parameters sent to its worker, the
+ * gradients that come back) add 2.
  */
-export const TRAINER_BUFFERS: Readonly<Record<TrainerKind, number>> = { local: 9, swarm: 11 };
+export const TRAINER_BUFFERS: Readonly<Record<TrainerKind, number>> = { local: 11, swarm: 13 };
 
 /** Parameter-sized float32 tensors onnxruntime holds during a step (fitted on base, whose weights dominate). */
 const ORT_WEIGHT_COPIES = 5.5;
@@ -60,6 +63,11 @@ const FLOATS_PER_TOKEN = 7800;
 const ACTIVATION_FACTOR = 2.2;
 /** ORT session and allocator overhead that does not scale with the model (fitted on tiny: the intercept). */
 const ORT_FIXED_BYTES = 42e6;
+/**
+ * WorkerBackend's thread: its V8 isolate and its own copy of the engine's modules. Measured 49–50 MB
+ * running from source under tsx (the fixture, tiny 1×16 and 16×64, against OrtBackend inline).
+ */
+const WORKER_THREAD_BYTES = 50e6;
 /** RSS of the process before training allocates anything (Node, the engine's native libraries). */
 export const PROCESS_BASELINE_BYTES = 105e6;
 
@@ -74,7 +82,7 @@ export interface TrainingShape {
 export interface MemoryEstimate {
   /** The trainer's parameter-sized buffers. */
   readonly trainerBytes: number;
-  /** onnxruntime: weight-sized intermediates, activations, session overhead. */
+  /** onnxruntime: weight-sized intermediates, activations, session overhead, the worker thread it runs in. */
   readonly ortBytes: number;
   readonly baselineBytes: number;
   readonly totalBytes: number;
@@ -93,7 +101,7 @@ export function estimateTrainingMemory(config: AlbertConfig, shape: TrainingShap
   const trainerBytes = TRAINER_BUFFERS[shape.trainer] * paramBytes;
   const perToken = FLOATS_PER_TOKEN + ACTIVATION_FACTOR * config.numHiddenLayers * (config.hiddenSize + config.intermediateSize + config.numAttentionHeads * S);
   const weightCopies = ORT_WEIGHT_COPIES + (shape.precision === 'fp16' ? FP16_WEIGHT_COPIES : 0);
-  const ortBytes = ORT_FIXED_BYTES + weightCopies * paramBytes + 4 * B * S * perToken;
+  const ortBytes = ORT_FIXED_BYTES + WORKER_THREAD_BYTES + weightCopies * paramBytes + 4 * B * S * perToken;
   return { trainerBytes, ortBytes, baselineBytes: PROCESS_BASELINE_BYTES, totalBytes: trainerBytes + ortBytes + PROCESS_BASELINE_BYTES };
 }
 

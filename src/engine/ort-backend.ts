@@ -22,6 +22,11 @@ export interface OrtBackendOptions {
   readonly mlmProbability?: number;
 }
 
+/** "onnxruntime cpu, 2 threads, fp16": the provider in use (the choice before the first session) and the options. */
+export function ortDescription(provider: string, options: OrtBackendOptions): string {
+  return `onnxruntime ${provider}${options.intraOpThreads ? `, ${options.intraOpThreads} threads` : ''}${options.precision === 'fp16' ? ', fp16' : ''}`;
+}
+
 /**
  * Runs the ALBERT training graph in onnxruntime-node: one InferenceSession per (batch, seq) shape,
  * built on first use and cached. Parameters are fed as views of the flat buffer (no copy on CPU);
@@ -45,7 +50,7 @@ export class OrtBackend implements TrainingBackend {
   }
 
   get description(): string {
-    return `onnxruntime ${this.provider ?? this.options.provider ?? 'auto'}${this.options.intraOpThreads ? `, ${this.options.intraOpThreads} threads` : ''}${this.precision === 'fp16' ? ', fp16' : ''}`;
+    return ortDescription(this.provider ?? this.options.provider ?? 'auto', this.options);
   }
 
   async forwardBackward(params: ParameterSet, batch: AlbertBatch, grads: ParameterSet = params.zerosLike(), { lossScale = 1 }: PassOptions = {}): Promise<StepResult> {

@@ -27,18 +27,19 @@ export class ParameterSet {
 
   /** Zero-filled parameters with the given names and shapes, laid out in the given order. */
   static allocate(specs: readonly ParamSpec[]): ParameterSet {
-    const views: ParamView[] = [];
-    const seen = new Set<string>();
-    let offset = 0;
-    for (const spec of specs) {
-      if (seen.has(spec.name)) throw new Error(`parameter ${spec.name} is declared twice`);
-      if (spec.shape.some((d) => !Number.isInteger(d) || d <= 0)) throw new Error(`parameter ${spec.name} has an invalid shape [${spec.shape.join(', ')}]`);
-      seen.add(spec.name);
-      const size = spec.shape.reduce((a, b) => a * b, 1);
-      views.push({ name: spec.name, shape: [...spec.shape], offset, size });
-      offset += size;
-    }
-    return new ParameterSet(views, new Float32Array(offset));
+    const views = layout(specs);
+    return new ParameterSet(views, new Float32Array(views.reduce((n, v) => n + v.size, 0)));
+  }
+
+  /**
+   * Parameters laid out as `specs` over an existing buffer, without copying (e.g. one that was
+   * transferred from another thread); `data` must hold exactly the parameters' elements.
+   */
+  static wrap(specs: readonly ParamSpec[], data: Float32Array): ParameterSet {
+    const views = layout(specs);
+    const size = views.reduce((n, v) => n + v.size, 0);
+    if (data.length !== size) throw new Error(`ParameterSet.wrap: the buffer holds ${data.length} elements, the ${views.length} parameters ${size}`);
+    return new ParameterSet(views, data);
   }
 
   /** Same layout, zero-filled (gradients, optimizer moments). */
@@ -79,4 +80,20 @@ export class ParameterSet {
   sameLayout(other: ParameterSet): boolean {
     return other.specs === this.specs || (other.specs.length === this.specs.length && other.specs.every((s, i) => s.name === this.specs[i]!.name && s.shape.join() === this.specs[i]!.shape.join()));
   }
+}
+
+/** Offsets of the parameters, in the given order, after checking names and shapes. */
+function layout(specs: readonly ParamSpec[]): ParamView[] {
+  const views: ParamView[] = [];
+  const seen = new Set<string>();
+  let offset = 0;
+  for (const spec of specs) {
+    if (seen.has(spec.name)) throw new Error(`parameter ${spec.name} is declared twice`);
+    if (spec.shape.some((d) => !Number.isInteger(d) || d <= 0)) throw new Error(`parameter ${spec.name} has an invalid shape [${spec.shape.join(', ')}]`);
+    seen.add(spec.name);
+    const size = spec.shape.reduce((a, b) => a * b, 1);
+    views.push({ name: spec.name, shape: [...spec.shape], offset, size });
+    offset += size;
+  }
+  return views;
 }

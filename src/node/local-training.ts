@@ -6,7 +6,7 @@ import { initAlbertParams } from '../engine/albert/params.js';
 import type { Precision } from '../engine/albert/graph.js';
 import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer, decodeOptimizerState, encodeOptimizerState, LAMB_DEFAULTS, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
-import { OrtBackend } from '../engine/ort-backend.js';
+import { WorkerBackend } from '../engine/worker-backend.js';
 import type { ParameterSet } from '../engine/params.js';
 import { trainStep } from '../engine/trainer.js';
 import { DatasetStore, findDataset, openBatchStream, prepareDataset, type BatchStream, type PrepareOptions } from '../data/index.js';
@@ -51,7 +51,7 @@ interface Session {
   readonly params: ParameterSet;
   readonly grads: ParameterSet;
   readonly optimizer: Optimizer;
-  readonly backend: OrtBackend;
+  readonly backend: WorkerBackend;
   /** fp16 only. */
   readonly scaler: DynamicLossScaler | undefined;
   readonly data: BatchStream;
@@ -183,7 +183,7 @@ export class LocalTrainingRuntime implements TrainingRuntime {
       const scaler = this.o.precision === 'fp16' ? new DynamicLossScaler() : undefined;
       if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
       const policies = this.settings?.policies;
-      const backend = new OrtBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision: this.o.precision });
+      const backend = new WorkerBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision: this.o.precision });
       const step = resumed?.step ?? 0;
       this.say('info', resumed ? `resumed from the checkpoint of step ${step}` : `training a new ${this.o.preset} ALBERT (${params.size} parameters) on ${data.dataset.source}`);
       return { config, params, grads: params.zerosLike(), optimizer, backend, scaler, data, batchSize, step };
