@@ -184,6 +184,7 @@ export class CollaborativeRuntime implements TrainingRuntime {
       memoryLimitMiB: policies?.maxMemoryMiB ?? DEFAULT_SETTINGS.policies.maxMemoryMiB,
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
+      precision: policies?.precision ?? 'fp32',
       signal: this.abort.signal,
       collab: { ...localOptimizerOptions(this.o), ...collabOptionsOf(run), matchmakingTime: this.o.matchmakingTime ?? 5, ...(this.settings?.displayName ? { displayName: this.settings.displayName } : {}), ...(policies?.bandwidthCapKiBps ? { uploadLimit: policies.bandwidthCapKiBps * 1024 } : {}) },
       onOutcome: (outcome, collab) => {

@@ -172,18 +172,20 @@ export class LocalTrainingRuntime implements TrainingRuntime {
     const { vocabSize } = findDataset(store);
     const resumed = this.resume(vocabSize);
     const config = resumed?.config ?? checkConfig({ ...PRESETS[this.o.preset], vocabSize });
+    // the volunteer's setting; a node started without settings uses its own option
+    const precision = this.settings?.policies.precision ?? this.o.precision;
     // refuses (MemoryLimitError) before anything big is allocated
-    const batchSize = fitMicroBatch(config, { batchSize: this.o.batchSize, seqLen: this.o.seqLen, precision: this.o.precision, trainer: 'local' }, this.memoryLimitMiB(), this.init.log);
+    const batchSize = fitMicroBatch(config, { batchSize: this.o.batchSize, seqLen: this.o.seqLen, precision, trainer: 'local' }, this.memoryLimitMiB(), this.init.log);
     const data = openBatchStream({ store, batchSize, seqLen: this.o.seqLen, seed: 0, peerId: 'local', onWarning: (m) => this.say('warn', m) });
     try {
       const params = resumed?.params ?? initAlbertParams(config, 0);
       const optimizer = createOptimizer(params, { kind: 'lamb' });
       const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
       if (state) optimizer.importState(state);
-      const scaler = this.o.precision === 'fp16' ? new DynamicLossScaler() : undefined;
+      const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
       if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
       const policies = this.settings?.policies;
-      const backend = new WorkerBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision: this.o.precision });
+      const backend = new WorkerBackend(config, { provider: policies?.useGpu === false ? 'cpu' : 'auto', intraOpThreads: policies?.maxCpuThreads, log: this.init.log, precision });
       const step = resumed?.step ?? 0;
       this.say('info', resumed ? `resumed from the checkpoint of step ${step}` : `training a new ${this.o.preset} ALBERT (${params.size} parameters) on ${data.dataset.source}`);
       return { config, params, grads: params.zerosLike(), optimizer, backend, scaler, data, batchSize, step };

@@ -19,6 +19,11 @@ export const PoliciesSchema = z
     maxMemoryMiB: z.number().int().min(512).max(1_048_576),
     /** Network bandwidth cap in KiB/s; 0 means no cap. */
     bandwidthCapKiBps: z.number().int().min(0).max(10_485_760),
+    /**
+     * fp16: mixed precision (float16 matmuls with dynamic loss scaling; faster on GPUs with tensor
+     * cores, no faster on CPUs). Defaulted so settings stored before it existed still load.
+     */
+    precision: z.enum(['fp32', 'fp16']).default('fp32'),
   })
   .strict();
 export type Policies = z.infer<typeof PoliciesSchema>;
@@ -60,6 +65,7 @@ export const DEFAULT_SETTINGS: AppSettings = {
     useGpu: true,
     maxMemoryMiB: 4096,
     bandwidthCapKiBps: 0,
+    precision: 'fp32',
   },
   joinCode: '',
   displayName: '',

@@ -74,6 +74,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.getByLabel('CPU threads').fill('7');
     await page.getByLabel('Pause while on battery').uncheck();
     await page.getByLabel('Bandwidth cap (KiB/s)').fill('512');
+    await page.getByLabel('Precision').selectOption('fp16');
     await page.getByRole('button', { name: 'Save settings' }).click();
     await page.getByText('Settings saved.').waitFor(WAIT);
 
@@ -85,6 +86,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await page.getByLabel('CPU threads').waitFor(WAIT);
     assert.equal(await page.getByLabel('CPU threads').inputValue(), '7');
     assert.equal(await page.getByLabel('Bandwidth cap (KiB/s)').inputValue(), '512');
+    assert.equal(await page.getByLabel('Precision').inputValue(), 'fp16');
     assert.equal(await page.getByLabel('Pause while on battery').isChecked(), false);
     assert.equal(await page.getByLabel('Memory limit (MiB)').inputValue(), '4096', 'the unsaved bad value was not stored');
   });

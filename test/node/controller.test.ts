@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { createLogger } from '../../src/log/logger.js';
-import type { ComponentState, Snapshot } from '../../src/shared/api.js';
+import { DEFAULT_SETTINGS, type ComponentState, type Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
 import { METRIC } from '../../src/node/metric-series.js';
 import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../../src/node/runtime-parts.js';
@@ -135,6 +135,22 @@ test('settings are validated, merged and persisted', async (t) => {
   const reopened = controller(t, storeIn(t, dir));
   assert.equal((await reopened.getSettings()).policies.maxCpuThreads, 6);
   assert.equal((await reopened.getSettings()).displayName, 'ada');
+});
+
+test('settings stored before the precision setting existed load as fp32; fp16 is kept and reaches the training runtime', async (t) => {
+  const store = storeIn(t);
+  const { precision: _added, ...older } = DEFAULT_SETTINGS.policies;
+  store.db.prepare("INSERT INTO settings (key, value) VALUES ('app.settings', ?)").run(JSON.stringify({ ...DEFAULT_SETTINGS, policies: { ...older, maxCpuThreads: 3 } }));
+  const training = new FakeTraining();
+  const c = controller(t, store, { training });
+  const loaded = await c.getSettings();
+  assert.equal(loaded.policies.precision, 'fp32');
+  assert.equal(loaded.policies.maxCpuThreads, 3, 'the rest of the stored settings is kept, not reset');
+  assert.ok((await c.updateSettings({ policies: { precision: 'fp16' } })).ok);
+  assert.equal(training.configured.at(-1)!.policies.precision, 'fp16');
+  const bad = await c.updateSettings({ policies: { precision: 'fp8' as 'fp16' } });
+  assert.equal(bad.ok, false);
+  assert.equal((await c.getSettings()).policies.precision, 'fp16');
 });
 
 test('my contribution, the swarm and the peers come from what the training side recorded', async (t) => {
