@@ -88,7 +88,7 @@ test('Start without a join code trains alone with the local runtime', { timeout:
   store.close();
 });
 
-test('joining, the runtime and the coordinator switch adopt the swarm’s published target batch size instead of 256', { timeout: 90_000 }, async (t) => {
+test('joining, the runtime and the coordinator switch adopt the swarm’s published target batch size instead of 256', { timeout: 150_000 }, async (t) => {
   const founder = await startNode(t, { runId: 'runtime-params' });
   await waitUntil('the founder to serve the DHT', () => !founder.clientMode);
   // in the background: a lone node's first lookup only ends at its timeout (it holds its entry at once)
@@ -116,13 +116,13 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
   const targets = (): number[] => events.flatMap((e) => (e.type === 'progress' && typeof e.swarm.targetBatchSize === 'number' ? [e.swarm.targetBatchSize] : []));
   const coordinatorTargets = (): number[] => (coStore.db.prepare('SELECT value FROM metrics WHERE series = ?').all(METRIC.targetBatchSize) as Array<{ value: number }>).map((r) => r.value);
   await waitUntil('the runtime’s progress and a coordinator poll', () => targets().length > 0 && coordinatorTargets().length > 0, 60_000);
-  await runtime.pause();
-  assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default 256');
-  assert.deepEqual([...new Set(coordinatorTargets())], [24], 'the coordinator measures against the swarm’s target, not its own 512');
-  // both joiners keep the founder's parameters published under their own signatures
+  // both joiners keep the founder's parameters published under their own signatures (while their nodes run)
   await waitUntil('the joiners to re-publish the run record', async () => {
     const entries = [...(await runParamsRecords(founder).get(RUN_KEY)).values()];
     return entries.filter((e) => e.owner !== founder.peerId.toString() && e.value.targetBatchSize === 24).length >= 2;
-  });
+  }, 60_000);
+  await runtime.pause();
+  assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default 256');
+  assert.deepEqual([...new Set(coordinatorTargets())], [24], 'the coordinator measures against the swarm’s target, not its own 512');
   assert.ok((await published).replicas >= 1);
 });
