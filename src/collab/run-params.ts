@@ -140,7 +140,7 @@ export function runParamsRecords(node: SwarmNode): RecordNamespace<RunParams> {
   return ns;
 }
 
-/** Until a store reaches somebody (a founder not yet serving, peers not yet found), retry this often, this many times. */
+/** Until a store reaches somebody (a founder not yet serving, peers not yet found, a store that failed), retry this often, this many times. */
 const STORED_NOWHERE_RETRY_MS = 2000;
 const STORED_NOWHERE_RETRIES = 15;
 
@@ -166,7 +166,8 @@ export async function publishRunParams(node: SwarmNode, params: RunParams, log?:
   const r = held;
   const schedule = (result: StoreResult | undefined): void => {
     clearTimeout(r.timer);
-    const soon = result?.replicas === 0 && r.retries++ < STORED_NOWHERE_RETRIES;
+    // undefined: the store failed (a busy or still-bootstrapping node), which is retried like reaching nobody
+    const soon = (result === undefined || result.replicas === 0) && r.retries++ < STORED_NOWHERE_RETRIES;
     r.timer = setTimeout(() => {
       if (node.libp2p.status !== 'started') return void republishers.delete(node);
       records.store(RUN_KEY, '', r.params, Date.now() + RUN_PARAMS_TTL_MS).then(schedule, (err: unknown) => {
@@ -176,7 +177,13 @@ export async function publishRunParams(node: SwarmNode, params: RunParams, log?:
     }, soon ? STORED_NOWHERE_RETRY_MS : RUN_PARAMS_REPUBLISH_MS);
     r.timer.unref();
   };
-  const result = await records.store(RUN_KEY, '', params, Date.now() + RUN_PARAMS_TTL_MS);
+  let result: StoreResult;
+  try {
+    result = await records.store(RUN_KEY, '', params, Date.now() + RUN_PARAMS_TTL_MS);
+  } catch (err) {
+    schedule(undefined); // the first store failing must not end the re-publishing
+    throw err;
+  }
   schedule(result);
   return result;
 }
