@@ -282,9 +282,14 @@ function foundingRunSettings(o: CollabNodeOptions): RunSettings {
 }
 
 /** This peer's own optimizer options, which may differ between peers. */
-function localOptimizerOptions(o: CollabNodeOptions): Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'delayGradAveraging'> {
-  const { averagingTimeout, targetGroupSize, delayGradAveraging } = o.optimizer ?? {};
-  return { ...(averagingTimeout !== undefined ? { averagingTimeout } : {}), ...(targetGroupSize !== undefined ? { targetGroupSize } : {}), ...(delayGradAveraging !== undefined ? { delayGradAveraging } : {}) };
+function localOptimizerOptions(o: CollabNodeOptions): Pick<CollaborativeOptions, 'averagingTimeout' | 'targetGroupSize' | 'delayGradAveraging' | 'delayOptimizerStep'> {
+  const { averagingTimeout, targetGroupSize, delayGradAveraging, delayOptimizerStep } = o.optimizer ?? {};
+  return {
+    ...(averagingTimeout !== undefined ? { averagingTimeout } : {}),
+    ...(targetGroupSize !== undefined ? { targetGroupSize } : {}),
+    ...(delayGradAveraging !== undefined ? { delayGradAveraging } : {}),
+    ...(delayOptimizerStep !== undefined ? { delayOptimizerStep } : {}),
+  };
 }
 
 /**
