@@ -246,9 +246,7 @@ export class Averager {
         if (group instanceof MatchmakingError && scheduled && !signal.aborted) {
           // the pre-scheduled group fell apart (a leader not ready in time, an early close): one fresh try, as an unscheduled step
           this.log.info(`the pre-scheduled group for epoch ${opts.epoch} did not form (${group.message}); looking for a group again`);
-          const now = new MemberWeight();
-          now.set(w);
-          group = await this.match(round, now);
+          group = await this.match(round, new MemberWeight(w));
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
         return { ok: true, ...(await this.reduce(group, vector, signal)) };

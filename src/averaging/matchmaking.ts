@@ -15,8 +15,10 @@ import { joinResponseSchema, readySchema, type Declaration, type GroupWire, type
  * micro-batch is done. The group description is only sent when every member's weight is known.
  */
 export class MemberWeight {
-  private known: number | undefined;
   private readonly listeners = new Set<() => void>();
+
+  /** `known`: the weight of a plain step, known from the start. */
+  constructor(private known?: number) {}
 
   get value(): number | undefined {
     return this.known;
@@ -114,23 +116,23 @@ export class Matchmaker {
   async run(): Promise<GroupInfo> {
     if (this.hub.matchmakers.has(this.p.key)) throw new MatchmakingError('CANCELLED', `already looking for a group under ${this.p.key} on this node`);
     this.hub.matchmakers.set(this.p.key, (framed, peer, request) => this.onJoin(framed, peer, request));
-    const started = (this.started = Date.now());
-    this.expiration = started + this.p.expirationMs;
+    this.started = Date.now();
+    this.expiration = this.started + this.p.expirationMs;
+    // readiness moves the deadline (end()) and wakes a leader waiting for weights (awaitWeights)
     this.p.weight.onSet(() => {
       this.readyAt = Date.now();
       this.notify();
     });
-    const end = (): number => this.end();
     // a server peer accepts followers from the start and hands them over if it finds an earlier leader
     this.role = this.idle();
     // declaring and reading run side by side: DHT round trips can take seconds in a busy swarm
     const declared = this.declare();
     try {
-      let next = await this.chooseLeader(end());
-      while (Date.now() < end()) {
+      let next = await this.chooseLeader(this.end());
+      while (Date.now() < this.end()) {
         this.p.signal?.throwIfAborted();
         if (next === this.self) {
-          const outcome = await this.lead(end);
+          const outcome = await this.lead();
           if (typeof outcome !== 'string') {
             if (outcome === undefined) break;
             this.hub.markRunning(this.p.key, this.p.expirationMs);
@@ -141,7 +143,7 @@ export class Matchmaker {
         }
         if (next !== undefined) {
           this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
-          const outcome = await this.follow(next, end);
+          const outcome = await this.follow(next);
           if (typeof outcome === 'object') {
             this.hub.markRunning(this.p.key, this.p.expirationMs);
             return outcome;
@@ -154,9 +156,9 @@ export class Matchmaker {
         } else {
           await this.sleep(this.p.pollIntervalMs);
         }
-        if (Date.now() < end()) next = await this.chooseLeader(end());
+        if (Date.now() < this.end()) next = await this.chooseLeader(this.end());
       }
-      throw this.noGroup(started);
+      throw this.noGroup();
     } finally {
       this.role = { kind: 'done' };
       this.hub.matchmakers.delete(this.p.key);
@@ -225,15 +227,15 @@ export class Matchmaker {
    * Leads until the group is full or time is up: the group, or the id of an earlier leader that
    * appeared (we then follow it), or undefined when too few peers joined.
    */
-  private async lead(end: () => number): Promise<GroupInfo | string | undefined> {
+  private async lead(): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
-    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < end()) {
-      await this.sleep(Math.min(end(), nextPoll) - Date.now());
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < this.end()) {
+      await this.sleep(Math.min(this.end(), nextPoll) - Date.now());
       this.prune();
-      if (Date.now() >= nextPoll && Date.now() < end()) {
+      if (Date.now() >= nextPoll && Date.now() < this.end()) {
         nextPoll = Date.now() + this.p.pollIntervalMs;
-        const leader = await this.chooseLeader(end());
+        const leader = await this.chooseLeader(this.end());
         if (leader !== undefined && leader !== this.self) return leader;
       }
     }
@@ -278,7 +280,6 @@ export class Matchmaker {
   private async awaitWeights(): Promise<void> {
     const until = Date.now() + this.p.readyTimeoutMs;
     const waiting = (): boolean => this.p.weight.value === undefined || this.followers.some((f) => f.weight === undefined);
-    this.p.weight.onSet(() => this.notify());
     while (waiting() && Date.now() < until) {
       this.p.signal?.throwIfAborted();
       await this.sleep(until - Date.now());
@@ -298,11 +299,11 @@ export class Matchmaker {
   }
 
   /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
-  private async follow(leader: string, end: () => number): Promise<GroupInfo | string | undefined> {
+  private async follow(leader: string): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'following', leader };
     // a leader declared before us closes its group before our own time is up; allow one more period
     // for its reply, and the time a closed group waits for pre-scheduled members
-    const signal = deadline(end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
+    const signal = deadline(this.end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
@@ -402,8 +403,8 @@ export class Matchmaker {
       .finally(f.release);
   }
 
-  private noGroup(started: number): MatchmakingError {
-    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  private noGroup(): MatchmakingError {
+    const seconds = ((Date.now() - this.started) / 1000).toFixed(1);
     const refusals = [...this.refusedBy].map(([peer, why]) => `${peer}: ${why}`).join('; ');
     const seen = [...this.seen];
     const what =

@@ -217,16 +217,17 @@ export class CollaborativeOptimizer {
     this.averaged = params.zerosLike();
     this.records = progressRecords(node);
     leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
+    const upload = options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit };
     const timing = {
       targetGroupSize: this.o.targetGroupSize,
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
       averagingExpirationMs: Math.round(this.o.averagingExpiration * 1000),
       averagingTimeoutMs: Math.round(this.o.averagingTimeout * 1000),
-      ...(options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit }),
+      ...upload,
       log,
     };
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, label: 'gradients', compression: this.o.gradCompression, ...timing });
-    this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log, ...(options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit }) });
+    this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log, ...upload });
     if (this.o.averageStateEvery > 0) {
       this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, label: this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters', compression: this.o.stateAveragingCompression, ...timing });
     }

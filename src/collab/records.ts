@@ -50,7 +50,8 @@ export function progressRecords(node: SwarmNode): RecordNamespace<ProgressRecord
   return once(progressByNode, node, () => node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 }));
 }
 
-function once<T>(cache: WeakMap<SwarmNode, T>, node: SwarmNode, make: () => T): T {
+/** The value `cache` holds for `node`, made on first use (a namespace is registered once per node). */
+export function once<T>(cache: WeakMap<SwarmNode, T>, node: SwarmNode, make: () => T): T {
   let value = cache.get(node);
   if (value === undefined) cache.set(node, (value = make()));
   return value;

@@ -12,6 +12,7 @@ import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
 import type { CollaborativeOptions } from './optimizer.js';
+import { once } from './records.js';
 
 export const RUN_NAMESPACE = 'run';
 /** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
@@ -135,9 +136,7 @@ const namespaces = new WeakMap<SwarmNode, RecordNamespace<RunParams>>();
 
 /** The `run` namespace of a node, registered once (the runtime, a coordinator and status may share the node). */
 export function runParamsRecords(node: SwarmNode): RecordNamespace<RunParams> {
-  let ns = namespaces.get(node);
-  if (ns === undefined) namespaces.set(node, (ns = node.registerNamespace(RUN_NAMESPACE, runParamsSchema, { maxValueBytes: 1024 })));
-  return ns;
+  return once(namespaces, node, () => node.registerNamespace(RUN_NAMESPACE, runParamsSchema, { maxValueBytes: 1024 }));
 }
 
 /** Until a store reaches somebody (a founder not yet serving, peers not yet found, a store that failed), retry this often, this many times. */
