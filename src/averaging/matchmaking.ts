@@ -154,6 +154,7 @@ export class Matchmaker {
             continue;
           }
         } else {
+          if (this.leftBehind()) break;
           await this.sleep(this.p.pollIntervalMs);
         }
         if (Date.now() < this.end()) next = await this.chooseLeader(this.end());
@@ -230,7 +231,7 @@ export class Matchmaker {
   private async lead(): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
-    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < this.end()) {
+    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < this.end() && !this.leftBehind()) {
       await this.sleep(Math.min(this.end(), nextPoll) - Date.now());
       this.prune();
       if (Date.now() >= nextPoll && Date.now() < this.end()) {
@@ -403,6 +404,18 @@ export class Matchmaker {
       .finally(f.release);
   }
 
+  /**
+   * Whether every other peer declared under the key has refused us for good (its round under this key
+   * is over, or it looks under another) and none follows us: a peer that ended its epoch after the
+   * others averaged it. Waiting out the matchmaking time could only let a later straggler join; the
+   * caller's fallback (a local step) is better taken now, while the swarm's next round still waits
+   * for this peer.
+   */
+  private leftBehind(): boolean {
+    const others = [...this.seen].filter((p) => p !== this.self);
+    return this.followers.length === 0 && others.length > 0 && others.every((p) => this.refusedBy.has(p));
+  }
+
   private noGroup(): MatchmakingError {
     const seconds = ((Date.now() - this.started) / 1000).toFixed(1);
     const refusals = [...this.refusedBy].map(([peer, why]) => `${peer}: ${why}`).join('; ');
@@ -410,7 +423,9 @@ export class Matchmaker {
     const what =
       seen.length < this.p.minGroupSize
         ? `only ${seen.length} of min ${this.p.minGroupSize} peers declared under key ${this.p.key} within ${seconds} s`
-        : `${seen.length} peers declared under key ${this.p.key} (min ${this.p.minGroupSize}) but none formed a group with us within ${seconds} s`;
+        : this.leftBehind()
+          ? `all ${seen.length - 1} other peers declared under key ${this.p.key} already closed their groups or moved on (after ${seconds} s)`
+          : `${seen.length} peers declared under key ${this.p.key} (min ${this.p.minGroupSize}) but none formed a group with us within ${seconds} s`;
     return new MatchmakingError('NO_GROUP', `no group formed: ${what} (seen: ${seen.map(short).join(', ')}${refusals ? `; refused by ${refusals}` : ''})`);
   }
 

@@ -48,6 +48,21 @@ test('target group size: the leader closes a full group and refuses the rest wit
   assert.match(left.reason, /GROUP_IS_FULL|ALREADY_RUNNING/);
 });
 
+test('a peer that ends its epoch after the others averaged it fails at once instead of waiting out the matchmaking time', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'mm-late' });
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 20_000, averagingExpirationMs: 30_000, minGroupSize: 2 }));
+  const early = await Promise.all(avg.slice(0, 2).map((a, i) => a.step(randomVector(50, i + 1), { epoch: 3, weight: 1, expectedPeers: 2 })));
+  assert.ok(early.every((r) => r.ok), JSON.stringify(early.map((r) => (r.ok ? 'ok' : r.reason))));
+  const started = Date.now();
+  const late = await avg[2]!.step(randomVector(50, 3), { epoch: 3, weight: 1 });
+  assert.ok(!late.ok && late.code === 'NO_GROUP', late.ok ? 'grouped' : late.reason);
+  assert.match(late.reason, /all 2 other peers declared under key averaging\/grad:3 already closed their groups or moved on/);
+  assert.ok(Date.now() - started < 10_000, `waited ${Date.now() - started} ms of a 20 s matchmaking time`);
+  // a peer that is merely later than the leader (its group still open) still joins it
+  const [lead, follow] = await Promise.all([avg[0]!.step(randomVector(50, 4), { epoch: 4, weight: 1, expectedPeers: 2 }), delay(1000).then(() => avg[2]!.step(randomVector(50, 5), { epoch: 4, weight: 1, expectedPeers: 2 }))]);
+  assert.ok(lead.ok && follow.ok, `${lead.ok ? '' : lead.reason} ${follow.ok ? '' : follow.reason}`);
+});
+
 interface Child {
   readonly peer: string;
   readonly lines: AsyncIterator<string>;
@@ -109,3 +124,7 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
     assert.ok(maxAbsDiff(r.vector, expected) <= 1e-6);
   }
 });
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
