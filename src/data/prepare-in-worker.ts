@@ -8,8 +8,8 @@ import type { FromPrepareWorker, PrepareWorkerInit, SerializedError } from './pr
  * tokenizing (seconds to minutes of CPU) do not stall this thread's event loop, which in a node also
  * serves the swarm, the dashboard and IPC. The worker opens its own connection to `options.store`'s
  * file; progress and warnings come back to the callbacks here. The worker has ended when the promise
- * settles. A callback that throws aborts the preparation (its partial shards are removed) and the
- * promise rejects with that error.
+ * settles. A callback that throws stops the preparation at its next progress step, as it would in
+ * this thread (its partial shards are removed), and the promise rejects with that error.
  */
 export async function prepareDatasetInWorker(options: PrepareOptions): Promise<PreparedDataset> {
   const { store, onProgress, onWarning, ...forwarded } = options;
