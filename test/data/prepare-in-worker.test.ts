@@ -113,14 +113,14 @@ test('failures in the worker reject with the same error class and message and le
 test('a callback that throws aborts the preparation in the worker: the promise rejects with that error and the partial shards are removed', async (t) => {
   const { dataDir, store } = freshStore(t);
   const stop = new Error('stop here');
-  const options = { store, dataDir, source: 'bundled', maxDocuments: 40, vocabSize: 1500, shardExamples: 25 };
+  const options = { store, dataDir, source: 'bundled', maxDocuments: 120, vocabSize: 1500, shardExamples: 25 };
   let calls = 0;
   await assert.rejects(
     prepareDatasetInWorker({
       ...options,
-      // Thrown a few shards into tokenizing 40 addresses, with a good half second of work left to abort.
+      // thrown at the first tokenized address, with 119 (seconds of work) left for the abort to reach the worker
       onProgress: (e) => {
-        if (e.phase !== 'tokenize' || e.examples < 100) return;
+        if (e.phase !== 'tokenize') return;
         calls++;
         throw stop;
       },
