@@ -11,7 +11,7 @@ import { DynamicLossScaler } from '../engine/loss-scaler.js';
 import { createOptimizer } from '../engine/optim/index.js';
 import { WorkerBackend } from '../engine/worker-backend.js';
 import { scaledGradients } from '../engine/trainer.js';
-import { DatasetStore, findDataset, openBatchStream, prepareDataset } from '../data/index.js';
+import { DatasetStore, findDataset, openBatchStream, prepareDatasetInWorker } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
 import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, type RssProbe } from '../node/memory-limit.js';
 import { METRIC } from '../node/metric-series.js';
@@ -75,7 +75,7 @@ export interface PeerSummary {
 export async function ensureDataset(store: Store, dataDir: string, log: Logger): Promise<void> {
   if (new DatasetStore(store.db).list().some((d) => d.complete)) return;
   log.info('preparing the bundled corpus for training (first start only)');
-  await prepareDataset({ store, dataDir, onWarning: (m) => log.warn(m) });
+  await prepareDatasetInWorker({ store, dataDir, onWarning: (m) => log.warn(m) });
 }
 
 export async function runPeer(init: PeerInit): Promise<PeerSummary> {

@@ -4,10 +4,12 @@
  * @example
  * const store = openStore(dataDir);
  * const { info } = await prepareDataset({ store, dataDir });            // bundled corpus, trained tokenizer
+ * // (prepareDatasetInWorker: the same, off this thread's event loop, for a process that also serves peers)
  * const stream = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 8, seed: 1, peerId });
  * for await (const batch of stream) engine.step(batch);                // AlbertBatch, vocab = stream.vocabSize
  */
 export { prepareDataset, DEFAULT_MAX_SEQ_LEN, DEFAULT_VOCAB_SIZE, type PrepareOptions, type PrepareEvent, type PreparedDataset } from './prepare.js';
+export { prepareDatasetInWorker } from './prepare-in-worker.js';
 export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type BatchStreamOptions } from './stream.js';
 export { BatchProducer, type ProducerInit, type ProducedBatch } from './batch-producer.js';
 export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';

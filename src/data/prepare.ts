@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { threadId } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
 import { DatasetStore, cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
 import type { DownloadProgress } from './download.js';
@@ -157,7 +158,8 @@ function trainTokenizer(documents: Iterable<{ paragraphs: readonly string[] }>, 
   if (counter.counts.size === 0) throw new DataError('cannot train a tokenizer: the source has no text');
   const json = trainWordPiece(counter.counts, { vocabSize });
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  const tmp = `${file}.tmp-${process.pid}`;
+  // per thread: preparations in workers of one process could train the same file at once
+  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
   fs.writeFileSync(tmp, JSON.stringify(json));
   fs.renameSync(tmp, file);
 }

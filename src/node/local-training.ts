@@ -9,7 +9,7 @@ import { createOptimizer, decodeOptimizerState, encodeOptimizerState, LAMB_DEFAU
 import { WorkerBackend } from '../engine/worker-backend.js';
 import type { ParameterSet } from '../engine/params.js';
 import { trainStep } from '../engine/trainer.js';
-import { DatasetStore, findDataset, openBatchStream, prepareDataset, type BatchStream, type PrepareOptions } from '../data/index.js';
+import { DatasetStore, findDataset, openBatchStream, prepareDatasetInWorker, type BatchStream, type PrepareOptions } from '../data/index.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 import type { Store } from '../store/index.js';
 import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, type RssProbe } from './memory-limit.js';
@@ -167,7 +167,7 @@ export class LocalTrainingRuntime implements TrainingRuntime {
     const { store, dataDir } = this.init;
     if (!new DatasetStore(store.db).list().some((d) => d.complete)) {
       this.say('info', 'preparing the bundled corpus for training (first start only)');
-      await prepareDataset({ ...this.init.prepare, store, dataDir, onWarning: (m) => this.say('warn', m) });
+      await prepareDatasetInWorker({ ...this.init.prepare, store, dataDir, onWarning: (m) => this.say('warn', m) });
     }
     const { vocabSize } = findDataset(store);
     const resumed = this.resume(vocabSize);
