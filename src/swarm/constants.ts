@@ -63,6 +63,12 @@ export const DIALBACK_MIN_INTERVAL_MS = 30 * second;
 /** Addresses (ports) one request may name, and the server dials at most. */
 export const DIALBACK_MAX_ADDRS = 4;
 export const REACHABILITY_REFRESH_MS = 15 * minute;
+/**
+ * Least time libp2p's connection monitor gives a ping before it drops the connection (libp2p: 5 s).
+ * An all-reduce keeps a few MiB per stream queued on the uplink and a ping waits behind them: on a
+ * volunteer's 10 Mbit/s uplink that is over 5 s, and the connection would drop in the middle of a round.
+ */
+export const PING_TIMEOUT_MIN_MS = 30_000;
 /** identify-push batches our protocol changes (a node starting to serve handles several) this long. */
 export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
 /** A node that just turned DHT server looks itself up after each of these delays (the first: a few push debounces). */
