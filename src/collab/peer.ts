@@ -85,7 +85,7 @@ export async function runPeer(init: PeerInit): Promise<PeerSummary> {
   const precision = init.precision ?? 'fp32';
   const limit = init.memoryLimitMiB;
   // refuses (MemoryLimitError) before anything big is allocated
-  const batchSize = limit === undefined ? init.batchSize : fitMicroBatch(config, { batchSize: init.batchSize, seqLen: init.seqLen, precision, trainer: 'swarm' }, limit, log);
+  const batchSize = limit === undefined ? init.batchSize : fitMicroBatch(config, { batchSize: init.batchSize, seqLen: init.seqLen, precision, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true }, limit, log);
   const data = openBatchStream({ store, batchSize, seqLen: init.seqLen, seed: init.seed, peerId: node.peerId.toString(), onWarning: (m) => log.warn(m) });
   const params = initAlbertParams(config, init.seed);
   const grads = params.zerosLike();

@@ -77,6 +77,8 @@ export interface TrainingShape {
   readonly seqLen: number;
   readonly precision: Precision;
   readonly trainer: TrainerKind;
+  /** delay_optimizer_step (swarm): micro-batches read a compute copy of the parameters while the step updates the master (+1). */
+  readonly delayOptimizerStep?: boolean;
 }
 
 export interface MemoryEstimate {
@@ -98,7 +100,7 @@ export function estimateTrainingMemory(config: AlbertConfig, shape: TrainingShap
   if (!Number.isInteger(B) || B < 1) throw new RangeError(`memory estimate: batch size ${B} must be an integer ≥ 1`);
   if (!Number.isInteger(S) || S < 1) throw new RangeError(`memory estimate: sequence length ${S} must be an integer ≥ 1`);
   const paramBytes = 4 * parameterCount(config);
-  const trainerBytes = TRAINER_BUFFERS[shape.trainer] * paramBytes;
+  const trainerBytes = (TRAINER_BUFFERS[shape.trainer] + (shape.delayOptimizerStep ? 1 : 0)) * paramBytes;
   const perToken = FLOATS_PER_TOKEN + ACTIVATION_FACTOR * config.numHiddenLayers * (config.hiddenSize + config.intermediateSize + config.numAttentionHeads * S);
   const weightCopies = ORT_WEIGHT_COPIES + (shape.precision === 'fp16' ? FP16_WEIGHT_COPIES : 0);
   const ortBytes = ORT_FIXED_BYTES + WORKER_THREAD_BYTES + weightCopies * paramBytes + 4 * B * S * perToken;

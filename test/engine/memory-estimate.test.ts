@@ -4,7 +4,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { checkConfig, PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
-import { estimateTrainingMemory, planMicroBatch, type TrainingShape } from '../../src/engine/memory-estimate.js';
+import { estimateTrainingMemory, parameterCount, planMicroBatch, type TrainingShape } from '../../src/engine/memory-estimate.js';
 import { ROOT } from '../helpers/cli.js';
 
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'measure-training-memory.ts');
@@ -47,6 +47,9 @@ test('the estimate grows with the micro-batch, the sequence length and the model
   // a swarm peer keeps more parameter-sized buffers than training alone, and fp16 adds weight copies
   assert.ok(estimateTrainingMemory(PRESETS.base, { ...shape(4), trainer: 'swarm' }).totalBytes > estimateTrainingMemory(PRESETS.base, shape(4)).totalBytes);
   assert.ok(estimateTrainingMemory(PRESETS.base, { ...shape(4), precision: 'fp16' }).totalBytes > estimateTrainingMemory(PRESETS.base, shape(4)).totalBytes);
+  // delay_optimizer_step's compute copy: one more float32 parameter buffer
+  const swarm = estimateTrainingMemory(PRESETS.base, { ...shape(4), trainer: 'swarm' }).totalBytes;
+  assert.equal(estimateTrainingMemory(PRESETS.base, { ...shape(4), trainer: 'swarm', delayOptimizerStep: true }).totalBytes - swarm, 4 * parameterCount(PRESETS.base));
   assert.throws(() => estimateTrainingMemory(PRESETS.tiny, shape(0)), /batch size 0/);
 });
 
