@@ -218,8 +218,9 @@ if (!skipShaped) {
         figures[`efficiency_${n}${key}`] = Number((boundMs / ms).toFixed(3));
         figures[`shaped_ms_${n}${key}`] = Math.round(ms);
       };
-      // the first round on fresh connections (TCP slow start, cold code) is reported apart: a swarm
-      // averages every epoch over the connections it keeps
+      // the first round of fresh processes is reported apart: a swarm averages every epoch over the
+      // connections it keeps. Its extra time is the processes' warm-up, not TCP's: rounds after 8 s
+      // idle (cwnd reset) measured the same as back-to-back ones (0.81 vs 0.77–0.84 at 4 peers)
       record('_cold', await round('none, cold', 'none'));
       // then the rounds a swarm repeats every epoch: uncompressed three times, the median counts
       const warm = [await round('none', 'none'), await round('none', 'none'), await round('none', 'none')].sort((a, b) => a - b);
