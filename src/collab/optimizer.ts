@@ -18,6 +18,10 @@ import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type 
 import { DelayedStep } from './delayed-step.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
+/** After a failed state download a peer waits this long before the next try, doubling up to the max. */
+const LOAD_RETRY_MIN_MS = 1000;
+const LOAD_RETRY_MAX_MS = 60_000;
+
 /** Options as hivemind / Lightning's CollaborativeStrategy name them (times in seconds). */
 export interface CollaborativeOptions {
   /** Samples the swarm gathers per optimizer step. */
@@ -111,6 +115,7 @@ export type StepOutcome =
       /** delay_optimizer_step: the update is not applied yet; it is taken during the next micro-batch (`computeWhileStepping`). */
       readonly pending?: true;
     }
+  /** A state download: `donor` is empty when it failed (the peer stays at `epoch` and tries again later). */
   | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string }
   /** delay_grad_averaging: the epoch advanced to `epoch`; its step follows as 'stepped' once the background all-reduce ends. */
   | { readonly type: 'averaging'; readonly epoch: number };
@@ -175,6 +180,9 @@ export class CollaborativeOptimizer {
   private nextFetch = 0;
   private lastPublish = 0;
   private lastLog = 0;
+  /** State downloads that failed in a row, and when the next may be tried (ms). */
+  private loadFailures = 0;
+  private loadRetryAt = 0;
   private lossSum = 0;
   private lastStep: LastStep | undefined;
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
@@ -303,8 +311,10 @@ export class CollaborativeOptimizer {
       this.lastLog = now;
       this.log.info(progressLine(g));
     }
-    // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed steps
-    if (this.epochValue < g.epoch - 1) return this.loadState(g.epoch);
+    // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed
+    // steps. Until a download succeeds it computes but never steps: a step would put its own (possibly
+    // freshly initialised) model at the swarm's epoch and average its gradients into everyone's
+    if (this.epochValue < g.epoch - 1) return now >= this.loadRetryAt ? this.loadState(g.epoch) : { type: 'accumulated', progress: g };
     // delay_optimizer_step: a step the loop did not take during this micro-batch is taken now
     this.delayed.run();
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
@@ -476,13 +486,17 @@ export class CollaborativeOptimizer {
       this.lossSum = 0;
       this.inFlight = undefined; // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step
+      this.loadFailures = 0;
+      this.loadRetryAt = 0;
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
     } catch (err) {
-      // keep training: the next micro-batches retry, and averaging with an older model still helps
-      this.log.warn(`could not load state from peers: ${(err as Error).message}; continuing at epoch ${this.epochValue}`);
-      this.epochValue = Math.max(this.epochValue, swarmEpoch - 1);
+      // hivemind retries until it loads; so does this peer, backing off, while it keeps computing.
+      // It stops trying once the swarm's progress no longer shows anyone ahead (their records expire)
+      const wait = Math.min(LOAD_RETRY_MAX_MS, LOAD_RETRY_MIN_MS * 2 ** this.loadFailures++);
+      this.loadRetryAt = Date.now() + wait;
+      this.log.warn(`could not load state from peers: ${(err as Error).message}; staying at epoch ${this.epochValue}, next try in ${(wait / 1000).toFixed(0)} s`);
       return { type: 'loaded', epoch: this.epochValue, donor: '' };
     }
   }

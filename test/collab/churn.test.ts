@@ -6,10 +6,11 @@ import test from 'node:test';
 import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
-const EPOCHS = 9;
+const EPOCHS = 12;
 // run-wide flags (target batch, LR schedule) go to the coordinator too: it founds the swarm and publishes them.
-// The target batch keeps epochs long enough (a few seconds) for the newcomer's start-up to land mid-run:
-// groups close as soon as every expected peer joined, so epochs no longer wait out the matchmaking time
+// The target batch keeps epochs long enough (a second or more) for the newcomer's first micro-batch to
+// land mid-run: groups close as soon as every expected peer joined, so epochs no longer wait out the
+// matchmaking time
 const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '96', '--refresh', '1', '--lr', '0.01', '--warmup-steps', '1', '--total-steps', '1000'];
 const TRAIN = [...COMMON, '--batch-size', '4', '--max-epochs', String(EPOCHS), '--matchmaking-time', '2', '--averaging-timeout', '15', '--threads', '1'];
 
@@ -23,8 +24,16 @@ test('a peer killed mid-epoch and a newcomer joining mid-run: no hang, the newco
   await waitFor(killed, /Step #2,/, 90_000, 'stderr');
   await waitFor(killed, /Collaboration accumulated/, 30_000, 'stderr'); // mid-epoch: it has gradients of epoch 3 in hand
   killed.child.kill('SIGKILL');
-  await waitFor(stayers[0]!, /Step #3,/, 90_000, 'stderr');
+  await Promise.all(stayers.map((p) => waitFor(p, /Step #3,/, 90_000, 'stderr')));
+  // the stayers wait (SIGSTOP) while the newcomer starts up, however slow the machine: otherwise they
+  // can finish the run before it joins. Their matchmaking may then time out once: a local step
+  for (const p of stayers) p.child.kill('SIGSTOP');
   const newcomer = spawnCli(t, ['run', '--join', code!, '--data-dir', n!, ...TRAIN]);
+  try {
+    await waitFor(newcomer, /loading state from peers/, 90_000, 'stderr');
+  } finally {
+    for (const p of stayers) p.child.kill('SIGCONT');
+  }
   const all = [...stayers, newcomer];
   const codes = await Promise.all(all.map((p) => p.exited));
   co.child.kill('SIGTERM');

@@ -1,6 +1,7 @@
 // CollaborativeOptimizer options on in-process swarm nodes with synthetic gradients (no engine):
 // average_state_every re-converges peers whose parameters differ; use_local_updates steps every
-// micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch ends.
+// micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch
+// ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
@@ -148,4 +149,46 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
     assert.ok(seen.some((s) => s.preScheduled), `peer ${i}: no step used a pre-scheduled group`);
   }
   assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
+});
+
+test('a peer whose state download fails keeps its epoch and never steps; it retries, backing off, and loads once a donor serves', { timeout: 60_000 }, async (t) => {
+  const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'opt-load-retry' });
+  const options = { ...BASE, targetBatchSize: 8 };
+  const collab = (node: typeof nodeA, seed: number): { params: ParameterSet; collab: CollaborativeOptimizer } => {
+    const params = initAlbertParams(config, seed);
+    const c = new CollaborativeOptimizer(node!, config, params, createOptimizer(params, { kind: 'lamb' }), options, pino({ level: 'silent' }));
+    t.after(() => c.stop());
+    return { params, collab: c };
+  };
+  // a peer at epoch 5 advertises its state and its progress, then stops serving; both records stay in the DHT
+  const gone = collab(nodeA, 1);
+  assert.equal(await gone.collab.start({ epoch: 5 }), undefined);
+  await gone.collab.stop();
+
+  const late = collab(nodeB, 2);
+  const first = await late.collab.start();
+  assert.deepEqual(first && { ...first }, { type: 'loaded', epoch: 0, donor: '' }, 'the download from a peer that stopped serving fails');
+  const grads = late.params.zerosLike();
+  grads.data.set(randomVector(grads.size, 7, 0.01));
+  const before = Float32Array.from(late.params.data);
+  // micro-batches worth several target batches: behind the swarm, it must not step on its own model
+  for (let i = 0; i < 6; i++) {
+    const o = await late.collab.step(grads, 4, 1, 1);
+    assert.ok(o.type === 'accumulated' || (o.type === 'loaded' && o.donor === ''), JSON.stringify(o));
+    assert.equal(late.collab.epoch, 0);
+  }
+  assert.equal(maxAbsDiff(before, late.params.data), 0, 'the parameters were stepped while behind');
+
+  // a donor at epoch 5 appears: a later retry loads its weights
+  const donor = collab(nodeA, 3);
+  await donor.collab.start({ epoch: 5 });
+  let loaded: StepOutcome | undefined;
+  for (let i = 0; i < 200 && loaded === undefined; i++) {
+    const o = await late.collab.step(grads, 4, 1, 1);
+    if (o.type === 'loaded' && o.donor !== '') loaded = o;
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.deepEqual(loaded, { type: 'loaded', epoch: 5, donor: nodeA!.peerId.toString() });
+  assert.equal(late.collab.epoch, 5);
+  assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0, 'the loaded weights are the donor’s');
 });
