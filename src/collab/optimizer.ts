@@ -21,6 +21,8 @@ import { decodeTrainingState, encodeTrainingState } from './state.js';
 /** After a failed state download a peer waits this long before the next try, doubling up to the max. */
 const LOAD_RETRY_MIN_MS = 1000;
 const LOAD_RETRY_MAX_MS = 60_000;
+/** How long stop() waits for its "left" record to be stored (best effort: the record expires anyway). */
+const LEAVE_PUBLISH_TIMEOUT_MS = 3000;
 
 /** Options as hivemind / Lightning's CollaborativeStrategy name them (times in seconds). */
 export interface CollaborativeOptions {
@@ -180,6 +182,8 @@ export class CollaborativeOptimizer {
   private nextFetch = 0;
   private lastPublish = 0;
   private lastLog = 0;
+  /** Set by stop(): the last progress record says this peer left. */
+  private left = false;
   /** State downloads that failed in a row, and when the next may be tried (ms). */
   private loadFailures = 0;
   private loadRetryAt = 0;
@@ -350,10 +354,16 @@ export class CollaborativeOptimizer {
     return undefined;
   }
 
-  /** Stops averaging and serving state; the progress record expires by itself. A pending step is dropped (flush() first to keep it). */
+  /**
+   * Stops averaging and serving state, and tells the swarm this peer left (a last progress record), so
+   * peers behind it stop trying to catch up with it instead of waiting for its record to expire. A
+   * pending step is dropped (flush() first to keep it).
+   */
   async stop(): Promise<void> {
     this.delayed.discard();
     await Promise.all([this.grads.stop(), this.state.stop(), this.stateAverager?.stop()]);
+    this.left = true;
+    await Promise.race([this.publish(true), new Promise((r) => setTimeout(r, LEAVE_PUBLISH_TIMEOUT_MS).unref())]);
   }
 
   private async update(g: GlobalProgress): Promise<StepOutcome> {
@@ -536,7 +546,8 @@ export class CollaborativeOptimizer {
     const now = Date.now();
     try {
       const entries = await this.records.get(PROGRESS_KEY);
-      this.reports = [...entries.values()].map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
+      // peers that left neither train nor serve state: catching up with them is impossible
+      this.reports = [...entries.values()].filter((e) => e.value.left !== true).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
     }
@@ -560,6 +571,7 @@ export class CollaborativeOptimizer {
       computeSeconds: this.totals.seconds,
       ...(this.o.displayName ? { displayName: this.o.displayName } : {}),
       ...(this.lastStep ? { lastStep: this.lastStep } : {}),
+      ...(this.left ? { left: true as const } : {}),
     };
     try {
       const r = await this.records.store(PROGRESS_KEY, '', record, now + this.o.metadataExpiration * 1000);

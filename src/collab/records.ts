@@ -37,6 +37,8 @@ export const progressRecordSchema = z.object({
   computeSeconds: count,
   displayName: z.string().max(64).optional(),
   lastStep: lastStepSchema.optional(),
+  /** The peer stopped training (its last record): it no longer counts towards the swarm's epoch or progress. */
+  left: z.literal(true).optional(),
 });
 
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;

@@ -151,44 +151,59 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
   assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
 });
 
-test('a peer whose state download fails keeps its epoch and never steps; it retries, backing off, and loads once a donor serves', { timeout: 60_000 }, async (t) => {
-  const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'opt-load-retry' });
-  const options = { ...BASE, targetBatchSize: 8 };
-  const collab = (node: typeof nodeA, seed: number): { params: ParameterSet; collab: CollaborativeOptimizer } => {
-    const params = initAlbertParams(config, seed);
-    const c = new CollaborativeOptimizer(node!, config, params, createOptimizer(params, { kind: 'lamb' }), options, pino({ level: 'silent' }));
-    t.after(() => c.stop());
-    return { params, collab: c };
-  };
-  // a peer at epoch 5 advertises its state and its progress, then stops serving; both records stay in the DHT
-  const gone = collab(nodeA, 1);
-  assert.equal(await gone.collab.start({ epoch: 5 }), undefined);
-  await gone.collab.stop();
+/** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
+function unstarted(t: TestContext, node: Parameters<typeof CollaborativeOptimizer>[0], seed: number, options: Partial<CollaborativeOptions>): Peer {
+  const params = initAlbertParams(config, seed);
+  const optimizer = createOptimizer(params, { kind: 'lamb' });
+  const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, pino({ level: 'silent' }));
+  t.after(() => collab.stop());
+  const grads = params.zerosLike();
+  grads.data.set(randomVector(grads.size, 100 + seed, 0.01));
+  return { params, optimizer, collab, grads };
+}
 
-  const late = collab(nodeB, 2);
+test('a peer whose state download fails keeps its epoch and never steps; it retries, backing off, and loads once a donor serves', { timeout: 60_000 }, async (t) => {
+  const [nodeA, nodeB, nodeC] = await startSwarm(t, 3, { runId: 'opt-load-retry' });
+  const options = { targetBatchSize: 8 };
+  // a peer at epoch 5 advertises its state and its progress, then crashes (no goodbye): both records stay in the DHT
+  const crashed = unstarted(t, nodeA!, 1, options);
+  assert.equal(await crashed.collab.start({ epoch: 5 }), undefined);
+  await nodeA!.stop();
+
+  const late = unstarted(t, nodeB!, 2, options);
   const first = await late.collab.start();
-  assert.deepEqual(first && { ...first }, { type: 'loaded', epoch: 0, donor: '' }, 'the download from a peer that stopped serving fails');
-  const grads = late.params.zerosLike();
-  grads.data.set(randomVector(grads.size, 7, 0.01));
+  assert.deepEqual(first && { ...first }, { type: 'loaded', epoch: 0, donor: '' }, 'the download from a peer that is gone fails');
   const before = Float32Array.from(late.params.data);
   // micro-batches worth several target batches: behind the swarm, it must not step on its own model
   for (let i = 0; i < 6; i++) {
-    const o = await late.collab.step(grads, 4, 1, 1);
+    const o = await late.collab.step(late.grads, 4, 1, 1);
     assert.ok(o.type === 'accumulated' || (o.type === 'loaded' && o.donor === ''), JSON.stringify(o));
     assert.equal(late.collab.epoch, 0);
   }
   assert.equal(maxAbsDiff(before, late.params.data), 0, 'the parameters were stepped while behind');
 
   // a donor at epoch 5 appears: a later retry loads its weights
-  const donor = collab(nodeA, 3);
+  const donor = unstarted(t, nodeC!, 3, options);
   await donor.collab.start({ epoch: 5 });
   let loaded: StepOutcome | undefined;
   for (let i = 0; i < 200 && loaded === undefined; i++) {
-    const o = await late.collab.step(grads, 4, 1, 1);
+    const o = await late.collab.step(late.grads, 4, 1, 1);
     if (o.type === 'loaded' && o.donor !== '') loaded = o;
     else await new Promise((r) => setTimeout(r, 100));
   }
-  assert.deepEqual(loaded, { type: 'loaded', epoch: 5, donor: nodeA!.peerId.toString() });
+  assert.deepEqual(loaded, { type: 'loaded', epoch: 5, donor: nodeC!.peerId.toString() });
   assert.equal(late.collab.epoch, 5);
   assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0, 'the loaded weights are the donor’s');
+});
+
+test('a peer that stops says so: a peer behind it does not try to catch up with it, and trains on alone', { timeout: 60_000 }, async (t) => {
+  const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'opt-left' });
+  const ahead = unstarted(t, nodeA!, 1, {});
+  await ahead.collab.start({ epoch: 5 });
+  await ahead.collab.stop();
+  const behind = unstarted(t, nodeB!, 2, {});
+  assert.equal(await behind.collab.start(), undefined, 'it tried to load the state of a peer that left');
+  const s = await trainOneEpoch(behind);
+  assert.equal(s.epoch, 1);
+  assert.equal(s.averagedWith, 1, 'nobody is left to average with');
 });
