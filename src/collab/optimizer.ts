@@ -502,8 +502,8 @@ export class CollaborativeOptimizer {
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
     } catch (err) {
-      // hivemind retries until it loads; so does this peer, backing off, while it keeps computing.
-      // It stops trying once the swarm's progress no longer shows anyone ahead (their records expire)
+      // hivemind retries until it loads; so does this peer, backing off, while it keeps computing. It
+      // stops once the swarm's progress shows nobody ahead (they said they left, or their records expired)
       const wait = Math.min(LOAD_RETRY_MAX_MS, LOAD_RETRY_MIN_MS * 2 ** this.loadFailures++);
       this.loadRetryAt = Date.now() + wait;
       this.log.warn(`could not load state from peers: ${(err as Error).message}; staying at epoch ${this.epochValue}, next try in ${(wait / 1000).toFixed(0)} s`);
