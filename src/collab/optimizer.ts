@@ -546,7 +546,7 @@ export class CollaborativeOptimizer {
     const now = Date.now();
     try {
       const entries = await this.records.get(PROGRESS_KEY);
-      // peers that left neither train nor serve state: catching up with them is impossible
+      // peers that left neither train nor serve state: this peer's swarm epoch is that of those still training
       this.reports = [...entries.values()].filter((e) => e.value.left !== true).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);

@@ -12,10 +12,12 @@ export interface PeerProgress {
   /** When the peer measured this (ms since the Unix epoch). */
   readonly time: number;
   readonly clientMode: boolean;
+  /** The peer stopped training: its epoch is still the run's, but it adds no samples, throughput or peer. */
+  readonly left?: boolean;
 }
 
 export interface GlobalProgress {
-  /** The swarm's epoch: the highest any live peer reports. */
+  /** The swarm's epoch: the highest any peer reports (one that left included: the run got there). */
   readonly epoch: number;
   /** Samples reported by peers at that epoch. */
   readonly samples: number;
@@ -49,10 +51,11 @@ export function globalProgress(reports: readonly PeerProgress[], now: number, op
     return { epoch: 0, samples: 0, estimatedSamples: 0, samplesPerSecond: 0, peers: 0, targetBatchSize, eta: Infinity, refreshIn: minRefreshSeconds };
   }
   const epoch = Math.max(...reports.map((r) => r.epoch));
+  const live = reports.filter((r) => r.left !== true);
   let samples = 0;
   let estimatedSamples = 0;
   let samplesPerSecond = 0;
-  for (const r of reports) {
+  for (const r of live) {
     samplesPerSecond += r.samplesPerSecond;
     if (r.epoch !== epoch) continue;
     samples += r.samples;
@@ -60,7 +63,7 @@ export function globalProgress(reports: readonly PeerProgress[], now: number, op
   }
   const remaining = Math.max(0, targetBatchSize - estimatedSamples);
   const eta = remaining === 0 ? 0 : samplesPerSecond > 0 ? remaining / samplesPerSecond : Infinity;
-  const peers = reports.length;
+  const peers = live.length;
   const expectedMaxPeers = Math.max(peers + expectedDriftPeers, peers * (1 + expectedDriftRate));
   const refreshIn = Math.min(maxRefreshSeconds, Math.max(minRefreshSeconds, Number.isFinite(eta) ? (eta * peers) / expectedMaxPeers : maxRefreshSeconds));
   return { epoch, samples, estimatedSamples, samplesPerSecond, peers, targetBatchSize, eta, refreshIn };

@@ -10,6 +10,7 @@ import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';
 import type { ParameterSet } from '../../src/engine/params.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { startSwarm } from '../helpers/swarm.js';
 
@@ -152,7 +153,7 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
 });
 
 /** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
-function unstarted(t: TestContext, node: Parameters<typeof CollaborativeOptimizer>[0], seed: number, options: Partial<CollaborativeOptions>): Peer {
+function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>): Peer {
   const params = initAlbertParams(config, seed);
   const optimizer = createOptimizer(params, { kind: 'lamb' });
   const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, pino({ level: 'silent' }));

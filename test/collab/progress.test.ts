@@ -17,6 +17,15 @@ test('global progress sums samples at the swarm epoch and extrapolates them to n
   assert.match(progressLine(p), /^Collaboration accumulated 170 samples from 3 peers; ETA 23\.71 seconds \(refresh in \d+\.\d\d s\)$/);
 });
 
+test('a peer that left keeps the epoch it reached but adds no samples, throughput or peer', () => {
+  const now = 10_000;
+  const p = globalProgress([peer('a', 4, 20, 10, now), { ...peer('gone', 5, 80, 50, now), left: true }], now, { targetBatchSize: 100 });
+  assert.equal(p.epoch, 5, 'the run reached epoch 5');
+  assert.deepEqual([p.samples, p.samplesPerSecond, p.peers], [0, 10, 1]);
+  const empty = globalProgress([{ ...peer('gone', 5, 80, 50, now), left: true }], now, { targetBatchSize: 100 });
+  assert.deepEqual([empty.epoch, empty.peers, empty.eta], [5, 0, Infinity]);
+});
+
 test('the refresh period shrinks as the epoch nears its end, within bounds', () => {
   const now = 0;
   const far = globalProgress([peer('a', 0, 0, 1, now)], now, { targetBatchSize: 10_000 });
