@@ -6,10 +6,9 @@ import { COMPRESSIONS, type Compression } from './compression.js';
 import * as C from './constants.js';
 import { MatchmakingError } from './errors.js';
 import type { Fault } from './faults.js';
-import { groupKey, schemaHash } from './group.js';
+import { groupKey, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
-import type { GroupInfo } from './group.js';
 import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */

@@ -37,7 +37,7 @@ export const progressRecordSchema = z.object({
   computeSeconds: count,
   displayName: z.string().max(64).optional(),
   lastStep: lastStepSchema.optional(),
-  /** The peer stopped training (its last record): it no longer counts towards the swarm's epoch or progress. */
+  /** The peer stopped training (its last record): it adds no samples, throughput or peer, and training peers ignore it (docs/collab.md). */
   left: z.literal(true).optional(),
 });
 

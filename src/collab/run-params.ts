@@ -213,14 +213,14 @@ export function chooseRunParams(entries: Iterable<RecordEntry<RunParams>>, joinP
   return { params: chosen.value, owner: chosen.owner, rule: fromJoinPeer ? 'join-peer' : 'earliest', conflicts };
 }
 
+/** Reads a joiner makes before giving up on finding the record, however long they took. */
+const MIN_READS = 3;
+
 /**
  * Reads the swarm's `run` record, retrying until an entry signed by a join peer appears (when join
  * peers are given) or any entry appears (when none are), bounded by `waitMs`; at the end, whatever
  * was found decides. Conflicting entries are logged with both owners. Undefined: no record.
  */
-/** Reads a joiner makes before giving up on finding the record, however long they took. */
-const MIN_READS = 3;
-
 export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonly string[]; waitMs?: number; log?: Logger; signal?: AbortSignal } = {}): Promise<SwarmRunParams | undefined> {
   const joinPeers = opts.joinPeers ?? [];
   const records = runParamsRecords(node);
@@ -229,8 +229,8 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
   for (let attempt = 1; ; attempt++) {
     found = chooseRunParams((await records.get(RUN_KEY)).values(), joinPeers);
     const settled = found !== undefined && (joinPeers.length === 0 || found.rule === 'join-peer');
-    // a few reads even when the deadline passed: a busy process (first-start data preparation on the
-    // same event loop) can spend the whole wait inside one read that could not make progress
+    // a few reads even when the deadline passed: a busy process (a loaded machine, a blocked event
+    // loop) can spend the whole wait inside one read that could not make progress
     if (settled || (attempt >= MIN_READS && Date.now() + RETRY_MS > deadline) || opts.signal?.aborted) break;
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }
