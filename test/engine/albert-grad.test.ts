@@ -25,9 +25,12 @@ function params() {
 /** K for the gathered-head graph: the batch has 3 labelled positions, so 2 slots are padding. */
 const K = 5;
 
-/** The float64 graph with the MLM head on K gathered positions, or on all positions when `mlmPositions` is undefined. */
-async function float64Session(mlmPositions: number | undefined) {
-  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64', mlmPositions })));
+/**
+ * The float64 graph with the MLM head on K gathered positions (and, by default, the last layer on the rows the
+ * heads read only), or on all positions when `mlmPositions` is undefined.
+ */
+async function float64Session(mlmPositions: number | undefined, pruneLastLayer?: boolean) {
+  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64', mlmPositions, pruneLastLayer })));
   const run = async (values: Map<string, Float64Array>, fetch?: string[]) => {
     const feeds: Record<string, ort.Tensor> = {
       input_ids: new ort.Tensor('int32', batch.inputIds, [2, 5]),
@@ -98,20 +101,22 @@ test('ORT float32 backend agrees with the float64 graph (loss, metrics, gradient
   }
 });
 
-test('MLM head on gathered labelled positions (2 padding slots) = on all positions: loss, metrics, every gradient (float64)', async () => {
+test('MLM head on gathered labelled positions (2 padding slots), with or without the last layer on those rows only, = on all positions: loss, metrics, every gradient (float64)', async () => {
   // Tolerance: float64, only the summation order differs: |gathered − full| ≤ 1e-12 + 1e-9·(tensor's largest |full|).
   const values = new Map(p0.specs.map((s) => [s.name, Float64Array.from(p0.view(s.name))]));
-  const outputs = [];
-  for (const k of [undefined, K]) {
-    const { session, run } = await float64Session(k);
-    outputs.push(await run(values));
+  const outputs = new Map<string, ort.InferenceSession.ReturnType>();
+  for (const [variant, k, prune] of [['full', undefined, undefined], ['gathered', K, false], ['gathered, last layer pruned', K, true]] as const) {
+    const { session, run } = await float64Session(k, prune);
+    outputs.set(variant, await run(values));
     await session.release();
   }
-  const [full, gathered] = outputs as [ort.InferenceSession.ReturnType, ort.InferenceSession.ReturnType];
-  for (const name of [...METRIC_OUTPUTS, ...p0.specs.map((s) => gradOutput(s.name))]) {
-    const [f, q] = [full[name]!.data as Float64Array, gathered[name]!.data as Float64Array];
-    const scale = Math.max(...Array.from(f, Math.abs));
-    f.forEach((v, i) => assert.ok(Math.abs(q[i]! - v) <= 1e-12 + 1e-9 * scale, `${name}[${i}]: gathered ${q[i]} vs full ${v}`));
+  const full = outputs.get('full')!;
+  for (const [variant, gathered] of outputs) {
+    for (const name of [...METRIC_OUTPUTS, ...p0.specs.map((s) => gradOutput(s.name))]) {
+      const [f, q] = [full[name]!.data as Float64Array, gathered[name]!.data as Float64Array];
+      const scale = Math.max(...Array.from(f, Math.abs));
+      f.forEach((v, i) => assert.ok(Math.abs(q[i]! - v) <= 1e-12 + 1e-9 * scale, `${name}[${i}]: ${variant} ${q[i]} vs full ${v}`));
+    }
   }
   // the MLM head's gradient is not trivially zero, so the comparison above means something
   assert.ok((full[gradOutput('predictions.dense.weight')]!.data as Float64Array).some((v) => Math.abs(v) > 1e-6));

@@ -50,7 +50,9 @@ test('without a loadable CUDA provider, "cuda" fails naming it and "auto" falls 
 });
 
 test('the runner gathers labelled positions for the MLM head: same loss, accuracies and gradients as the full-positions graph', async () => {
-  // Tolerance (float32, summation order differs): |Δloss| ≤ 1e-5, every gradient within 1e-4 of its tensor's largest |value|.
+  // Tolerance (float32, summation order differs): |Δloss| ≤ 1e-5, every gradient within 1e-4 of its tensor's largest |value|,
+  // or within 1e-7 of the largest gradient overall (float32's epsilon) for a tensor that is zero in exact arithmetic (the key bias: softmax ignores
+  // a shift shared by a row's scores), which holds float32 rounding noise only.
   const params = initAlbertParams({ ...config, initializerRange: 0.1 }, 3);
   const batch = syntheticBatch(config, 3, 16, new Rng(8));
   const gathered = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1 });
@@ -62,10 +64,11 @@ test('the runner gathers labelled positions for the MLM head: same loss, accurac
   assert.ok(Math.abs(a.loss - b.loss) <= 1e-5 && Math.abs(a.mlmLoss - b.mlmLoss) <= 1e-5, `loss ${a.loss} vs ${b.loss}`);
   assert.equal(a.mlmAccuracy, b.mlmAccuracy);
   assert.equal(a.sopAccuracy, b.sopAccuracy);
+  const largest = Math.max(...Array.from(b.grads.data, Math.abs));
   for (const name of params.names()) {
     const ref = b.grads.view(name);
-    const scale = Math.max(...Array.from(ref, Math.abs), 1e-6);
-    a.grads.view(name).forEach((v, i) => assert.ok(Math.abs(v - ref[i]!) <= 1e-4 * scale, `${name}[${i}]: gathered ${v} vs full ${ref[i]}`));
+    const tolerance = Math.max(1e-4 * Math.max(...Array.from(ref, Math.abs)), 1e-7 * largest);
+    a.grads.view(name).forEach((v, i) => assert.ok(Math.abs(v - ref[i]!) <= tolerance, `${name}[${i}]: gathered ${v} vs full ${ref[i]}`));
   }
 });
 

@@ -254,6 +254,26 @@ export class Graph {
     return this.one('ScatterND', [data, indices, updates], data.shape, data.dtype, { reduction: { s: 'add' } });
   }
 
+  /** Joins values along `axis` (every other dimension must match). */
+  concat(values: readonly Value[], ax: number): Value {
+    const first = values[0]!;
+    const a = axis(ax, first.shape.length);
+    for (const v of values) {
+      if (v.dtype !== first.dtype || v.shape.length !== first.shape.length || v.shape.some((d, i) => i !== a && d !== first.shape[i])) {
+        throw new Error(`Concat: ${v.name} ${v.dtype} ${fmt(v.shape)} does not join ${first.name} ${first.dtype} ${fmt(first.shape)} on axis ${a}`);
+      }
+    }
+    const shape = first.shape.map((d, i) => (i === a ? values.reduce((n, v) => n + v.shape[a]!, 0) : d));
+    return this.one('Concat', values, shape, first.dtype, { axis: { i: a } });
+  }
+
+  /** cond ? a : b elementwise, broadcast. */
+  where(cond: Value, a: Value, b: Value): Value {
+    if (cond.dtype !== 'bool') throw new Error(`Where: condition ${cond.name} is ${cond.dtype}, not bool`);
+    if (a.dtype !== b.dtype) throw new Error(`Where: dtypes ${a.dtype} (${a.name}) and ${b.dtype} (${b.name}) differ`);
+    return this.one('Where', [cond, a, b], broadcastShapes('Where', cond.shape, broadcastShapes('Where', a.shape, b.shape)), a.dtype);
+  }
+
   /** Broadcasts x up to `shape`. */
   expand(x: Value, shape: Shape): Value {
     return this.one('Expand', [x, this.ints(shape)], broadcastShapes('Expand', x.shape, shape));
