@@ -7,20 +7,25 @@
  * ORT and torch each run in a child process per preset (so peak RSS is per preset), stepping in
  * turn (bench/_stepper.ts) so that both see the same load on a shared machine. Each step's CPU time
  * (whole process) is reported too: with --threads 1 it is the steadier measure on a loaded machine,
- * since waiting for a core does not count (ort_vs_torch_cpu).
+ * since waiting for a core does not count (ort_vs_torch_cpu). A last, profiled ORT step gives the time
+ * of its matrix-product kernels ÷ torch's step (ort_matmul_vs_torch): the floor of ort_vs_torch.
  * Usage: npm run bench -- engine [--presets tiny,base,large] [--steps N] [--threads T]
  */
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { PRESET_NAMES, PRESETS, type AlbertConfig, type PresetName } from '../src/engine/albert/config.js';
 import { albertParamSpecs, initAlbertParams } from '../src/engine/albert/params.js';
+import type { AlbertBatch } from '../src/engine/batch.js';
 import { OrtBackend } from '../src/engine/ort-backend.js';
+import type { ParameterSet } from '../src/engine/params.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { timeLambStep } from './_lamb.js';
+import { lastRunProfile, type RunProfile } from './_ort-profile.js';
 import { median, reportJson } from './_report.js';
 import { Stepper } from './_stepper.js';
 
@@ -55,7 +60,29 @@ async function serveOrt(preset: PresetName, threads: number): Promise<void> {
     process.stdout.write(JSON.stringify({ ms, cpu_ms: (cpu.user + cpu.system) / 1000 }) + '\n');
   }
   await backend.close();
-  process.stdout.write(JSON.stringify({ loss, peak_rss_mb: process.resourceUsage().maxRSS / 1024 }) + '\n');
+  const peakRssMb = process.resourceUsage().maxRSS / 1024;
+  const profile = await profiledStep(config, params, batch, threads);
+  process.stdout.write(JSON.stringify({ loss, peak_rss_mb: peakRssMb, matmul_ms: profile.matmulMs, kernel_ms: profile.kernelMs }) + '\n');
+}
+
+/**
+ * One step in a separate, profiled session (after the timed ones, which profiling would slow): where
+ * its kernel time went. The matrix products' share is the floor of the ORT step on this CPU: no graph
+ * rewrite short of fewer FLOPs or a faster GEMM goes below it.
+ */
+async function profiledStep(config: AlbertConfig, params: ParameterSet, batch: AlbertBatch, threads: number): Promise<RunProfile> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-engine-profile-'));
+  try {
+    const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: threads, profileFilePrefix: path.join(dir, 'ort') });
+    await backend.forwardBackward(params, batch); // the first run also builds the session
+    await backend.forwardBackward(params, batch);
+    await backend.close();
+    const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
+    if (!file) throw new Error(`onnxruntime wrote no profile into ${dir}`);
+    return lastRunProfile(path.join(dir, file));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function torchAvailable(): string | undefined {
@@ -100,7 +127,7 @@ async function main(): Promise<void> {
       torch?.kill();
       throw err;
     }
-    const o = (await ort.quit()) as { loss: number; peak_rss_mb: number };
+    const o = (await ort.quit()) as { loss: number; peak_rss_mb: number; matmul_ms: number; kernel_ms: number };
     const t = torch ? ((await torch.quit()) as { loss: number; peak_rss_mb: number }) : undefined;
     const oMs = median(ortMs);
     const tMs = t ? median(torchMs) : undefined;
@@ -113,7 +140,14 @@ async function main(): Promise<void> {
       `${preset.padEnd(5)} ${(params / 1e6).toFixed(2)}M params  ORT ${oMs.toFixed(0)} ms/step (${((B * 1000) / oMs).toFixed(2)} samples/s, first step ${firstMs.toFixed(0)} ms with session build, peak RSS ${o.peak_rss_mb.toFixed(0)} MB, loss ${o.loss.toFixed(3)})` +
         (t ? `  torch ${tMs!.toFixed(0)} ms/step (peak RSS ${t.peak_rss_mb.toFixed(0)} MB, loss ${t.loss.toFixed(3)})  ORT/torch ${ratio!.toFixed(2)}; CPU time ORT ${oCpu.toFixed(0)} ms, torch ${tCpu!.toFixed(0)} ms, ORT/torch ${cpuRatio!.toFixed(2)}` : ''),
     );
+    const floor = tMs ? o.matmul_ms / tMs : null;
+    console.log(
+      `${preset.padEnd(5)} profiled ORT step: kernels ${o.kernel_ms.toFixed(0)} ms, of which matrix products ${o.matmul_ms.toFixed(0)} ms (${((100 * o.matmul_ms) / o.kernel_ms).toFixed(0)} %)` +
+        (floor !== null ? `; the matrix products alone are ${floor.toFixed(2)} of torch's step (the lowest ORT/torch without fewer FLOPs or a faster GEMM)` : ''),
+    );
     figures[`${preset}_step_ms`] = Math.round(oMs);
+    figures[`${preset}_matmul_ms`] = Math.round(o.matmul_ms);
+    figures[preset === 'base' ? 'ort_matmul_vs_torch' : `ort_matmul_vs_torch_${preset}`] = floor === null ? null : Number(floor.toFixed(3));
     figures[`${preset}_samples_per_s`] = Number(((B * 1000) / oMs).toFixed(3));
     figures[`${preset}_peak_rss_mb`] = Math.round(o.peak_rss_mb);
     figures[`${preset}_torch_step_ms`] = tMs ? Math.round(tMs) : null;

@@ -20,6 +20,8 @@ export interface OrtBackendOptions {
   readonly precision?: Precision;
   /** The data's masking rate, which sizes the MLM head's K positions (default 0.15, the data pipeline's). */
   readonly mlmProbability?: number;
+  /** Writes onnxruntime's per-node profile (JSON, one file per session, on close) under this path prefix. */
+  readonly profileFilePrefix?: string;
 }
 
 /** "onnxruntime cpu, 2 threads, fp16": the provider in use (the choice before the first session) and the options. */
@@ -82,7 +84,11 @@ export class OrtBackend implements TrainingBackend {
   async close(): Promise<void> {
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
-    for (const s of sessions) await (await s).release();
+    for (const s of sessions) {
+      const session = await s;
+      if (this.options.profileFilePrefix) session.endProfiling();
+      await session.release();
+    }
   }
 
   /**
@@ -121,6 +127,7 @@ export class OrtBackend implements TrainingBackend {
       graphOptimizationLevel: 'all',
       executionMode: 'sequential',
       ...(this.options.intraOpThreads ? { intraOpNumThreads: this.options.intraOpThreads } : {}),
+      ...(this.options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: this.options.profileFilePrefix } : {}),
     };
     const choice = this.options.provider ?? 'auto';
     if (choice !== 'cpu' && this.provider !== 'cpu') {
