@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import test from 'node:test';
+import { lastRunProfile } from '../../bench/_ort-profile.js';
 import { probeProvider } from '../../src/doctor/ort-probe.js';
 import { PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
@@ -90,4 +94,19 @@ test('a batch with more labelled positions than K runs the full-positions graph 
   assert.match(warnings[0]!, new RegExp(`batch has ${labels.filter((l) => l !== -100).length} labelled positions, more than the ${mlmCapacity(3, 16)} `));
   assert.equal(a.loss, b.loss);
   assert.equal(a.mlmAccuracy, b.mlmAccuracy);
+});
+
+test('profileFilePrefix: closing the backend leaves onnxruntime\'s profile of its runs, which the engine bench reads', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-profile-test-'));
+  try {
+    const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, profileFilePrefix: path.join(dir, 'ort') });
+    await backend.forwardBackward(initAlbertParams(config, 1), syntheticBatch(config, 2, 16, new Rng(4)));
+    await backend.close();
+    const files = fs.readdirSync(dir).filter((f) => f.startsWith('ort') && f.endsWith('.json'));
+    assert.equal(files.length, 1, `one profile for one session: ${files.join(', ')}`);
+    const profile = lastRunProfile(path.join(dir, files[0]!));
+    assert.ok(profile.matmulMs > 0 && profile.matmulMs < profile.kernelMs && profile.kernelMs <= profile.runMs, JSON.stringify(profile));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
