@@ -9,7 +9,7 @@ import type { Fault } from './faults.js';
 import { groupKey, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
-import { loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
+import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
 export interface AveragerInit {
@@ -343,6 +343,12 @@ export class Averager {
     await this.ready();
     const { maxStateBytes, stallTimeoutMs, maxDonors } = this.cfg.state;
     return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, maxDonors, ...opts }, this.log);
+  }
+
+  /** The newest epoch another peer advertises a state of for this prefix (undefined when none does). */
+  async advertisedStateEpoch(): Promise<number | undefined> {
+    await this.ready();
+    return advertisedStateEpoch(this.node, this.hub, this.cfg.prefix);
   }
 
   /** Cancels running steps, stops serving state and releases the protocol handlers. */

@@ -128,6 +128,11 @@ async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch:
   return list.map(({ peer, epoch }) => ({ peer, epoch }));
 }
 
+/** The newest epoch any other peer advertises a state of (undefined when none does). */
+export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, prefix: string): Promise<number | undefined> {
+  return (await donors(hub, node.peerId.toString(), prefix, 0))[0]?.epoch;
+}
+
 /**
  * hivemind's load_state_from_peers: downloads the state of the donor with the highest epoch,
  * falling back to the next donor on any failure (busy, unreachable, stalled, bad checksum).

@@ -16,6 +16,7 @@ import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
 import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { DelayedStep } from './delayed-step.js';
+import { FollowableReports } from './backed-progress.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
 /** After a failed state download a peer waits this long before the next try, doubling up to the max. */
@@ -187,6 +188,10 @@ export class CollaborativeOptimizer {
   /** State downloads that failed in a row, and when the next may be tried (ms). */
   private loadFailures = 0;
   private loadRetryAt = 0;
+  /** This peer trains with the swarm: it loaded the state, or nobody was ahead of it at start. */
+  private synced = false;
+  /** Leaves out reports more than an epoch ahead that no advertised state backs (backed-progress.ts). */
+  private readonly followable: FollowableReports;
   private lossSum = 0;
   private lastStep: LastStep | undefined;
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
@@ -240,6 +245,7 @@ export class CollaborativeOptimizer {
     };
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, label: 'gradients', compression: this.o.gradCompression, ...timing });
     this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log, ...upload });
+    this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     if (this.o.averageStateEvery > 0) {
       this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, label: this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters', compression: this.o.stateAveragingCompression, ...timing });
     }
@@ -287,6 +293,9 @@ export class CollaborativeOptimizer {
     await this.publish(true);
     const g = await this.fetchProgress();
     if (g.epoch > this.epochValue) return this.loadState(g.epoch);
+    // nobody ahead: this peer trains with the swarm from here, as its first peer does; unless reports
+    // ahead were left out (peers asleep, or a bogus report): then it trains on its own until it can load
+    this.synced = this.followable.leftOut === 0;
     return undefined;
   }
 
@@ -317,8 +326,10 @@ export class CollaborativeOptimizer {
     }
     // hivemind's _should_load_state_from_peers: more than one epoch behind means this peer missed
     // steps. Until a download succeeds it computes but never steps: a step would put its own (possibly
-    // freshly initialised) model at the swarm's epoch and average its gradients into everyone's
-    if (this.epochValue < g.epoch - 1) return now >= this.loadRetryAt ? this.loadState(g.epoch) : { type: 'accumulated', progress: g };
+    // freshly initialised) model at the swarm's epoch and average its gradients into everyone's. A peer
+    // that has not trained with the swarm yet (its first download failed, or it started while reports
+    // ahead were left out as unbacked) loads instead of stepping as soon as anyone is ahead at all
+    if (this.epochValue < g.epoch - 1 || (!this.synced && g.epoch > this.epochValue)) return now >= this.loadRetryAt ? this.loadState(g.epoch) : { type: 'accumulated', progress: g };
     // delay_optimizer_step: a step the loop did not take during this micro-batch is taken now
     this.delayed.run();
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
@@ -498,6 +509,7 @@ export class CollaborativeOptimizer {
       this.delayed.discard(); // and a pending optimizer step
       this.loadFailures = 0;
       this.loadRetryAt = 0;
+      this.synced = true;
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };
@@ -547,7 +559,8 @@ export class CollaborativeOptimizer {
     try {
       const entries = await this.records.get(PROGRESS_KEY);
       // peers that left neither train nor serve state: this peer's swarm epoch is that of those still training
-      this.reports = [...entries.values()].filter((e) => e.value.left !== true).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
+      const reports = [...entries.values()].filter((e) => e.value.left !== true).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
+      this.reports = await this.followable.filter(reports, this.epochValue + 1);
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
     }

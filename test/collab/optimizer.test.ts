@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../../src/collab/optimizer.js';
+import { PROGRESS_KEY, progressRecords } from '../../src/collab/records.js';
 import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';
@@ -153,49 +154,52 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
 });
 
 /** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
-function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>): Peer {
+function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>, log = pino({ level: 'silent' })): Peer {
   const params = initAlbertParams(config, seed);
   const optimizer = createOptimizer(params, { kind: 'lamb' });
-  const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, pino({ level: 'silent' }));
+  const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, log);
   t.after(() => collab.stop());
   const grads = params.zerosLike();
   grads.data.set(randomVector(grads.size, 100 + seed, 0.01));
   return { params, optimizer, collab, grads };
 }
 
-test('a peer whose state download fails keeps its epoch and never steps; it retries, backing off, and loads once a donor serves', { timeout: 60_000 }, async (t) => {
-  const [nodeA, nodeB, nodeC] = await startSwarm(t, 3, { runId: 'opt-load-retry' });
-  const options = { targetBatchSize: 8 };
-  // a peer at epoch 5 advertises its state and its progress, then crashes (no goodbye): both records stay in the DHT
-  const crashed = unstarted(t, nodeA!, 1, options);
-  assert.equal(await crashed.collab.start({ epoch: 5 }), undefined);
-  await nodeA!.stop();
+// one epoch ahead too: a peer that never trained with the swarm must not step into its epoch with its own model
+for (const ahead of [5, 1]) {
+  test(`a peer whose state download fails keeps its epoch and never steps (swarm ${ahead} epoch(s) ahead); it retries, backing off, and loads once a donor serves`, { timeout: 60_000 }, async (t) => {
+    const [nodeA, nodeB, nodeC] = await startSwarm(t, 3, { runId: `opt-load-retry-${ahead}` });
+    const options = { targetBatchSize: 8 };
+    // a peer ahead advertises its state and its progress, then crashes (no goodbye): both records stay in the DHT
+    const crashed = unstarted(t, nodeA!, 1, options);
+    assert.equal(await crashed.collab.start({ epoch: ahead }), undefined);
+    await nodeA!.stop();
 
-  const late = unstarted(t, nodeB!, 2, options);
-  const first = await late.collab.start();
-  assert.deepEqual(first && { ...first }, { type: 'loaded', epoch: 0, donor: '' }, 'the download from a peer that is gone fails');
-  const before = Float32Array.from(late.params.data);
-  // micro-batches worth several target batches: behind the swarm, it must not step on its own model
-  for (let i = 0; i < 6; i++) {
-    const o = await late.collab.step(late.grads, 4, 1, 1);
-    assert.ok(o.type === 'accumulated' || (o.type === 'loaded' && o.donor === ''), JSON.stringify(o));
-    assert.equal(late.collab.epoch, 0);
-  }
-  assert.equal(maxAbsDiff(before, late.params.data), 0, 'the parameters were stepped while behind');
+    const late = unstarted(t, nodeB!, 2, options);
+    const first = await late.collab.start();
+    assert.deepEqual(first && { ...first }, { type: 'loaded', epoch: 0, donor: '' }, 'the download from a peer that is gone fails');
+    const before = Float32Array.from(late.params.data);
+    // micro-batches worth several target batches: behind the swarm, it must not step on its own model
+    for (let i = 0; i < 6; i++) {
+      const o = await late.collab.step(late.grads, 4, 1, 1);
+      assert.ok(o.type === 'accumulated' || (o.type === 'loaded' && o.donor === ''), JSON.stringify(o));
+      assert.equal(late.collab.epoch, 0);
+    }
+    assert.equal(maxAbsDiff(before, late.params.data), 0, 'the parameters were stepped while behind');
 
-  // a donor at epoch 5 appears: a later retry loads its weights
-  const donor = unstarted(t, nodeC!, 3, options);
-  await donor.collab.start({ epoch: 5 });
-  let loaded: StepOutcome | undefined;
-  for (let i = 0; i < 200 && loaded === undefined; i++) {
-    const o = await late.collab.step(late.grads, 4, 1, 1);
-    if (o.type === 'loaded' && o.donor !== '') loaded = o;
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.deepEqual(loaded, { type: 'loaded', epoch: 5, donor: nodeC!.peerId.toString() });
-  assert.equal(late.collab.epoch, 5);
-  assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0, 'the loaded weights are the donor’s');
-});
+    // a donor at that epoch appears: a later retry loads its weights
+    const donor = unstarted(t, nodeC!, 3, options);
+    await donor.collab.start({ epoch: ahead });
+    let loaded: StepOutcome | undefined;
+    for (let i = 0; i < 200 && loaded === undefined; i++) {
+      const o = await late.collab.step(late.grads, 4, 1, 1);
+      if (o.type === 'loaded' && o.donor !== '') loaded = o;
+      else await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(loaded, { type: 'loaded', epoch: ahead, donor: nodeC!.peerId.toString() });
+    assert.equal(late.collab.epoch, ahead);
+    assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0, 'the loaded weights are the donor’s');
+  });
+}
 
 test('a peer that stops says so: a peer behind it does not try to catch up with it, and trains on alone', { timeout: 60_000 }, async (t) => {
   const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'opt-left' });
@@ -207,4 +211,46 @@ test('a peer that stops says so: a peer behind it does not try to catch up with 
   const s = await trainOneEpoch(behind);
   assert.equal(s.epoch, 1);
   assert.equal(s.averagedWith, 1, 'nobody is left to average with');
+});
+
+test('a progress report no advertised state backs (a peer claims epoch 1,000,000 and serves nothing) is left out: the others train and average on, warned once', { timeout: 60_000 }, async (t) => {
+  const [liar, nodeA, nodeB] = await startSwarm(t, 3, { runId: 'opt-bogus-epoch' });
+  const now = Date.now();
+  await progressRecords(liar!).store(PROGRESS_KEY, '', { epoch: 1_000_000, samples: 0, samplesPerSecond: 1000, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  const warnings: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+  const [a, b] = [unstarted(t, nodeA!, 1, {}, log), unstarted(t, nodeB!, 2, {})];
+  assert.equal(await a.collab.start(), undefined, 'it tried to load a state nobody has');
+  assert.equal(await b.collab.start(), undefined);
+  for (const s of await Promise.all([trainOneEpoch(a), trainOneEpoch(b)])) {
+    assert.equal(s.epoch, 1);
+    assert.equal(s.averagedWith, 2, `the two honest peers averaged (${s.reason ?? ''})`);
+  }
+  const leftOut = warnings.filter((w) => w.includes('leaving their progress out'));
+  assert.equal(leftOut.length, 1, warnings.join('\n'));
+  assert.match(leftOut[0]!, new RegExp(`1 peer\\(s\\) report epochs up to 1000000 \\(${liar!.peerId.toString()}\\), but no peer advertises a state`));
+});
+
+test('a newcomer that left out unbacked reports trains on its own, and loads the state as soon as a peer ahead advertises one', { timeout: 60_000 }, async (t) => {
+  const [asleep, nodeB, nodeC] = await startSwarm(t, 3, { runId: 'opt-unbacked-then-load' });
+  const options = { targetBatchSize: 8 };
+  // a peer at epoch 5 whose state advertisement is gone (asleep longer than its 30 s lifetime) but whose progress lingers
+  const now = Date.now();
+  await progressRecords(asleep!).store(PROGRESS_KEY, '', { epoch: 5, samples: 0, samplesPerSecond: 10, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  const late = unstarted(t, nodeB!, 2, options);
+  assert.equal(await late.collab.start(), undefined, 'nothing to load');
+  const alone = await trainOneEpoch(late);
+  assert.equal(alone.epoch, 1, 'it trained on its own');
+  // a peer one epoch ahead serves its state: the newcomer, which never trained with the swarm, loads it
+  // instead of stepping into its epoch with its own model (a peer that had would join its round)
+  const donor = unstarted(t, nodeC!, 3, options);
+  await donor.collab.start({ epoch: 2 });
+  let outcome: StepOutcome | undefined;
+  for (let i = 0; i < 100 && outcome?.type !== 'loaded'; i++) {
+    outcome = await late.collab.step(late.grads, 4, 1, 1);
+    assert.notEqual(outcome.type, 'stepped', `it stepped at epoch ${late.collab.epoch} instead of loading`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.deepEqual(outcome, { type: 'loaded', epoch: 2, donor: nodeC!.peerId.toString() });
+  assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0);
 });

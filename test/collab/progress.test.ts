@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { backedReports } from '../../src/collab/backed-progress.js';
 import { globalProgress, progressLine, readyForStep, type PeerProgress } from '../../src/collab/progress.js';
 
 const peer = (peerId: string, epoch: number, samples: number, samplesPerSecond: number, time: number): PeerProgress => ({ peerId, epoch, samples, samplesPerSecond, time, clientMode: false });
@@ -52,4 +53,16 @@ test('batch_size_lead makes the swarm ready that many samples before the target'
   assert.equal(readyForStep(p), false);
   assert.equal(readyForStep(p, 99), false);
   assert.equal(readyForStep(p, 100), true);
+});
+
+test('backedReports keeps reports up to the floor or one epoch past the newest advertised state, and sets aside the rest', () => {
+  const at = (epoch: number) => peer(`p${epoch}`, epoch, 0, 0, 0);
+  const reports = [at(2), at(3), at(7), at(8), at(1_000_000)];
+  const ids = (r: { kept: PeerProgress[]; setAside: PeerProgress[] }) => [r.kept.map((p) => p.epoch), r.setAside.map((p) => p.epoch)];
+  // a state of epoch 7 is advertised: a peer at 8 stepped before re-advertising; 10⁶ has no state behind it
+  assert.deepEqual(ids(backedReports(reports, 3, 7)), [[2, 3, 7, 8], [1_000_000]]);
+  // nothing advertised: only what the caller reaches without a download (its epoch + 1) counts
+  assert.deepEqual(ids(backedReports(reports, 3, undefined)), [[2, 3], [7, 8, 1_000_000]]);
+  // an advertised state behind the floor does not lower it
+  assert.deepEqual(ids(backedReports(reports, 8, 2)), [[2, 3, 7, 8], [1_000_000]]);
 });
