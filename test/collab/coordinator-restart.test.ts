@@ -2,7 +2,7 @@
 // on loopback publish signed progress records; the coordinator polls them, stops, and a new one on
 // the same store picks up where it stopped (no step credited twice, throughput baselines kept).
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { CREDITED_SERIES, Coordinator } from '../../src/collab/coordinator.js';
 import { PROGRESS_KEY, progressRecords, type ProgressRecord } from '../../src/collab/records.js';
 import { createLogger } from '../../src/log/logger.js';
@@ -17,20 +17,20 @@ const log = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined
 const RUN = 'coordinator-restart';
 const REFRESH = 0.05;
 
-async function coordinatorOn(dataDir: string, initialPeers: string[]): Promise<{ store: Store; node: SwarmNode; coordinator: Coordinator; close: () => Promise<void> }> {
+/** A coordinator on its own node and store; `close` stops all three (also after the test, should an assertion fail first). */
+async function coordinatorOn(t: TestContext, dataDir: string, initialPeers: string[]): Promise<{ store: Store; node: SwarmNode; coordinator: Coordinator; close: () => Promise<void> }> {
   const store = openStore(dataDir);
   const node = await createSwarmNode({ runId: RUN, listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, initialPeers }, store);
   const coordinator = new Coordinator({ node, store, dataDir, log, targetBatchSize: 80, refresh: REFRESH, checkpointEvery: 0 });
-  return {
-    store,
-    node,
-    coordinator,
-    close: async () => {
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    (closed ??= (async () => {
       await coordinator.stop();
       await node.stop();
       store.close();
-    },
-  };
+    })());
+  t.after(close);
+  return { store, node, coordinator, close };
 }
 
 /** Two looks, the second after the crediting delay, so every step seen in the first is credited. */
@@ -66,7 +66,7 @@ test('a restarted coordinator continues every peer’s credits, compute and flag
   };
   const weights = { [h]: 40, [l]: 40 };
 
-  let co = await coordinatorOn(dataDir, honest.multiaddrs());
+  let co = await coordinatorOn(t, dataDir, honest.multiaddrs());
   const coordinatorId = co.node.peerId.toString();
   await waitFor('the coordinator to know both peers', () => co.node.stats().routingTableSize >= 2);
   // epoch 0, mid-way (first sight), then both report the step that finished epoch 0: 40 samples in 10 s
@@ -80,7 +80,7 @@ test('a restarted coordinator continues every peer’s credits, compute and flag
   assert.deepEqual(co.coordinator.flagged().map((f) => [f.peerId, f.epoch, f.claimed, f.credited]), [[l, 0, 400, 40]]);
   await co.close();
 
-  co = await coordinatorOn(dataDir, honest.multiaddrs());
+  co = await coordinatorOn(t, dataDir, honest.multiaddrs());
   assert.equal(co.node.peerId.toString(), coordinatorId, 'the restarted coordinator keeps its identity');
   await waitFor('the restarted coordinator to know both peers', () => co.node.stats().routingTableSize >= 2);
   // the records still announce the step of epoch 0: already credited, so nothing changes
