@@ -546,8 +546,7 @@ export class CollaborativeOptimizer {
   }
 
   private withOwn(now: number): PeerProgress[] {
-    const self = this.node.peerId.toString();
-    return [...this.reports.filter((r) => r.peerId !== self), this.own(now)];
+    return [...this.reports, this.own(now)];
   }
 
   private progressOptions(): { targetBatchSize: number; maxRefreshSeconds: number } {
@@ -559,7 +558,9 @@ export class CollaborativeOptimizer {
     try {
       const entries = await this.records.get(PROGRESS_KEY);
       // peers that left neither train nor serve state: this peer's swarm epoch is that of those still training
-      const reports = [...entries.values()].filter((e) => e.value.left !== true).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
+      // this peer's own record gives way to its current view (withOwn); an earlier run's must not hold it back
+      const self = this.node.peerId.toString();
+      const reports = [...entries.values()].filter((e) => e.value.left !== true && e.owner !== self).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
       this.reports = await this.followable.filter(reports, this.epochValue + 1);
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);

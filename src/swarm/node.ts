@@ -339,8 +339,13 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: 
   // The query's answer plus the servers we are connected to: in a young swarm the query can end
   // before the peers it asked know every server.
   for (const id of await connectedServers(libp2p, protocol)) found.set(id.toString(), id);
-  for await (const event of dht.getClosestPeers(key, { signal: AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS) })) {
-    if (event.name === 'FINAL_PEER') found.set(event.peer.id.toString(), event.peer.id);
+  // a node with no connection and an empty routing table has nobody to ask: the query would only wait out
+  // its timeout (a swarm's first node paid 10 s for every record it stored or read). A node that is
+  // connected still asks, since its routing table fills once identify has run
+  if (((dht as SingleKadDHT).routingTable?.size ?? 0) > 0 || libp2p.getPeers().length > 0) {
+    for await (const event of dht.getClosestPeers(key, { signal: AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS) })) {
+      if (event.name === 'FINAL_PEER') found.set(event.peer.id.toString(), event.peer.id);
+    }
   }
   const distance = (id: PeerId): Buffer => xor(sha256(id.toMultihash().bytes), target);
   return [...found.values()].sort((a, b) => Buffer.compare(distance(a), distance(b))).slice(0, count);

@@ -254,3 +254,16 @@ test('a newcomer that left out unbacked reports trains on its own, and loads the
   assert.deepEqual(outcome, { type: 'loaded', epoch: 2, donor: nodeC!.peerId.toString() });
   assert.equal(maxAbsDiff(donor.params.data, late.params.data), 0);
 });
+
+test('a peer restarted behind its own earlier record (crashed after its last checkpoint) is not held back by it', { timeout: 60_000 }, async (t) => {
+  const [node] = await startSwarm(t, 2, { runId: 'opt-own-record' });
+  const now = Date.now();
+  await progressRecords(node!).store(PROGRESS_KEY, '', { epoch: 5, samples: 0, samplesPerSecond: 10, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  const warnings: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+  const peer = unstarted(t, node!, 1, {}, log);
+  assert.equal(await peer.collab.start({ epoch: 3 }), undefined);
+  const s = await trainOneEpoch(peer);
+  assert.equal(s.epoch, 4);
+  assert.deepEqual(warnings.filter((w) => !w.startsWith('Averaging gradients failed')), [], 'no download tried, no report left out');
+});

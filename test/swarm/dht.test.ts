@@ -4,7 +4,7 @@ import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys';
 import { lpStream } from '@libp2p/utils';
 import { decode as cborDecode, encode as cborEncode } from 'cborg';
 import { generatePsk, recordsProtocol, type SwarmNode } from '../../src/swarm/index.js';
-import { MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
+import { CLOSEST_PEERS_TIMEOUT_MS, MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
 import { signEntry } from '../../src/swarm/records/entry.js';
 import { progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 
@@ -46,6 +46,20 @@ test('records stored on one peer are read from every other; newer expiration win
   const shortName = `${nodes[1]!.peerId.toString()}/short`;
   assert.ok((await progress[3]!.get('progress')).has(shortName));
   await waitFor('the short-lived entry to expire', async () => !(await progress[3]!.get('progress')).has(shortName), 10_000);
+});
+
+test('a swarm\'s first node, alone, stores and reads its records at once instead of waiting out a DHT query', async (t) => {
+  const first = await startNode(t, { runId: 'dht-alone' });
+  const progress = first.registerNamespace('progress', progressSchema);
+  await waitFor('the first node to serve the DHT', () => !first.clientMode);
+  const started = Date.now();
+  const stored = await progress.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
+  const got = await progress.get('progress');
+  const elapsed = Date.now() - started;
+  assert.equal(stored.replicas, 1, 'it holds its own record (the first node serves the DHT)');
+  assert.deepEqual(got.get(first.peerId.toString())?.value, { samples: 3, epoch: 0 });
+  // each of the two used to wait out the closest-peers query (10 s) with nobody to ask
+  assert.ok(elapsed < CLOSEST_PEERS_TIMEOUT_MS / 2, `store + get took ${elapsed} ms`);
 });
 
 test('another peer cannot write or forge a subkey; malformed, oversized and unsigned records are refused and counted', async (t) => {
