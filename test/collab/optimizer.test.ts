@@ -153,6 +153,12 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
   assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
 });
 
+/** A logger that keeps the messages of its warnings (and worse). */
+function warningLog() {
+  const warnings: string[] = [];
+  return { warnings, log: pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) }) };
+}
+
 /** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
 function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>, log = pino({ level: 'silent' })): Peer {
   const params = initAlbertParams(config, seed);
@@ -217,8 +223,7 @@ test('a progress report no advertised state backs (a peer claims epoch 1,000,000
   const [liar, nodeA, nodeB] = await startSwarm(t, 3, { runId: 'opt-bogus-epoch' });
   const now = Date.now();
   await progressRecords(liar!).store(PROGRESS_KEY, '', { epoch: 1_000_000, samples: 0, samplesPerSecond: 1000, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
-  const warnings: string[] = [];
-  const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+  const { warnings, log } = warningLog();
   const [a, b] = [unstarted(t, nodeA!, 1, {}, log), unstarted(t, nodeB!, 2, {})];
   assert.equal(await a.collab.start(), undefined, 'it tried to load a state nobody has');
   assert.equal(await b.collab.start(), undefined);
@@ -259,8 +264,7 @@ test('a peer restarted behind its own earlier record (crashed after its last che
   const [node] = await startSwarm(t, 2, { runId: 'opt-own-record' });
   const now = Date.now();
   await progressRecords(node!).store(PROGRESS_KEY, '', { epoch: 5, samples: 0, samplesPerSecond: 10, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
-  const warnings: string[] = [];
-  const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+  const { warnings, log } = warningLog();
   const peer = unstarted(t, node!, 1, {}, log);
   assert.equal(await peer.collab.start({ epoch: 3 }), undefined);
   const s = await trainOneEpoch(peer);
