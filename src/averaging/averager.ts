@@ -79,10 +79,12 @@ export interface ScheduleOptions {
   readonly schema?: string;
   /**
    * Peers expected in this round (e.g. those the swarm's progress shows at this epoch): a leader
-   * closes its group as soon as it has them all instead of waiting out the matchmaking time.
-   * Clamped to [minGroupSize, targetGroupSize]. @default targetGroupSize
+   * closes its group as soon as it is ready and has them all, instead of waiting out the matchmaking
+   * time. Clamped to [minGroupSize, targetGroupSize]. A function is read again while the group
+   * forms: a pre-scheduled round's view of the swarm moves on while its peer computes.
+   * @default targetGroupSize
    */
-  readonly expectedPeers?: number;
+  readonly expectedPeers?: number | (() => number);
   readonly signal?: AbortSignal;
 }
 
@@ -219,13 +221,15 @@ export class Averager {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
     if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
     if (!Number.isInteger(opts.size) || opts.size < 0 || opts.size > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${opts.size} values: accepted 0 to ${C.MAX_VECTOR_VALUES}`);
-    const targetGroupSize = this.groupSizeFor(opts.expectedPeers);
+    const expected = opts.expectedPeers;
+    const expectedPeers = typeof expected === 'function' ? () => this.groupSizeFor(expected()) : () => this.groupSizeFor(expected);
+    expectedPeers(); // a bad count throws here, to the caller, not later inside matchmaking
     const abort = new AbortController();
     this.running.add(abort);
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const weight = new MemberWeight();
     const schema = opts.schema ?? schemaHash(opts.size);
-    const round = { epoch: opts.epoch, schema, size: opts.size, targetGroupSize, signal };
+    const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, signal };
     const matched = this.match(round, weight);
     matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
     let ran = false;
@@ -270,7 +274,7 @@ export class Averager {
 
   /** Matchmaking for one round: the group, or the MatchmakingError saying why none formed (logged). */
   private async match(
-    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly targetGroupSize: number; readonly signal: AbortSignal },
+    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly expectedPeers: () => number; readonly signal: AbortSignal },
     weight: MemberWeight,
   ): Promise<GroupInfo | MatchmakingError> {
     const { epoch, schema, size, signal } = round;
@@ -286,7 +290,8 @@ export class Averager {
           schema,
           self: { peer: this.node.peerId.toString(), bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode },
           weight,
-          targetGroupSize: round.targetGroupSize,
+          targetGroupSize: this.cfg.targetGroupSize,
+          expectedPeers: round.expectedPeers,
           minGroupSize: this.cfg.minGroupSize,
           matchmakingTimeMs: this.cfg.matchmakingTimeMs,
           expirationMs: this.cfg.averagingExpirationMs,

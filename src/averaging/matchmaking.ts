@@ -44,7 +44,14 @@ export interface MatchmakingParams {
   readonly schema: string;
   readonly self: Omit<Member, 'weight'>;
   readonly weight: MemberWeight;
+  /** Most peers in a group: joins beyond it are refused. */
   readonly targetGroupSize: number;
+  /**
+   * Peers this round expects (at most targetGroupSize): a ready leader closes its group once it has
+   * them. Read again as the group grows and when this peer becomes ready, because a pre-scheduled
+   * round's caller learns more about the swarm while it computes.
+   */
+  readonly expectedPeers: () => number;
   readonly minGroupSize: number;
   readonly matchmakingTimeMs: number;
   readonly expirationMs: number;
@@ -231,7 +238,7 @@ export class Matchmaker {
   private async lead(): Promise<GroupInfo | string | undefined> {
     this.role = { kind: 'leading' };
     let nextPoll = Date.now() + this.p.pollIntervalMs;
-    while (this.followers.length + 1 < this.p.targetGroupSize && Date.now() < this.end() && !this.leftBehind()) {
+    while (!this.complete() && Date.now() < this.end() && !this.leftBehind()) {
       await this.sleep(Math.min(this.end(), nextPoll) - Date.now());
       this.prune();
       if (Date.now() >= nextPoll && Date.now() < this.end()) {
@@ -263,6 +270,16 @@ export class Matchmaker {
       }),
     );
     return groupInfo(wire);
+  }
+
+  /**
+   * Whether the group can close before its time is up: it is full, or this peer is ready and every
+   * expected peer joined. A pre-scheduled leader that is not ready yet keeps it open, so a peer the
+   * caller did not expect when it scheduled (its progress record was a refresh behind) can still join.
+   */
+  private complete(): boolean {
+    const size = this.followers.length + 1;
+    return size >= this.p.targetGroupSize || (this.p.weight.value !== undefined && size >= this.p.expectedPeers());
   }
 
   /** Whether the closed group still has `minGroupSize` members; if not, disbands it. */

@@ -348,7 +348,9 @@ export class CollaborativeOptimizer {
   private maybeSchedule(g: GlobalProgress): void {
     if (this.o.useLocalUpdates || this.scheduled || g.peers < 2 || !(g.eta <= this.o.matchmakingTime)) return;
     this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
-    this.scheduled = this.grads.schedule({ epoch: this.epochValue, size: this.params.size, expectedPeers: this.peersAt(this.epochValue) });
+    const epoch = this.epochValue;
+    // read again when this peer is ready: its view then is up to a micro-batch newer
+    this.scheduled = this.grads.schedule({ epoch, size: this.params.size, expectedPeers: () => this.peersAt(epoch) });
   }
 
   /** The pre-scheduled round of `epoch`, if there is one (a round scheduled for another epoch is given up). */

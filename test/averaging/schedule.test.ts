@@ -82,3 +82,22 @@ test('expectedPeers: a leader closes its group once every expected peer joined, 
   }
   assert.throws(() => avg[0]!.schedule({ epoch: 3, size: 10, expectedPeers: 0 }), /expectedPeers 0 must be an integer ≥ 1/);
 });
+
+test('a pre-scheduled leader reads expectedPeers again when it is ready: a peer its caller learned of meanwhile still joins', { timeout: 60_000 }, async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'sched-late-expected' });
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 4000, averagingExpirationMs: 10_000, targetGroupSize: 8, minGroupSize: 2 }));
+  // when peers 0 and 1 schedule, their view of the swarm (a refresh behind) shows only the two of them
+  let expected = 2;
+  const size = 100;
+  const rounds = avg.slice(0, 2).map((a) => a.schedule({ epoch: 5, size, expectedPeers: () => expected }));
+  await sleep(1500); // both are in one group by now, as many as were expected
+  expected = 3; // peer 2's progress record arrived while they computed
+  const vectors = nodes.map((_, i) => randomVector(size, 90 + i));
+  const results = await Promise.all([...rounds.map((r, i) => r.run(vectors[i]!, i + 1)), sleep(800).then(() => avg[2]!.step(vectors[2]!, { epoch: 5, weight: 3, expectedPeers: 3 }))]);
+  const mean = weightedMean(vectors, [1, 2, 3]);
+  for (const [i, r] of results.entries()) {
+    assert.ok(r.ok, `peer ${i}: ${r.ok ? '' : r.reason}`);
+    assert.equal(r.group.members.length, 3, `peer ${i} averaged in a group of ${r.group.members.length}`);
+    assert.ok(maxAbsDiff(r.vector, mean) <= 1e-6);
+  }
+});
