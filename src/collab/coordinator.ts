@@ -16,6 +16,7 @@ import { METRIC } from '../node/metric-series.js';
 import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
 import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress } from './progress.js';
 import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
@@ -72,6 +73,7 @@ export class Coordinator {
   /** Credits changed since the leaderboard was last published. */
   private unpublished: boolean;
   private readonly state: Averager;
+  private readonly followable: FollowableReports;
   private readonly peers = new Map<string, Seen>();
   /** Weights observed by each reporter in the all-reduce of each epoch: epoch → reporter → (peer → weight). */
   private readonly weights = new Map<number, Map<string, Record<string, number>>>();
@@ -86,6 +88,10 @@ export class Coordinator {
     this.records = progressRecords(init.node);
     this.board = leaderboardRecords(init.node);
     this.state = createAverager(init.node, { prefix: STATE_PREFIX, label: 'state', log: init.log });
+    // the swarm's epoch is that of reports an advertised state backs: a bogus epoch (10⁶) would tag every
+    // metric with it, stop the swarm loss from being recorded and retry a checkpoint of it every look.
+    // With no state advertised at all there is no evidence against any report: all count, as before
+    this.followable = new FollowableReports(async () => (await this.state.advertisedStateEpoch()) ?? Number.POSITIVE_INFINITY, init.log);
     // what a previous run on this store got to: baselines and credits, the last swarm loss recorded, the last checkpoint
     const { contributions, checkpoints } = init.store;
     const run = init.node.runId;
@@ -132,7 +138,10 @@ export class Coordinator {
     const now = Date.now();
     const entries = await this.records.get(PROGRESS_KEY);
     const points: MetricPoint[] = [];
-    const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
+    const reports = await this.followable.filter(
+      [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value })),
+      this.swarmEpoch,
+    );
     const g = globalProgress(reports, now, { targetBatchSize: this.init.targetBatchSize });
     // tagged with the swarm epoch they were seen in, so exports can group them per epoch
     const epoch = g.epoch;

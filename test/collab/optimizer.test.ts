@@ -13,6 +13,7 @@ import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js
 import type { ParameterSet } from '../../src/engine/params.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
+import { warningLog } from '../helpers/log.js';
 import { startSwarm } from '../helpers/swarm.js';
 
 const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
@@ -152,12 +153,6 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
   }
   assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
 });
-
-/** A logger that keeps the messages of its warnings (and worse). */
-function warningLog() {
-  const warnings: string[] = [];
-  return { warnings, log: pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) }) };
-}
 
 /** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
 function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>, log = pino({ level: 'silent' })): Peer {

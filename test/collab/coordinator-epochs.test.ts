@@ -1,0 +1,50 @@
+// The coordinator's view of the swarm epoch, with a peer that publishes a bogus one: real swarm nodes
+// on loopback, an honest peer serving its state, and the coordinator polled in-process.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Coordinator } from '../../src/collab/coordinator.js';
+import { STATE_PREFIX } from '../../src/collab/optimizer.js';
+import { PROGRESS_KEY, progressRecords, type ProgressRecord } from '../../src/collab/records.js';
+import { createAverager } from '../../src/averaging/index.js';
+import { METRIC } from '../../src/node/metric-series.js';
+import { openStore } from '../../src/store/index.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+import { warningLog } from '../helpers/log.js';
+import { startSwarm } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const RUN = 'coordinator-epochs';
+
+async function publish(node: SwarmNode, record: Omit<ProgressRecord, 'clientMode' | 'samplesPerSecond' | 'totalSamples' | 'computeSeconds'>): Promise<void> {
+  const now = Date.now();
+  const stored = await progressRecords(node).store(PROGRESS_KEY, '', { samplesPerSecond: 4, clientMode: false, totalSamples: 40, computeSeconds: 10, ...record }, now + 60_000);
+  assert.ok(stored.replicas > 0, `progress of ${node.peerId.toString()} was stored nowhere`);
+}
+
+test('a progress report no advertised state backs (epoch 1,000,000) does not become the swarm epoch the coordinator records, and is warned about once', { timeout: 60_000 }, async (t) => {
+  const [coordinatorNode, honest, liar] = await startSwarm(t, 3, { runId: RUN });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const { warnings, log } = warningLog();
+  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 0 });
+  t.after(async () => {
+    await coordinator.stop();
+    store.close();
+  });
+  // the honest peer stepped into epoch 3 and serves its state; the liar only claims an epoch
+  const state = createAverager(honest!, { prefix: STATE_PREFIX });
+  t.after(() => state.stop());
+  const { advertise } = await state.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data: new Uint8Array(8) }) });
+  await advertise();
+  const time = Date.now();
+  await publish(honest!, { epoch: 3, samples: 8, time, lastStep: { epoch: 2, samples: 40, loss: 4.5, weights: { [honest!.peerId.toString()]: 40 } } });
+  await publish(liar!, { epoch: 1_000_000, samples: 0, time });
+
+  await coordinator.poll();
+  await coordinator.poll();
+  assert.deepEqual(store.metrics.query(METRIC.epoch, { peer: '' }).map((p) => p.value), [3, 3]);
+  assert.deepEqual(store.metrics.query(METRIC.loss, { peer: '' }).map((p) => [p.epoch, p.value]), [[3, 4.5]], 'the swarm loss of the step into epoch 3');
+  const leftOut = warnings.filter((w) => w.includes('leaving their progress out'));
+  assert.equal(leftOut.length, 1, warnings.join('\n'));
+  assert.match(leftOut[0]!, new RegExp(`1 peer\\(s\\) report epochs up to 1000000 \\(${liar!.peerId.toString()}\\), but the newest state advertised is of epoch 3`));
+});
