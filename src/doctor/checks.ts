@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
+import { missingCudaProvider } from '../engine/cuda-install.js';
 import { electronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
@@ -56,7 +57,7 @@ export async function checkOnnxRuntime(): Promise<CheckResult[]> {
       : {
           name: 'CUDA provider',
           status: 'missing',
-          detail: `does not load: ${cuda.error}${cudaFilesMissing() ? ' (the provider libraries are not installed)' : ''}`,
+          detail: `does not load: ${cuda.error}${missingCudaProvider() === undefined ? '' : ' (the provider libraries are not installed)'}`,
           fix:
             process.platform === 'linux' && process.arch === 'x64'
               ? 'needs an NVIDIA driver, CUDA 12 + cuDNN 9 libraries, and the provider files: run `npm rebuild` on a machine that can reach NuGet (the CPU works meanwhile)'
@@ -64,11 +65,6 @@ export async function checkOnnxRuntime(): Promise<CheckResult[]> {
         },
   );
   return results;
-}
-
-function cudaFilesMissing(): boolean {
-  const bin = path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch);
-  return process.platform === 'linux' && !fs.existsSync(path.join(bin, 'libonnxruntime_providers_cuda.so'));
 }
 
 export function checkGpu(): CheckResult {

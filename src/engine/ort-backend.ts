@@ -5,6 +5,7 @@ import type { AlbertConfig } from './albert/config.js';
 import { labelledPositions, mlmCapacity, type MlmPositions } from './albert/mlm-positions.js';
 import { checkBatch, type AlbertBatch } from './batch.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
+import { missingCudaProvider } from './cuda-install.js';
 import { encodeModel } from './onnx/encode.js';
 import type { ParameterSet } from './params.js';
 
@@ -131,19 +132,28 @@ export class OrtBackend implements TrainingBackend {
     };
     const choice = this.options.provider ?? 'auto';
     if (choice !== 'cpu' && this.provider !== 'cpu') {
-      try {
-        const session = await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'], logSeverityLevel: 4 }); // failure reported below
+      const cuda = await this.cudaSession(model, base);
+      if ('session' in cuda) {
         this.provider = 'cuda';
-        return session;
-      } catch (err) {
-        const reason = (err as Error).message.split('\n')[0];
-        if (choice === 'cuda') throw new Error(`CUDA execution provider failed to load: ${reason}`, { cause: err });
-        this.options.log?.warn({ reason }, 'CUDA execution provider unavailable; training on CPU');
+        return cuda.session;
       }
+      if (choice === 'cuda') throw new Error(`CUDA execution provider failed to load: ${cuda.reason}`, { cause: cuda.cause });
+      this.options.log?.warn({ reason: cuda.reason }, 'CUDA execution provider unavailable; training on CPU');
     }
     this.provider = 'cpu';
     this.options.log?.info({ intraOpThreads: this.options.intraOpThreads ?? 'default' }, 'onnxruntime session on CPU');
     return ort.InferenceSession.create(model, { ...base, executionProviders: ['cpu'] });
+  }
+
+  /** A CUDA session, or why there is none: the provider's files are not installed, or ORT could not load it. */
+  private async cudaSession(model: Uint8Array, base: ort.InferenceSession.SessionOptions): Promise<{ session: ort.InferenceSession } | { reason: string; cause?: unknown }> {
+    const missing = missingCudaProvider();
+    if (missing !== undefined) return { reason: missing };
+    try {
+      return { session: await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'], logSeverityLevel: 4 }) }; // failure reported by the caller
+    } catch (err) {
+      return { reason: (err as Error).message.split('\n')[0]!, cause: err };
+    }
   }
 }
 

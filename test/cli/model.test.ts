@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
+import { missingCudaProvider } from '../../src/engine/cuda-install.js';
 import { decodeSafetensors, encodeSafetensors, type SafeTensor } from '../../src/engine/safetensors.js';
 import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -157,4 +158,16 @@ test('train --data prepared without a prepared dataset says how to make one', as
   const bad = await runCli(['train', '--preset', 'tiny', '--steps', '1', '--data', 'web']);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--data/);
+});
+
+test('without the CUDA provider installed, the default provider choice says so in one warning and onnxruntime prints no load error of its own', async (t) => {
+  if (missingCudaProvider() === undefined) return t.skip('the CUDA provider files are installed here');
+  const dir = tmpDir(t);
+  await initModel(path.join(dir, 'm'));
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify(BATCH));
+  const r = await runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), '--log-level', 'warn']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /CUDA execution provider unavailable; training on CPU/);
+  assert.match(r.stderr, /installed without its CUDA provider/);
+  assert.doesNotMatch(r.stderr, /ONNXRuntimeError|Failed to load library/);
 });

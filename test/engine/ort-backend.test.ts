@@ -9,6 +9,7 @@ import { PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import type { AlbertBatch } from '../../src/engine/batch.js';
 import { mlmCapacity } from '../../src/engine/albert/mlm-positions.js';
+import { missingCudaProvider } from '../../src/engine/cuda-install.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import { Rng } from '../../src/engine/rng.js';
 import { syntheticBatch } from '../../src/engine/synthetic.js';
@@ -42,6 +43,8 @@ test('without a loadable CUDA provider, "cuda" fails naming it and "auto" falls 
   const batch = syntheticBatch(config, 1, 8, new Rng(1));
   const strict = new OrtBackend(config, { provider: 'cuda' });
   await assert.rejects(strict.forwardBackward(params, batch), /CUDA execution provider failed to load/);
+  // where the provider's files were never installed (as here, ONNXRUNTIME_NODE_INSTALL=skip), that is the reason given
+  const missing = missingCudaProvider();
   const warnings: unknown[] = [];
   const log = { warn: (obj: unknown) => void warnings.push(obj), info: () => undefined };
   const auto = new OrtBackend(config, { provider: 'auto', intraOpThreads: 1, log });
@@ -50,6 +53,11 @@ test('without a loadable CUDA provider, "cuda" fails naming it and "auto" falls 
   assert.ok(Number.isFinite(r.loss));
   assert.equal(warnings.length, 1);
   assert.match(JSON.stringify(warnings[0]), /reason/);
+  if (missing !== undefined) {
+    assert.deepEqual(warnings[0], { reason: missing });
+    assert.match(missing, /onnxruntime-node was installed without its CUDA provider \(.*libonnxruntime_providers_cuda\.so.* not in .*napi-v6/);
+    await assert.rejects(new OrtBackend(config, { provider: 'cuda' }).forwardBackward(params, batch), { message: `CUDA execution provider failed to load: ${missing}` });
+  }
   assert.match(auto.description, /cpu/);
 });
 
