@@ -4,22 +4,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Coordinator } from '../../src/collab/coordinator.js';
 import { STATE_PREFIX } from '../../src/collab/optimizer.js';
-import { PROGRESS_KEY, progressRecords, type ProgressRecord } from '../../src/collab/records.js';
 import { createAverager } from '../../src/averaging/index.js';
 import { METRIC } from '../../src/node/metric-series.js';
 import { openStore } from '../../src/store/index.js';
-import type { SwarmNode } from '../../src/swarm/index.js';
 import { warningLog } from '../helpers/log.js';
+import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const RUN = 'coordinator-epochs';
-
-async function publish(node: SwarmNode, record: Omit<ProgressRecord, 'clientMode' | 'samplesPerSecond' | 'totalSamples' | 'computeSeconds'>): Promise<void> {
-  const now = Date.now();
-  const stored = await progressRecords(node).store(PROGRESS_KEY, '', { samplesPerSecond: 4, clientMode: false, totalSamples: 40, computeSeconds: 10, ...record }, now + 60_000);
-  assert.ok(stored.replicas > 0, `progress of ${node.peerId.toString()} was stored nowhere`);
-}
 
 test('a progress report no advertised state backs (epoch 1,000,000) does not become the swarm epoch the coordinator records, and is warned about once', { timeout: 60_000 }, async (t) => {
   const [coordinatorNode, honest, liar] = await startSwarm(t, 3, { runId: RUN });
@@ -37,8 +30,9 @@ test('a progress report no advertised state backs (epoch 1,000,000) does not bec
   const { advertise } = await state.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data: new Uint8Array(8) }) });
   await advertise();
   const time = Date.now();
-  await publish(honest!, { epoch: 3, samples: 8, time, lastStep: { epoch: 2, samples: 40, loss: 4.5, weights: { [honest!.peerId.toString()]: 40 } } });
-  await publish(liar!, { epoch: 1_000_000, samples: 0, time });
+  const measured = { time, samplesPerSecond: 4, totalSamples: 40, computeSeconds: 10 };
+  await publishProgress(honest!, { ...measured, epoch: 3, samples: 8, lastStep: { epoch: 2, samples: 40, loss: 4.5, weights: { [honest!.peerId.toString()]: 40 } } });
+  await publishProgress(liar!, { ...measured, epoch: 1_000_000, samples: 0 });
 
   await coordinator.poll();
   await coordinator.poll();

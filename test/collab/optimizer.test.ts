@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../../src/collab/optimizer.js';
-import { PROGRESS_KEY, progressRecords } from '../../src/collab/records.js';
 import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';
@@ -14,6 +13,7 @@ import type { ParameterSet } from '../../src/engine/params.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { warningLog } from '../helpers/log.js';
+import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
 
 const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
@@ -216,8 +216,7 @@ test('a peer that stops says so: a peer behind it does not try to catch up with 
 
 test('a progress report no advertised state backs (a peer claims epoch 1,000,000 and serves nothing) is left out: the others train and average on, warned once', { timeout: 60_000 }, async (t) => {
   const [liar, nodeA, nodeB] = await startSwarm(t, 3, { runId: 'opt-bogus-epoch' });
-  const now = Date.now();
-  await progressRecords(liar!).store(PROGRESS_KEY, '', { epoch: 1_000_000, samples: 0, samplesPerSecond: 1000, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  await publishProgress(liar!, { epoch: 1_000_000, samplesPerSecond: 1000 });
   const { warnings, log } = warningLog();
   const [a, b] = [unstarted(t, nodeA!, 1, {}, log), unstarted(t, nodeB!, 2, {})];
   assert.equal(await a.collab.start(), undefined, 'it tried to load a state nobody has');
@@ -235,8 +234,7 @@ test('a newcomer that left out unbacked reports trains on its own, and loads the
   const [asleep, nodeB, nodeC] = await startSwarm(t, 3, { runId: 'opt-unbacked-then-load' });
   const options = { targetBatchSize: 8 };
   // a peer at epoch 5 whose state advertisement is gone (asleep longer than its 30 s lifetime) but whose progress lingers
-  const now = Date.now();
-  await progressRecords(asleep!).store(PROGRESS_KEY, '', { epoch: 5, samples: 0, samplesPerSecond: 10, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  await publishProgress(asleep!, { epoch: 5 });
   const late = unstarted(t, nodeB!, 2, options);
   assert.equal(await late.collab.start(), undefined, 'nothing to load');
   const alone = await trainOneEpoch(late);
@@ -257,8 +255,7 @@ test('a newcomer that left out unbacked reports trains on its own, and loads the
 
 test('a peer restarted behind its own earlier record (crashed after its last checkpoint) is not held back by it', { timeout: 60_000 }, async (t) => {
   const [node] = await startSwarm(t, 2, { runId: 'opt-own-record' });
-  const now = Date.now();
-  await progressRecords(node!).store(PROGRESS_KEY, '', { epoch: 5, samples: 0, samplesPerSecond: 10, time: now, clientMode: false, totalSamples: 0, computeSeconds: 0 }, now + 60_000);
+  await publishProgress(node!, { epoch: 5 });
   const { warnings, log } = warningLog();
   const peer = unstarted(t, node!, 1, {}, log);
   assert.equal(await peer.collab.start({ epoch: 3 }), undefined);

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import test from 'node:test';
 import { lastRunProfile } from '../../bench/_ort-profile.js';
@@ -13,6 +12,7 @@ import { missingCudaProvider } from '../../src/engine/cuda-install.js';
 import { OrtBackend } from '../../src/engine/ort-backend.js';
 import { Rng } from '../../src/engine/rng.js';
 import { syntheticBatch } from '../../src/engine/synthetic.js';
+import { tmpDir } from '../helpers/tmp.js';
 
 const config = PRESETS.tiny;
 
@@ -104,17 +104,13 @@ test('a batch with more labelled positions than K runs the full-positions graph 
   assert.equal(a.mlmAccuracy, b.mlmAccuracy);
 });
 
-test('profileFilePrefix: closing the backend leaves onnxruntime\'s profile of its runs, which the engine bench reads', async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-profile-test-'));
-  try {
-    const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, profileFilePrefix: path.join(dir, 'ort') });
-    await backend.forwardBackward(initAlbertParams(config, 1), syntheticBatch(config, 2, 16, new Rng(4)));
-    await backend.close();
-    const files = fs.readdirSync(dir).filter((f) => f.startsWith('ort') && f.endsWith('.json'));
-    assert.equal(files.length, 1, `one profile for one session: ${files.join(', ')}`);
-    const profile = lastRunProfile(path.join(dir, files[0]!));
-    assert.ok(profile.matmulMs > 0 && profile.matmulMs < profile.kernelMs && profile.kernelMs <= profile.runMs, JSON.stringify(profile));
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+test('profileFilePrefix: closing the backend leaves onnxruntime\'s profile of its runs, which the engine bench reads', async (t) => {
+  const dir = tmpDir(t, 'cohort-profile-test-');
+  const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1, profileFilePrefix: path.join(dir, 'ort') });
+  await backend.forwardBackward(initAlbertParams(config, 1), syntheticBatch(config, 2, 16, new Rng(4)));
+  await backend.close();
+  const files = fs.readdirSync(dir).filter((f) => f.startsWith('ort') && f.endsWith('.json'));
+  assert.equal(files.length, 1, `one profile for one session: ${files.join(', ')}`);
+  const profile = lastRunProfile(path.join(dir, files[0]!));
+  assert.ok(profile.matmulMs > 0 && profile.matmulMs < profile.kernelMs && profile.kernelMs <= profile.runMs, JSON.stringify(profile));
 });
