@@ -8,11 +8,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createAverager, type Averager } from '../averaging/index.js';
-import { saveModel } from '../engine/albert/checkpoint.js';
-import { configToHf } from '../engine/albert/config.js';
-import { encodeParams } from '../engine/albert/checkpoint.js';
+import { saveModel, configToHf, encodeParams } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
-import { METRIC } from '../node/metric-series.js';
+import { METRIC } from '../store/metric-series.js';
 import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
 import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';

@@ -7,7 +7,7 @@
  * updates the *master* parameters; the master is copied into the compute copy only between
  * micro-batches (`publish`). Without the delay there is one buffer and nothing is ever pending.
  */
-import type { ParameterSet } from '../engine/params.js';
+import type { ParameterSet } from '../engine/index.js';
 
 export class DelayedStep {
   /** The parameters micro-batches are computed on (the master itself when the step is not delayed). */

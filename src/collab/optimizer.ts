@@ -8,15 +8,15 @@
  * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, type Averager, type Compression, type ScheduledStep, type StepResult } from '../averaging/index.js';
-import type { AlbertConfig } from '../engine/albert/config.js';
-import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
-import type { ParameterSet } from '../engine/params.js';
+import { createAverager, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
+import { type AlbertConfig, clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer, type ParameterSet } from '../engine/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
 import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { DelayedStep } from './delayed-step.js';
+import { resolveCollaborativeOptions, type CollaborativeOptions, type ResolvedCollaborativeOptions } from './options.js';
 import { FollowableReports } from './backed-progress.js';
+import { TrainingStateError } from './errors.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
 /** After a failed state download a peer waits this long before the next try, doubling up to the max. */
@@ -24,81 +24,6 @@ const LOAD_RETRY_MIN_MS = 1000;
 const LOAD_RETRY_MAX_MS = 60_000;
 /** How long stop() waits for its "left" record to be stored (best effort: the record expires anyway). */
 const LEAVE_PUBLISH_TIMEOUT_MS = 3000;
-
-/** Options as hivemind / Lightning's CollaborativeStrategy name them (times in seconds). */
-export interface CollaborativeOptions {
-  /** Samples the swarm gathers per optimizer step. */
-  readonly targetBatchSize: number;
-  /** How long peers wait to form an averaging group. @default 5 */
-  readonly matchmakingTime?: number;
-  /** Limit on one gradient all-reduce. @default 60 */
-  readonly averagingTimeout?: number;
-  /** Lifetime of a peer's group declaration. @default max(matchmakingTime, 15) */
-  readonly averagingExpiration?: number;
-  /** Wire compression of gradients. @default 'none' */
-  readonly gradCompression?: Compression;
-  /** Peers per averaging group. @default 256 */
-  readonly targetGroupSize?: number;
-  /**
-   * hivemind's average_state_every: at the end of every epoch E with E % N = 0 the peers
-   * all-reduce their parameters (uniform weights, group key = E), so peers whose models drifted
-   * apart (local steps after failed gradient all-reduces, `useLocalUpdates`) re-converge. Skipped
-   * when this peer sees no other peer. @default 1 with useLocalUpdates, otherwise never (hivemind's
-   * default is 1 in both cases; with gradient averaging peers take identical steps, so Cohort saves the
-   * second all-reduce unless asked)
-   */
-  readonly averageStateEvery?: number;
-  /** Wire compression of state averaging (hivemind's state_averaging_compression). @default 'none' */
-  readonly stateAveragingCompression?: Compression;
-  /**
-   * hivemind's average_opt_statistics: state averaging also averages the optimizer's moments
-   * (LAMB exp_avg and exp_avg_sq), tripling its traffic; the step count stays each peer's own. @default false
-   */
-  readonly averageOptStatistics?: boolean;
-  /**
-   * hivemind's use_local_updates: every micro-batch this peer clips its own gradient and takes a LAMB
-   * step at once (learning rate of the epoch being gathered); gradients are never averaged. The swarm
-   * still counts samples towards `targetBatchSize` to advance the epoch, and parameters are averaged
-   * every `averageStateEvery` epochs. @default false
-   */
-  readonly useLocalUpdates?: boolean;
-  /**
-   * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the
-   * background while this peer computes the next epoch's micro-batches (on the parameters before
-   * that step); the step is applied between micro-batches once the round ends, so updates land one
-   * or more micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates;
-   * needs delayOptimizerStep (as in hivemind). @default false
-   */
-  readonly delayGradAveraging?: boolean;
-  /**
-   * hivemind's delay_optimizer_step: the optimizer step (clip + LAMB) of an ended epoch is taken
-   * during the next micro-batch (`computeWhileStepping`), on the master parameters, while that
-   * micro-batch is computed on `computeParams`, a copy holding the parameters before the step; the
-   * update reaches the copy after that micro-batch (one micro-batch of staleness). Not with
-   * useLocalUpdates. @default delayGradAveraging
-   */
-  readonly delayOptimizerStep?: boolean;
-  /**
-   * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many samples
-   * of `targetBatchSize` (the example scripts pass target_batch_size − batch_size_lead as the target),
-   * so groups form while slower peers finish. @default 0
-   */
-  readonly batchSizeLead?: number;
-  /** Lifetime of the progress record (hivemind's metadata_expiration). @default 120 */
-  readonly metadataExpiration?: number;
-  /** Upper bound on how long a peer trusts its last view of the swarm. @default 30 */
-  readonly maxRefresh?: number;
-  readonly peakLr: number;
-  readonly warmupSteps: number;
-  readonly totalSteps: number;
-  /** @default 1 */
-  readonly maxGradNorm?: number;
-  readonly displayName?: string;
-  /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting). @default no cap */
-  readonly uploadLimit?: number;
-  /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
-  readonly fault?: { readonly inflateClaims?: number };
-}
 
 /** What one `step` call did. */
 export type StepOutcome =
@@ -155,12 +80,6 @@ interface InFlight {
   result: Reduced | undefined;
 }
 
-type Resolved = Required<Omit<CollaborativeOptions, 'displayName' | 'fault' | 'averageStateEvery' | 'uploadLimit'>> &
-  Pick<CollaborativeOptions, 'displayName' | 'fault'> & {
-    /** 0: never. */
-    readonly averageStateEvery: number;
-  };
-
 export class CollaborativeOptimizer {
   private epochValue = 0;
   private readonly acc: GradientAccumulator;
@@ -197,7 +116,7 @@ export class CollaborativeOptimizer {
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
   private advertise: () => Promise<void> = async () => {};
   private totals = { samples: 0, seconds: 0 };
-  private readonly o: Resolved;
+  private readonly o: ResolvedCollaborativeOptions;
 
   constructor(
     private readonly node: SwarmNode,
@@ -206,35 +125,17 @@ export class CollaborativeOptimizer {
     private readonly optimizer: Optimizer,
     options: CollaborativeOptions,
     private readonly log: Logger,
+    /** Each averager's steps (matchmaking, group, result), labelled by what it averages. */
+    onAveraging?: (label: string, event: AveragingEvent) => void,
   ) {
-    if (options.averageStateEvery !== undefined && (!Number.isInteger(options.averageStateEvery) || options.averageStateEvery < 1)) {
-      throw new RangeError(`average_state_every ${options.averageStateEvery} must be an integer ≥ 1`);
-    }
-    const matchmakingTime = options.matchmakingTime ?? 5;
-    const defaults = {
-      matchmakingTime,
-      averagingTimeout: 60,
-      averagingExpiration: Math.max(matchmakingTime, 15),
-      gradCompression: 'none',
-      targetGroupSize: 256,
-      stateAveragingCompression: 'none',
-      averageOptStatistics: false,
-      useLocalUpdates: false,
-      delayGradAveraging: false,
-      delayOptimizerStep: options.delayGradAveraging ?? false,
-      batchSizeLead: 0,
-      metadataExpiration: 120,
-      maxRefresh: 30,
-      maxGradNorm: 1,
-    } as const;
-    this.o = { ...defaults, ...options, averageStateEvery: options.averageStateEvery ?? (options.useLocalUpdates ? 1 : 0) };
-    checkOptions(this.o);
+    this.o = resolveCollaborativeOptions(options);
     this.acc = new GradientAccumulator(params);
     this.delayed = new DelayedStep(params, this.o.delayOptimizerStep);
     this.averaged = params.zerosLike();
     this.records = progressRecords(node);
     leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
-    const upload = options.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: options.uploadLimit };
+    const upload = this.o.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: this.o.uploadLimit };
+    const observe = (label: string): Pick<AveragerInit, 'label' | 'onEvent'> => ({ label, ...(onAveraging ? { onEvent: (e: AveragingEvent) => onAveraging(label, e) } : {}) });
     const timing = {
       targetGroupSize: this.o.targetGroupSize,
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
@@ -243,11 +144,11 @@ export class CollaborativeOptimizer {
       ...upload,
       log,
     };
-    this.grads = createAverager(node, { prefix: GRAD_PREFIX, label: 'gradients', compression: this.o.gradCompression, ...timing });
-    this.state = createAverager(node, { prefix: STATE_PREFIX, label: 'state', log, ...upload });
+    this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...timing });
+    this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     if (this.o.averageStateEvery > 0) {
-      this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, label: this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters', compression: this.o.stateAveragingCompression, ...timing });
+      this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, ...observe(this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters'), compression: this.o.stateAveragingCompression, ...timing });
     }
   }
 
@@ -500,7 +401,7 @@ export class CollaborativeOptimizer {
     try {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: swarmEpoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
-      if (!s.params.sameLayout(this.params)) throw new Error(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
+      if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);
       this.epochValue = s.epoch;
@@ -596,22 +497,4 @@ export class CollaborativeOptimizer {
       this.log.warn(`could not publish progress: ${(err as Error).message}`);
     }
   }
-}
-
-function checkOptions(o: Resolved): void {
-  const positive = (v: number, name: string): void => {
-    if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`${name} ${v} must be a positive number`);
-  };
-  if (!Number.isInteger(o.targetBatchSize) || o.targetBatchSize < 1) throw new RangeError(`target_batch_size ${o.targetBatchSize} must be an integer ≥ 1`);
-  positive(o.matchmakingTime, 'matchmaking_time');
-  positive(o.averagingTimeout, 'averaging_timeout');
-  positive(o.metadataExpiration, 'metadata_expiration');
-  positive(o.maxRefresh, 'max refresh');
-  if (!Number.isInteger(o.batchSizeLead) || o.batchSizeLead < 0 || o.batchSizeLead >= o.targetBatchSize) throw new RangeError(`batch_size_lead ${o.batchSizeLead} must be an integer from 0 to target_batch_size − 1 (${o.targetBatchSize - 1})`);
-  if (o.useLocalUpdates && o.delayGradAveraging) throw new RangeError('delay_grad_averaging needs gradient averaging, which use_local_updates turns off');
-  // hivemind: "delay_grad_averaging requires delay_optimizer_step"
-  if (o.delayGradAveraging && !o.delayOptimizerStep) throw new RangeError('delay_grad_averaging needs delay_optimizer_step (its default); got delay_optimizer_step false');
-  // use_local_updates steps on the caller's gradient buffer, which the next micro-batch overwrites
-  if (o.useLocalUpdates && o.delayOptimizerStep) throw new RangeError('delay_optimizer_step is not supported with use_local_updates: the local step runs on every micro-batch');
-  if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
 }

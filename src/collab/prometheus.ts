@@ -3,7 +3,7 @@
  * `/metrics`: the swarm's newest epoch, alive peers, throughput and loss, and every peer's credited
  * contribution (labels `run`, `peer` and `display_name`). Formatted by the swarm's one Prometheus formatter.
  */
-import { METRIC } from '../node/metric-series.js';
+import { METRIC } from '../store/metric-series.js';
 import type { Store } from '../store/index.js';
 import { formatPrometheus, type PrometheusFamily } from '../swarm/index.js';
 

@@ -6,12 +6,12 @@
  */
 import { z } from 'zod';
 import { COMPRESSIONS } from '../averaging/index.js';
-import { PRESET_NAMES, PRESETS, type PresetName } from '../engine/albert/config.js';
-import { LAMB_DEFAULTS } from '../engine/optim/index.js';
+import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
-import type { CollaborativeOptions } from './optimizer.js';
+import type { CollaborativeOptions } from './options.js';
+import { RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
 
 export const RUN_NAMESPACE = 'run';
@@ -68,11 +68,11 @@ export const runParamsSchema = runSettingsSchema
   });
 export type RunParams = z.infer<typeof runParamsSchema>;
 
-/** What `npm start`'s default swarm and the app's founder use: the tiny preset, small batches. */
-export const APP_RUN_SETTINGS: RunSettings = {
+/** A founder's settings where it chose none (`cohort run`'s flag defaults, the app, solo training). */
+export const DEFAULT_RUN_SETTINGS: RunSettings = {
   preset: 'tiny',
   seqLen: 128,
-  targetBatchSize: 256,
+  targetBatchSize: 4096,
   seed: 0,
   peakLr: LAMB_DEFAULTS.lr,
   warmupSteps: 50,
@@ -240,6 +240,46 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
     }
   }
   return found;
+}
+
+export interface ResolveRunSettings {
+  /** This peer's settings: the run's when it founds it, the fallback when a joiner finds no record. */
+  readonly own: RunSettings;
+  /** Peers of the join code or initial peers; undefined: this peer founds the run. */
+  readonly joinPeers: readonly string[] | undefined;
+  /** Settings the user chose explicitly: one that contradicts the swarm's is a RunSettingsConflictError. */
+  readonly explicit?: ReadonlyArray<keyof RunSettings>;
+  readonly log: Logger;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The run's settings on `node`, for a founder and a joiner alike. A founder publishes its own (in the
+ * background: a lone founder's first DHT lookup only ends at its timeout). A joiner adopts the swarm's
+ * published ones and keeps re-publishing them (so the record outlives the founder), or trains with
+ * its own, warned, when no record is found in time.
+ */
+export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings): Promise<RunSettings> {
+  if (r.joinPeers === undefined) {
+    r.log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(r.own)}`);
+    publishRunParams(node, newRunParams(r.own), r.log).then(
+      (result) => r.log.debug(`run parameters published (${result.replicas} replica(s) so far; re-published while this node runs)`),
+      (err: unknown) => r.log.error(`could not publish the run parameters: ${(err as Error).message}`),
+    );
+    return r.own;
+  }
+  const swarm = await readRunParams(node, { joinPeers: r.joinPeers, log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
+  if (swarm === undefined) {
+    r.log.warn(`no run parameters published in swarm "${node.runId}" (a founder running an older Cohort?): training with this peer's own (${describeRunSettings(r.own)}); every peer must use the same ones`);
+    return r.own;
+  }
+  const theirs = runSettingsOf(swarm.params);
+  for (const key of r.explicit ?? []) {
+    if (r.own[key] !== theirs[key]) throw new RunSettingsConflictError(key, r.own[key], theirs[key], swarm.owner);
+  }
+  r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(theirs)}`);
+  publishRunParams(node, swarm.params, r.log).catch((err: unknown) => r.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
+  return theirs;
 }
 
 /** Peer ids named by a join code or by `/p2p/<id>` multiaddrs (the peers a joiner trusts first). */

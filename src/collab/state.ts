@@ -3,10 +3,9 @@
  * model config, parameters (safetensors) and optimizer state, with the swarm epoch. One CBOR map.
  */
 import { decode as cborDecode, encode as cborEncode } from 'cborg';
-import { checkConfig, configFromHf, configToHf, type AlbertConfig } from '../engine/albert/config.js';
-import { decodeParams, encodeParams } from '../engine/albert/checkpoint.js';
-import { decodeOptimizerState, encodeOptimizerState, type OptimizerState } from '../engine/optim/index.js';
-import type { ParameterSet } from '../engine/params.js';
+import { z } from 'zod';
+import { checkConfig, configFromHf, configToHf, type AlbertConfig, decodeParams, encodeParams, decodeOptimizerState, encodeOptimizerState, type OptimizerState, type ParameterSet } from '../engine/index.js';
+import { TrainingStateError } from './errors.js';
 
 export interface TrainingState {
   readonly epoch: number;
@@ -16,13 +15,17 @@ export interface TrainingState {
   readonly optimizer?: OptimizerState;
 }
 
-interface Wire {
-  v: 1;
-  epoch: number;
-  config: Record<string, unknown>;
-  params: Uint8Array;
-  optimizer?: Uint8Array;
-}
+const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected bytes');
+
+/** The wire form (CBOR map), version 1; see docs/protocol.md ("State download"). */
+const wireSchema = z.strictObject({
+  v: z.literal(1),
+  epoch: z.number().int().min(0),
+  config: z.record(z.string(), z.unknown()),
+  params: bytes,
+  optimizer: bytes.optional(),
+});
+type Wire = z.infer<typeof wireSchema>;
 
 export function encodeTrainingState(s: TrainingState): Uint8Array {
   const wire: Wire = { v: 1, epoch: s.epoch, config: configToHf(s.config), params: encodeParams(s.params), ...(s.optimizer ? { optimizer: encodeOptimizerState(s.optimizer) } : {}) };
@@ -31,13 +34,15 @@ export function encodeTrainingState(s: TrainingState): Uint8Array {
 
 /** Decodes and checks a state; `source` names where it came from in errors (e.g. the donor's peer id). */
 export function decodeTrainingState(bytes: Uint8Array, source: string): TrainingState {
-  let wire: Wire;
+  let raw: unknown;
   try {
-    wire = cborDecode(bytes) as Wire;
+    raw = cborDecode(bytes);
   } catch (err) {
-    throw new Error(`training state from ${source} is not CBOR: ${(err as Error).message}`, { cause: err });
+    throw new TrainingStateError(`training state from ${source} is not CBOR: ${(err as Error).message}`, { cause: err });
   }
-  if (wire?.v !== 1 || !Number.isInteger(wire.epoch) || !(wire.params instanceof Uint8Array)) throw new Error(`training state from ${source} has an unknown layout (version ${String(wire?.v)})`);
+  const parsed = wireSchema.safeParse(raw);
+  if (!parsed.success) throw new TrainingStateError(`training state from ${source} has an unknown layout: ${z.prettifyError(parsed.error)}`);
+  const wire = parsed.data;
   const config = checkConfig(configFromHf(wire.config, `training state from ${source}`));
   const { params } = decodeParams(config, wire.params, `training state from ${source}`);
   const optimizer = wire.optimizer ? decodeOptimizerState(wire.optimizer, params) : undefined;

@@ -13,6 +13,7 @@ export { prepareDatasetInWorker } from './prepare-in-worker.js';
 export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type BatchStreamOptions } from './stream.js';
 export { BatchProducer, type ProducerInit, type ProducedBatch } from './batch-producer.js';
 export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';
+export { datasetStore } from './store-datasets.js';
 export { loadTokenizer, type TextTokenizer } from './tokenizer.js';
 export { DataError, TokenizerFileError, DownloadError } from './errors.js';
 export { MASKING_MODES, type MaskingMode, type MaskingOptions } from './masking.js';

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
-import { DatasetStore, cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
+import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
+import { datasetStore } from './store-datasets.js';
 import type { DownloadProgress } from './download.js';
 import { DataError } from './errors.js';
 import { createExamples, type SopExample } from './examples.js';
@@ -62,7 +63,7 @@ export interface PreparedDataset {
  */
 export async function prepareDataset(options: PrepareOptions): Promise<PreparedDataset> {
   const { store, dataDir } = options;
-  const datasets = new DatasetStore(store.db);
+  const datasets = datasetStore(store);
   const maxSeqLen = options.maxSeqLen ?? DEFAULT_MAX_SEQ_LEN;
   const vocabSize = options.vocabSize ?? DEFAULT_VOCAB_SIZE;
   if (!Number.isInteger(maxSeqLen) || maxSeqLen < 8 || maxSeqLen > 8192) throw new RangeError(`maxSeqLen ${maxSeqLen}: expected an integer in 8..8192`);

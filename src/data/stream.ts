@@ -1,7 +1,8 @@
 import type { AlbertBatch } from '../engine/batch.js';
 import type { Store } from '../store/index.js';
 import { BatchProducer, type ProducedBatch } from './batch-producer.js';
-import { DatasetStore, type DatasetInfo, type ReadCursor } from './dataset-store.js';
+import { type DatasetInfo, type ReadCursor } from './dataset-store.js';
+import { datasetStore } from './store-datasets.js';
 import { DataError } from './errors.js';
 import type { MaskingOptions, VocabInfo } from './masking.js';
 import { loadTokenizer } from './tokenizer.js';
@@ -40,7 +41,7 @@ export interface BatchStream extends AsyncIterableIterator<AlbertBatch> {
 
 /** The dataset a trainer reads by default: the most recently used complete one. */
 export function findDataset(store: Store, cacheKey?: string): DatasetInfo {
-  const datasets = new DatasetStore(store.db);
+  const datasets = datasetStore(store);
   const info = cacheKey ? datasets.get(cacheKey) : datasets.list()[0];
   if (!info || !info.complete) throw new DataError(cacheKey ? `no prepared dataset ${cacheKey} in ${store.file}; run \`cohort data prepare\`` : `no prepared dataset in ${store.file}; run \`cohort data prepare\` first`);
   return info;
@@ -59,7 +60,7 @@ export function vocabInfoOf(info: DatasetInfo): VocabInfo {
  */
 export function openBatchStream(options: BatchStreamOptions): BatchStream {
   const dataset = findDataset(options.store, options.cacheKey);
-  const datasets = new DatasetStore(options.store.db);
+  const datasets = datasetStore(options.store);
   datasets.touch(dataset.cacheKey);
   if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError(`batchSize ${options.batchSize}: expected a positive integer`);
   const seqLen = options.seqLen ?? dataset.params.maxSeqLen;

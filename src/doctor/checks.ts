@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
-import { missingCudaProvider } from '../engine/cuda-install.js';
+import { missingCudaProvider } from '../engine/index.js';
 import { electronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 

@@ -1,6 +1,5 @@
 import { createRequire } from 'node:module';
-import { encodeModel } from '../engine/onnx/encode.js';
-import { Graph } from '../engine/onnx/graph.js';
+import { encodeModel, Graph } from '../engine/index.js';
 
 const require = createRequire(import.meta.url);
 

@@ -3,8 +3,8 @@
 import { resolveConfig } from '../config/load.js';
 import { createLogger } from '../log/logger.js';
 import { dispatch } from '../node/api-dispatch.js';
-import { defaultParts } from '../node/default-parts.js';
-import { createNodeController } from '../node/node-runtime.js';
+import { volunteerParts } from '../training/volunteer.js';
+import { createNodeController } from '../node/host.js';
 import { openStore } from '../store/index.js';
 import { serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
 
@@ -15,7 +15,7 @@ const version = process.env.COHORT_APP_VERSION ?? '0.0.0';
 const config = resolveConfig({ env: process.env });
 const log = createLogger(config);
 const store = openStore(config.dataDir, { moveAside: config.moveAside });
-const controller = createNodeController({ store, log, version, parts: defaultParts(config) });
+const controller = createNodeController({ store, log, version, parts: volunteerParts(config) });
 log.info(`runtime up: data directory ${config.dataDir}`);
 
 serveRuntime(

@@ -7,7 +7,6 @@ import {
   applySettingsPatch,
   type AppSettings,
   type CohortCalls,
-  type ComponentState,
   type ContributionStatus,
   type CoordinatorStatus,
   type CoordinatorToggle,
@@ -22,11 +21,13 @@ import {
   type SwarmState,
 } from '../shared/api.js';
 import type { Store } from '../store/index.js';
-import { ContributionMachine } from './contribution.js';
+import { ContributionMachine } from './contribution-machine.js';
 import { withLeaderboard } from './leaderboard-view.js';
 import { LogRing } from './log-ring.js';
 import { teeLogger } from './log-tee.js';
-import type { CoordinatorRole, SwarmPresence, TrainingEvent, TrainingRuntime, TrainingSettings } from './runtime-parts.js';
+import type { TrainingEvent } from '../training/events.js';
+import type { CoordinatorRole, SwarmPresence, TrainingService, TrainingSettings } from '../training/service.js';
+import { swarmStateUpdate } from '../training/sink.js';
 import { StoreView } from './store-view.js';
 
 const SETTINGS_KEY = 'app.settings';
@@ -38,14 +39,13 @@ export interface NodeControllerInit {
   readonly log: Logger;
   /**
    * The log panel's ring, when the caller has already teed its logger into it (`teeLogger`) so that
-   * runtime parts made before the controller log into the panel too. @default a new ring, teed here
+   * node parts made before the controller log into the panel too. @default a new ring, teed here
    */
   readonly logs?: LogRing;
   readonly version: string;
-  readonly components: readonly ComponentState[];
-  /** The training runtime; absent until the engine and swarm exist. */
-  readonly training?: TrainingRuntime;
-  /** The coordinator role; absent until the swarm exists. */
+  /** What Start drives; absent on a node with training off. */
+  readonly training?: TrainingService;
+  /** The coordinator switch; absent on a node with training off. */
   readonly coordinator?: CoordinatorRole;
   /** This node's swarm presence (reachability); absent: never in a swarm. */
   readonly swarm?: SwarmPresence;
@@ -65,7 +65,7 @@ export class NodeController implements CohortCalls {
   private readonly logs: LogRing;
   private readonly events = new EventEmitter();
   private readonly machine: ContributionMachine;
-  private readonly training: TrainingRuntime | undefined;
+  private readonly training: TrainingService | undefined;
   private readonly coordinatorRole: CoordinatorRole | undefined;
   private readonly unsubscribeTraining: (() => void) | undefined;
   private readonly timer: NodeJS.Timeout;
@@ -84,11 +84,11 @@ export class NodeController implements CohortCalls {
     this.coordinatorRole = init.coordinator;
     this.settings = this.loadSettings();
     const wasContributing = this.store.settings.get(INTENT_KEY, z.boolean());
-    const limitation = init.training ? undefined : `nothing is computed yet — ${unavailableDetail(init.components, 'engine') ?? 'no training runtime is attached to this node'}`;
+    const limitation = init.training ? undefined : 'nothing is computed: training is off on this node (--training off)';
     this.machine = new ContributionMachine(wasContributing === undefined ? 'never-started' : wasContributing ? 'contribute' : 'paused', limitation);
     this.coordinator = init.coordinator
       ? { available: true, enabled: false }
-      : { available: false, enabled: false, reason: `coordinator mode needs the swarm: ${unavailableDetail(init.components, 'swarm') ?? 'no coordinator role is attached to this node'}` };
+      : { available: false, enabled: false, reason: 'coordinator mode needs the swarm, which is off on this node (--training off)' };
     this.unsubscribeTraining = init.training?.subscribe((e) => this.onTrainingEvent(e));
     init.training?.configure(trainingSettings(this.settings));
     this.last = this.buildSnapshot();
@@ -220,15 +220,14 @@ export class NodeController implements CohortCalls {
   }
 
   private onTrainingEvent(event: TrainingEvent): void {
-    if (event.type === 'log') {
-      this.logs.push(event.level, event.msg, event.at);
-    } else if (event.type === 'halted') {
-      // the runtime stopped itself; it stays paused (across restarts too) until the volunteer's Start
+    if (event.type === 'halted') {
+      // training stopped itself; it stays paused (across restarts too) until the volunteer's Start
       if (this.machine.intent === 'contribute') this.setIntent(false, event.reason);
       return;
-    } else {
-      this.liveSwarm = { swarm: event.swarm, at: event.at };
     }
+    const update = swarmStateUpdate(event);
+    if (!update) return;
+    this.liveSwarm = { swarm: update, at: event.at };
     this.refresh();
   }
 
@@ -252,7 +251,6 @@ export class NodeController implements CohortCalls {
     const swarm: SwarmState = { ...numbers, reachability: this.init.swarm?.reachability() ?? null };
     return {
       version: this.init.version,
-      components: this.init.components,
       contribution: this.machine.status,
       mine: withLeaderboard(this.view.mine(), this.init.swarm?.leaderboard() ?? null, this.settings.displayName.trim() || (this.init.swarm?.peerId() ?? null)),
       swarm,
@@ -266,10 +264,4 @@ export class NodeController implements CohortCalls {
 
 function trainingSettings(s: AppSettings): TrainingSettings {
   return { policies: s.policies, joinCode: s.joinCode, displayName: s.displayName };
-}
-
-/** "name: detail" of a listed part this build lacks; undefined when it is available or not listed. */
-function unavailableDetail(components: readonly ComponentState[], name: string): string | undefined {
-  const c = components.find((x) => x.name === name);
-  return c && !c.available ? `${c.name}: ${c.detail}` : undefined;
 }

@@ -5,10 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
-import { trainingPrometheus } from '../collab/prometheus.js';
+import { trainingPrometheus } from '../collab/index.js';
 import { openStore, type Store } from '../store/index.js';
 import type { NodeController } from './controller.js';
-import { createNodeController, type MakeRuntimeParts } from './node-runtime.js';
+import type { MakeNodeParts } from '../training/service.js';
+import { createNodeController } from './host.js';
 import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
 
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
@@ -24,7 +25,7 @@ export interface HeadlessNode {
 }
 
 /** Starts the headless node: opens the store, runs the controller and serves the dashboard and its API. */
-export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeRuntimeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
+export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeNodeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
   const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
   if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
     throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);

@@ -1,5 +1,5 @@
 import type { ContributorRow, MyContribution } from '../shared/api.js';
-import type { FoundLeaderboard } from './runtime-parts.js';
+import type { FoundLeaderboard } from '../training/service.js';
 
 /**
  * "My contribution" with a coordinator's leaderboard: its top contributors, and this volunteer's

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChartSeries, MyContribution, PeerRow, SeriesData, SwarmState } from '../shared/api.js';
 import type { Store } from '../store/index.js';
-import { METRIC } from './metric-series.js';
+import { METRIC } from '../store/metric-series.js';
 
 /** A peer counts as alive when it was seen this recently. */
 export const PEER_ALIVE_MS = 60_000;

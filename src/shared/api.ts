@@ -8,12 +8,6 @@ import { SettingsPatchSchema, type AppSettings, type SettingsPatch } from './set
 
 export * from './settings-schema.js';
 
-export interface ComponentState {
-  readonly name: string;
-  readonly available: boolean;
-  readonly detail: string;
-}
-
 /** Errors cross the boundary as values (Electron reduces thrown errors to a bare message). */
 export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
@@ -116,7 +110,6 @@ export interface LogLine {
 /** Everything the dashboard shows at a glance, pushed on every change. */
 export interface Snapshot {
   readonly version: string;
-  readonly components: readonly ComponentState[];
   readonly contribution: ContributionStatus;
   readonly mine: MyContribution;
   readonly swarm: SwarmState;

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { Coordinator } from '../../src/collab/coordinator.js';
 import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { createAverager } from '../../src/averaging/index.js';
-import { METRIC } from '../../src/node/metric-series.js';
+import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
 import { warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';

@@ -6,7 +6,7 @@ import { test, type TestContext } from 'node:test';
 import { CREDITED_SERIES, Coordinator } from '../../src/collab/coordinator.js';
 import { PROGRESS_KEY, progressRecords, type ProgressRecord } from '../../src/collab/records.js';
 import { createLogger } from '../../src/log/logger.js';
-import { METRIC } from '../../src/node/metric-series.js';
+import { METRIC } from '../../src/store/metric-series.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { createSwarmNode, type SwarmNode } from '../../src/swarm/index.js';
 import { runCli } from '../helpers/cli.js';

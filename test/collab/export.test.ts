@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { parse } from 'csv-parse/sync';
 import { main } from '../../src/cli/program.js';
 import { EXPORT_COLUMNS } from '../../src/collab/export.js';
-import { METRIC } from '../../src/node/metric-series.js';
+import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
 import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino } from 'pino';
-import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../../src/collab/optimizer.js';
+import { CollaborativeOptimizer, type StepOutcome } from '../../src/collab/optimizer.js';
+import type { CollaborativeOptions } from '../../src/collab/options.js';
 import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';

@@ -6,7 +6,7 @@ import { trainingPrometheus } from '../../src/collab/prometheus.js';
 import { createLogger } from '../../src/log/logger.js';
 import { NodeController } from '../../src/node/controller.js';
 import { startDashboardServer } from '../../src/node/dashboard-server.js';
-import { METRIC } from '../../src/node/metric-series.js';
+import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
 import { formatPrometheus } from '../../src/swarm/index.js';
 import { parsePrometheusText } from '../helpers/prometheus.js';
@@ -31,7 +31,7 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
   const baseline = { time: now, totalSamples: 0, epoch: 0, samplesInEpoch: 0, computeSeconds: 0 };
   store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 5, displayName: NAME, claimed: 120, credited: 120, computeSeconds: 30, ts: now }, baseline);
   store.contributions.credit({ runId: 'r1', peerId: 'p2', epoch: 5, claimed: 900, credited: 90, computeSeconds: 20, flag: 'inflated', ts: now }, baseline);
-  const controller = new NodeController({ store, log, version: '0.0.0', components: [], refreshMs: 60_000 });
+  const controller = new NodeController({ store, log, version: '0.0.0', refreshMs: 60_000 });
   const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token: TOKEN, rendererDir: tmpDir(t), api: controller, log, prometheus: () => trainingPrometheus(store) });
   t.after(async () => {
     await server.close();

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import test from 'node:test';
 import { z } from 'zod';
-import { APP_RUN_SETTINGS, chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
+import { DEFAULT_RUN_SETTINGS, chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
 import { createLogger } from '../../src/log/logger.js';
 import type { RecordEntry } from '../../src/swarm/index.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
@@ -32,9 +32,9 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
   await waitFor('the founder and the early peer to see each other as servers', () => early.isClientMode(founder.peerId) === false && founder.isClientMode(early.peerId) === false);
   assert.equal(await readRunParams(early, { waitMs: 0 }), undefined, 'nothing published yet');
   assert.deepEqual(joinPeerIds(founder.multiaddrs()), [founder.peerId.toString()], 'the peer ids of --initial-peers');
-  const founded = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 });
+  const founded = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 });
   assert.equal((await publishRunParams(founder, founded)).replicas, 2, 'the founder and the early peer hold the founder’s record');
-  const conflicting = newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 64 }, founded.created - 3_600_000);
+  const conflicting = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 64 }, founded.created - 3_600_000);
   assert.equal((await publishRunParams(early, conflicting)).replicas, 2);
 
   // a peer whose own schema lets anything through: the founder refuses its value
@@ -77,7 +77,7 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
 });
 
 test('the run record schema rejects malformed and inconsistent values', () => {
-  const good = newRunParams(APP_RUN_SETTINGS, 1000);
+  const good = newRunParams(DEFAULT_RUN_SETTINGS, 1000);
   assert.equal(runParamsSchema.safeParse(good).success, true);
   const bad: Array<[string, unknown]> = [
     ['another version', { ...good, v: 2 }],
@@ -98,7 +98,7 @@ test('without a join peer’s entry every peer picks the same one: earliest crea
     owner,
     subkey: '',
     expiration: 0,
-    value: newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize }, created),
+    value: newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize }, created),
   });
   const entries = [entry('peer-c', 2000, 32), entry('peer-b', 1000, 64), entry('peer-a', 1000, 128)];
   assert.equal(chooseRunParams(entries, [])?.owner, 'peer-a');

@@ -39,7 +39,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     assert.equal(await page.evaluate(() => document.activeElement?.textContent?.trim()), 'Start', 'Start is the next stop after the join code');
     await page.keyboard.press('Enter');
     await page.getByRole('status').filter({ hasText: 'Contributing' }).waitFor(WAIT);
-    assert.match((await page.locator('header').textContent()) ?? '', /nothing is computed yet/, 'the page says honestly that no engine runs yet');
+    assert.match((await page.locator('header').textContent()) ?? '', /nothing is computed: training is off/, 'the page says honestly that nothing trains here');
 
     const before = await samplesOnPage(page);
     assert.ok(before > 0, `samples shown (${before})`);

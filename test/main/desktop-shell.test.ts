@@ -19,7 +19,7 @@ function port<In, Out>(p: MessagePort) {
 /** A real controller on a real store, reached the way Electron main reaches the utility process: over a message port. */
 function runtime(t: TestContext, dataDir = tmpDir(t)): { client: RuntimeClient; controller: NodeController } {
   const store = openStore(dataDir);
-  const controller = new NodeController({ store, log: createLogger({ logLevel: 'silent', logFormat: 'json' }), version: '1', components: [], refreshMs: 60_000 });
+  const controller = new NodeController({ store, log: createLogger({ logLevel: 'silent', logFormat: 'json' }), version: '1', refreshMs: 60_000 });
   const { port1, port2 } = new MessageChannel();
   serveRuntime(port(port2), controller, dispatch);
   const client = runtimeClient(port(port1));

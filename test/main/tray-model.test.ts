@@ -6,7 +6,6 @@ import type { ContributionPhase, Snapshot } from '../../src/shared/api.js';
 function snapshot(phase: ContributionPhase, detail = '', samplesPerSecond: number | null = null, epoch: number | null = null): Snapshot {
   return {
     version: '0',
-    components: [],
     contribution: { phase, detail, since: 0 },
     mine: { samples: 0, computeHours: 0, share: null, rank: null, contributors: 0, samplesPerSecond, leaderboard: null },
     swarm: { peersAlive: null, samplesPerSecond: null, epoch, samplesAccumulated: null, targetBatchSize: null, etaSeconds: null, lastLoss: null, updatedAt: null, reachability: null },

@@ -1,21 +1,18 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { createLogger } from '../../src/log/logger.js';
-import { DEFAULT_SETTINGS, type ComponentState, type Snapshot } from '../../src/shared/api.js';
+import { DEFAULT_SETTINGS, type Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
-import { METRIC } from '../../src/node/metric-series.js';
-import type { CoordinatorRole, TrainingEvent, TrainingRuntime, TrainingSettings } from '../../src/node/runtime-parts.js';
+import { METRIC } from '../../src/store/metric-series.js';
+import type { TrainingEvent } from '../../src/training/events.js';
+import type { CoordinatorRole, TrainingService, TrainingSettings } from '../../src/training/service.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
-const NO_SWARM: ComponentState[] = [
-  { name: 'engine', available: false, detail: 'no engine here' },
-  { name: 'swarm', available: false, detail: 'no swarm here' },
-];
 
 function controller(t: TestContext, store: Store, extra: Partial<NodeControllerInit> = {}): NodeController {
-  const c = new NodeController({ store, log, version: '9.9.9', components: NO_SWARM, refreshMs: 60_000, ...extra });
+  const c = new NodeController({ store, log, version: '9.9.9', refreshMs: 60_000, ...extra });
   t.after(() => c.close());
   return c;
 }
@@ -27,7 +24,7 @@ function storeIn(t: TestContext, dir = tmpDir(t)): Store {
 }
 
 /** A training runtime that records what the controller asked of it. */
-class FakeTraining implements TrainingRuntime {
+class FakeTraining implements TrainingService {
   readonly calls: string[] = [];
   readonly configured: TrainingSettings[] = [];
   configure(settings: TrainingSettings) {
@@ -52,7 +49,7 @@ class FakeTraining implements TrainingRuntime {
 test('start and pause move the contribution phase, persist across a restart, and say what is missing', async (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir);
-  const c = new NodeController({ store, log, version: '9.9.9', components: NO_SWARM, refreshMs: 60_000 });
+  const c = new NodeController({ store, log, version: '9.9.9', refreshMs: 60_000 });
   assert.equal((await c.getSnapshot()).contribution.phase, 'stopped');
   assert.equal((await c.getSnapshot()).firstRunDone, false);
   const seen: Snapshot[] = [];
@@ -60,7 +57,7 @@ test('start and pause move the contribution phase, persist across a restart, and
   const started = await c.startContribution();
   assert.ok(started.ok);
   assert.equal(started.value.phase, 'running');
-  assert.match(started.value.detail, /nothing is computed yet — engine: no engine here/);
+  assert.match(started.value.detail, /nothing is computed: training is off on this node/);
   assert.equal(seen.at(-1)?.contribution.phase, 'running', 'subscribers hear about the change');
   assert.equal(seen.at(-1)?.firstRunDone, true);
   assert.ok((await c.getLogs({})).some((l) => /contribution started/.test(l.msg)));
@@ -189,18 +186,19 @@ test('my contribution, the swarm and the peers come from what the training side 
   assert.equal(loss.t[1], (now - 10) / 1000);
 });
 
-test('live training progress overrides older stored numbers and its log lines reach the log panel', async (t) => {
+test('live training progress overrides older stored numbers', async (t) => {
   const store = storeIn(t);
   store.metrics.record([{ series: METRIC.epoch, value: 3, ts: Date.now() - 5000 }]);
   const training = new FakeTraining();
   const c = controller(t, store, { training });
-  training.emit({ type: 'progress', at: Date.now(), swarm: { epoch: 4, etaSeconds: 12 } });
-  training.emit({ type: 'log', at: Date.now(), level: 'info', msg: 'Averaged gradients with 3 peers' });
+  training.emit({ type: 'progress', at: Date.now(), samplesPerSecond: 2, swarm: { epoch: 4, peers: 3, samplesPerSecond: 6, samplesAccumulated: 10, targetBatchSize: 64, etaSeconds: 12 } });
   const s = await c.getSnapshot();
   assert.equal(s.swarm.epoch, 4);
   assert.equal(s.swarm.etaSeconds, 12);
-  const lines = await c.getLogs({ after: s.lastLogSeq - 1 });
-  assert.deepEqual(lines.map((l) => l.msg), ['Averaged gradients with 3 peers']);
+  assert.equal(s.swarm.peersAlive, 3);
+  training.emit({ type: 'stepped', at: Date.now(), epoch: 5, loss: 6.5, alone: false, contributed: { samples: 10, seconds: 1 } });
+  const after = await c.getSnapshot();
+  assert.deepEqual([after.swarm.epoch, after.swarm.lastLoss], [5, 6.5]);
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {
@@ -209,7 +207,7 @@ test('the coordinator toggle reports why it is unavailable, and shows the join c
   assert.equal(snap.coordinator.available, false);
   const refused = await without.setCoordinator({ enabled: true });
   assert.equal(refused.ok, false);
-  assert.match(!refused.ok ? refused.error : '', /coordinator mode needs the swarm: swarm: no swarm here/);
+  assert.match(!refused.ok ? refused.error : '', /coordinator mode needs the swarm, which is off on this node/);
 
   const calls: string[] = [];
   const role: CoordinatorRole = {

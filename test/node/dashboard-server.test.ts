@@ -27,7 +27,7 @@ function fakeRenderer(t: TestContext): string {
 
 async function serve(t: TestContext, token?: string): Promise<{ server: DashboardServer; controller: NodeController }> {
   const store = openStore(tmpDir(t));
-  const controller = new NodeController({ store, log, version: '1.2.3', components: [], refreshMs: 60_000 });
+  const controller = new NodeController({ store, log, version: '1.2.3', refreshMs: 60_000 });
   const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token, rendererDir: fakeRenderer(t), api: controller, log });
   t.after(async () => {
     await server.close();

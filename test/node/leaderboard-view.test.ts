@@ -4,8 +4,8 @@ import { leaderboard } from '../../src/collab/contribution.js';
 import { leaderboardRecordSchema, type LeaderboardRecord } from '../../src/collab/records.js';
 import { createLogger } from '../../src/log/logger.js';
 import { NodeController } from '../../src/node/controller.js';
-import { METRIC } from '../../src/node/metric-series.js';
-import type { SwarmPresence } from '../../src/node/runtime-parts.js';
+import { METRIC } from '../../src/store/metric-series.js';
+import type { SwarmPresence } from '../../src/training/service.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -30,7 +30,7 @@ test('My contribution shows a coordinator\'s top contributors and takes this vol
   store.metrics.record([{ series: METRIC.samples, value: 400, ts: 1 }]);
   let board: LeaderboardRecord | null = null;
   const swarm: SwarmPresence = { reachability: () => 'public', peerId: () => ME, leaderboard: () => board };
-  const c = new NodeController({ store, log, version: '0', components: [], swarm, refreshMs: 60_000 });
+  const c = new NodeController({ store, log, version: '0', swarm, refreshMs: 60_000 });
   t.after(() => c.close());
 
   const alone = (await c.getSnapshot()).mine;

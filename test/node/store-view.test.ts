@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { METRIC } from '../../src/node/metric-series.js';
+import { METRIC } from '../../src/store/metric-series.js';
 import { StoreView } from '../../src/node/store-view.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';

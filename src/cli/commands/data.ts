@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
-import { BatchProducer, DataError, DatasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type MaskingMode, type PrepareEvent, type SourceFormat } from '../../data/index.js';
-import { IGNORE_INDEX } from '../../engine/batch.js';
+import { BatchProducer, DataError, datasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type MaskingMode, type PrepareEvent, type SourceFormat } from '../../data/index.js';
+import { IGNORE_INDEX } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { commandContext } from '../context.js';
 
@@ -42,7 +42,7 @@ function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<voi
 const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
 
 /** One progress line on stderr: rewritten in place on a terminal, at most every few seconds otherwise. */
-function progressLine(): { update: (e: PrepareEvent) => void; done: () => void } {
+function preparationProgress(): { update: (e: PrepareEvent) => void; done: () => void } {
   const tty = process.stderr.isTTY === true;
   let last = 0;
   let shown = '';
@@ -121,7 +121,7 @@ export function registerData(program: Command): void {
       if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
 
       const store = openStore(config.dataDir);
-      const progress = progressLine();
+      const progress = preparationProgress();
       try {
         const result = await prepareDataset({
           store,
@@ -166,7 +166,7 @@ export function registerData(program: Command): void {
       const { config } = commandContext(stats);
       const store = openStore(config.dataDir);
       try {
-        const datasets = new DatasetStore(store.db);
+        const datasets = datasetStore(store);
         const list = datasets.list();
         const cacheBytes = datasets.totalBytes();
         if (opts.json) {
@@ -204,7 +204,7 @@ export function registerData(program: Command): void {
         const info = findDataset(store, opts.cacheKey);
         const tok = loadTokenizer(info.tokenizerFile);
         // Read without a cursor: sampling must not move any peer's read position.
-        const producer = new BatchProducer(new DatasetStore(store.db), {
+        const producer = new BatchProducer(datasetStore(store), {
           cacheKey: info.cacheKey,
           batchSize: n,
           seqLen: info.params.maxSeqLen,

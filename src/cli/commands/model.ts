@@ -1,12 +1,6 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { checkConfig, PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
-import { encodeParams, loadModel, saveModel } from '../../engine/albert/checkpoint.js';
-import { PRECISIONS, type Precision } from '../../engine/albert/graph.js';
-import { initAlbertParams } from '../../engine/albert/params.js';
-import { batchFromJson } from '../../engine/batch.js';
-import { DynamicLossScaler } from '../../engine/loss-scaler.js';
-import { OrtBackend, type ProviderChoice } from '../../engine/ort-backend.js';
+import { checkConfig, PRESET_NAMES, PRESETS, type PresetName, encodeParams, loadModel, saveModel, PRECISIONS, type Precision, initAlbertParams, batchFromJson, DynamicLossScaler, OrtBackend, type ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, requiredFlag } from '../flags.js';

@@ -1,20 +1,23 @@
 import type { Command } from 'commander';
 import { COMPRESSIONS } from '../../averaging/index.js';
-import { Coordinator } from '../../collab/coordinator.js';
-import { runPeer } from '../../collab/peer.js';
-import { collabOptionsOf, describeRunSettings, newRunParams, publishRunParams } from '../../collab/run-params.js';
+import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
-import { PRESET_NAMES } from '../../engine/albert/config.js';
-import { LAMB_DEFAULTS } from '../../engine/optim/index.js';
+import { PRESET_NAMES } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
+import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
+import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { commandContext } from '../context.js';
 import { intFlag, positiveFloatFlag } from '../flags.js';
-import { adoptRunSettings, checkRunSettings, runSettingFlags } from '../run-settings.js';
+import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
+
+/** The optimizer's own defaults, shown in --help. */
+const OPTIMIZER_DEFAULTS = resolveCollaborativeOptions({ ...collabOptionsOf(DEFAULT_RUN_SETTINGS) });
+const RUN = DEFAULT_RUN_SETTINGS;
 
 interface RunOptions {
   join?: string;
@@ -70,27 +73,27 @@ export function registerRun(program: Command): void {
     .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging (= --reachability private)')
     .option('--mdns', 'find peers of the same run on the local network with mDNS')
     .option('--coordinator', 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model')
-    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')} [run-wide]`, 'tiny')
-    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size) [run-wide]', '4096')
-    .option('--batch-size <n>', 'this peer’s micro-batch size', '4')
-    .option('--seq-len <n>', 'tokens per sequence (default 128, at most the preset’s positions) [run-wide]')
+    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')} [run-wide]`, RUN.preset)
+    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size) [run-wide]', String(RUN.targetBatchSize))
+    .option('--batch-size <n>', 'this peer’s micro-batch size', String(DEFAULT_LOCAL_TRAINER.batchSize))
+    .option('--seq-len <n>', `tokens per sequence (default ${RUN.seqLen}, at most the preset’s positions) [run-wide]`)
     .option('--max-epochs <n>', 'stop once the swarm reaches this epoch')
-    .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', '5')
-    .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', '60')
+    .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', String(OPTIMIZER_DEFAULTS.matchmakingTime))
+    .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', String(OPTIMIZER_DEFAULTS.averagingTimeout))
     .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
-    .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', '256')
-    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, 'none')
+    .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', String(OPTIMIZER_DEFAULTS.targetGroupSize))
+    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, RUN.gradCompression)
     .option('--average-state-every <n>', 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never) [run-wide]')
-    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, 'none')
+    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, RUN.stateAveragingCompression)
     .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics) [run-wide]')
     .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates) [run-wide]')
-    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead) [run-wide]', '0')
+    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead) [run-wide]', String(RUN.batchSizeLead))
     .option('--delay-optimizer-step', 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)')
     .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)')
-    .option('--lr <x>', 'peak LAMB learning rate [run-wide]', String(LAMB_DEFAULTS.lr))
-    .option('--warmup-steps <n>', 'warmup in swarm epochs [run-wide]', '50')
-    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0 [run-wide]', '10000')
-    .option('--seed <n>', 'seed of the initial weights (the same on every peer) [run-wide]', '0')
+    .option('--lr <x>', 'peak LAMB learning rate [run-wide]', String(RUN.peakLr))
+    .option('--warmup-steps <n>', 'warmup in swarm epochs [run-wide]', String(RUN.warmupSteps))
+    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0 [run-wide]', String(RUN.totalSteps))
+    .option('--seed <n>', 'seed of the initial weights (the same on every peer) [run-wide]', String(RUN.seed))
     .option('--threads <n>', 'onnxruntime threads (default: one per core)')
     .option('--precision <name>', `${PRECISION_HELP}; a micro-batch whose fp16 gradients overflow contributes nothing`)
     .option('--display-name <name>', 'name shown on the contribution leaderboard')
@@ -139,15 +142,8 @@ export function registerRun(program: Command): void {
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const run = founding ? flags.settings : await adoptRunSettings(node, init.initialPeers ?? [], flags, local, log, stop.signal);
-      if (founding) {
-        log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(run)}`);
-        // in the background: a lone founder's first DHT lookup only ends at its timeout
-        publishRunParams(node, newRunParams(run), log).then(
-          (r) => log.debug(`run parameters published (${r.replicas} replica(s) so far; re-published while this node runs)`),
-          (err: unknown) => log.error(`could not publish the run parameters: ${(err as Error).message}`),
-        );
-      }
+      const run = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, log, stop.signal);
+      if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
         const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
         coordinator.start();
@@ -155,35 +151,20 @@ export function registerRun(program: Command): void {
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
-        const summary = await runPeer({
-          node,
-          store,
-          dataDir: settings.dataDir,
-          log,
-          preset: run.preset,
-          batchSize,
-          seqLen: run.seqLen,
-          seed: run.seed,
-          threads,
-          precision,
-          signal: stop.signal,
-          ...(maxEpochs !== undefined ? { maxEpochs } : {}),
-          ...(throttle !== undefined ? { throttle } : {}),
-          ...(opts.out !== undefined ? { out: opts.out } : {}),
-          collab: {
-            ...collabOptionsOf(run),
-            matchmakingTime,
-            averagingTimeout,
-            averagingExpiration,
-            targetGroupSize,
-            delayGradAveraging: local.delayGradAveraging,
-            delayOptimizerStep: local.delayOptimizerStep,
-            maxRefresh: refresh,
-            ...(opts.displayName ? { displayName: opts.displayName } : {}),
-            ...(uploadLimitKiB !== undefined ? { uploadLimit: uploadLimitKiB * 1024 } : {}),
-            ...(inflateClaims !== undefined ? { fault: { inflateClaims } } : {}),
-          },
-        });
+        const collab: CollaborativeOptions = {
+          ...collabOptionsOf(run),
+          matchmakingTime,
+          averagingTimeout,
+          averagingExpiration,
+          targetGroupSize,
+          delayGradAveraging: local.delayGradAveraging,
+          delayOptimizerStep: local.delayOptimizerStep,
+          maxRefresh: refresh,
+          displayName: opts.displayName,
+          uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
+          fault: inflateClaims === undefined ? undefined : { inflateClaims },
+        };
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -193,6 +174,16 @@ export function registerRun(program: Command): void {
       store.close();
     }
   });
+}
+
+/** The run's settings (see resolveRunSettings); an explicit flag that contradicts the swarm's exits 2 naming it. */
+async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, log: Parameters<typeof resolveRunSettings>[1]['log'], signal: AbortSignal): Promise<RunSettings> {
+  try {
+    return await resolveRunSettings(node, { own: flags.settings, joinPeers, explicit: flags.explicit, log, signal });
+  } catch (err) {
+    if (err instanceof RunSettingsConflictError) throw new ConfigError(RUN_SETTING_FLAGS[err.field as keyof RunSettings].flag, err.message);
+    throw err;
+  }
 }
 
 /** The flags as a SwarmInit; a bad value exits 2 naming its flag. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { defaultParts } from '../../node/default-parts.js';
+import { volunteerParts } from '../../training/volunteer.js';
 import { startHeadlessNode } from '../../node/headless.js';
 import { addSettingOptions, commandContext } from '../context.js';
 
@@ -8,7 +8,7 @@ export function registerStart(program: Command): void {
   addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'dashboardToken', 'initialPeers', 'training', 'moveAside']);
   cmd.action(async () => {
     const { config, log } = commandContext(cmd);
-    const node = await startHeadlessNode(config, log, defaultParts(config));
+    const node = await startHeadlessNode(config, log, volunteerParts(config));
     process.stdout.write(`Cohort dashboard: ${node.url}${config.dashboardToken ? ' (open it with ?token=<your dashboard token>)' : ''}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

@@ -1,8 +1,5 @@
 import type { Command } from 'commander';
-import { globalProgress } from '../../collab/progress.js';
-import { latestLeaderboard } from '../../collab/leaderboard.js';
-import { PROGRESS_KEY, progressRecords } from '../../collab/records.js';
-import { describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/run-params.js';
+import { globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';

@@ -4,14 +4,21 @@
  * a watchdog that notices when the process grows past the limit anyway (a leak, another graph shape,
  * the estimate being off on this machine) and stops training before the operating system has to.
  */
-import type { AlbertConfig } from '../engine/albert/config.js';
-import { formatBytes, planMicroBatch, type TrainingShape } from '../engine/memory-estimate.js';
+import { type AlbertConfig, formatBytes, planMicroBatch, type TrainingShape } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 
 /** Where the watchdog reads the process's memory; tests pass their own. */
 export interface RssProbe {
   /** Resident set size of the process now, in bytes. */
   rssBytes(): number;
+}
+
+/** How a trainer's memory watchdog samples; tests pass their own. */
+export interface WatchdogOptions {
+  /** Where the watchdog reads this process's memory. @default the process's RSS */
+  readonly memoryProbe?: RssProbe;
+  /** How often it samples. @default WATCHDOG_INTERVAL_MS */
+  readonly watchdogIntervalMs?: number;
 }
 
 export const processRss: RssProbe = { rssBytes: () => process.memoryUsage.rss() };

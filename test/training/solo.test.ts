@@ -5,17 +5,25 @@ import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { decodeOptimizerState } from '../../src/engine/optim/index.js';
 import { createLogger } from '../../src/log/logger.js';
 import { NodeController } from '../../src/node/controller.js';
-import { LocalTrainingRuntime, MODEL_CHECKPOINT, OPTIMIZER_CHECKPOINT } from '../../src/node/local-training.js';
-import { METRIC } from '../../src/node/metric-series.js';
-import type { TrainingEvent } from '../../src/node/runtime-parts.js';
+import { DEFAULT_RUN_SETTINGS, type RunSettings } from '../../src/collab/index.js';
+import { MODEL_CHECKPOINT, OPTIMIZER_CHECKPOINT } from '../../src/training/session.js';
+import { SoloTraining, type SoloTrainingInit } from '../../src/training/solo.js';
+import { trainerSettings, type LocalTrainerSettings } from '../../src/training/options.js';
+import { METRIC } from '../../src/store/metric-series.js';
+import type { TrainingEvent } from '../../src/training/events.js';
 import type { Snapshot } from '../../src/shared/api.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
 
+/** Solo training on `dataDir` with the default run settings but short sequences and the given changes. */
+function solo(init: Pick<SoloTrainingInit, 'store' | 'dataDir'> & Partial<SoloTrainingInit>, run: Partial<RunSettings>, local: Partial<LocalTrainerSettings>): SoloTraining {
+  return new SoloTraining({ log, ...init, trainer: trainerSettings({ ...DEFAULT_RUN_SETTINGS, seqLen: 32, ...run }, local) });
+}
+
 /** Starts the runtime and pauses it after `steps` optimizer steps; returns the epochs it reported. */
-async function trainSteps(runtime: LocalTrainingRuntime, steps: number): Promise<number[]> {
+async function trainSteps(runtime: SoloTraining, steps: number): Promise<number[]> {
   const epochs: number[] = [];
   const done = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`only ${epochs.length} of ${steps} steps within 90 s`)), 90_000);
@@ -35,11 +43,11 @@ async function trainSteps(runtime: LocalTrainingRuntime, steps: number): Promise
   return epochs;
 }
 
-test('local training prepares data on first start, records measured metrics, checkpoints, and resumes where it paused', async (t) => {
+test('solo training prepares data on first start, records measured metrics, checkpoints, and resumes where it paused', async (t) => {
   const dataDir = tmpDir(t);
   const store = openStore(dataDir);
   t.after(() => store.close());
-  const make = () => new LocalTrainingRuntime({ store, dataDir, log, batchSize: 2, seqLen: 32, checkpointEvery: 2, prepare: { maxDocuments: 3, vocabSize: 300 } });
+  const make = () => solo({ store, dataDir, prepare: { maxDocuments: 3, vocabSize: 300 } }, {}, { batchSize: 2, checkpointEvery: 2 });
 
   const first = await trainSteps(make(), 3);
   assert.deepEqual(first.slice(0, 3), [1, 2, 3]);
@@ -65,11 +73,11 @@ test('local training prepares data on first start, records measured metrics, che
   assert.equal(after[stepsTaken], 2 * (stepsTaken + 1), 'contribution totals survive the restart');
 });
 
-test('fp16 local training checkpoints its loss scaler with the optimizer state and resumes from it', async (t) => {
+test('fp16 solo training checkpoints its loss scaler with the optimizer state and resumes from it', async (t) => {
   const dataDir = tmpDir(t);
   const store = openStore(dataDir);
   t.after(() => store.close());
-  const make = () => new LocalTrainingRuntime({ store, dataDir, log, batchSize: 2, seqLen: 32, checkpointEvery: 100, precision: 'fp16', prepare: { maxDocuments: 3, vocabSize: 300 } });
+  const make = () => solo({ store, dataDir, prepare: { maxDocuments: 3, vocabSize: 300 } }, {}, { batchSize: 2, checkpointEvery: 100, precision: 'fp16' });
   const saved = () => {
     const latest = store.checkpoints.list(OPTIMIZER_CHECKPOINT)[0]!;
     const state = decodeOptimizerState(store.checkpoints.load(latest.id).data, initAlbertParams(checkConfig({ ...PRESETS.tiny, vocabSize: 300 }), 0));
@@ -106,8 +114,8 @@ test('the memory limit: Start refuses a model that cannot fit, saying what it ne
   const prepare = { maxDocuments: 3, vocabSize: 300 };
 
   // base ALBERT needs far more than 512 MiB even one sample at a time: it never starts
-  const base = new LocalTrainingRuntime({ store, dataDir, log, preset: 'base', batchSize: 2, seqLen: 32, prepare });
-  const refusing = new NodeController({ store, log, version: '0', components: [], training: base, refreshMs: 60_000 });
+  const base = solo({ store, dataDir, prepare }, { preset: 'base' }, { batchSize: 2 });
+  const refusing = new NodeController({ store, log, version: '0', training: base, refreshMs: 60_000 });
   t.after(() => refusing.close());
   assert.ok((await refusing.updateSettings({ policies: { maxMemoryMiB: 512 } })).ok);
   const refused = contributionWhere(refusing, (s) => s.contribution.phase === 'paused');
@@ -118,8 +126,8 @@ test('the memory limit: Start refuses a model that cannot fit, saying what it ne
   await refusing.close();
 
   // tiny fits, but this process "stays" over the limit: the watchdog stops it, and only Start resumes
-  const tiny = new LocalTrainingRuntime({ store, dataDir, log, batchSize: 2, seqLen: 32, prepare, memoryProbe: { rssBytes: () => 8 * 2 ** 30 }, watchdogIntervalMs: 10 });
-  const guarded = new NodeController({ store, log, version: '0', components: [], training: tiny, refreshMs: 60_000 });
+  const tiny = solo({ store, dataDir, prepare, memoryProbe: { rssBytes: () => 8 * 2 ** 30 }, watchdogIntervalMs: 10 }, {}, { batchSize: 2 });
+  const guarded = new NodeController({ store, log, version: '0', training: tiny, refreshMs: 60_000 });
   t.after(() => guarded.close());
   await guarded.startContribution();
   assert.equal((await guarded.getSnapshot()).contribution.phase, 'running');

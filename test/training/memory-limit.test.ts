@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PRESETS } from '../../src/engine/albert/config.js';
 import { estimateTrainingMemory, formatBytes, type TrainingShape } from '../../src/engine/memory-estimate.js';
-import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, WATCHDOG_SAMPLES_OVER } from '../../src/node/memory-limit.js';
+import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, WATCHDOG_SAMPLES_OVER } from '../../src/training/memory-limit.js';
 
 const MiB = 2 ** 20;
 

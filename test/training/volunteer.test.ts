@@ -3,16 +3,16 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import test from 'node:test';
-import { APP_RUN_SETTINGS, newRunParams, publishRunParams, RUN_KEY, runParamsRecords } from '../../src/collab/run-params.js';
-import { CollaborativeCoordinatorRole, CollaborativeRuntime, SharedSwarm } from '../../src/collab/runtime.js';
+import { DEFAULT_RUN_SETTINGS, newRunParams, publishRunParams, RUN_KEY, runParamsRecords } from '../../src/collab/run-params.js';
+import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining } from '../../src/training/volunteer.js';
 import { createLogger } from '../../src/log/logger.js';
-import { METRIC } from '../../src/node/metric-series.js';
-import type { TrainingEvent } from '../../src/node/runtime-parts.js';
+import { METRIC } from '../../src/store/metric-series.js';
+import type { TrainingEvent } from '../../src/training/events.js';
 import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
 import { openStore } from '../../src/store/index.js';
 import { startNode, waitFor as waitUntil } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
-import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
+import { preparedDataDirs, spawnCli, waitFor } from '../collab/processes.js';
 
 const log = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
 const LISTEN = ['/ip4/127.0.0.1/tcp/0'];
@@ -27,21 +27,21 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
 
   const store = openStore(dir!);
   let rss = 0; // what the memory watchdog reads: nothing, until the end
-  const options = { store, log, dataDir: dir!, targetBatchSize: 16, matchmakingTime: 1, listen: LISTEN, memoryProbe: { rssBytes: () => rss }, watchdogIntervalMs: 20 };
+  const options = { store, log, dataDir: dir!, run: { targetBatchSize: 16 }, optimizer: { matchmakingTime: 1 }, listen: LISTEN, memoryProbe: { rssBytes: () => rss }, watchdogIntervalMs: 20 };
   const swarm = new SharedSwarm(options);
-  const runtime = new CollaborativeRuntime(options, swarm);
-  const role = new CollaborativeCoordinatorRole(options, swarm, () => runtime.joinCode);
+  const runtime = new VolunteerTraining(options, swarm);
+  const role = new SwarmCoordinatorRole(options, swarm, () => runtime.joinCode);
   t.after(() => Promise.all([runtime.pause(), role.stop()]));
   runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: code!, displayName: 'volunteer' });
   const events: TrainingEvent[] = [];
   runtime.subscribe((e) => events.push(e));
   await runtime.start();
   const deadline = Date.now() + 60_000;
-  const seen = (): boolean => events.some((e) => e.type === 'progress' && e.swarm.lastLoss !== undefined && (e.swarm.epoch ?? 0) >= 2) && events.some((e) => e.type === 'progress' && (e.swarm.peersAlive ?? 0) >= 2);
+  const seen = (): boolean => events.some((e) => e.type === 'stepped' && e.epoch >= 2) && events.some((e) => e.type === 'progress' && e.swarm.peers >= 2);
   while (!seen() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'progress' }> => e.type === 'progress' && e.swarm.lastLoss !== undefined);
-  assert.ok(stepped.some((e) => (e.swarm.epoch ?? 0) >= 2), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
-  assert.ok(events.some((e) => e.type === 'progress' && (e.swarm.peersAlive ?? 0) >= 2), 'never saw the other peer');
+  const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
+  assert.ok(stepped.some((e) => e.epoch >= 2 && !e.alone), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
+  assert.ok(events.some((e) => e.type === 'progress' && e.swarm.peers >= 2), 'never saw the other peer');
 
   const coordinator = await role.start();
   assert.match(coordinator.joinCode, /^cohort:/);
@@ -68,42 +68,43 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   await co.exited;
 });
 
-test('Start without a join code trains alone with the local runtime', { timeout: 90_000 }, async (t) => {
+test('Start without a join code trains alone', { timeout: 90_000 }, async (t) => {
   const root = tmpDir(t);
   const [dir] = await preparedDataDirs(path.join(root, 'template'), ['node']);
   const store = openStore(dir!);
   const options = { store, log, dataDir: dir! };
-  const runtime = new CollaborativeRuntime(options, new SharedSwarm(options));
+  const runtime = new VolunteerTraining(options, new SharedSwarm(options));
   t.after(() => runtime.pause());
   runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: '', displayName: '' });
   const events: TrainingEvent[] = [];
   runtime.subscribe((e) => events.push(e));
   await runtime.start();
   const deadline = Date.now() + 60_000;
-  while (!events.some((e) => e.type === 'progress' && e.swarm.lastLoss !== undefined) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  while (!events.some((e) => e.type === 'stepped') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
   await runtime.pause();
-  const local = events.filter((e): e is Extract<TrainingEvent, { type: 'progress' }> => e.type === 'progress' && e.swarm.lastLoss !== undefined);
+  const local = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(local.length > 0, 'no local step');
-  assert.ok(local.every((e) => e.swarm.peersAlive === 1), 'the local runtime reports itself as the only peer');
+  assert.ok(local.every((e) => e.alone), 'solo steps say they were taken alone');
+  assert.ok(events.every((e) => e.type !== 'progress' || e.swarm.peers === 1), 'solo training reports itself as the only peer');
   store.close();
 });
 
-test('joining, the runtime and the coordinator switch adopt the swarm’s published target batch size instead of 256', { timeout: 150_000 }, async (t) => {
+test('joining, the runtime and the coordinator switch adopt the swarm’s published target batch size instead of their own', { timeout: 150_000 }, async (t) => {
   const founder = await startNode(t, { runId: 'runtime-params' });
   await waitUntil('the founder to serve the DHT', () => !founder.clientMode);
   // in the background: a lone node's first lookup only ends at its timeout (it holds its entry at once)
-  const published = publishRunParams(founder, newRunParams({ ...APP_RUN_SETTINGS, targetBatchSize: 24 }));
+  const published = publishRunParams(founder, newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 24 }));
   const code = founder.joinCode();
 
   const dir = tmpDir(t);
   const store = openStore(dir);
-  const options = { store, log, dataDir: dir, matchmakingTime: 1, listen: LISTEN };
-  const runtime = new CollaborativeRuntime(options, new SharedSwarm(options));
+  const options = { store, log, dataDir: dir, optimizer: { matchmakingTime: 1 }, listen: LISTEN };
+  const runtime = new VolunteerTraining(options, new SharedSwarm(options));
   // the coordinator switch of another node (its own store, so its metrics are its own)
   const coDir = tmpDir(t);
   const coStore = openStore(coDir);
-  const coOptions = { store: coStore, log, dataDir: coDir, listen: LISTEN, targetBatchSize: 512 };
-  const role = new CollaborativeCoordinatorRole(coOptions, new SharedSwarm(coOptions), () => code);
+  const coOptions = { store: coStore, log, dataDir: coDir, listen: LISTEN, run: { targetBatchSize: 512 } };
+  const role = new SwarmCoordinatorRole(coOptions, new SharedSwarm(coOptions), () => code);
   t.after(async () => {
     await Promise.all([runtime.pause(), role.stop()]);
     store.close();
@@ -113,7 +114,7 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
   const events: TrainingEvent[] = [];
   runtime.subscribe((e) => events.push(e));
   await Promise.all([runtime.start(), role.start()]);
-  const targets = (): number[] => events.flatMap((e) => (e.type === 'progress' && typeof e.swarm.targetBatchSize === 'number' ? [e.swarm.targetBatchSize] : []));
+  const targets = (): number[] => events.flatMap((e) => (e.type === 'progress' ? [e.swarm.targetBatchSize] : []));
   const coordinatorTargets = (): number[] => (coStore.db.prepare('SELECT value FROM metrics WHERE series = ?').all(METRIC.targetBatchSize) as Array<{ value: number }>).map((r) => r.value);
   await waitUntil('the runtime’s progress and a coordinator poll', () => targets().length > 0 && coordinatorTargets().length > 0, 60_000);
   // both joiners keep the founder's parameters published under their own signatures (while their nodes run)
@@ -122,7 +123,7 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
     return entries.filter((e) => e.owner !== founder.peerId.toString() && e.value.targetBatchSize === 24).length >= 2;
   }, 60_000);
   await runtime.pause();
-  assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default 256');
+  assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default');
   assert.deepEqual([...new Set(coordinatorTargets())], [24], 'the coordinator measures against the swarm’s target, not its own 512');
   assert.ok((await published).replicas >= 1);
 });

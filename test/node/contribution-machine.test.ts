@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ContributionMachine, contributionPhase } from '../../src/node/contribution.js';
+import { ContributionMachine, contributionPhase } from '../../src/node/contribution-machine.js';
 
 test('the phase follows intent and hold; a user pause wins over any policy', () => {
   const phase = (intent: 'never-started' | 'contribute' | 'paused', hold?: string) => contributionPhase({ intent, hold, limitation: undefined }).phase;

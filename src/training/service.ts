@@ -1,20 +1,16 @@
 /**
- * Where the collaborative-training work plugs into the node controller. Until those parts exist the
- * controller runs without them and says so; it never invents numbers.
+ * The seams between the node host (src/node: controller, dashboard, API) and training: what Start and
+ * Pause drive, the coordinator switch, and this node's presence in a swarm.
  */
-import type { AppSettings, LogLevel, NodeReachability, SwarmState } from '../shared/api.js';
+import type { Logger } from '../log/logger.js';
+import type { AppSettings, NodeReachability } from '../shared/api.js';
+import type { Store } from '../store/index.js';
+import type { TrainingEvent } from './events.js';
 
-/** Typed progress the training runtime pushes; the dashboard updates at once instead of at the next store poll. */
-export type TrainingEvent =
-  | { readonly type: 'progress'; readonly swarm: Partial<Omit<SwarmState, 'updatedAt' | 'reachability'>>; readonly at: number }
-  | { readonly type: 'log'; readonly level: LogLevel; readonly msg: string; readonly at: number }
-  /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
-  | { readonly type: 'halted'; readonly reason: string; readonly at: number };
-
-/** The volunteer's choices the training runtime must honour (threads, GPU, memory, bandwidth, which swarm). */
+/** The volunteer's choices training must honour (threads, GPU, memory, bandwidth, which swarm). */
 export type TrainingSettings = Pick<AppSettings, 'policies' | 'joinCode' | 'displayName'>;
 
-export interface TrainingRuntime {
+export interface TrainingService {
   /** Called once before the first start and again whenever the volunteer changes these settings. */
   configure(settings: TrainingSettings): void;
   /** Begin or resume contributing compute. */
@@ -47,3 +43,13 @@ export interface CoordinatorRole {
   start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }>;
   stop(): Promise<void>;
 }
+
+/** What a node host attaches: each part is optional (a node with training off serves the dashboard only). */
+export interface NodeParts {
+  readonly training?: TrainingService;
+  readonly coordinator?: CoordinatorRole;
+  readonly swarm?: SwarmPresence;
+}
+
+/** Makes the parts with the node's store and logger (whose lines also reach the dashboard's log panel). */
+export type MakeNodeParts = (context: { readonly log: Logger; readonly store: Store }) => NodeParts;

@@ -1,0 +1,23 @@
+/**
+ * The engine's front door: ALBERT's forward and backward graph run by onnxruntime, the optimizers
+ * that update the weights in TypeScript, and the contracts (config, parameters, batches, checkpoints)
+ * the rest of Cohort builds on. Code outside the engine imports from here.
+ */
+export { checkConfig, configFromHf, configToHf, PRESET_NAMES, PRESETS, type AlbertConfig, type PresetName } from './albert/config.js';
+export { decodeParams, encodeParams, loadModel, saveModel } from './albert/checkpoint.js';
+export { PRECISIONS, type Precision } from './albert/graph.js';
+export { initAlbertParams } from './albert/params.js';
+export { batchFromJson, IGNORE_INDEX, type AlbertBatch } from './batch.js';
+export { missingCudaProvider } from './cuda-install.js';
+export { floatToHalf, halfToFloat } from './fp16.js';
+export { DynamicLossScaler } from './loss-scaler.js';
+export { formatBytes, planMicroBatch, type TrainingShape } from './memory-estimate.js';
+export { encodeModel } from './onnx/encode.js';
+export { Graph } from './onnx/graph.js';
+export * from './optim/index.js';
+export { OrtBackend, type ProviderChoice } from './ort-backend.js';
+export type { ParameterSet } from './params.js';
+export { Rng } from './rng.js';
+export { syntheticBatch } from './synthetic.js';
+export { scaledGradients, trainStep } from './trainer.js';
+export { WorkerBackend } from './worker-backend.js';

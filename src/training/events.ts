@@ -1,0 +1,30 @@
+/**
+ * What a training loop reports, solo or with a swarm: one typed stream. The loops only emit; the sink
+ * (sink.ts) turns each event into the store's metric rows, the dashboard's live numbers and log lines.
+ */
+import type { AveragingEvent } from '../averaging/index.js';
+
+/** The swarm as this node sees it (alone, a swarm of one whose every batch is a step). */
+export interface SwarmView {
+  /** Optimizer steps the swarm has taken. */
+  readonly epoch: number;
+  readonly peers: number;
+  readonly samplesPerSecond: number;
+  /** Samples gathered toward the next step. */
+  readonly samplesAccumulated: number;
+  readonly targetBatchSize: number;
+  /** Seconds until the swarm reaches the target batch size; null when unknown. */
+  readonly etaSeconds: number | null;
+}
+
+export type TrainingEvent =
+  /** A micro-batch went into the current epoch; `samplesPerSecond` is this node's throughput. */
+  | { readonly type: 'progress'; readonly samplesPerSecond: number; readonly swarm: SwarmView; readonly at: number }
+  /** An optimizer step into `epoch` (`alone`: this node's own, no swarm); `contributed` is this node's running total. */
+  | { readonly type: 'stepped'; readonly epoch: number; readonly loss: number; readonly alone: boolean; readonly contributed: { readonly samples: number; readonly seconds: number }; readonly at: number }
+  /** A step of one of the swarm's averagers (gradients, state): matchmaking, group, result. */
+  | { readonly type: 'averaging'; readonly round: string; readonly event: AveragingEvent; readonly at: number }
+  /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
+  | { readonly type: 'halted'; readonly reason: string; readonly at: number };
+
+export type EmitTrainingEvent = (event: TrainingEvent) => void;

@@ -1,0 +1,44 @@
+/**
+ * What a training loop needs to know, solo or with a swarm: the run's model, data shape and schedule
+ * (a swarm's published run settings; alone, the same defaults a founder publishes) and this node's
+ * own choices. One set of defaults, so Start alone and Start with a swarm train the same way.
+ */
+import { DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
+import type { Precision } from '../engine/index.js';
+import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
+
+export interface TrainerSettings extends Pick<RunSettings, 'preset' | 'seqLen' | 'seed' | 'peakLr' | 'warmupSteps' | 'totalSteps'> {
+  /** Micro-batch size (samples per forward/backward); smaller when the memory limit needs it. */
+  readonly batchSize: number;
+  /** fp32, or fp16 with dynamic loss scaling (an overflowing micro-batch contributes nothing). */
+  readonly precision: Precision;
+  readonly maxGradNorm: number;
+  /** Solo: optimizer steps between checkpoints, and how many of each kind the store keeps. */
+  readonly checkpointEvery: number;
+  readonly keepCheckpoints: number;
+  /** The memory limit when the volunteer's settings give none. */
+  readonly maxMemoryMiB: number;
+}
+
+/** This node's own choices, which may differ between the peers of a run. */
+export type LocalTrainerSettings = Omit<TrainerSettings, keyof RunSettings>;
+
+export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
+  batchSize: 4,
+  precision: 'fp32',
+  maxGradNorm: 1,
+  checkpointEvery: 50,
+  keepCheckpoints: 3,
+  maxMemoryMiB: DEFAULT_SETTINGS.policies.maxMemoryMiB,
+};
+
+/** The trainer for `run` (default: the settings a founder publishes) with this node's choices over the defaults. */
+export function trainerSettings(run: RunSettings = DEFAULT_RUN_SETTINGS, local: Partial<LocalTrainerSettings> = {}): TrainerSettings {
+  const { preset, seqLen, seed, peakLr, warmupSteps, totalSteps } = run;
+  return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), preset, seqLen, seed, peakLr, warmupSteps, totalSteps };
+}
+
+/** Leaves out keys whose value is undefined, so they take the default. */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,119 @@
+/**
+ * One training session, whoever drives it (solo training, a swarm peer, `cohort train`): the model's
+ * config from the preset and the data's vocabulary, the micro-batch the memory limit allows, the
+ * data stream, the parameters (new or from the store's checkpoint), the optimizer, the onnxruntime
+ * backend in a worker thread and, for fp16, the loss scaler. The loops differ only in when they step.
+ */
+import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type PresetName, type Precision, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
+import type { Logger } from '../log/logger.js';
+import type { Store } from '../store/index.js';
+import { fitMicroBatch } from './memory-limit.js';
+import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
+
+/** Checkpoint kinds in the store. */
+export const MODEL_CHECKPOINT = 'model';
+export const OPTIMIZER_CHECKPOINT = 'optimizer';
+
+export interface SessionSpec {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly preset: PresetName;
+  /** The micro-batch asked for; the memory limit may shrink it. */
+  readonly batchSize: number;
+  readonly seqLen: number;
+  /** Seed of new weights and of the data order (with `dataPeerId`). */
+  readonly seed: number;
+  readonly precision: Precision;
+  readonly provider: ProviderChoice;
+  /** onnxruntime intra-op threads. @default one per core */
+  readonly threads?: number | undefined;
+  readonly optimizer: { readonly kind: OptimizerKind; readonly lr?: number | undefined };
+  readonly data: DataChoice;
+  /** Shuffles the shared data independently per peer (hivemind's TrainerWithIndependentShuffling). */
+  readonly dataPeerId: string;
+  /** A vocabulary asked for explicitly; must match prepared data's tokenizer. */
+  readonly vocabSize?: number | undefined;
+  /** Fit the micro-batch to this limit (MiB; MemoryLimitError when one sample does not fit). */
+  readonly memory?: { readonly limitMiB: number; readonly trainer: TrainingShape['trainer']; readonly delayOptimizerStep?: boolean } | undefined;
+  /** Continue from the store's newest checkpoint that fits the data's vocabulary. */
+  readonly resume?: boolean;
+  readonly onWarning: (message: string) => void;
+}
+
+export interface TrainingSession {
+  readonly config: AlbertConfig;
+  readonly params: ParameterSet;
+  /** Reused gradient buffer, one per session. */
+  readonly grads: ParameterSet;
+  readonly optimizer: Optimizer;
+  readonly backend: WorkerBackend;
+  /** fp16 only. */
+  readonly scaler: DynamicLossScaler | undefined;
+  readonly data: TrainingData;
+  /** The micro-batch the memory limit allows (≤ the one asked for). */
+  readonly batchSize: number;
+  /** The optimizer step the parameters are at (0 unless resumed). */
+  readonly resumedStep: number;
+  /** Saves parameters and optimizer state (with the loss scaler's) at `step`, keeping the newest `keep` of each. */
+  checkpoint(step: number, keep: number): void;
+  close(): Promise<void>;
+}
+
+export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSession> {
+  const source = dataSource(spec.store, spec.data);
+  // the model's vocabulary follows the tokenizer
+  const vocabSize = source === 'prepared' ? preparedVocabSize(spec.store, spec.vocabSize) : (spec.vocabSize ?? PRESETS[spec.preset].vocabSize);
+  const resumed = spec.resume ? resumeFromStore(spec.store, vocabSize, spec.onWarning) : undefined;
+  const config = resumed?.config ?? checkConfig({ ...PRESETS[spec.preset], vocabSize });
+  // refuses (MemoryLimitError) before anything big is allocated
+  const batchSize = spec.memory
+    ? fitMicroBatch(config, { batchSize: spec.batchSize, seqLen: spec.seqLen, precision: spec.precision, trainer: spec.memory.trainer, delayOptimizerStep: spec.memory.delayOptimizerStep === true }, spec.memory.limitMiB, spec.log)
+    : spec.batchSize;
+  const data = openTrainingData({ source, store: spec.store, config, batchSize, seqLen: spec.seqLen, seed: spec.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
+  try {
+    const params = resumed?.params ?? initAlbertParams(config, spec.seed);
+    const optimizer = createOptimizer(params, { kind: spec.optimizer.kind, ...(spec.optimizer.lr !== undefined ? { lr: spec.optimizer.lr } : {}) });
+    const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
+    if (state) optimizer.importState(state);
+    const scaler = spec.precision === 'fp16' ? new DynamicLossScaler() : undefined;
+    if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
+    const backend = new WorkerBackend(config, { provider: spec.provider, intraOpThreads: spec.threads, log: spec.log, precision: spec.precision });
+    return {
+      config,
+      params,
+      grads: params.zerosLike(),
+      optimizer,
+      backend,
+      scaler,
+      data,
+      batchSize,
+      resumedStep: resumed?.step ?? 0,
+      checkpoint(step, keep) {
+        spec.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: step, meta: { config: configToHf(config) }, data: encodeParams(params), keep });
+        spec.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: step, data: encodeOptimizerState({ ...optimizer.exportState(), ...(scaler ? { lossScaler: scaler.exportState() } : {}) }), keep });
+      },
+      async close() {
+        await data.close();
+        await backend.close();
+      },
+    };
+  } catch (err) {
+    await data.close();
+    throw err;
+  }
+}
+
+/** The newest model checkpoint that verifies and fits this vocabulary, with its optimizer state. */
+function resumeFromStore(store: Store, vocabSize: number, warn: (m: string) => void): { config: AlbertConfig; params: ParameterSet; step: number; optimizerState?: Uint8Array } | undefined {
+  const { checkpoints } = store;
+  const model = checkpoints.loadLatest(MODEL_CHECKPOINT, (e) => warn(`skipping a damaged checkpoint: ${e.message}`));
+  if (!model) return undefined;
+  const config = configFromHf(model.info.meta.config as Record<string, unknown>, `checkpoint ${model.info.id}`);
+  if (config.vocabSize !== vocabSize) {
+    warn(`the stored model has a vocabulary of ${config.vocabSize}, the dataset ${vocabSize}: starting a new model`);
+    return undefined;
+  }
+  const { params } = decodeParams(config, model.data, `checkpoint ${model.info.id}`);
+  const optimizer = checkpoints.list(OPTIMIZER_CHECKPOINT).find((c) => c.epoch === model.info.epoch);
+  return { config, params, step: model.info.epoch, optimizerState: optimizer ? checkpoints.load(optimizer.id).data : undefined };
+}
