@@ -8,7 +8,8 @@
  * await progress.store('progress', '', { samples: 128 }, Date.now() + 60_000);
  * const all = await progress.get('progress'); // Map: peer id → { value, expiration, owner, subkey }
  */
-export { createSwarmNode, type SwarmNode, type SwarmStats, type HandleOptions, type DialOptions } from './node.js';
+export { createSwarmNode, type SwarmNode, type HandleOptions, type DialOptions } from './node.js';
+export type { SwarmStats } from './stats.js';
 export type { SwarmInit } from './config.js';
 export { REACHABILITY_MODES, type Reachability, type ReachabilityMode } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';

@@ -1,5 +1,5 @@
 import type { MetricPoint } from '../store/index.js';
-import type { SwarmStats } from './node.js';
+import type { SwarmStats } from './stats.js';
 
 /** One metric family of the Prometheus text exposition format (version 0.0.4). */
 export interface PrometheusFamily {

@@ -84,7 +84,7 @@ test('the run record schema rejects malformed and inconsistent values', () => {
     ['an unknown preset', { ...good, preset: 'gigantic' }],
     ['a sequence longer than the preset’s positions', { ...good, seqLen: 129 }],
     ['warmup not shorter than the schedule', { ...good, warmupSteps: 10, totalSteps: 10 }],
-    ['a lead not under the target', { ...good, batchSizeLead: 256 }],
+    ['a lead not under the target', { ...good, batchSizeLead: good.targetBatchSize }],
     ['an unknown compression', { ...good, gradCompression: 'zip' }],
     ['a zero learning rate', { ...good, peakLr: 0 }],
     ['an unknown field', { ...good, extra: 1 }],
