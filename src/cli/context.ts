@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { resolveConfig } from '../config/load.js';
+import { ConfigError, readConfigFile, resolveConfig } from '../config/load.js';
 import { SETTINGS, flagName, envName, type Config, type SettingKey } from '../config/settings.js';
 import { createLogger, type Logger } from '../log/logger.js';
 
@@ -22,6 +22,68 @@ export function addSettingOptions(command: Command, keys: readonly SettingKey[])
   return command;
 }
 
+/**
+ * A command's own flags (those not in the settings table) take a `COHORT_*` variable and a config-file
+ * key too, named after the flag as the settings table names its own (`--target-batch-size` →
+ * `COHORT_TARGET_BATCH_SIZE`, `"targetBatchSize"`), with the same precedence: flag > variable > file >
+ * default. Their --help says so.
+ */
+export function describeCommandEnv(command: Command): void {
+  withEnvAndFile.add(command);
+  for (const option of ownOptions(command)) option.description += ` (env ${envName(option.attributeName())})`;
+}
+
+/** The commands whose own flags take variables and config-file keys (`cohort run`, `cohort swarm start`). */
+const withEnvAndFile = new WeakSet<Command>();
+
+/** Options of `command` that are not settings-table flags (those resolveConfig reads). */
+function ownOptions(command: Command): Option[] {
+  return command.options.filter((o) => !(o.attributeName() in SETTINGS));
+}
+
+/** Own option names of every command that takes them from a config file (what a file may hold besides settings). */
+function commandOptionKeys(command: Command): string[] {
+  let root = command;
+  while (root.parent) root = root.parent;
+  const walk = (c: Command): string[] => [...(withEnvAndFile.has(c) ? ownOptions(c).map((o) => o.attributeName()) : []), ...c.commands.flatMap(walk)];
+  return walk(root);
+}
+
+/** Booleans from a variable or a file, as the settings table reads them. */
+const SWITCH_VALUES: Record<string, boolean> = { true: true, '1': true, yes: true, on: true, false: false, '0': false, no: false, off: false };
+
+/** Sets the command's own flags that were not given from `COHORT_*` variables, then from the config file. */
+function applyEnvAndFile(command: Command, env: NodeJS.ProcessEnv, file: string | undefined): void {
+  const fileValues = file === undefined ? {} : readConfigFile(file, commandOptionKeys(command));
+  for (const option of ownOptions(command)) {
+    const key = option.attributeName();
+    const source = command.getOptionValueSource(key);
+    if (source !== undefined && source !== 'default') continue;
+    const variable = envName(key);
+    const [raw, from, origin] = env[variable] !== undefined ? [env[variable], 'env' as const, variable] : fileValues[key] !== undefined ? [fileValues[key], 'config' as const, `config file ${file}: "${key}"`] : [undefined, undefined, ''];
+    if (from === undefined) continue;
+    if (option.isBoolean()) {
+      const value = typeof raw === 'boolean' ? raw : SWITCH_VALUES[String(raw).trim().toLowerCase()];
+      if (value === undefined) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: true or false`);
+      command.setOptionValueWithSource(key, value, from);
+    } else {
+      if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: a string or a number`);
+      command.setOptionValueWithSource(key, Array.isArray(raw) ? raw.join(',') : String(raw), from);
+    }
+  }
+}
+
+/**
+ * Where the value of `flag` came from when it was not the command line: its `COHORT_*` variable or its
+ * config-file key (so an error names what the user must fix); undefined otherwise.
+ */
+export function originOf(command: Command, flag: string): string | undefined {
+  const option = command.options.find((o) => o.long === flag);
+  if (!option) return undefined;
+  const source = command.getOptionValueSource(option.attributeName());
+  return source === 'env' ? envName(option.attributeName()) : source === 'config' ? `config file key "${option.attributeName()}"` : undefined;
+}
+
 export interface CommandContext {
   readonly config: Config;
   readonly log: Logger;
@@ -29,8 +91,9 @@ export interface CommandContext {
 
 /** Resolves config for the command being run (its flags plus the program's global flags) and makes the logger. */
 export function commandContext(command: Command, env: NodeJS.ProcessEnv = process.env): CommandContext {
-  const opts = command.optsWithGlobals() as Record<string, unknown> & { config?: string };
-  const file = opts.config ?? env.COHORT_CONFIG ?? (fs.existsSync(DEFAULT_CONFIG_FILE) ? path.resolve(DEFAULT_CONFIG_FILE) : undefined);
-  const config = resolveConfig({ flags: opts, env, file });
+  const globals = command.optsWithGlobals() as { config?: string };
+  const file = globals.config ?? env.COHORT_CONFIG ?? (fs.existsSync(DEFAULT_CONFIG_FILE) ? path.resolve(DEFAULT_CONFIG_FILE) : undefined);
+  if (withEnvAndFile.has(command)) applyEnvAndFile(command, env, file);
+  const config = resolveConfig({ flags: command.optsWithGlobals(), env, file, otherKeys: commandOptionKeys(command) });
   return { config, log: createLogger(config) };
 }

@@ -11,7 +11,7 @@ import { registerStart } from './commands/start.js';
 import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
-import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
+import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
 export const EXIT_USAGE = 2;
@@ -40,8 +40,11 @@ export function buildProgram(): Command {
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
+  let invoked: Command | undefined;
   try {
-    await buildProgram().parseAsync([...argv], { from: 'user' });
+    const program = buildProgram();
+    program.hook('preAction', (_program, action) => void (invoked = action));
+    await program.parseAsync([...argv], { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) {
@@ -49,7 +52,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : EXIT_USAGE;
     }
     if (err instanceof ConfigError) {
-      process.stderr.write(`cohort: ${err.message}\n`);
+      const origin = invoked && originOf(invoked, err.source);
+      process.stderr.write(`cohort: ${origin ? `${origin} (${err.message})` : err.message}\n`);
       return EXIT_USAGE;
     }
     if (err instanceof StoreError) {

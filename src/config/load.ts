@@ -18,6 +18,8 @@ export interface ConfigSources {
   readonly env?: NodeJS.ProcessEnv;
   /** Path of a JSON config file; `undefined` means none. */
   readonly file?: string;
+  /** Keys the file may hold beyond the settings table (commands' own flags, see cli/context.ts). */
+  readonly otherKeys?: readonly string[];
 }
 
 /**
@@ -26,7 +28,7 @@ export interface ConfigSources {
  * bad one throws a ConfigError naming the flag, variable or file key and the accepted values.
  */
 export function resolveConfig(sources: ConfigSources): Config {
-  const fileValues = sources.file === undefined ? {} : readConfigFile(sources.file);
+  const fileValues = sources.file === undefined ? {} : readConfigFile(sources.file, sources.otherKeys ?? []);
   const env = sources.env ?? {};
   const flags = sources.flags ?? {};
   const out: Record<string, unknown> = {};
@@ -51,7 +53,8 @@ export function parseSetting(key: SettingKey, raw: unknown, source: string): unk
   throw new ConfigError(source, `invalid value ${JSON.stringify(raw)} (${issue})${accepted}`);
 }
 
-function readConfigFile(file: string): Record<string, unknown> {
+/** The config file's object; a key that is neither a setting nor one of `otherKeys` is an error. */
+export function readConfigFile(file: string, otherKeys: readonly string[]): Record<string, unknown> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -67,9 +70,10 @@ function readConfigFile(file: string): Record<string, unknown> {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new ConfigError(`config file ${file}`, 'must hold a JSON object of settings');
   }
-  const unknown = Object.keys(parsed).filter((k) => !(k in SETTINGS));
+  const known = [...Object.keys(SETTINGS), ...otherKeys];
+  const unknown = Object.keys(parsed).filter((k) => !known.includes(k));
   if (unknown.length > 0) {
-    throw new ConfigError(`config file ${file}`, `unknown setting(s) ${unknown.map((k) => `"${k}"`).join(', ')}; known: ${Object.keys(SETTINGS).join(', ')}`);
+    throw new ConfigError(`config file ${file}`, `unknown setting(s) ${unknown.map((k) => `"${k}"`).join(', ')}; known: ${[...new Set(known)].join(', ')}`);
   }
   return parsed as Record<string, unknown>;
 }

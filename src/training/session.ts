@@ -4,10 +4,11 @@
  * data stream, the parameters (new or from the store's checkpoint), the optimizer, the onnxruntime
  * backend in a worker thread and, for fp16, the loss scaler. The loops differ only in when they step.
  */
-import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type PresetName, type Precision, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
+import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import { fitMicroBatch } from './memory-limit.js';
+import type { TrainerSettings } from './options.js';
 import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
 
 /** Checkpoint kinds in the store. */
@@ -17,17 +18,13 @@ export const OPTIMIZER_CHECKPOINT = 'optimizer';
 export interface SessionSpec {
   readonly store: Store;
   readonly log: Logger;
-  readonly preset: PresetName;
-  /** The micro-batch asked for; the memory limit may shrink it. */
-  readonly batchSize: number;
-  readonly seqLen: number;
-  /** Seed of new weights and of the data order (with `dataPeerId`). */
-  readonly seed: number;
-  readonly precision: Precision;
+  /** Model, data shape, seed (of new weights and of the data order), precision, micro-batch asked for, peak learning rate. */
+  readonly trainer: TrainerSettings;
   readonly provider: ProviderChoice;
   /** onnxruntime intra-op threads. @default one per core */
   readonly threads?: number | undefined;
-  readonly optimizer: { readonly kind: OptimizerKind; readonly lr?: number | undefined };
+  /** @default 'lamb' */
+  readonly optimizer?: OptimizerKind;
   readonly data: DataChoice;
   /** Shuffles the shared data independently per peer (hivemind's TrainerWithIndependentShuffling). */
   readonly dataPeerId: string;
@@ -60,24 +57,25 @@ export interface TrainingSession {
 }
 
 export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSession> {
+  const t = spec.trainer;
   const source = dataSource(spec.store, spec.data);
   // the model's vocabulary follows the tokenizer
-  const vocabSize = source === 'prepared' ? preparedVocabSize(spec.store, spec.vocabSize) : (spec.vocabSize ?? PRESETS[spec.preset].vocabSize);
+  const vocabSize = source === 'prepared' ? preparedVocabSize(spec.store, spec.vocabSize) : (spec.vocabSize ?? PRESETS[t.preset].vocabSize);
   const resumed = spec.resume ? resumeFromStore(spec.store, vocabSize, spec.onWarning) : undefined;
-  const config = resumed?.config ?? checkConfig({ ...PRESETS[spec.preset], vocabSize });
+  const config = resumed?.config ?? checkConfig({ ...PRESETS[t.preset], vocabSize });
   // refuses (MemoryLimitError) before anything big is allocated
   const batchSize = spec.memory
-    ? fitMicroBatch(config, { batchSize: spec.batchSize, seqLen: spec.seqLen, precision: spec.precision, trainer: spec.memory.trainer, delayOptimizerStep: spec.memory.delayOptimizerStep === true }, spec.memory.limitMiB, spec.log)
-    : spec.batchSize;
-  const data = openTrainingData({ source, store: spec.store, config, batchSize, seqLen: spec.seqLen, seed: spec.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
+    ? fitMicroBatch(config, { batchSize: t.batchSize, seqLen: t.seqLen, precision: t.precision, trainer: spec.memory.trainer, delayOptimizerStep: spec.memory.delayOptimizerStep === true }, spec.memory.limitMiB, spec.log)
+    : t.batchSize;
+  const data = openTrainingData({ source, store: spec.store, config, batchSize, seqLen: t.seqLen, seed: t.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
   try {
-    const params = resumed?.params ?? initAlbertParams(config, spec.seed);
-    const optimizer = createOptimizer(params, { kind: spec.optimizer.kind, ...(spec.optimizer.lr !== undefined ? { lr: spec.optimizer.lr } : {}) });
+    const params = resumed?.params ?? initAlbertParams(config, t.seed);
+    const optimizer = createOptimizer(params, { kind: spec.optimizer ?? 'lamb', lr: t.peakLr });
     const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
     if (state) optimizer.importState(state);
-    const scaler = spec.precision === 'fp16' ? new DynamicLossScaler() : undefined;
+    const scaler = t.precision === 'fp16' ? new DynamicLossScaler() : undefined;
     if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
-    const backend = new WorkerBackend(config, { provider: spec.provider, intraOpThreads: spec.threads, log: spec.log, precision: spec.precision });
+    const backend = new WorkerBackend(config, { provider: spec.provider, intraOpThreads: spec.threads, log: spec.log, precision: t.precision });
     return {
       config,
       params,

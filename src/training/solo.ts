@@ -74,15 +74,10 @@ export class SoloTraining implements TrainingService {
     const session = await openTrainingSession({
       store,
       log,
-      preset: t.preset,
-      batchSize: t.batchSize,
-      seqLen: t.seqLen,
-      seed: t.seed,
       // the volunteer's setting; a node started without settings uses its own option
-      precision: policies?.precision ?? t.precision,
+      trainer: { ...t, precision: policies?.precision ?? t.precision },
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       threads: policies?.maxCpuThreads,
-      optimizer: { kind: 'lamb', lr: t.peakLr },
       data: 'prepared',
       dataPeerId: 'local',
       memory: { limitMiB, trainer: 'local' },

@@ -9,7 +9,7 @@ import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
-import { commandContext } from '../context.js';
+import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { intFlag, positiveFloatFlag } from '../flags.js';
 import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
@@ -21,7 +21,6 @@ const RUN = DEFAULT_RUN_SETTINGS;
 
 interface RunOptions {
   join?: string;
-  initialPeers?: string;
   runId?: string;
   listen?: string;
   clientMode?: boolean;
@@ -66,7 +65,6 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)')
     .option('--join <code>', 'join code of a running swarm (cohort:…)')
-    .option('--initial-peers <addrs>', 'comma-separated multiaddrs with /p2p/<id> to bootstrap from (instead of --join)')
     .option('--run-id <id>', 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -', 'cohort-albert')
     .option('--listen <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0)')
     .option('--reachability <mode>', `serve the DHT or not; accepted: ${REACHABILITY_MODES.join(', ')} (default auto: a DHT client until AutoNAT dial-backs confirm this peer is reachable)`)
@@ -104,6 +102,8 @@ export function registerRun(program: Command): void {
     .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
     .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+  addSettingOptions(cmd, ['initialPeers']);
+  describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
     const { config: settings, log } = commandContext(cmd);
     const flags = runSettingFlags(cmd, opts as Record<string, string | boolean | undefined>);
@@ -127,9 +127,9 @@ export function registerRun(program: Command): void {
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
-    const founding = opts.join === undefined && opts.initialPeers === undefined;
+    const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
-    const init = swarmInit(opts);
+    const init = swarmInit(opts, settings.initialPeers);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let node: SwarmNode | undefined;
@@ -187,12 +187,12 @@ async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, fla
 }
 
 /** The flags as a SwarmInit; a bad value exits 2 naming its flag. */
-function swarmInit(opts: RunOptions): SwarmInit {
-  if (opts.join !== undefined && opts.initialPeers !== undefined) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
+function swarmInit(opts: RunOptions, initialPeers: readonly string[]): SwarmInit {
+  if (opts.join !== undefined && initialPeers.length > 0) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
   if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
   const list = (text: string | undefined): string[] | undefined => text?.split(',').map((s) => s.trim()).filter(Boolean);
   const init: SwarmInit = {
-    ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: list(opts.initialPeers) ?? [] }),
+    ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: [...initialPeers] }),
     ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
     ...reachabilityInit(opts.reachability, opts.clientMode),
     ...(opts.mdns ? { mdns: true } : {}),

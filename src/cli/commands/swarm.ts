@@ -5,7 +5,7 @@ import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
 import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
-import { addSettingOptions, commandContext } from '../context.js';
+import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { REACHABILITY_WAIT_MS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
 
 interface StartOptions {
@@ -36,6 +36,7 @@ export function registerSwarm(program: Command): void {
     .option('--psk <hex>', 'pre-shared key of a closed swarm: 64 hex characters')
     .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)');
   addSettingOptions(start, ['initialPeers']);
+  describeCommandEnv(start);
   start.action(async (opts: StartOptions) => {
     const { config, log } = commandContext(start);
     const init = startInit(opts, config.initialPeers);

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
-import { LAMB_DEFAULTS, linearWarmupDecay, PRESET_NAMES, PRESETS, saveModel, trainStep, type OptimizerKind, type PresetName } from '../../engine/index.js';
+import { linearWarmupDecay, PRESET_NAMES, PRESETS, saveModel, trainStep, type OptimizerKind, type PresetName } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
-import { DEFAULT_LOCAL_TRAINER } from '../../training/options.js';
+import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
+import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { openTrainingSession } from '../../training/session.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, positiveFloatFlag, requiredFlag } from '../flags.js';
@@ -37,7 +38,7 @@ export function registerTrain(program: Command): void {
     .option('--steps <n>', 'training steps to take (an fp16 step skipped for overflow counts as one)')
     .option('--batch-size <n>', `sequences per step (default ${DEFAULT_LOCAL_TRAINER.batchSize})`)
     .option('--seq-len <n>', 'tokens per sequence (default 128)')
-    .option('--lr <x>', `peak learning rate (default ${LAMB_DEFAULTS.lr})`)
+    .option('--lr <x>', `peak learning rate (default ${DEFAULT_RUN_SETTINGS.peakLr})`)
     .option('--warmup-steps <n>', 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)')
     .option('--optimizer <name>', `accepted: ${OPTIMIZERS.join(', ')} (default lamb)`)
     .option('--max-grad-norm <x>', `global gradient-norm clip (default ${DEFAULT_LOCAL_TRAINER.maxGradNorm})`)
@@ -57,7 +58,7 @@ export function registerTrain(program: Command): void {
     const dataChoice = choiceFlag('--data', opts.data, DATA_CHOICES) ?? 'auto';
     const maxPositions = PRESETS[preset].maxPositionEmbeddings;
     const seqLen = intFlag('--seq-len', opts.seqLen, 5, maxPositions) ?? Math.min(128, maxPositions);
-    const peakLr = positiveFloatFlag('--lr', opts.lr) ?? LAMB_DEFAULTS.lr;
+    const peakLr = positiveFloatFlag('--lr', opts.lr) ?? DEFAULT_RUN_SETTINGS.peakLr;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, steps - 1) ?? Math.floor(steps / 10);
     const kind = choiceFlag('--optimizer', opts.optimizer, OPTIMIZERS) ?? 'lamb';
     const maxGradNorm = positiveFloatFlag('--max-grad-norm', opts.maxGradNorm) ?? DEFAULT_LOCAL_TRAINER.maxGradNorm;
@@ -69,7 +70,8 @@ export function registerTrain(program: Command): void {
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;
     try {
-      session = await openTrainingSession({ store, log, preset, batchSize, seqLen, seed, precision, provider, threads, optimizer: { kind, lr: peakLr }, data: dataChoice, dataPeerId: 'local', vocabSize, onWarning: (m) => log.warn(m) });
+      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1 }, { batchSize, precision, maxGradNorm });
+      session = await openTrainingSession({ store, log, trainer, provider, threads, optimizer: kind, data: dataChoice, dataPeerId: 'local', vocabSize, onWarning: (m) => log.warn(m) });
     } catch (err) {
       store.close();
       if (err instanceof VocabularyMismatchError) throw new ConfigError('--vocab-size', `${err.asked} differs from the prepared dataset's tokenizer (${err.prepared}); omit it or pass --data synthetic`);
