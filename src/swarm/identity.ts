@@ -4,6 +4,9 @@ import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@
 import type { PrivateKey } from '@libp2p/interface';
 import { z } from 'zod';
 import type { Store } from '../store/index.js';
+
+/** What the swarm keeps in a node's store: its identity (settings) and the peers it has seen. */
+export type SwarmStore = Pick<Store, 'file' | 'settings' | 'peers'>;
 import { IdentityError } from './errors.js';
 
 /** Settings-store key of the node's own identity (protobuf-encoded private key, base64). */
@@ -17,7 +20,7 @@ const storedKey = z.string().regex(/^[A-Za-z0-9+/=]+$/);
  * `identity_path` does), else the key kept in the store, else a fresh key, saved to the store
  * when there is one.
  */
-export async function loadIdentity(options: { keyFile?: string; store?: Store }): Promise<PrivateKey> {
+export async function loadIdentity(options: { keyFile?: string; store?: Pick<SwarmStore, 'file' | 'settings'> }): Promise<PrivateKey> {
   if (options.keyFile !== undefined) return loadKeyFile(options.keyFile);
   const { store } = options;
   const saved = store?.settings.get(IDENTITY_SETTING, storedKey);

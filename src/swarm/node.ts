@@ -16,7 +16,6 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
 import { pino } from 'pino';
 import type { z } from 'zod';
-import type { Store } from '../store/index.js';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
 import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
@@ -29,6 +28,7 @@ import { DialbackServer } from './reachability/dialback.js';
 import { ReachabilityService, type Reachability } from './reachability/reachability.js';
 import { toPrometheus } from './prometheus.js';
 import type { SwarmStats } from './stats.js';
+import type { SwarmStore } from './identity.js';
 import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace } from './records/service.js';
 
@@ -85,7 +85,7 @@ export interface SwarmNode {
  * kad-dht, relays for peers behind NAT, and hivemind-style records. Bootstrap runs in the
  * background (see `ready`), so a dead initial peer never stops the node from starting.
  */
-export async function createSwarmNode(init: SwarmInit, store?: Store): Promise<SwarmNode> {
+export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Promise<SwarmNode> {
   const cfg = resolveSwarmInit(init);
   const log = (init.log ?? pino({ level: 'silent' })).child({ component: 'swarm' });
   const privateKey = init.privateKey ?? (await loadIdentity({ keyFile: init.identityFile, store }));
