@@ -80,21 +80,24 @@ function typeMismatch(node: Node, row: KernelRow): string | undefined {
     if (problem === undefined) return undefined;
     problems.push(problem);
   }
-  // the most specific explanation: a signature that fits the arity but not a type
-  return `${node.op}-${versionText(row)}: ${problems.find((p) => !p.startsWith('arity')) ?? problems[0]}`;
+  // the most specific explanation: a signature that applies to the node but not to one of its types
+  return `${node.op}-${versionText(row)}: ${problems.find((p) => !p.startsWith(NOT_THIS_SIGNATURE)) ?? problems[0]}`;
 }
+
+/** The start of a mismatch saying the signature does not apply to the node at all (its arity, or a constraint of another opset version). */
+const NOT_THIS_SIGNATURE = 'not this signature: ';
 
 function signatureMismatch(node: Node, row: KernelRow, signature: KernelSignature): string | undefined {
   const { inputs, outputs } = signature;
   // optional trailing inputs may be omitted; the variadic last input of Concat and Max may repeat
   const variadic = ['inputs', 'data_0'].includes(inputs.at(-1)?.name ?? '');
   if (outputs.length < node.outputs.length || (node.inputs.length > inputs.length && !variadic)) {
-    return `arity: ${node.inputs.length} inputs / ${node.outputs.length} outputs do not fit (${inputs.map((a) => a.name).join(', ')}) → (${outputs.map((a) => a.name).join(', ')})`;
+    return `${NOT_THIS_SIGNATURE}${node.inputs.length} inputs / ${node.outputs.length} outputs do not fit (${inputs.map((a) => a.name).join(', ')}) → (${outputs.map((a) => a.name).join(', ')})`;
   }
   const check = (kind: 'input' | 'output', index: number, dtype: DType, arg: { name: string; type: string }): string | undefined => {
     const type = ORT_TYPE[dtype];
     const accepted = arg.type.startsWith('tensor(') ? new Set([arg.type]) : row.types.get(arg.type);
-    if (!accepted) return `arity: ${arg.type} is not constrained by this version's types`;
+    if (!accepted) return `${NOT_THIS_SIGNATURE}${arg.type} is not constrained by this version's types`;
     return accepted.has(type) ? undefined : `${kind} ${index} (${arg.name}) is ${type}; ${arg.type} accepts ${[...accepted].join(', ')}`;
   };
   for (const [i, v] of node.inputs.entries()) {

@@ -33,8 +33,8 @@ export interface KernelRow {
 
 export const CUDA_KERNEL_TABLE = new URL('./cuda-operator-kernels.md', import.meta.url);
 
-/** Reads and parses the vendored CUDA kernel table (cached: the file never changes at run time). */
 let cached: readonly KernelRow[] | undefined;
+/** Reads and parses the vendored CUDA kernel table (cached: the file never changes at run time). */
 export function cudaKernelRows(): readonly KernelRow[] {
   cached ??= parseKernelTable(fs.readFileSync(CUDA_KERNEL_TABLE, 'utf8'));
   return cached;
