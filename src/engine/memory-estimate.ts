@@ -96,15 +96,37 @@ export function parameterCount(config: AlbertConfig): number {
 
 /** The estimated peak memory (bytes) of a process training `config` at `shape`. */
 export function estimateTrainingMemory(config: AlbertConfig, shape: TrainingShape): MemoryEstimate {
+  const paramBytes = 4 * parameterCount(config);
+  const trainerBytes = (TRAINER_BUFFERS[shape.trainer] + (shape.delayOptimizerStep ? 1 : 0)) * paramBytes;
+  const ortBytes = WORKER_THREAD_BYTES + ortSessionBytes(config, shape);
+  return { trainerBytes, ortBytes, baselineBytes: PROCESS_BASELINE_BYTES, totalBytes: trainerBytes + ortBytes + PROCESS_BASELINE_BYTES };
+}
+
+/** onnxruntime's own part of a step: session overhead, weight-sized intermediates, activations. */
+function ortSessionBytes(config: AlbertConfig, shape: Pick<TrainingShape, 'batchSize' | 'seqLen' | 'precision'>): number {
   const { batchSize: B, seqLen: S } = shape;
   if (!Number.isInteger(B) || B < 1) throw new RangeError(`memory estimate: batch size ${B} must be an integer ≥ 1`);
   if (!Number.isInteger(S) || S < 1) throw new RangeError(`memory estimate: sequence length ${S} must be an integer ≥ 1`);
-  const paramBytes = 4 * parameterCount(config);
-  const trainerBytes = (TRAINER_BUFFERS[shape.trainer] + (shape.delayOptimizerStep ? 1 : 0)) * paramBytes;
   const perToken = FLOATS_PER_TOKEN + ACTIVATION_FACTOR * config.numHiddenLayers * (config.hiddenSize + config.intermediateSize + config.numAttentionHeads * S);
   const weightCopies = ORT_WEIGHT_COPIES + (shape.precision === 'fp16' ? FP16_WEIGHT_COPIES : 0);
-  const ortBytes = ORT_FIXED_BYTES + WORKER_THREAD_BYTES + weightCopies * paramBytes + 4 * B * S * perToken;
-  return { trainerBytes, ortBytes, baselineBytes: PROCESS_BASELINE_BYTES, totalBytes: trainerBytes + ortBytes + PROCESS_BASELINE_BYTES };
+  return ORT_FIXED_BYTES + weightCopies * 4 * parameterCount(config) + 4 * B * S * perToken;
+}
+
+/**
+ * CUDA's context and the cuBLAS/cuDNN handles and workspaces onnxruntime's CUDA provider creates: a few
+ * hundred MB on current drivers; not yet measured here (no GPU has been lent to the project).
+ */
+export const CUDA_CONTEXT_BYTES = 600e6;
+
+/**
+ * What a training step holds on the GPU with onnxruntime's CUDA provider: its arena keeps the same
+ * activations and weight-sized intermediates as on the CPU (the coefficients above), plus the device
+ * copy of the parameters fed in each step (one float32 buffer; on the CPU they are views) and the CUDA
+ * context. The trainer's buffers (optimizer state, accumulators) stay in host memory. Uncalibrated on
+ * a GPU: the CPU fit is the best figure until one is measured (`npm run bench -- gpu` prints both).
+ */
+export function estimateGpuMemory(config: AlbertConfig, shape: Pick<TrainingShape, 'batchSize' | 'seqLen' | 'precision'>): number {
+  return CUDA_CONTEXT_BYTES + 4 * parameterCount(config) + ortSessionBytes(config, shape);
 }
 
 export type MicroBatchPlan =

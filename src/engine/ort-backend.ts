@@ -150,11 +150,21 @@ export class OrtBackend implements TrainingBackend {
     const missing = missingCudaProvider();
     if (missing !== undefined) return { reason: missing };
     try {
-      return { session: await ort.InferenceSession.create(model, { ...base, executionProviders: ['cuda'], logSeverityLevel: 4 }) }; // failure reported by the caller
+      return { session: await ort.InferenceSession.create(model, { ...cudaSessionOptions(base), logSeverityLevel: 4 }) }; // failure reported by the caller
     } catch (err) {
       return { reason: (err as Error).message.split('\n')[0]!, cause: err };
     }
   }
+}
+
+/**
+ * A CUDA session's options: CPU fallback disabled, so a node without a CUDA kernel fails the session
+ * ("…assigned to the default CPU EP, but fallback to CPU EP has been explicitly disabled…") instead of
+ * running on the CPU with device copies around it every step; 'auto' then trains on the CPU provider,
+ * logging that reason. test/engine/cuda-coverage.test.ts proves the graphs need no fallback.
+ */
+export function cudaSessionOptions(base: ort.InferenceSession.SessionOptions): ort.InferenceSession.SessionOptions {
+  return { ...base, executionProviders: ['cuda'], extra: { session: { disable_cpu_ep_fallback: '1' } } };
 }
 
 /** Divides every gradient by `scale` (exact at 1 and at powers of 2) and reports whether all are finite, in one pass. */

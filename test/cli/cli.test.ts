@@ -62,6 +62,24 @@ test('doctor reports Electron, onnxruntime providers, SQLite and the data dir, a
   assert.ok(cuda && (cuda.status === 'ok' || /does not load: \S/.test(cuda.detail)), JSON.stringify(cuda));
 });
 
+test('doctor --gpu adds the CUDA training step: where there is no CUDA provider it says so and still exits 0', async (t) => {
+  const r = await runCli(['doctor', '--json', '--gpu', '--data-dir', tmpDir(t)], { timeoutMs: 120_000 });
+  const report = JSON.parse(r.stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
+  const step = report.checks.find((c) => c.name === 'CUDA training step');
+  const cuda = report.checks.find((c) => c.name === 'CUDA provider');
+  if (cuda?.status === 'ok') {
+    // on a GPU machine the step must run and match the CPU
+    assert.equal(step?.status, 'ok', JSON.stringify(step));
+    assert.match(step!.detail, /matches the CPU \(tolerance: loss 0\.002, each gradient tensor 0\.01 relative\); fp32: .*; fp16: /);
+  } else {
+    assert.equal(step?.status, 'missing', JSON.stringify(step));
+    assert.match(step!.detail, /^not run: no CUDA provider here \(\S/);
+    assert.equal(r.code, 0, r.stderr);
+  }
+  const plain = await runCli(['doctor', '--json', '--data-dir', tmpDir(t)], { timeoutMs: 120_000 });
+  assert.ok(!(JSON.parse(plain.stdout) as typeof report).checks.some((c) => c.name === 'CUDA training step'), 'the step runs only with --gpu');
+});
+
 test('doctor reports an unreachable peer without failing', async (t) => {
   const r = await runCli(['doctor', '--json', '--data-dir', tmpDir(t), '--initial-peers', '/ip4/127.0.0.1/tcp/9/p2p/x'], { timeoutMs: 120_000 });
   assert.equal(r.code, 0, r.stderr);

@@ -9,7 +9,9 @@ import { initAlbertParams } from '../../src/engine/albert/params.js';
 import type { AlbertBatch } from '../../src/engine/batch.js';
 import { mlmCapacity } from '../../src/engine/albert/mlm-positions.js';
 import { missingCudaProvider } from '../../src/engine/cuda-install.js';
-import { OrtBackend } from '../../src/engine/ort-backend.js';
+import { cudaSessionOptions, OrtBackend } from '../../src/engine/ort-backend.js';
+import * as ort from 'onnxruntime-node';
+import { identityModelBytes } from '../../src/doctor/ort-probe.js';
 import { Rng } from '../../src/engine/rng.js';
 import { syntheticBatch } from '../../src/engine/synthetic.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -59,6 +61,14 @@ test('without a loadable CUDA provider, "cuda" fails naming it and "auto" falls 
     await assert.rejects(new OrtBackend(config, { provider: 'cuda' }).forwardBackward(params, batch), { message: `CUDA execution provider failed to load: ${missing}` });
   }
   assert.match(auto.description, /cpu/);
+});
+
+test('a CUDA session disables the CPU fallback: onnxruntime then refuses any node left to its default CPU provider', async () => {
+  // Here every node is left to the CPU (only the CPU provider is given), which is what a node without a
+  // CUDA kernel would be on a GPU: the option must reach onnxruntime in the form its Node binding accepts.
+  const options = { ...cudaSessionOptions({ graphOptimizationLevel: 'all' }), executionProviders: ['cpu'], logSeverityLevel: 4 as const };
+  await assert.rejects(ort.InferenceSession.create(identityModelBytes(), options), /assigned to the default CPU EP, but fallback to CPU EP has been explicitly disabled/);
+  assert.deepEqual(cudaSessionOptions({}).executionProviders, ['cuda']);
 });
 
 test('the runner gathers labelled positions for the MLM head: same loss, accuracies and gradients as the full-positions graph', async () => {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { runChecks, type CheckResult } from '../../doctor/checks.js';
+import { checkGpuTrainingStep } from '../../doctor/gpu-step.js';
 import { addSettingOptions, commandContext } from '../context.js';
 
 const MARK: Record<CheckResult['status'], string> = { ok: 'ok     ', missing: 'missing', warn: 'warn   ', fail: 'FAIL   ' };
@@ -8,11 +9,12 @@ export function registerDoctor(program: Command): void {
   const cmd = program
     .command('doctor')
     .description('check what this machine has for Cohort (Node, Electron, onnxruntime providers, GPU, SQLite, disk, peers) and how to fix what is missing')
-    .option('--json', 'print the checks as one JSON object');
+    .option('--json', 'print the checks as one JSON object')
+    .option('--gpu', 'also run one tiny training step on CUDA and on the CPU and compare loss and gradients (reported as missing where there is no CUDA provider)');
   addSettingOptions(cmd, ['initialPeers']);
-  cmd.action(async (opts: { json?: boolean }) => {
+  cmd.action(async (opts: { json?: boolean; gpu?: boolean }) => {
     const { config } = commandContext(cmd);
-    const results = await runChecks(config);
+    const results = [...(await runChecks(config)), ...(opts.gpu ? [await checkGpuTrainingStep()] : [])];
     const failed = results.filter((r) => r.status === 'fail');
     if (opts.json) {
       process.stdout.write(JSON.stringify({ ok: failed.length === 0, checks: results }) + '\n');

@@ -210,7 +210,7 @@ function crossEntropy(g: Graph, logits: Value, labels: Value): { loss: Value; ac
   const nllSum = g.neg(g.reduceSum(g.mul(g.logSoftmax(logits), oneHot), [], false)); // ()
   const valid = g.cast(g.not(g.equal(labels, g.constant(int32Tensor([], [IGNORE_INDEX])))), g.float); // (M)
   const count = g.max(g.reduceSum(valid, [], false), g.scalar(1));
-  const hits = g.cast(g.equal(g.argMax(logits, -1), g.cast(labels, 'int64')), g.float); // (M)
+  const hits = g.cast(g.equal(g.argMaxLast(logits), g.cast(labels, 'int64')), g.float); // (M)
   return { loss: g.div(nllSum, count), accuracy: g.div(g.reduceSum(g.mul(hits, valid), [], false), count) };
 }
 

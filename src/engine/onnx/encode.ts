@@ -7,15 +7,8 @@ import { ONNX_CODES, type Attr, type Graph, type Node, type TensorData, type Val
  * of a constant operand), and a dropped node also stops keeping its inputs alive in ORT's memory plan.
  */
 export function encodeModel(graph: Graph, name = 'cohort'): Uint8Array {
-  const needed = new Set(graph.outputs.map((v) => v.name));
-  const kept: Node[] = [];
-  for (let i = graph.nodes.length - 1; i >= 0; i--) {
-    const n = graph.nodes[i]!;
-    if (!n.outputs.some((o) => needed.has(o.name))) continue;
-    for (const v of n.inputs) needed.add(v.name);
-    kept.push(n);
-  }
-  kept.reverse();
+  const kept = liveNodes(graph);
+  const needed = new Set([...graph.outputs.map((v) => v.name), ...kept.flatMap((n) => n.inputs.map((v) => v.name))]);
   const message = {
     ir_version: IR_VERSION,
     producer_name: 'cohort',
@@ -23,7 +16,7 @@ export function encodeModel(graph: Graph, name = 'cohort'): Uint8Array {
     graph: {
       name,
       node: kept.map((n, i) => ({
-        name: `${n.op}_${i}`,
+        name: nodeName(n, i),
         op_type: n.op,
         input: n.inputs.map((v) => v.name),
         output: n.outputs.map((v) => v.name),
@@ -36,6 +29,22 @@ export function encodeModel(graph: Graph, name = 'cohort'): Uint8Array {
   };
   return ModelProto.encode(ModelProto.fromObject(message)).finish();
 }
+
+/** The nodes an output depends on, in graph order: what encodeModel writes and onnxruntime runs. */
+export function liveNodes(graph: Graph): Node[] {
+  const needed = new Set(graph.outputs.map((v) => v.name));
+  const kept: Node[] = [];
+  for (let i = graph.nodes.length - 1; i >= 0; i--) {
+    const n = graph.nodes[i]!;
+    if (!n.outputs.some((o) => needed.has(o.name))) continue;
+    for (const v of n.inputs) needed.add(v.name);
+    kept.push(n);
+  }
+  return kept.reverse();
+}
+
+/** The name encodeModel gives the i-th live node (what onnxruntime's logs and profiles show). */
+export const nodeName = (n: Node, i: number): string => `${n.op}_${i}`;
 
 function valueInfo(v: Value) {
   return { name: v.name, type: { tensor_type: { elem_type: ONNX_CODES[v.dtype], shape: { dim: v.shape.map((d) => ({ dim_value: d })) } } } };

@@ -240,8 +240,14 @@ export class Graph {
     return this.one('ReduceMean', [x], this.reduced(x, all, keepdims), x.dtype, { axes: { ints: all }, keepdims: { i: keepdims ? 1 : 0 } });
   }
 
-  argMax(x: Value, ax: number): Value {
-    return this.one('ArgMax', [x], this.reduced(x, [ax], false), 'int64', { axis: { i: ax }, keepdims: { i: 0 } });
+  /**
+   * The index of the largest element along the last axis (the first one on ties, as ArgMax), as TopK
+   * with k = 1: ArgMax-13 has no CUDA kernel in onnxruntime (its CUDA ArgMax stops at opset 11).
+   */
+  argMaxLast(x: Value): Value {
+    const shape = [...x.shape.slice(0, -1), 1];
+    const [, indices] = this.node('TopK', [x, this.ints([1])], [{ shape, dtype: x.dtype }, { shape, dtype: 'int64' }], { axis: { i: -1 }, largest: { i: 1 }, sorted: { i: 1 } });
+    return this.reshape(indices!, x.shape.slice(0, -1));
   }
 
   /** data[indices] along axis 0. */

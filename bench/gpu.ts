@@ -1,0 +1,123 @@
+/**
+ * GPU training-step benchmark: ALBERT-large, one full local step as `cohort train` runs it (forward +
+ * backward on onnxruntime's CUDA provider, gradient clipping, LAMB in TypeScript; fp16 at a
+ * DynamicLossScaler's scale) at sequence lengths 128 and 512, fp32 and fp16, each at the largest
+ * micro-batch that fits → sequences/s. Against NVIDIA DeepLearningExamples' BERT-large pretraining
+ * (PyTorch, 1 GPU, seq 128, mixed precision: V100 224 seq/s, A100 580 seq/s; ALBERT-large needs about
+ * BERT-large's FLOPs per token): gpu_vs_bert_ref = our fp16 seq-128 figure ÷ that of the same GPU
+ * class, null where none is published for this GPU.
+ * Without a CUDA provider it says why and exits 0 ({"gpu": null, …} as the last line).
+ * Usage: npm run bench -- gpu [--steps N] [--max-batch B]
+ */
+import { probeProvider } from '../src/doctor/ort-probe.js';
+import { PRESETS } from '../src/engine/albert/config.js';
+import type { Precision } from '../src/engine/albert/graph.js';
+import { initAlbertParams } from '../src/engine/albert/params.js';
+import { missingCudaProvider } from '../src/engine/cuda-install.js';
+import { planGpuMicroBatch, queryGpus, type GpuInfo } from '../src/engine/gpu-memory.js';
+import { DynamicLossScaler } from '../src/engine/loss-scaler.js';
+import { formatBytes } from '../src/engine/memory-estimate.js';
+import { createOptimizer } from '../src/engine/optim/index.js';
+import { OrtBackend } from '../src/engine/ort-backend.js';
+import { Rng } from '../src/engine/rng.js';
+import { syntheticBatch } from '../src/engine/synthetic.js';
+import { trainStep } from '../src/engine/trainer.js';
+import { median, reportJson } from './_report.js';
+
+const config = PRESETS.large;
+const SEQ_LENS = [128, 512] as const;
+
+/** DeepLearningExamples BERT-large pretraining, PyTorch, 1 GPU, seq 128, mixed precision (seq/s), by GPU class. */
+const BERT_LARGE_REFERENCE: ReadonlyArray<{ readonly pattern: RegExp; readonly gpu: string; readonly seqPerS: number }> = [
+  { pattern: /V100/, gpu: 'V100', seqPerS: 224 },
+  { pattern: /A100/, gpu: 'A100', seqPerS: 580 },
+];
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(name);
+  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
+  if (!(Number.isInteger(v) && v >= 1)) throw new Error(`${name}: ${process.argv[i + 1]} is not an integer ≥ 1`);
+  return v;
+};
+
+/** Median seconds of `steps` timed training steps at micro-batch `b` (after one warm-up step that builds the session), or the error. */
+async function timeSteps(seqLen: number, precision: Precision, b: number, steps: number): Promise<{ seconds: number } | { error: string }> {
+  const params = initAlbertParams(config, 0);
+  const grads = params.zerosLike();
+  const optimizer = createOptimizer(params, { kind: 'lamb' });
+  const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
+  const batch = syntheticBatch(config, b, seqLen, new Rng(1));
+  const backend = new OrtBackend(config, { provider: 'cuda', precision });
+  try {
+    const times: number[] = [];
+    for (let i = 0; i <= steps; i++) {
+      const start = performance.now();
+      await trainStep(backend, optimizer, params, grads, batch, 1e-4, 1, scaler);
+      if (i > 0) times.push((performance.now() - start) / 1000);
+    }
+    return { seconds: median(times) };
+  } catch (err) {
+    return { error: (err as Error).message.split('\n')[0]! };
+  } finally {
+    await backend.close();
+  }
+}
+
+/**
+ * The largest micro-batch that runs: from the memory estimate's guess (1 without nvidia-smi), doubling
+ * while steps run and bisecting between the largest that ran and the smallest that failed (bounded:
+ * about 2·log2(maxBatch) probes of one timed step each), then timed with the full step count.
+ */
+async function largestFitting(seqLen: number, precision: Precision, gpu: GpuInfo | undefined, maxBatch: number, steps: number) {
+  const plan = gpu ? planGpuMicroBatch(config, { seqLen, precision, maxBatchSize: maxBatch }, gpu) : undefined;
+  const guess = plan?.fits ? plan.batchSize : null;
+  let [lo, hi] = [0, maxBatch + 1]; // largest that ran, smallest that failed
+  let lastError = '';
+  let b = guess ?? 1;
+  for (let probes = 0; hi - lo > 1 && probes < 2 * Math.ceil(Math.log2(maxBatch + 1)) + 2; probes++) {
+    const r = await timeSteps(seqLen, precision, b, 1);
+    if ('seconds' in r) lo = b;
+    else [hi, lastError] = [b, r.error];
+    b = hi > maxBatch ? Math.min(2 * lo, maxBatch) : Math.floor((lo + hi) / 2);
+    if (b <= lo || b >= hi) break;
+  }
+  if (lo === 0) return { batchSize: 0, seqPerS: null, guess, error: lastError };
+  const timed = await timeSteps(seqLen, precision, lo, steps);
+  if ('error' in timed) return { batchSize: lo, seqPerS: null, guess, error: timed.error };
+  return { batchSize: lo, seqPerS: lo / timed.seconds, guess, error: null };
+}
+
+async function main(): Promise<void> {
+  const steps = arg('--steps', 5);
+  const maxBatch = arg('--max-batch', 256);
+  const cuda = await probeProvider('cuda');
+  if (!cuda.ok) {
+    const reason = missingCudaProvider() ?? cuda.error ?? 'the CUDA provider does not load';
+    console.log(`gpu bench: no CUDA provider here, nothing to measure (${reason}).`);
+    console.log('Run it on a machine with an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider.');
+    reportJson({ gpu: null, reason, gpu_vs_bert_ref: null });
+    return;
+  }
+  const gpu = queryGpus()?.[0];
+  const name = gpu?.name ?? 'unknown GPU (nvidia-smi unavailable)';
+  console.log(`gpu bench: ALBERT-large on ${name}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''}, largest micro-batch that runs (up to ${maxBatch}), median of ${steps} steps after a warm-up`);
+  const figures: Record<string, number | string | null> = { gpu: name, steps };
+  for (const seqLen of SEQ_LENS) {
+    for (const precision of ['fp32', 'fp16'] as const) {
+      const r = await largestFitting(seqLen, precision, gpu, maxBatch, steps);
+      const key = `seq${seqLen}_${precision}`;
+      console.log(`seq ${seqLen} ${precision}: ${r.seqPerS === null ? `no micro-batch ran (${r.error})` : `micro-batch ${r.batchSize} (estimate said ${r.guess ?? '–'}), ${r.seqPerS.toFixed(1)} seq/s`}`);
+      figures[`${key}_batch`] = r.batchSize;
+      figures[`${key}_seq_per_s`] = r.seqPerS === null ? null : Number(r.seqPerS.toFixed(2));
+      figures[`${key}_estimated_batch`] = r.guess;
+    }
+  }
+  const ref = BERT_LARGE_REFERENCE.find((r) => r.pattern.test(name));
+  const ours = figures.seq128_fp16_seq_per_s as number | null;
+  figures.bert_ref_seq_per_s = ref?.seqPerS ?? null;
+  figures.gpu_vs_bert_ref = ref && ours !== null ? Number((ours / ref.seqPerS).toFixed(3)) : null;
+  console.log(ref ? `BERT-large reference (DeepLearningExamples, PyTorch, 1×${ref.gpu}, seq 128, mixed precision): ${ref.seqPerS} seq/s; ours fp16 seq 128: ${ours ?? '–'} seq/s → ${figures.gpu_vs_bert_ref ?? '–'}` : `no published BERT-large reference for ${name} (known: ${BERT_LARGE_REFERENCE.map((r) => `${r.gpu} ${r.seqPerS} seq/s`).join(', ')})`);
+  reportJson(figures);
+}
+
+await main();
