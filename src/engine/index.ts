@@ -9,6 +9,7 @@ export { PRECISIONS, type Precision } from './albert/graph.js';
 export { initAlbertParams } from './albert/params.js';
 export { batchFromJson, IGNORE_INDEX, type AlbertBatch } from './batch.js';
 export { missingCudaProvider } from './cuda-install.js';
+export { planGpuMicroBatch, queryGpus, type GpuInfo } from './gpu-memory.js';
 export { floatToHalf, halfToFloat } from './fp16.js';
 export { DynamicLossScaler } from './loss-scaler.js';
 export { formatBytes, planMicroBatch, type TrainingShape } from './memory-estimate.js';

@@ -4,7 +4,7 @@
  * a watchdog that notices when the process grows past the limit anyway (a leak, another graph shape,
  * the estimate being off on this machine) and stops training before the operating system has to.
  */
-import { type AlbertConfig, formatBytes, planMicroBatch, type TrainingShape } from '../engine/index.js';
+import { type AlbertConfig, formatBytes, planGpuMicroBatch, planMicroBatch, type GpuInfo, type TrainingShape } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 
 /** Where the watchdog reads the process's memory; tests pass their own. */
@@ -41,6 +41,18 @@ export function fitMicroBatch(config: AlbertConfig, shape: TrainingShape, limitM
   const plan = planMicroBatch(config, shape, limitMiB * 2 ** 20);
   if (!plan.fits) throw new MemoryLimitError(plan.reason);
   if (plan.batchSize !== shape.batchSize) log.info(`memory limit ${limitMiB} MiB: micro-batch ${shape.batchSize} → ${plan.batchSize} (estimated peak ${formatBytes(plan.estimate.totalBytes)})`);
+  return plan.batchSize;
+}
+
+/**
+ * The micro-batch `batchSize` shrunk to what `gpu`'s free memory holds (planGpuMicroBatch), logged
+ * when smaller; MemoryLimitError when one sequence does not fit. Without a GPU, `batchSize` as it is.
+ */
+export function fitGpuMicroBatch(config: AlbertConfig, shape: Pick<TrainingShape, 'seqLen' | 'precision'>, batchSize: number, gpu: GpuInfo | null, log: Pick<Logger, 'info'>): number {
+  if (gpu === null) return batchSize;
+  const plan = planGpuMicroBatch(config, { seqLen: shape.seqLen, precision: shape.precision, maxBatchSize: batchSize }, gpu);
+  if (!plan.fits) throw new MemoryLimitError(plan.reason);
+  if (plan.batchSize !== batchSize) log.info(`GPU ${gpu.name}, ${formatBytes(gpu.freeBytes)} free: micro-batch ${batchSize} → ${plan.batchSize} (estimated ${formatBytes(plan.estimateBytes)})`);
   return plan.batchSize;
 }
 

@@ -4,10 +4,10 @@
  * data stream, the parameters (new or from the store's checkpoint), the optimizer, the onnxruntime
  * backend in a worker thread and, for fp16, the loss scaler. The loops differ only in when they step.
  */
-import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
+import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, missingCudaProvider, queryGpus, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
-import { fitMicroBatch } from './memory-limit.js';
+import { fitGpuMicroBatch, fitMicroBatch } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
 import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
 
@@ -64,9 +64,12 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
   const resumed = spec.resume ? resumeFromStore(spec.store, vocabSize, spec.onWarning) : undefined;
   const config = resumed?.config ?? checkConfig({ ...PRESETS[t.preset], vocabSize });
   // refuses (MemoryLimitError) before anything big is allocated
-  const batchSize = spec.memory
+  const hostFit = spec.memory
     ? fitMicroBatch(config, { batchSize: t.batchSize, seqLen: t.seqLen, precision: t.precision, trainer: spec.memory.trainer, delayOptimizerStep: spec.memory.delayOptimizerStep === true }, spec.memory.limitMiB, spec.log)
     : t.batchSize;
+  // on a GPU the activations live in its memory: the micro-batch must fit there too
+  const gpu = spec.provider !== 'cpu' && missingCudaProvider() === undefined ? (queryGpus()?.[0] ?? null) : null;
+  const batchSize = fitGpuMicroBatch(config, t, hostFit, gpu, spec.log);
   const data = openTrainingData({ source, store: spec.store, config, batchSize, seqLen: t.seqLen, seed: t.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
   try {
     const params = resumed?.params ?? initAlbertParams(config, t.seed);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PRESETS } from '../../src/engine/albert/config.js';
 import { estimateTrainingMemory, formatBytes, type TrainingShape } from '../../src/engine/memory-estimate.js';
-import { fitMicroBatch, MemoryLimitError, MemoryWatchdog, WATCHDOG_SAMPLES_OVER } from '../../src/training/memory-limit.js';
+import { fitGpuMicroBatch, fitMicroBatch, MemoryLimitError, MemoryWatchdog, WATCHDOG_SAMPLES_OVER } from '../../src/training/memory-limit.js';
 
 const MiB = 2 ** 20;
 
@@ -45,4 +45,18 @@ test('fitMicroBatch logs the smaller micro-batch it chose and throws MemoryLimit
   assert.equal(fitMicroBatch(PRESETS.tiny, shape, 4096, log), 4, 'the configured micro-batch when it fits');
   assert.equal(lines.length, 1, 'nothing logged when nothing changes');
   assert.throws(() => fitMicroBatch(PRESETS.base, shape, 512, log), (err: unknown) => err instanceof MemoryLimitError && /needs about [\d.]+ [MG]iB; memory limit is 512 MiB/.test(err.message));
+});
+
+test('fitGpuMicroBatch shrinks the micro-batch to what the GPU holds, refuses when one sequence does not fit, and keeps it without a GPU', () => {
+  const lines: string[] = [];
+  const log = { info: (m: string) => void lines.push(m) };
+  const large = PRESETS.large;
+  const shape = { seqLen: 512, precision: 'fp32' as const };
+  assert.equal(fitGpuMicroBatch(large, shape, 64, null, log), 64, 'no GPU: the host-fitted micro-batch');
+  const t4 = { name: 'Tesla T4', freeBytes: 15 * 2 ** 30 };
+  const fitted = fitGpuMicroBatch(large, shape, 64, t4, log);
+  assert.ok(fitted >= 1 && fitted < 64, `a 15 GiB card holds fewer than 64 sequences of 512 tokens (${fitted})`);
+  assert.match(lines.at(-1) ?? '', /^GPU Tesla T4, 15\.0 GiB free: micro-batch 64 → \d+/);
+  assert.equal(fitGpuMicroBatch(large, shape, fitted, t4, log), fitted, 'a micro-batch that fits is kept');
+  assert.throws(() => fitGpuMicroBatch(large, shape, 4, { name: 'tiny card', freeBytes: 2 ** 20 }, log), (err: unknown) => err instanceof MemoryLimitError && /tiny card has 1 MiB free/.test(err.message));
 });
