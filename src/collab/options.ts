@@ -10,7 +10,7 @@ const int = z.number().int();
 const positive = z.number().finite().positive();
 const seconds = positive;
 
-export const collaborativeOptionsSchema = z
+const collaborativeOptionsSchema = z
   .object({
     /** Samples the swarm gathers per optimizer step (target_batch_size). */
     targetBatchSize: int.min(1).max(10_000_000),

@@ -18,16 +18,16 @@ export const RUN_NAMESPACE = 'run';
 /** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
 export const RUN_KEY = 'run';
 /** Lifetime of a published record; each holder re-publishes well before it expires. */
-export const RUN_PARAMS_TTL_MS = 60 * 60_000;
-export const RUN_PARAMS_REPUBLISH_MS = 10 * 60_000;
+const RUN_PARAMS_TTL_MS = 60 * 60_000;
+const RUN_PARAMS_REPUBLISH_MS = 10 * 60_000;
 /** How long a joiner looks for the record before it trains with its own flags. */
-export const RUN_PARAMS_WAIT_MS = 10_000;
+const RUN_PARAMS_WAIT_MS = 10_000;
 const RETRY_MS = 500;
 
 const int = z.number().int();
 
 /** The parameters peers must share; local ones (micro-batch, threads, precision, upload cap, timeouts) are not here. */
-export const runSettingsSchema = z.strictObject({
+const runSettingsSchema = z.strictObject({
   preset: z.enum(PRESET_NAMES as [PresetName, ...PresetName[]]),
   seqLen: int.min(5),
   targetBatchSize: int.min(1).max(10_000_000),

@@ -21,10 +21,10 @@ export interface WatchdogOptions {
   readonly watchdogIntervalMs?: number;
 }
 
-export const processRss: RssProbe = { rssBytes: () => process.memoryUsage.rss() };
+const processRss: RssProbe = { rssBytes: () => process.memoryUsage.rss() };
 
 /** Seconds between samples while training. */
-export const WATCHDOG_INTERVAL_MS = 5000;
+const WATCHDOG_INTERVAL_MS = 5000;
 /** Consecutive samples over the limit that stop training (one sample over is a passing spike, e.g. a checkpoint's encoding). */
 export const WATCHDOG_SAMPLES_OVER = 3;
 

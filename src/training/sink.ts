@@ -9,7 +9,7 @@ import type { MetricPoint, Store } from '../store/index.js';
 import type { TrainingEvent } from './events.js';
 
 /** Rows of the swarm view are written at most this often (a micro-batch can take milliseconds), and after every step. */
-export const VIEW_ROWS_EVERY_MS = 1000;
+const VIEW_ROWS_EVERY_MS = 1000;
 /** Alone, one step line per this many steps. */
 const SOLO_STEP_LINE_EVERY = 10;
 

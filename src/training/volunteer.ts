@@ -32,7 +32,7 @@ export interface VolunteerOptions extends WatchdogOptions {
 }
 
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
-export const LEADERBOARD_REFRESH_MS = 30_000;
+const LEADERBOARD_REFRESH_MS = 30_000;
 
 /**
  * One swarm node per process, shared by the training runtime and the coordinator role; while it
