@@ -19,7 +19,7 @@ import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js'
 import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress } from './progress.js';
-import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
+import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
 import { STATE_PREFIX } from './optimizer.js';
 import { decodeTrainingState } from './state.js';
 
@@ -136,10 +136,10 @@ export class Coordinator {
   /** One look at the swarm: metrics, contributions, maybe a checkpoint. */
   async poll(): Promise<void> {
     const now = Date.now();
-    const entries = await this.records.get(PROGRESS_KEY);
+    const entries = currentProgress(await this.records.get(PROGRESS_KEY), now);
     const points: MetricPoint[] = [];
     const reports = await this.followable.filter(
-      [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value })),
+      entries.map((e) => ({ peerId: e.owner, ...e.value })),
       this.swarmEpoch,
     );
     const g = globalProgress(reports, now, { targetBatchSize: this.init.targetBatchSize });
@@ -153,7 +153,7 @@ export class Coordinator {
       { series: METRIC.targetBatchSize, value: g.targetBatchSize, epoch, ts: now },
       ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, epoch, ts: now }] : []),
     );
-    for (const entry of entries.values()) points.push(...this.observe(entry, now));
+    for (const entry of entries) points.push(...this.observe(entry, now));
     points.push(...this.creditPending(now));
     // a step's reports arrive while the swarm is at most a few epochs further; older views are no longer needed
     for (const e of this.weights.keys()) if (e < g.epoch - WEIGHTS_KEPT_EPOCHS) this.weights.delete(e);

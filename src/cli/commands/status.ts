@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { globalProgress } from '../../collab/progress.js';
 import { latestLeaderboard } from '../../collab/leaderboard.js';
-import { PROGRESS_KEY, progressRecords } from '../../collab/records.js';
+import { currentProgress, PROGRESS_KEY, progressRecords } from '../../collab/records.js';
 import { describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/run-params.js';
 import { ConfigError } from '../../config/load.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
@@ -43,7 +43,7 @@ export function registerStatus(program: Command): void {
         entries = await progress.get(PROGRESS_KEY);
       }
       const now = Date.now();
-      const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
+      const reports = currentProgress(entries, now).map((e) => ({ peerId: e.owner, ...e.value }));
       const g = globalProgress(reports, now, { targetBatchSize });
       const board = await latestLeaderboard(node);
       // without a coordinator, only the peers' own (unverified) totals exist
