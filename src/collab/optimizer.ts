@@ -13,8 +13,9 @@ import type { AlbertConfig } from '../engine/albert/config.js';
 import { clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer } from '../engine/optim/index.js';
 import type { ParameterSet } from '../engine/params.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
-import { currentProgress, leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
+import { currentProgress, leaderboardRecords, PROGRESS_KEY, PROGRESS_NAMESPACE, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { DelayedStep } from './delayed-step.js';
 import { FollowableReports } from './backed-progress.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
@@ -606,6 +607,8 @@ function checkOptions(o: Resolved): void {
   positive(o.matchmakingTime, 'matchmaking_time');
   positive(o.averagingTimeout, 'averaging_timeout');
   positive(o.metadataExpiration, 'metadata_expiration');
+  // holders refuse a progress record living longer than its namespace allows
+  if (o.metadataExpiration * 1000 > RECORD_NAMESPACE_TTL_MS[PROGRESS_NAMESPACE]!) throw new RangeError(`metadata_expiration ${o.metadataExpiration} must be at most ${RECORD_NAMESPACE_TTL_MS[PROGRESS_NAMESPACE]! / 1000} seconds`);
   positive(o.maxRefresh, 'max refresh');
   if (!Number.isInteger(o.batchSizeLead) || o.batchSizeLead < 0 || o.batchSizeLead >= o.targetBatchSize) throw new RangeError(`batch_size_lead ${o.batchSizeLead} must be an integer from 0 to target_batch_size − 1 (${o.targetBatchSize - 1})`);
   if (o.useLocalUpdates && o.delayGradAveraging) throw new RangeError('delay_grad_averaging needs gradient averaging, which use_local_updates turns off');
