@@ -266,6 +266,9 @@ export class Coordinator {
     try {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
+      // the epoch inside a state is the donor's say-so: one far ahead of the swarm's would become the
+      // last checkpoint's and put off every later checkpoint until the swarm got there
+      if (s.epoch > epoch + 1) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch}, but the swarm is at epoch ${epoch}`);
       const keep = this.o.keepCheckpoints;
       this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId }, data: encodeParams(s.params), keep });
       const root = path.join(this.init.dataDir, 'checkpoints');
