@@ -43,6 +43,9 @@ export const CREDITED_SERIES = 'credited_samples';
 export const FLAGGED_SERIES = 'flagged_claim';
 /** Epochs behind the swarm for which the all-reduce weights peers reported are kept. */
 const WEIGHTS_KEPT_EPOCHS = 8;
+/** Per-peer metric points are kept this long (the swarm's own series and the credits are kept for good), pruned this often. */
+export const PEER_METRICS_RETENTION_MS = 7 * 24 * 3_600_000;
+const PRUNE_INTERVAL_MS = 3_600_000;
 
 interface Pending {
   readonly step: NonNullable<ProgressRecord['lastStep']>;
@@ -78,6 +81,7 @@ export class Coordinator {
   /** Weights observed by each reporter in the all-reduce of each epoch: epoch → reporter → (peer → weight). */
   private readonly weights = new Map<number, Map<string, Record<string, number>>>();
   private swarmEpoch = -1;
+  private lastPrune = 0;
   private lastCheckpointEpoch = 0;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
@@ -167,6 +171,10 @@ export class Coordinator {
       this.swarmEpoch = g.epoch;
     }
     this.init.store.metrics.record(points);
+    if (now - this.lastPrune >= PRUNE_INTERVAL_MS) {
+      this.lastPrune = now;
+      this.init.store.metrics.prunePeers(now - PEER_METRICS_RETENTION_MS);
+    }
     if (this.unpublished) await this.publishLeaderboard(now);
     if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
   }

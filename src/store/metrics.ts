@@ -56,6 +56,15 @@ export class MetricsStore {
     })();
   }
 
+  /**
+   * Deletes other peers' points (peer ≠ '') older than `before` (ms); this node's own series are kept.
+   * What bounds a coordinator's table: it records a few points per reporting peer on every look.
+   * Returns how many were deleted.
+   */
+  prunePeers(before: number): number {
+    return this.db.prepare("DELETE FROM metrics WHERE peer != '' AND ts < ?").run(before).changes;
+  }
+
   /** Points of one series in time order, optionally since `since` (ms) and for one peer. */
   query(series: string, options: { since?: number; peer?: string; limit?: number } = {}): StoredMetric[] {
     const clauses = ['series = ?', 'ts >= ?'];

@@ -15,7 +15,7 @@ import { tmpDir } from '../helpers/tmp.js';
 
 const RUN = 'hostile-progress';
 
-test('out-of-range progress values, extra subkeys and future times from a hostile peer neither crash the coordinator nor count', { timeout: 60_000 }, async (t) => {
+test('out-of-range progress values, extra subkeys and future times from a hostile peer neither crash the coordinator nor count; old per-peer rows are pruned', { timeout: 60_000 }, async (t) => {
   const [coordinatorNode, honest, attacker] = await startSwarm(t, 3, { runId: RUN });
   const dataDir = tmpDir(t);
   const skipped: string[] = [];
@@ -27,6 +27,8 @@ test('out-of-range progress values, extra subkeys and future times from a hostil
     store.close();
   });
   const now = Date.now();
+  // a peer last seen 8 days ago: its per-peer rows are past the retention
+  store.metrics.record([{ series: METRIC.samplesPerSecond, value: 3, ts: now - 8 * 24 * 3_600_000, peer: 'gone' }]);
   await publishProgress(honest!, { epoch: 0, samples: 8, samplesPerSecond: 4, time: now });
   // a modified client: its node signs whatever it likes under the progress key (up to 16 subkeys per owner)
   const forged = attacker!.registerNamespace(PROGRESS_NAMESPACE, z.record(z.string(), z.unknown()));
@@ -41,7 +43,7 @@ test('out-of-range progress values, extra subkeys and future times from a hostil
   assert.deepEqual(store.metrics.query(METRIC.peersAlive, { peer: '' }).map((p) => p.value), [1, 1], 'only the honest peer counts');
   assert.deepEqual(store.metrics.query(METRIC.swarmSamplesPerSecond, { peer: '' }).map((p) => p.value), [4, 4]);
   assert.deepEqual(store.metrics.seriesNames().filter((s) => s === METRIC.samplesPerSecond).length, 1);
-  assert.deepEqual([...new Set(store.metrics.query(METRIC.samplesPerSecond).map((p) => p.peer))], [honest!.peerId.toString()], 'no per-peer metric row of an attacker');
+  assert.deepEqual([...new Set(store.metrics.query(METRIC.samplesPerSecond).map((p) => p.peer))], [honest!.peerId.toString()], 'no per-peer metric row of an attacker, none past the retention');
   assert.deepEqual(skipped, []);
   assert.deepEqual(warnings, []);
 

@@ -22,6 +22,19 @@ test('metrics are stored per series and peer, in time order; a non-finite value 
   assert.deepEqual(store.metrics.query('loss').map((m) => m.value), [4, 3, 1], 'the valid point of the batch is stored');
 });
 
+test("prunePeers deletes other peers' points older than the cutoff and keeps this node's", (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  store.metrics.record([
+    { series: 'samples', value: 1, ts: 10, peer: 'a' },
+    { series: 'samples', value: 2, ts: 30, peer: 'a' },
+    { series: 'epoch', value: 3, ts: 10 },
+  ]);
+  assert.equal(store.metrics.prunePeers(20), 1);
+  assert.deepEqual(store.metrics.query('samples').map((m) => m.ts), [30]);
+  assert.deepEqual(store.metrics.query('epoch').map((m) => m.ts), [10]);
+});
+
 test('settings are validated on write and on read; peers keep first and last seen', (t) => {
   const store = openStore(tmpDir(t));
   t.after(() => store.close());
