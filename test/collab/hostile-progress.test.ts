@@ -54,3 +54,24 @@ test('out-of-range progress values, extra subkeys and future times from a hostil
   assert.ok(Number.isFinite(g.samplesPerSecond) && g.samplesPerSecond === 4, `samples/s ${g.samplesPerSecond}`);
   assert.ok(g.eta > 0, 'the attacker does not drive the ETA to 0');
 });
+
+test('the coordinator forgets a peer whose reports stopped counting, and tracks it again once it reports', { timeout: 60_000 }, async (t) => {
+  const [coordinatorNode, peer] = await startSwarm(t, 2, { runId: `${RUN}-forget` });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log: warningLog().log, targetBatchSize: 1000, refresh: 60, checkpointEvery: 0 });
+  t.after(async () => {
+    await coordinator.stop();
+    store.close();
+  });
+  const now = Date.now();
+  await publishProgress(peer!, { epoch: 1, samples: 8, time: now });
+  await coordinator.poll(now);
+  assert.equal(coordinator.trackedPeers, 1);
+  // eleven minutes on, its report (measured at `now`) no longer counts: nothing of it is held
+  // (its baseline and credits come back from the store, as coordinator-restart.test.ts shows)
+  await coordinator.poll(now + 11 * 60_000);
+  assert.equal(coordinator.trackedPeers, 0);
+  await coordinator.poll(now);
+  assert.equal(coordinator.trackedPeers, 1);
+});
