@@ -47,18 +47,18 @@ async function recordLatency(peers: number): Promise<{ store: number[]; get: num
       await Promise.all(batch.map((n) => n.ready));
       await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 30_000);
     }
-    const ns = nodes.map((n) => n.registerNamespace('bench', schema));
+    const ns = nodes.map((n) => n.registerNamespace('progress', schema));
     const store: number[] = [];
     const get: number[] = [];
     for (let i = 0; i < OPS; i++) {
       const writer = ns[(i * 7) % peers]!;
       const reader = ns[(i * 13 + 5) % peers]!;
       let t = performance.now();
-      const result = await writer.store(`bench/${i}`, '', { samples: i, epoch: 1 }, Date.now() + 60_000);
+      const result = await writer.store(`progress/${i}`, '', { samples: i, epoch: 1 }, Date.now() + 60_000);
       store.push(performance.now() - t);
       if (result.replicas === 0) throw new Error(`store ${i} reached no replica`);
       t = performance.now();
-      const got = await reader.get(`bench/${i}`);
+      const got = await reader.get(`progress/${i}`);
       get.push(performance.now() - t);
       if ([...got.values()][0]?.value.samples !== i) throw new Error(`get ${i} did not find the stored record`);
     }

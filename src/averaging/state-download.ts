@@ -118,19 +118,25 @@ export class StateServer {
   }
 }
 
-/** Donors of `prefix`, newest epoch first; ties in random order so newcomers spread out. */
-async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<Array<{ peer: string; epoch: number }>> {
+/**
+ * Donors of `prefix` worth trying, newest epoch first; ties in random order so newcomers spread out.
+ * An advertised epoch is only a claim: the newest one counts when a second donor backs it, i.e. the
+ * backed epoch is the second highest advertised (the only one when a single donor advertises). A
+ * donor advertising more than one epoch past it (an honest donor may have stepped once since) is
+ * left out, so one peer claiming epoch 10⁹ is never downloaded from, nor followed.
+ */
+async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<{ list: Array<{ peer: string; epoch: number }>; unbacked: string[] }> {
   const entries = await hub.donors.get(stateKey(prefix));
-  const list = [...entries.values()]
-    .filter((e) => e.owner !== self && e.value.canServe && e.value.epoch >= minEpoch)
-    .map((e) => ({ peer: e.owner, epoch: e.value.epoch, tie: Math.random() }));
-  list.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
-  return list.map(({ peer, epoch }) => ({ peer, epoch }));
+  const all = [...entries.values()].filter((e) => e.owner !== self && e.subkey === '' && e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, tie: Math.random() }));
+  all.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
+  const limit = (all[Math.min(1, all.length - 1)]?.epoch ?? 0) + 1;
+  const list = all.filter((d) => d.epoch <= limit && d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch }));
+  return { list, unbacked: all.filter((d) => d.epoch > limit).map((d) => `${d.peer} (epoch ${d.epoch})`) };
 }
 
 /** The newest epoch any other peer advertises a state of (undefined when none does). */
 export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, prefix: string): Promise<number | undefined> {
-  return (await donors(hub, node.peerId.toString(), prefix, 0))[0]?.epoch;
+  return (await donors(hub, node.peerId.toString(), prefix, 0)).list[0]?.epoch;
 }
 
 /**
@@ -139,13 +145,16 @@ export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, p
  */
 export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, prefix: string, opts: LoadStateOptions, log: Logger): Promise<LoadedState> {
   const started = Date.now();
-  const found = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0);
-  if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}`, []);
+  const { list: found, unbacked } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0);
+  if (unbacked.length > 0) log.warn({ unbacked }, `left out ${unbacked.length} state donor(s) advertising an epoch no other donor backs: ${unbacked.join(', ')}`);
+  if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}`, []);
   const failed: Array<{ peer: string; error: string }> = [];
   for (const donor of found.slice(0, opts.maxDonors)) {
     opts.signal?.throwIfAborted();
     try {
       const state = await download(node, donor.peer, prefix, opts);
+      // it may have stepped once since it advertised, not more
+      if (state.epoch > donor.epoch + 1) throw new ProtocolError(`sent a state of epoch ${state.epoch}, but advertised epoch ${donor.epoch}`);
       log.info({ donor: donor.peer, epoch: state.epoch, bytes: state.data.byteLength }, `loaded state of epoch ${state.epoch} from ${donor.peer}`);
       return { ...state, donor: donor.peer, failed, durationMs: Date.now() - started };
     } catch (err) {
@@ -170,15 +179,23 @@ async function download(node: SwarmNode, donor: string, prefix: string, opts: Lo
     if (header.chunkBytes < MIN_STATE_CHUNK_BYTES) throw new ProtocolError(`chunk size ${header.chunkBytes} is below ${MIN_STATE_CHUNK_BYTES}`);
     if (header.sha256.byteLength !== 32) throw new ProtocolError(`checksum has ${header.sha256.byteLength} bytes, not 32`);
     if (cborEncode(header.metadata).byteLength > MAX_STATE_METADATA_BYTES) throw new ProtocolError(`metadata exceeds ${MAX_STATE_METADATA_BYTES} bytes`);
-    const data = new Uint8Array(header.size);
+    // kept as they arrive and joined at the end: the header's size is only a claim, and allocating it
+    // up front let a donor make a newcomer reserve 2 GiB by sending one frame
+    const chunks: Uint8Array[] = [];
     const hash = createHash('sha256');
     for (let at = 0; at < header.size; ) {
       const chunk = await framed.expect(stateDataSchema, stall(), `state bytes ${at}–${header.size}`);
       const expected = Math.min(header.chunkBytes, header.size - at);
       if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
-      data.set(chunk.d, at);
+      chunks.push(chunk.d);
       hash.update(chunk.d);
       at += expected;
+    }
+    const data = new Uint8Array(header.size);
+    let offset = 0;
+    for (const chunk of chunks) {
+      data.set(chunk, offset);
+      offset += chunk.byteLength;
     }
     const digest = hash.digest();
     if (!digest.equals(header.sha256)) throw new ProtocolError(`sha256 mismatch: got ${digest.toString('hex').slice(0, 16)}…, header says ${Buffer.from(header.sha256).toString('hex').slice(0, 16)}…`);

@@ -16,8 +16,8 @@ import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
-import { globalProgress } from './progress.js';
-import { LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
+import { globalProgress, PROGRESS_LIMITS } from './progress.js';
+import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
 import { STATE_PREFIX } from './optimizer.js';
 import { decodeTrainingState } from './state.js';
 
@@ -41,6 +41,9 @@ export const CREDITED_SERIES = 'credited_samples';
 export const FLAGGED_SERIES = 'flagged_claim';
 /** Epochs behind the swarm for which the all-reduce weights peers reported are kept. */
 const WEIGHTS_KEPT_EPOCHS = 8;
+/** Per-peer metric points are kept this long (the swarm's own series and the credits are kept for good), pruned this often. */
+export const PEER_METRICS_RETENTION_MS = 7 * 24 * 3_600_000;
+const PRUNE_INTERVAL_MS = 3_600_000;
 
 interface Pending {
   readonly step: NonNullable<ProgressRecord['lastStep']>;
@@ -63,6 +66,8 @@ interface Seen {
   baseline?: ThroughputBaseline;
   /** Samples credited to it so far. */
   credited: number;
+  /** When a report of it was last observed (coordinator's clock). */
+  seenAt: number;
 }
 
 export class Coordinator {
@@ -76,6 +81,7 @@ export class Coordinator {
   /** Weights observed by each reporter in the all-reduce of each epoch: epoch → reporter → (peer → weight). */
   private readonly weights = new Map<number, Map<string, Record<string, number>>>();
   private swarmEpoch = -1;
+  private lastPrune = 0;
   private lastCheckpointEpoch = 0;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
@@ -90,16 +96,11 @@ export class Coordinator {
     // metric with it, stop the swarm loss from being recorded and retry a checkpoint of it every look.
     // With no state advertised at all there is no evidence against any report: all count, as before
     this.followable = new FollowableReports(async () => (await this.state.advertisedStateEpoch()) ?? Number.POSITIVE_INFINITY, init.log);
-    // what a previous run on this store got to: baselines and credits, the last swarm loss recorded, the last checkpoint
+    // what a previous run on this store got to: credits (each peer's baseline and total come back when
+    // it is next seen), the last swarm loss recorded, the last checkpoint
     const { contributions, checkpoints } = init.store;
     const run = init.node.runId;
-    const baselines = contributions.baselines(run);
     const totals = contributions.totals({ runId: run });
-    for (const [peer, baseline] of baselines) this.peers.set(peer, { pending: new Map(), baseline, credited: 0 });
-    for (const t of totals) {
-      const seen = this.peers.get(t.peerId);
-      if (seen) seen.credited = t.credited;
-    }
     this.unpublished = totals.length > 0;
     // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
@@ -131,13 +132,17 @@ export class Coordinator {
     return this.init.store.contributions.credits({ runId: this.init.node.runId, flaggedOnly: true });
   }
 
-  /** One look at the swarm: metrics, contributions, maybe a checkpoint. */
-  async poll(): Promise<void> {
-    const now = Date.now();
-    const entries = await this.records.get(PROGRESS_KEY);
+  /** Peers whose baselines and pending steps are held in memory: those seen in the last PROGRESS_LIMITS.maxAgeMs, or with a step still to credit. */
+  get trackedPeers(): number {
+    return this.peers.size;
+  }
+
+  /** One look at the swarm at `now` (ms): metrics, contributions, maybe a checkpoint. */
+  async poll(now = Date.now()): Promise<void> {
+    const entries = currentProgress(await this.records.get(PROGRESS_KEY), now);
     const points: MetricPoint[] = [];
     const reports = await this.followable.filter(
-      [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value })),
+      entries.map((e) => ({ peerId: e.owner, ...e.value })),
       this.swarmEpoch,
     );
     const g = globalProgress(reports, now, { targetBatchSize: this.init.targetBatchSize });
@@ -151,8 +156,11 @@ export class Coordinator {
       { series: METRIC.targetBatchSize, value: g.targetBatchSize, epoch, ts: now },
       ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, epoch, ts: now }] : []),
     );
-    for (const entry of entries.values()) points.push(...this.observe(entry, now));
+    for (const entry of entries) points.push(...this.observe(entry, now));
     points.push(...this.creditPending(now));
+    // a peer whose reports stopped counting is forgotten (identities are free: the map would grow with
+    // every one ever seen); its baseline and credits are in the store and come back with it
+    for (const [peer, seen] of this.peers) if (seen.pending.size === 0 && now - seen.seenAt > PROGRESS_LIMITS.maxAgeMs) this.peers.delete(peer);
     // a step's reports arrive while the swarm is at most a few epochs further; older views are no longer needed
     for (const e of this.weights.keys()) if (e < g.epoch - WEIGHTS_KEPT_EPOCHS) this.weights.delete(e);
     const finished = reports.map((r) => r.lastStep).filter((s): s is NonNullable<typeof s> => s !== undefined && s.epoch + 1 === g.epoch);
@@ -165,6 +173,10 @@ export class Coordinator {
       this.swarmEpoch = g.epoch;
     }
     this.init.store.metrics.record(points);
+    if (now - this.lastPrune >= PRUNE_INTERVAL_MS) {
+      this.lastPrune = now;
+      this.init.store.metrics.prunePeers(now - PEER_METRICS_RETENTION_MS);
+    }
     if (this.unpublished) await this.publishLeaderboard(now);
     if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
   }
@@ -174,9 +186,10 @@ export class Coordinator {
     const r = entry.value;
     let seen = this.peers.get(peer);
     if (!seen) {
-      seen = { pending: new Map(), credited: 0 };
+      seen = { pending: new Map(), ...this.init.store.contributions.peerState(this.init.node.runId, peer), seenAt: now };
       this.peers.set(peer, seen);
     }
+    seen.seenAt = now;
     const points: MetricPoint[] = [
       { series: METRIC.samplesPerSecond, value: r.samplesPerSecond, peer, ts: now },
       { series: METRIC.samples, value: r.totalSamples, peer, ts: now },
@@ -264,6 +277,9 @@ export class Coordinator {
     try {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
+      // the epoch inside a state is the donor's say-so: one far ahead of the swarm's would become the
+      // last checkpoint's and put off every later checkpoint until the swarm got there
+      if (s.epoch > epoch + 1) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch}, but the swarm is at epoch ${epoch}`);
       const keep = this.o.keepCheckpoints;
       this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId }, data: encodeParams(s.params), keep });
       const root = path.join(this.init.dataDir, 'checkpoints');

@@ -12,7 +12,7 @@ import { createAverager, type Averager, type AveragerInit, type AveragingEvent, 
 import { type AlbertConfig, clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer, type ParameterSet } from '../engine/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
-import { leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
+import { currentProgress, leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
 import { DelayedStep } from './delayed-step.js';
 import { resolveCollaborativeOptions, type CollaborativeOptions, type ResolvedCollaborativeOptions } from './options.js';
 import { FollowableReports } from './backed-progress.js';
@@ -463,7 +463,7 @@ export class CollaborativeOptimizer {
       // peers that left neither train nor serve state: this peer's swarm epoch is that of those still training
       // this peer's own record gives way to its current view (withOwn); an earlier run's must not hold it back
       const self = this.node.peerId.toString();
-      const reports = [...entries.values()].filter((e) => e.value.left !== true && e.owner !== self).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
+      const reports = currentProgress(entries, now).filter((e) => e.value.left !== true && e.owner !== self).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
       this.reports = await this.followable.filter(reports, this.epochValue + 1);
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);

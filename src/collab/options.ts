@@ -5,6 +5,8 @@
  */
 import { z } from 'zod';
 import { COMPRESSIONS } from '../averaging/index.js';
+import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
+import { PROGRESS_NAMESPACE } from './records.js';
 
 const int = z.number().int();
 const positive = z.number().finite().positive();
@@ -70,8 +72,8 @@ const collaborativeOptionsSchema = z
      * samples of `targetBatchSize`, so groups form while slower peers finish.
      */
     batchSizeLead: int.min(0).default(0),
-    /** Lifetime of the progress record (hivemind's metadata_expiration). */
-    metadataExpiration: seconds.default(120),
+    /** Lifetime of the progress record (hivemind's metadata_expiration); holders refuse one living longer than the namespace allows. */
+    metadataExpiration: seconds.max(RECORD_NAMESPACE_TTL_MS[PROGRESS_NAMESPACE]! / 1000).default(120),
     /** Upper bound on how long a peer trusts its last view of the swarm. */
     maxRefresh: seconds.default(30),
     maxGradNorm: positive.default(1),

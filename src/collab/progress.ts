@@ -1,3 +1,5 @@
+import { CLOCK_SKEW_MS } from '../swarm/constants.js';
+
 /**
  * Swarm progress as hivemind's ProgressTracker computes it: every peer publishes how many samples
  * it accumulated in the current epoch and its throughput; everyone derives the same global view,
@@ -14,6 +16,30 @@ export interface PeerProgress {
   readonly clientMode: boolean;
   /** The peer stopped training: its epoch is still the run's, but it adds no samples, throughput or peer. */
   readonly left?: boolean;
+}
+
+/**
+ * Realistic ranges of what one peer reports (the progress record's schema enforces them, and
+ * `globalProgress` clamps to them, so sums over any number of reports stay finite): a fast GPU peer
+ * does thousands of samples/s, not millions.
+ */
+export const PROGRESS_LIMITS = {
+  samplesPerSecond: 1e6,
+  /** Samples in one epoch. */
+  samples: 1e9,
+  /** Cumulative samples over the run. */
+  totalSamples: 1e13,
+  /** Cumulative seconds of compute (about 3,000 years). */
+  computeSeconds: 1e11,
+  /** A step's mean loss (ALBERT's starts near ln(vocab) ≈ 10). */
+  loss: 1e6,
+  /** A report older than this counts no more (a training peer republishes every few seconds). */
+  maxAgeMs: 10 * 60_000,
+} as const;
+
+/** Whether a report's measurement time lies within [now − maxAgeMs, now + the swarm's tolerated clock skew]. */
+export function reportTimeIsCurrent(time: number, now: number): boolean {
+  return time <= now + CLOCK_SKEW_MS && time >= now - PROGRESS_LIMITS.maxAgeMs;
 }
 
 export interface GlobalProgress {
@@ -43,7 +69,9 @@ export interface ProgressOptions {
 
 /**
  * Combines peers' reports (this peer's own included). Peers one epoch behind still count towards
- * throughput, as in hivemind: they are about to catch up and contribute.
+ * throughput, as in hivemind: they are about to catch up and contribute. Each report's numbers are
+ * clamped to PROGRESS_LIMITS and extrapolated over at most `maxAgeMs`, so no report makes a sum
+ * non-finite.
  */
 export function globalProgress(reports: readonly PeerProgress[], now: number, options: ProgressOptions): GlobalProgress {
   const { targetBatchSize, minRefreshSeconds = 0.5, maxRefreshSeconds = 30, expectedDriftPeers = 3, expectedDriftRate = 0.2 } = options;
@@ -56,10 +84,12 @@ export function globalProgress(reports: readonly PeerProgress[], now: number, op
   let estimatedSamples = 0;
   let samplesPerSecond = 0;
   for (const r of live) {
-    samplesPerSecond += r.samplesPerSecond;
+    const rate = clamp(r.samplesPerSecond, PROGRESS_LIMITS.samplesPerSecond);
+    samplesPerSecond += rate;
     if (r.epoch !== epoch) continue;
-    samples += r.samples;
-    estimatedSamples += r.samples + Math.max(0, (now - r.time) / 1000) * r.samplesPerSecond;
+    const own = clamp(r.samples, PROGRESS_LIMITS.samples);
+    samples += own;
+    estimatedSamples += own + (clamp(now - r.time, PROGRESS_LIMITS.maxAgeMs) / 1000) * rate;
   }
   const remaining = Math.max(0, targetBatchSize - estimatedSamples);
   const eta = remaining === 0 ? 0 : samplesPerSecond > 0 ? remaining / samplesPerSecond : Infinity;
@@ -67,6 +97,11 @@ export function globalProgress(reports: readonly PeerProgress[], now: number, op
   const expectedMaxPeers = Math.max(peers + expectedDriftPeers, peers * (1 + expectedDriftRate));
   const refreshIn = Math.min(maxRefreshSeconds, Math.max(minRefreshSeconds, Number.isFinite(eta) ? (eta * peers) / expectedMaxPeers : maxRefreshSeconds));
   return { epoch, samples, estimatedSamples, samplesPerSecond, peers, targetBatchSize, eta, refreshIn };
+}
+
+/** `x` within [0, max]; NaN counts as 0. */
+function clamp(x: number, max: number): number {
+  return x > 0 ? Math.min(x, max) : 0;
 }
 
 /** The line volunteers know from hivemind. */

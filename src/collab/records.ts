@@ -4,37 +4,39 @@
  * contribution accounting are built from. One entry per peer (the signer owns its subkey).
  */
 import { z } from 'zod';
-import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
+import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { PROGRESS_LIMITS, reportTimeIsCurrent } from './progress.js';
 
 export const PROGRESS_NAMESPACE = 'progress';
 /** The key inside the namespace (the run is already the swarm's own DHT). */
 export const PROGRESS_KEY = 'progress';
 
 const count = z.number().finite().nonnegative();
+const bounded = (max: number) => count.max(max);
 
 /** What a peer reports about the optimizer step it just took (the coordinator's per-epoch evidence). */
 export const lastStepSchema = z.object({
   /** The epoch this step finished (the swarm epoch before the step). */
   epoch: z.number().int().nonnegative(),
   /** Samples this peer claims it accumulated for the step. */
-  samples: count,
-  /** Mean local loss over those samples. */
-  loss: z.number().finite(),
+  samples: bounded(PROGRESS_LIMITS.samples),
+  /** Mean local loss over those samples (a cross-entropy: never negative, and far below the bound). */
+  loss: z.number().min(0).max(PROGRESS_LIMITS.loss),
   /** Sample weights each member sent into the gradient all-reduce (peer id → weight); absent after a local step. */
-  weights: z.record(z.string().max(64), count).optional(),
+  weights: z.record(z.string().max(64), bounded(PROGRESS_LIMITS.samples)).optional(),
 });
 
 export const progressRecordSchema = z.object({
   epoch: z.number().int().nonnegative(),
   /** Samples accumulated since this peer's current epoch began. */
-  samples: count,
-  samplesPerSecond: count,
-  /** When measured (ms since the Unix epoch). */
+  samples: bounded(PROGRESS_LIMITS.samples),
+  samplesPerSecond: bounded(PROGRESS_LIMITS.samplesPerSecond),
+  /** When measured (ms since the Unix epoch); readers ignore a record whose time is not current (`currentProgress`). */
   time: count,
   clientMode: z.boolean(),
   /** Cumulative samples and seconds of compute this peer has put into the run. */
-  totalSamples: count,
-  computeSeconds: count,
+  totalSamples: bounded(PROGRESS_LIMITS.totalSamples),
+  computeSeconds: bounded(PROGRESS_LIMITS.computeSeconds),
   displayName: z.string().max(64).optional(),
   lastStep: lastStepSchema.optional(),
   /** The peer stopped training (its last record): it adds no samples, throughput or peer, and training peers ignore it (docs/collab.md). */
@@ -50,6 +52,16 @@ const leaderboardByNode = new WeakMap<SwarmNode, RecordNamespace<LeaderboardReco
 /** The progress namespace of a node, registered once (a peer and a coordinator may share the node). */
 export function progressRecords(node: SwarmNode): RecordNamespace<ProgressRecord> {
   return once(progressByNode, node, () => node.registerNamespace(PROGRESS_NAMESPACE, progressRecordSchema, { maxValueBytes: 8192 }));
+}
+
+/**
+ * The progress entries to count: each owner's own entry (subkey ''; a peer publishes exactly that
+ * one, so an identity cannot count as 16 peers by filling subkeys), measured within the clock skew
+ * of `now` and no older than PROGRESS_LIMITS.maxAgeMs (a record stamped in the future would be
+ * extrapolated for ever).
+ */
+export function currentProgress(entries: ReadonlyMap<string, RecordEntry<ProgressRecord>>, now: number): Array<RecordEntry<ProgressRecord>> {
+  return [...entries.values()].filter((e) => e.subkey === '' && reportTimeIsCurrent(e.value.time, now));
 }
 
 /** The value `cache` holds for `node`, made on first use (a namespace is registered once per node). */

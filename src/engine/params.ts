@@ -76,6 +76,18 @@ export class ParameterSet {
     return this.data.subarray(offset, offset + size);
   }
 
+  /** The first element that is NaN or ±Infinity, by parameter name and index in it; undefined when all are finite. */
+  firstNonFinite(): { name: string; index: number; value: number } | undefined {
+    for (const s of this.specs) {
+      for (let i = s.offset; i < s.offset + s.size; i++) {
+        const value = this.data[i]!;
+        // value - value is NaN for NaN and ±Infinity, 0 otherwise: one test per element
+        if (value - value !== 0) return { name: s.name, index: i - s.offset, value };
+      }
+    }
+    return undefined;
+  }
+
   /** True if `other` has exactly the same names, shapes and order. */
   sameLayout(other: ParameterSet): boolean {
     return other.specs === this.specs || (other.specs.length === this.specs.length && other.specs.every((s, i) => s.name === this.specs[i]!.name && s.shape.join() === this.specs[i]!.shape.join()));

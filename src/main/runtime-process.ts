@@ -14,7 +14,7 @@ if (!parentPort) throw new Error('runtime-process must run as an Electron utilit
 const version = process.env.COHORT_APP_VERSION ?? '0.0.0';
 const config = resolveConfig({ env: process.env });
 const log = createLogger(config);
-const store = openStore(config.dataDir, { moveAside: config.moveAside });
+const store = openStore(config.dataDir, { moveAside: config.moveAside, onInvalidMetric: (m) => log.warn(m) });
 const controller = createNodeController({ store, log, version, parts: volunteerParts(config) });
 log.info(`runtime up: data directory ${config.dataDir}`);
 

@@ -30,7 +30,7 @@ export async function startHeadlessNode(config: Config, log: Logger, parts?: Mak
   if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
     throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);
   }
-  const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`) });
+  const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`), onInvalidMetric: (message) => log.warn(message) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
   const controller = createNodeController({ store, log, version, parts });
   let server;

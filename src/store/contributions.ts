@@ -91,17 +91,13 @@ export class ContributionStore {
     return (this.db.prepare('SELECT MAX(epoch) AS epoch FROM contribution_credits WHERE run_id = ?').get(runId) as { epoch: number | null }).epoch ?? undefined;
   }
 
-  /** Every peer's baseline in the run as of its last credited step. */
-  baselines(runId: string): Map<string, ThroughputBaseline> {
-    const rows = this.db.prepare('SELECT peer_id, time, total_samples, epoch, samples_in_epoch, compute_seconds FROM contribution_peers WHERE run_id = ?').all(runId) as Array<{
-      peer_id: string;
-      time: number;
-      total_samples: number;
-      epoch: number;
-      samples_in_epoch: number;
-      compute_seconds: number;
-    }>;
-    return new Map(rows.map((r) => [r.peer_id, { time: r.time, totalSamples: r.total_samples, epoch: r.epoch, samplesInEpoch: r.samples_in_epoch, computeSeconds: r.compute_seconds }]));
+  /** One peer's baseline as of its last credited step and the samples credited to it in the run (what a coordinator restores when the peer reappears). */
+  peerState(runId: string, peerId: string): { baseline?: ThroughputBaseline; credited: number } {
+    const r = this.db.prepare('SELECT time, total_samples, epoch, samples_in_epoch, compute_seconds FROM contribution_peers WHERE run_id = ? AND peer_id = ?').get(runId, peerId) as
+      | { time: number; total_samples: number; epoch: number; samples_in_epoch: number; compute_seconds: number }
+      | undefined;
+    const { credited } = this.db.prepare('SELECT COALESCE(SUM(credited), 0) AS credited FROM contribution_credits WHERE run_id = ? AND peer_id = ?').get(runId, peerId) as { credited: number };
+    return { credited, ...(r ? { baseline: { time: r.time, totalSamples: r.total_samples, epoch: r.epoch, samplesInEpoch: r.samples_in_epoch, computeSeconds: r.compute_seconds } } : {}) };
   }
 
   /** Display name per peer (as of its newest credited step in any run; peers without one are absent). */

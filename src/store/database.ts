@@ -21,8 +21,8 @@ export interface OpenDatabaseOptions {
  * CorruptDatabaseError or ForeignDatabaseError unless `moveAside` is set.
  */
 export function openDatabase(dataDir: string, options: OpenDatabaseOptions = {}): Database {
-  fs.mkdirSync(dataDir, { recursive: true });
   const file = path.join(dataDir, DATABASE_FILE);
+  restrictToOwner(dataDir, file);
   try {
     return openChecked(file);
   } catch (err) {
@@ -31,6 +31,20 @@ export function openDatabase(dataDir: string, options: OpenDatabaseOptions = {})
     options.onMovedAside?.(movedTo, err);
     return openChecked(file);
   }
+}
+
+/**
+ * The database holds the peer's private key: the data directory becomes 0700 and the database 0600
+ * (created so, or tightened when an earlier version left them 0755 and 0644), so another local user
+ * can read neither. SQLite gives its -wal and -shm files the database's mode. POSIX only: on Windows
+ * the per-user profile directory already keeps other users out.
+ */
+function restrictToOwner(dataDir: string, file: string): void {
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  if (process.platform === 'win32') return;
+  fs.chmodSync(dataDir, 0o700);
+  fs.closeSync(fs.openSync(file, 'a', 0o600));
+  for (const suffix of ['', '-wal', '-shm']) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
 }
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');

@@ -27,14 +27,19 @@ export interface Store {
   close(): void;
 }
 
-export function openStore(dataDir: string, options: OpenDatabaseOptions = {}): Store {
+export interface OpenStoreOptions extends OpenDatabaseOptions {
+  /** Told about each metric point skipped as invalid (default: a process warning on stderr). */
+  readonly onInvalidMetric?: (message: string) => void;
+}
+
+export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
   const db = openDatabase(dataDir, options);
   const file = path.join(dataDir, DATABASE_FILE);
   return {
     file,
     db,
     checkpoints: new CheckpointStore(db, file),
-    metrics: new MetricsStore(db),
+    metrics: new MetricsStore(db, options.onInvalidMetric),
     settings: new SettingsStore(db),
     peers: new PeerStore(db),
     contributions: new ContributionStore(db),

@@ -18,19 +18,51 @@ export interface StoredMetric {
   readonly epoch: number | null;
 }
 
+/** Why a point cannot be stored, or undefined when it can. */
+export function invalidMetric(p: MetricPoint): string | undefined {
+  if (p.series.length === 0 || p.series.length > 128) return `metric "${p.series.slice(0, 128)}": the series name must be 1–128 characters`;
+  if (!Number.isFinite(p.value)) return `metric ${p.series}: value ${p.value} is not a finite number`;
+  if (p.ts !== undefined && !Number.isFinite(p.ts)) return `metric ${p.series}: timestamp ${p.ts} is not a finite number`;
+  if (p.epoch !== undefined && !(Number.isSafeInteger(p.epoch) && p.epoch >= 0)) return `metric ${p.series}: epoch ${p.epoch} is not an epoch`;
+  return undefined;
+}
+
+/** Where skipped points are reported when the store's opener gives nowhere else: Node prints process warnings on stderr. */
+const warnProcess = (message: string): void => process.emitWarning(message, 'CohortMetricWarning');
+
 /** Time series of numbers (loss, samples/s, peers alive, …) for the dashboard and exports. */
 export class MetricsStore {
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    /** Told about each point `record` skipped. */
+    private readonly onInvalid: (message: string) => void = warnProcess,
+  ) {}
 
+  /**
+   * Stores the valid points in one transaction; an invalid one (a value other peers reported can be
+   * anything) is reported to `onInvalid` and skipped, never thrown into the training loop or the
+   * coordinator's poll that records it.
+   */
   record(points: readonly MetricPoint[]): void {
     const insert = this.db.prepare('INSERT INTO metrics (series, ts, value, peer, epoch) VALUES (?, ?, ?, ?, ?)');
     const now = Date.now();
+    const valid = points.filter((p) => {
+      const why = invalidMetric(p);
+      if (why !== undefined) this.onInvalid(`${why}; point skipped`);
+      return why === undefined;
+    });
     this.db.transaction(() => {
-      for (const p of points) {
-        if (!Number.isFinite(p.value)) throw new RangeError(`metric ${p.series}: value ${p.value} is not a finite number`);
-        insert.run(p.series, p.ts ?? now, p.value, p.peer ?? '', p.epoch ?? null);
-      }
+      for (const p of valid) insert.run(p.series, p.ts ?? now, p.value, p.peer ?? '', p.epoch ?? null);
     })();
+  }
+
+  /**
+   * Deletes other peers' points (peer ≠ '') older than `before` (ms); this node's own series are kept.
+   * What bounds a coordinator's table: it records a few points per reporting peer on every look.
+   * Returns how many were deleted.
+   */
+  prunePeers(before: number): number {
+    return this.db.prepare("DELETE FROM metrics WHERE peer != '' AND ts < ?").run(before).changes;
   }
 
   /** Points of one series in time order, optionally since `since` (ms) and for one peer. */

@@ -12,8 +12,23 @@ export const RUN_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 /** Clock skew tolerated between peers (hivemind tolerates ~3 s): a record that expired less than this long ago is still accepted for storage. */
 export const CLOCK_SKEW_MS = 3 * second;
-/** Records cannot be stored for longer than this: bounds what a peer can pin into others' memory. */
-export const MAX_RECORD_TTL_MS = 24 * hour;
+/**
+ * The record namespaces of the protocol (a key's first path segment), each with the longest lifetime
+ * its use needs: what a peer can pin into others' memory. A holder refuses an entry of any other
+ * namespace (`unknown-namespace`) or living longer (`ttl-too-long`); a layer registers only these.
+ */
+export const RECORD_NAMESPACE_TTL_MS: Readonly<Record<string, number>> = {
+  /** Progress: republished every few seconds, lives `metadata_expiration` (default 120 s). */
+  progress: hour,
+  /** The run's parameters: republished, each copy lives 1 h. */
+  run: 2 * hour,
+  /** A coordinator's leaderboard: lives 10 min. */
+  leaderboard: 30 * minute,
+  /** Matchmaking declarations: live `averaging_expiration` (seconds). */
+  averaging: 10 * minute,
+  /** State advertisements: live 3 advertisement intervals (30 s). */
+  state: 10 * minute,
+};
 
 /** Longest DHT key (UTF-8 bytes, without the run prefix). */
 export const MAX_KEY_BYTES = 256;
@@ -27,8 +42,17 @@ export const MAX_KEY_TOTAL_BYTES = 1024 * 1024;
 export const MAX_SUBKEYS_PER_OWNER = 16;
 /** All records a peer holds for others (bytes): past this, new keys are refused. */
 export const MAX_STORE_TOTAL_BYTES = 64 * 1024 * 1024;
-/** Largest records-protocol message: a get answer with one full key, plus framing. */
-export const MAX_MESSAGE_BYTES = MAX_KEY_TOTAL_BYTES + 64 * 1024;
+/**
+ * Quotas of a holder: bytes one owner may hold in all keys (an honest peer holds a few KiB: its
+ * progress, declarations, advertisement), and bytes the entries sent from one address (IP, or the
+ * peer id behind a relay) may hold, whoever signed them (many identities on one machine).
+ */
+export const MAX_OWNER_BYTES = 256 * 1024;
+export const MAX_SOURCE_BYTES = 8 * 1024 * 1024;
+/** Largest `found` answer's entries, CBOR-encoded: a holder keeps each owner's entries in turn until this is reached. */
+export const MAX_ANSWER_BYTES = 1024 * 1024;
+/** Largest records-protocol message: a get answer, plus framing. */
+export const MAX_MESSAGE_BYTES = MAX_ANSWER_BYTES + 64 * 1024;
 /** Entries in one store request. */
 export const MAX_ENTRIES_PER_REQUEST = 64;
 

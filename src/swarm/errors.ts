@@ -28,6 +28,8 @@ export type RejectReason =
   | 'value-too-large'
   | 'key-full'
   | 'store-full'
+  | 'owner-full'
+  | 'source-full'
   | 'unknown-namespace'
   | 'schema'
   | 'not-newer'

@@ -64,11 +64,9 @@ export class TrainingSink {
     return { samples: this.store.metrics.latest(METRIC.samples)?.value ?? 0, seconds: this.store.metrics.latest(METRIC.computeSeconds)?.value ?? 0 };
   }
 
-  /** A value that is not a finite number is left out and logged: a metric never stops training. */
+  /** The store leaves out (and reports) a point that is not a finite number: a metric never stops training. */
   private record(points: MetricPoint[]): void {
-    const finite = points.filter((p) => Number.isFinite(p.value));
-    for (const p of points) if (!Number.isFinite(p.value)) this.log.warn(`metric ${p.series}: ${p.value} is not a finite number; not recorded`);
-    this.store.metrics.record(finite);
+    this.store.metrics.record(points);
   }
 }
 

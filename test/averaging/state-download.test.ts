@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
@@ -75,4 +75,26 @@ test('a donor whose bytes do not match its checksum is skipped for the next one'
   assert.equal(loaded.epoch, 29);
   assert.ok(Buffer.from(loaded.data).equals(truth));
   assert.match(loaded.failed[0]?.error ?? '', /sha256 mismatch/);
+});
+
+test('a donor advertising an epoch no other donor backs (10⁹) is skipped; one sending a later epoch than it advertised is refused', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'state-bogus' });
+  const [bogus, claimant, honest, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const truth = randomBytes(50_000);
+  await bogus!.serveState({ epoch: () => 1_000_000_000, snapshot: () => ({ epoch: 1_000_000_000, data: randomBytes(10) }) });
+  // advertises epoch 7 like an honest peer one step ahead, but its download says 10⁹
+  await claimant!.serveState({ epoch: () => 7, snapshot: () => ({ epoch: 7, data: randomBytes(10) }) });
+  AveragingHub.of(nodes[1]!).stateServers.set('state', async (framed) => {
+    const data = new Uint8Array(4);
+    await framed.write({ t: 'header', epoch: 1_000_000_000, size: data.byteLength, sha256: createHash('sha256').update(data).digest(), chunkBytes: 65536, metadata: {} });
+    await framed.write({ t: 'data', d: data });
+    await framed.close();
+  });
+  await honest!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.donor, nodes[2]!.peerId.toString());
+  assert.equal(loaded.epoch, 6);
+  assert.ok(Buffer.from(loaded.data).equals(truth));
+  assert.deepEqual(loaded.failed.map((f) => [f.peer, f.error]), [[nodes[1]!.peerId.toString(), 'sent a state of epoch 1000000000, but advertised epoch 7']], 'the 10⁹ donor was not even tried');
+  assert.equal(await newcomer!.advertisedStateEpoch(), 7, 'the newest advertised epoch is the backed one, not 10⁹');
 });

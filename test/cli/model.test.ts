@@ -96,6 +96,31 @@ test('a hand-made HF-layout checkpoint (aliases, buffers, other key order) gives
   assert.match(missing.stderr, /missing tensor albert\.encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.weight/);
 });
 
+test('model loss refuses NaN weights and an absurd config (vocab_size 2e9) with an error naming them, exit 1', async (t) => {
+  const dir = tmpDir(t);
+  await initModel(path.join(dir, 'm'));
+  fs.writeFileSync(path.join(dir, 'b.json'), JSON.stringify(BATCH));
+  const weights = path.join(dir, 'm', 'model.safetensors');
+  const tensors = decodeSafetensors(fs.readFileSync(weights)).tensors;
+  const name = 'albert.embeddings.LayerNorm.weight';
+  const w = tensors.get(name)!;
+  const values = new Float32Array(new Uint8Array(w.bytes).buffer);
+  values[3] = Number.NaN;
+  tensors.set(name, { ...w, bytes: new Uint8Array(values.buffer) });
+  fs.writeFileSync(weights, encodeSafetensors(tensors));
+  const nan = await runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), ...QUIET]);
+  assert.equal(nan.code, 1, nan.stdout);
+  assert.equal(nan.stdout, '');
+  assert.match(nan.stderr, /tensor albert\.embeddings\.LayerNorm\.weight holds NaN at element 3; weights must be finite numbers/);
+
+  const configFile = path.join(dir, 'm', 'config.json');
+  fs.writeFileSync(configFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(configFile, 'utf8')), vocab_size: 2e9 }));
+  const huge = await runCli(['model', 'loss', '--model', path.join(dir, 'm'), '--batch', path.join(dir, 'b.json'), ...QUIET]);
+  assert.equal(huge.code, 1);
+  assert.match(huge.stderr, /vocab_size 2000000000 is beyond the largest supported \(1000000\)/);
+  assert.doesNotMatch(huge.stderr, /RangeError|Array buffer allocation/);
+});
+
 test('bad flags exit 2 naming the flag', async (t) => {
   const dir = tmpDir(t);
   for (const [args, flag] of [

@@ -2,7 +2,10 @@
 // on loopback, an honest peer serving its state, and the coordinator polled in-process.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Coordinator } from '../../src/collab/coordinator.js';
+import { Coordinator, SWARM_MODEL_CHECKPOINT } from '../../src/collab/coordinator.js';
+import { encodeTrainingState } from '../../src/collab/state.js';
+import { PRESETS } from '../../src/engine/albert/config.js';
+import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { createAverager } from '../../src/averaging/index.js';
 import { METRIC } from '../../src/store/metric-series.js';
@@ -41,4 +44,31 @@ test('a progress report no advertised state backs (epoch 1,000,000) does not bec
   const leftOut = warnings.filter((w) => w.includes('leaving their progress out'));
   assert.equal(leftOut.length, 1, warnings.join('\n'));
   assert.match(leftOut[0]!, new RegExp(`1 peer\\(s\\) report epochs up to 1000000 \\(${liar!.peerId.toString()}\\), but the newest state advertised is of epoch 3`));
+});
+
+test('a state whose content claims epoch 10⁹ is not checkpointed and does not put off the next checkpoint', { timeout: 60_000 }, async (t) => {
+  const [coordinatorNode, donor] = await startSwarm(t, 2, { runId: `${RUN}-ckpt` });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const { warnings, log } = warningLog();
+  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 1 });
+  t.after(async () => {
+    await coordinator.stop();
+    store.close();
+  });
+  const config = PRESETS.tiny;
+  let claimed = 1_000_000_000;
+  const state = createAverager(donor!, { prefix: STATE_PREFIX });
+  t.after(() => state.stop());
+  // advertised and sent as epoch 2 (the swarm's), but the state inside says `claimed`
+  const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: claimed, config, params: initAlbertParams(config, 1) }) }) });
+  await advertise();
+  await publishProgress(donor!, { epoch: 2, samples: 8 });
+
+  await coordinator.poll();
+  assert.deepEqual(store.checkpoints.list(SWARM_MODEL_CHECKPOINT), []);
+  assert.ok(warnings.some((w) => w.includes('sent a state of epoch 1000000000, but the swarm is at epoch 2')), warnings.join('\n'));
+  claimed = 2;
+  await coordinator.poll();
+  assert.deepEqual(store.checkpoints.list(SWARM_MODEL_CHECKPOINT).map((c) => c.epoch), [2], 'the next look checkpoints the honest state');
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { backedReports } from '../../src/collab/backed-progress.js';
-import { globalProgress, progressLine, readyForStep, type PeerProgress } from '../../src/collab/progress.js';
+import { globalProgress, progressLine, PROGRESS_LIMITS, readyForStep, reportTimeIsCurrent, type PeerProgress } from '../../src/collab/progress.js';
 
 const peer = (peerId: string, epoch: number, samples: number, samplesPerSecond: number, time: number): PeerProgress => ({ peerId, epoch, samples, samplesPerSecond, time, clientMode: false });
 
@@ -65,4 +65,20 @@ test('backedReports keeps reports up to the floor or one epoch past the newest a
   assert.deepEqual(ids(backedReports(reports, 3, undefined)), [[2, 3], [7, 8, 1_000_000]]);
   // an advertised state behind the floor does not lower it
   assert.deepEqual(ids(backedReports(reports, 8, 2)), [[2, 3, 7, 8], [1_000_000]]);
+});
+
+test('reports beyond the realistic ranges are clamped, so sums stay finite, and a report is extrapolated for at most maxAgeMs', () => {
+  const now = 1_000_000_000;
+  const p = globalProgress([peer('a', 0, Number.MAX_VALUE, Number.MAX_VALUE, now), peer('b', 0, Number.MAX_VALUE, Number.MAX_VALUE, now), peer('nan', 0, Number.NaN, Number.NaN, now)], now, { targetBatchSize: 10 });
+  assert.deepEqual([p.samples, p.samplesPerSecond], [2 * PROGRESS_LIMITS.samples, 2 * PROGRESS_LIMITS.samplesPerSecond]);
+  const old = globalProgress([peer('a', 0, 0, 2, 0)], now, { targetBatchSize: 1e12 });
+  assert.equal(old.estimatedSamples, (PROGRESS_LIMITS.maxAgeMs / 1000) * 2);
+});
+
+test('a report is current within the clock skew ahead of now and maxAgeMs behind it', () => {
+  const now = 1_000_000_000;
+  assert.equal(reportTimeIsCurrent(now + 2_999, now), true);
+  assert.equal(reportTimeIsCurrent(now + 3_001, now), false);
+  assert.equal(reportTimeIsCurrent(now - PROGRESS_LIMITS.maxAgeMs, now), true);
+  assert.equal(reportTimeIsCurrent(now - PROGRESS_LIMITS.maxAgeMs - 1, now), false);
 });

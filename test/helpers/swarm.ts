@@ -1,6 +1,19 @@
 import type { TestContext } from 'node:test';
+import { lpStream } from '@libp2p/utils';
+import { decode as cborDecode } from 'cborg';
 import { z } from 'zod';
-import { createSwarmNode, readToEnd, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
+import { MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
+import { createSwarmNode, readToEnd, recordsProtocol, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
+
+/** Sends raw bytes as one records-protocol request, as a misbehaving peer would; returns the decoded answer. */
+export async function rawRequest(from: SwarmNode, to: SwarmNode, bytes: Uint8Array): Promise<unknown> {
+  const stream = await from.libp2p.dialProtocol(to.peerId, recordsProtocol(from.runId));
+  const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
+  await lp.write(bytes);
+  const answer = cborDecode((await lp.read()).subarray());
+  await stream.close();
+  return answer;
+}
 
 /** Polls `condition` every 25 ms until it holds; fails with `what` after `timeoutMs`. */
 export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {

@@ -24,8 +24,9 @@ test('a step is credited once per (run, peer, epoch); totals, flags, baselines a
   assert.equal(r.isCredited('r3', 'p1', 0), false);
   assert.equal(r.lastCreditedEpoch('r1'), 0);
   assert.equal(r.lastCreditedEpoch('r3'), undefined);
-  assert.deepEqual(r.baselines('r1').get('p1'), baseline(1000));
-  assert.deepEqual(r.baselines('r2').get('p1'), baseline(2500));
+  assert.deepEqual(r.peerState('r1', 'p1'), { baseline: baseline(1000), credited: 40 });
+  assert.deepEqual(r.peerState('r2', 'p1'), { baseline: baseline(2500), credited: 10 });
+  assert.deepEqual(r.peerState('r3', 'p1'), { credited: 0 });
   assert.deepEqual(r.displayNames(), new Map([['p1', 'ada']]));
   r.credit({ runId: 'r1', peerId: 'p1', epoch: 1, displayName: 'ada2', claimed: 30, credited: 30, computeSeconds: 6, ts: 3000 }, baseline(3000));
   assert.deepEqual(r.displayNames(), new Map([['p1', 'ada2']]));

@@ -19,6 +19,23 @@ test('a new store is created with WAL, the Cohort application id and every migra
   for (const table of ['checkpoint_chunks', 'checkpoints', 'metrics', 'peers', 'settings', 'shards']) assert.ok(tables.includes(table), `table ${table}`);
 });
 
+test('the data directory is 0700 and the database 0600 (it holds the private key), an older looser one tightened on open', { skip: process.platform === 'win32' && 'POSIX modes' }, (t) => {
+  const mode = (p: string): number => fs.statSync(p).mode & 0o777;
+  const dir = path.join(tmpDir(t), 'data');
+  const store = openStore(dir);
+  store.metrics.record([{ series: 'loss', value: 1 }]);
+  const file = path.join(dir, DATABASE_FILE);
+  assert.deepEqual([mode(dir), mode(file), mode(`${file}-wal`)], [0o700, 0o600, 0o600]);
+  store.close();
+  // what earlier versions left: umask 022 modes
+  fs.chmodSync(dir, 0o755);
+  fs.chmodSync(file, 0o644);
+  const reopened = openStore(dir);
+  t.after(() => reopened.close());
+  assert.deepEqual([mode(dir), mode(file)], [0o700, 0o600]);
+  assert.deepEqual(reopened.metrics.query('loss').map((m) => m.value), [1]);
+});
+
 test('reopening keeps data and applies no migration twice', (t) => {
   const dir = tmpDir(t);
   const first = openStore(dir);

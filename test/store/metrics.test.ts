@@ -4,8 +4,9 @@ import { z } from 'zod';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
-test('metrics are stored per series and peer, in time order, and reject non-finite values', (t) => {
-  const store = openStore(tmpDir(t));
+test('metrics are stored per series and peer, in time order; a non-finite value is reported and skipped, the rest stored', (t) => {
+  const skipped: string[] = [];
+  const store = openStore(tmpDir(t), { onInvalidMetric: (m) => skipped.push(m) });
   t.after(() => store.close());
   store.metrics.record([
     { series: 'loss', value: 3, ts: 20, peer: 'a', epoch: 1 },
@@ -16,8 +17,22 @@ test('metrics are stored per series and peer, in time order, and reject non-fini
   assert.deepEqual(store.metrics.query('loss', { peer: 'a' }).map((m) => m.value), [3]);
   assert.deepEqual(store.metrics.query('loss', { since: 15 }).map((m) => m.value), [3]);
   assert.deepEqual(store.metrics.seriesNames(), ['loss', 'samples_per_second']);
-  assert.throws(() => store.metrics.record([{ series: 'loss', value: 1 }, { series: 'loss', value: Number.NaN }]), /not a finite number/);
-  assert.equal(store.metrics.query('loss').length, 2, 'a batch with a bad point is not half-written');
+  store.metrics.record([{ series: 'loss', value: 1, ts: 30 }, { series: 'loss', value: Number.NaN }, { series: 'loss', value: Infinity, epoch: 2 }, { series: 'loss', value: 2, epoch: -1 }]);
+  assert.deepEqual(skipped, ['metric loss: value NaN is not a finite number; point skipped', 'metric loss: value Infinity is not a finite number; point skipped', 'metric loss: epoch -1 is not an epoch; point skipped']);
+  assert.deepEqual(store.metrics.query('loss').map((m) => m.value), [4, 3, 1], 'the valid point of the batch is stored');
+});
+
+test("prunePeers deletes other peers' points older than the cutoff and keeps this node's", (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  store.metrics.record([
+    { series: 'samples', value: 1, ts: 10, peer: 'a' },
+    { series: 'samples', value: 2, ts: 30, peer: 'a' },
+    { series: 'epoch', value: 3, ts: 10 },
+  ]);
+  assert.equal(store.metrics.prunePeers(20), 1);
+  assert.deepEqual(store.metrics.query('samples').map((m) => m.ts), [30]);
+  assert.deepEqual(store.metrics.query('epoch').map((m) => m.ts), [10]);
 });
 
 test('settings are validated on write and on read; peers keep first and last seen', (t) => {

@@ -1,22 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys';
-import { lpStream } from '@libp2p/utils';
-import { decode as cborDecode, encode as cborEncode } from 'cborg';
-import { generatePsk, recordsProtocol, type SwarmNode } from '../../src/swarm/index.js';
+import { encode as cborEncode } from 'cborg';
+import { generatePsk } from '../../src/swarm/index.js';
 import { CLOSEST_PEERS_TIMEOUT_MS, MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
 import { signEntry } from '../../src/swarm/records/entry.js';
-import { progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
-
-/** Sends raw bytes as one records-protocol request, as a misbehaving peer would; returns the decoded answer. */
-async function rawRequest(from: SwarmNode, to: SwarmNode, bytes: Uint8Array): Promise<unknown> {
-  const stream = await from.libp2p.dialProtocol(to.peerId, recordsProtocol(from.runId));
-  const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-  await lp.write(bytes);
-  const answer = cborDecode((await lp.read()).subarray());
-  await stream.close();
-  return answer;
-}
+import { progressSchema, rawRequest, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 
 test('records stored on one peer are read from every other; newer expiration wins; entries expire', async (t) => {
   const nodes = await startSwarm(t, 6, { runId: 'dht-basic' });

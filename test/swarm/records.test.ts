@@ -4,7 +4,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys';
 import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 import { encode as cborEncode } from 'cborg';
 import { z } from 'zod';
-import { CLOCK_SKEW_MS, MAX_RECORD_TTL_MS } from '../../src/swarm/constants.js';
+import { CLOCK_SKEW_MS, RECORD_NAMESPACE_TTL_MS } from '../../src/swarm/constants.js';
 import { admitEntry } from '../../src/swarm/records/admit.js';
 import { signEntry, type VerifiedEntry } from '../../src/swarm/records/entry.js';
 import { NamespaceRegistry } from '../../src/swarm/records/namespaces.js';
@@ -55,14 +55,17 @@ test('entries outside the limits, expired or off-schema are refused with their r
   assert.equal(await reason(await sign('progress', '', { samples: 1 }, NOW - CLOCK_SKEW_MS - 1)), 'expired');
   // within the clock-skew tolerance: still accepted for storage
   await admitted(await sign('progress', '', { samples: 1 }, NOW - CLOCK_SKEW_MS + 100));
-  assert.equal(await reason(await sign('progress', '', { samples: 1 }, NOW + MAX_RECORD_TTL_MS + CLOCK_SKEW_MS + 1)), 'ttl-too-long');
+  assert.equal(await reason(await sign('progress', '', { samples: 1 }, NOW + RECORD_NAMESPACE_TTL_MS['progress']! + CLOCK_SKEW_MS + 1)), 'ttl-too-long');
   assert.equal(await reason(await sign('progress', '', { samples: 'many' }, NOW + 1000)), 'schema');
   assert.equal(await reason(await sign('progress', '', { samples: 1, pad: 'x'.repeat(100) }, NOW + 1000)), 'value-too-large');
   assert.equal(await reason(await sign('p'.repeat(300), '', {}, NOW + 1000)), 'key-too-long');
   assert.equal(await reason(await sign('progress', 's'.repeat(200), { samples: 1 }, NOW + 1000)), 'subkey-too-long');
   assert.equal(await reason(await sign('unknown/key', '', { any: 1 }, NOW + 1000)), 'unknown-namespace');
-  // a peer holding records for others accepts namespaces it does not know (the reader checks them)
-  await admitted(await sign('unknown/key', '', { any: 1 }, NOW + 1000), registry(), NOW, false);
+  // a peer holding records for others refuses namespaces the protocol does not have
+  assert.equal(await reason(await sign('unknown/key', '', { any: 1 }, NOW + 1000), false), 'unknown-namespace');
+  // and accepts those of the protocol it has no schema for (the reader checks them), within their lifetime
+  await admitted(await sign('state/x', '', { any: 1 }, NOW + 1000), registry(), NOW, false);
+  assert.equal(await reason(await sign('state/x', '', { any: 1 }, NOW + RECORD_NAMESPACE_TTL_MS['state']! + CLOCK_SKEW_MS + 1), false), 'ttl-too-long');
 });
 
 test('record table: later expiration wins per (owner, subkey); owners never overwrite each other', async () => {
@@ -101,6 +104,45 @@ test('record table limits: subkeys per owner, bytes per key, bytes in all', asyn
   const total = new RecordTable({ keyBytes: 1 << 20, storeBytes: one.size, subkeysPerOwner: 16 });
   assert.equal(total.put(one, NOW), 'stored');
   assert.equal(total.put(await entry('y'), NOW), 'store-full');
+});
+
+test('record table quotas: bytes per owner in all keys, bytes per source address; replacing or evicting an entry gives its bytes back', async () => {
+  const [a, b] = [await generateKeyPair('Ed25519'), await generateKeyPair('Ed25519')];
+  const entry = async (key: typeof a, k: string, e = NOW + 1000): Promise<VerifiedEntry> => admitted(await signEntry(key, RUN, k, '', cborEncode({ samples: 1 }), e));
+  const one = await entry(a, 'progress/1');
+  const perOwner = new RecordTable({ ownerBytes: one.size * 2 });
+  assert.equal(perOwner.put(one, NOW, 'ip:10.0.0.1'), 'stored');
+  assert.equal(perOwner.put(await entry(a, 'progress/2'), NOW, 'ip:10.0.0.1'), 'stored');
+  assert.equal(perOwner.put(await entry(a, 'progress/3'), NOW, 'ip:10.0.0.2'), 'owner-full', 'whichever address it comes from');
+  assert.equal(perOwner.put(await entry(b, 'progress/3'), NOW, 'ip:10.0.0.1'), 'stored', 'another owner has its own quota');
+  assert.equal(perOwner.put(await entry(a, 'progress/1', NOW + 2000), NOW, 'ip:10.0.0.1'), 'stored', 'a newer entry replaces the old one within the quota');
+  assert.equal(perOwner.evictExpired(NOW + 1500), 2);
+  assert.equal(perOwner.put(await entry(a, 'progress/3'), NOW, 'ip:10.0.0.2'), 'stored', 'evicted entries gave their bytes back');
+
+  const perSource = new RecordTable({ sourceBytes: one.size * 2 });
+  assert.equal(perSource.put(await entry(a, 'progress/1'), NOW, 'ip:10.0.0.1'), 'stored');
+  assert.equal(perSource.put(await entry(b, 'progress/1'), NOW, 'ip:10.0.0.1'), 'stored');
+  const c = await generateKeyPair('Ed25519');
+  assert.equal(perSource.put(await entry(c, 'progress/1'), NOW, 'ip:10.0.0.1'), 'source-full', 'a third identity from the same address');
+  assert.equal(perSource.put(await entry(c, 'progress/1'), NOW, 'ip:10.0.0.9'), 'stored');
+  assert.equal(perSource.put(await entry(c, 'progress/2'), NOW), 'stored', "this peer's own entries are not charged to an address");
+});
+
+test('a get answer takes each owner in turn, its own entry first, owners in the order first stored, within the byte cap', async () => {
+  const keys = await Promise.all([0, 1, 2].map(() => generateKeyPair('Ed25519')));
+  const [honest, flooderA, flooderB] = keys as [Awaited<ReturnType<typeof generateKeyPair>>, Awaited<ReturnType<typeof generateKeyPair>>, Awaited<ReturnType<typeof generateKeyPair>>];
+  const entry = async (key: typeof honest, s: string): Promise<VerifiedEntry> => admitted(await signEntry(key, RUN, 'progress', s, cborEncode({ samples: 1 }), NOW + 1000));
+  const table = new RecordTable();
+  const mine = await entry(honest, '');
+  assert.equal(table.put(mine, NOW), 'stored');
+  for (const flooder of [flooderA, flooderB]) for (let i = 0; i < 10; i++) assert.equal(table.put(await entry(flooder, `s${i}`), NOW), 'stored');
+  assert.equal(table.put(await entry(flooderA, ''), NOW), 'stored');
+  const size = cborEncode(mine.wire).length;
+  const owners = (entries: VerifiedEntry[]) => entries.map((e) => `${e.owner === mine.owner ? 'h' : e.owner === keys.map((k) => peerIdFromPrivateKey(k).toString())[1] ? 'a' : 'b'}${e.wire.s}`);
+  // each entry encodes to about the same size: three fit
+  assert.deepEqual(owners(table.answer('progress', NOW, size * 3 + 10)), ['h', 'a', 'bs0']);
+  assert.equal(table.answer('progress', NOW).length, 22, 'under the cap, everything');
+  assert.deepEqual(table.answer('progress', NOW, size - 1), []);
 });
 
 test('a flooding peer is rate-limited; others are not, and tokens refill over time', () => {

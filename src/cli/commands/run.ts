@@ -131,7 +131,7 @@ export function registerRun(program: Command): void {
     if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts, settings.initialPeers);
 
-    const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
+    const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
     const stop = new AbortController();
     const onSignal = (): void => stop.abort();

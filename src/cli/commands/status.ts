@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
+import { currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
@@ -40,7 +40,7 @@ export function registerStatus(program: Command): void {
         entries = await progress.get(PROGRESS_KEY);
       }
       const now = Date.now();
-      const reports = [...entries.values()].map((e) => ({ peerId: e.owner, ...e.value }));
+      const reports = currentProgress(entries, now).map((e) => ({ peerId: e.owner, ...e.value }));
       const g = globalProgress(reports, now, { targetBatchSize });
       const board = await latestLeaderboard(node);
       // without a coordinator, only the peers' own (unverified) totals exist

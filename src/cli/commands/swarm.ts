@@ -40,7 +40,7 @@ export function registerSwarm(program: Command): void {
   start.action(async (opts: StartOptions) => {
     const { config, log } = commandContext(start);
     const init = startInit(opts, config.initialPeers);
-    const store = openStore(config.dataDir);
+    const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
     try {
       const node = await createSwarmNode({ ...init, log }, store);
       const report = await node.ready;

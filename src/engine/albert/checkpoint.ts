@@ -46,6 +46,9 @@ export function decodeParams(config: AlbertConfig, file: Uint8Array, source: str
   const ignored = [...tensors.keys()].filter((k) => !used.has(k));
   const unknown = ignored.filter((k) => !(k in ALIASES) && !BUFFERS.has(k));
   if (unknown.length > 0) throw new Error(`${source}: unexpected tensors ${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ` (+${unknown.length - 5} more)` : ''} — not an AlbertForPreTraining checkpoint of this config`);
+  // a diverged run's checkpoint or a hostile donor's state: nothing can be computed from it
+  const bad = params.firstNonFinite();
+  if (bad !== undefined) throw new Error(`${source}: tensor ${bad.name} holds ${bad.value} at element ${bad.index}; weights must be finite numbers`);
   return { params, ignored };
 }
 

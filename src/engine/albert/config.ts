@@ -33,8 +33,49 @@ export const PRESETS = {
 export type PresetName = keyof typeof PRESETS;
 export const PRESET_NAMES = Object.keys(PRESETS) as PresetName[];
 
+/**
+ * Largest sizes accepted (a config comes from files and other peers): well past albert-xxlarge
+ * (vocabulary 30,000, hidden 4,096, intermediate 16,384, 12 layers), so an absurd config is an
+ * error naming the field, not an allocation failure. MAX_TENSOR_ELEMENTS bounds each weight matrix
+ * (4 GiB of float32) where two sizes within their limits multiply to more.
+ */
+export const CONFIG_LIMITS = {
+  vocabSize: 1_000_000,
+  embeddingSize: 8192,
+  hiddenSize: 16_384,
+  numHiddenLayers: 256,
+  numAttentionHeads: 256,
+  intermediateSize: 65_536,
+  maxPositionEmbeddings: 65_536,
+  typeVocabSize: 1024,
+} as const satisfies Partial<Record<keyof AlbertConfig, number>>;
+
+export const MAX_TENSOR_ELEMENTS = 2 ** 30;
+
+const HF_NAMES: Record<keyof typeof CONFIG_LIMITS, string> = {
+  vocabSize: 'vocab_size',
+  embeddingSize: 'embedding_size',
+  hiddenSize: 'hidden_size',
+  numHiddenLayers: 'num_hidden_layers',
+  numAttentionHeads: 'num_attention_heads',
+  intermediateSize: 'intermediate_size',
+  maxPositionEmbeddings: 'max_position_embeddings',
+  typeVocabSize: 'type_vocab_size',
+};
+
 export function checkConfig(c: AlbertConfig): AlbertConfig {
   for (const [k, v] of Object.entries(c)) if (typeof v !== 'number' || !Number.isFinite(v)) throw new Error(`albert config: ${k} must be a number, got ${String(v)}`);
+  for (const [k, max] of Object.entries(CONFIG_LIMITS) as Array<[keyof typeof CONFIG_LIMITS, number]>) {
+    if (c[k] > max) throw new Error(`albert config: ${HF_NAMES[k]} ${c[k]} is beyond the largest supported (${max})`);
+  }
+  const matrices: Array<[keyof typeof CONFIG_LIMITS, keyof typeof CONFIG_LIMITS]> = [
+    ['vocabSize', 'embeddingSize'],
+    ['maxPositionEmbeddings', 'embeddingSize'],
+    ['hiddenSize', 'intermediateSize'],
+  ];
+  for (const [a, b] of matrices) {
+    if (c[a] * c[b] > MAX_TENSOR_ELEMENTS) throw new Error(`albert config: ${HF_NAMES[a]} ${c[a]} × ${HF_NAMES[b]} ${c[b]} is a weight matrix beyond the largest supported (${MAX_TENSOR_ELEMENTS} elements)`);
+  }
   if (c.hiddenSize % c.numAttentionHeads !== 0) throw new Error(`albert config: hidden_size ${c.hiddenSize} is not a multiple of num_attention_heads ${c.numAttentionHeads}`);
   if (c.padTokenId < 0 || c.padTokenId >= c.vocabSize) throw new Error(`albert config: pad_token_id ${c.padTokenId} is outside the vocabulary (${c.vocabSize})`);
   return c;

@@ -77,6 +77,10 @@ export function decodeOptimizerState(bytes: Uint8Array, layout: ParameterSet): O
   }
   const extra = [...tensors.keys()].find((name) => !expected.has(name));
   if (extra !== undefined) throw new OptimizerStateError(`optimizer state has tensor ${extra}, which matches no parameter`);
+  for (const [prefix, key] of MOMENTS) {
+    const bad = moments[key].firstNonFinite();
+    if (bad !== undefined) throw new OptimizerStateError(`optimizer state tensor ${prefix}.${bad.name} holds ${bad.value} at element ${bad.index}; moments must be finite numbers`);
+  }
   return { kind, step, ...moments, config, ...(lossScaler ? { lossScaler } : {}) };
 }
 

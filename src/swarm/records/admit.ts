@@ -1,16 +1,16 @@
-import { CLOCK_SKEW_MS, MAX_KEY_BYTES, MAX_RECORD_TTL_MS, MAX_SUBKEY_BYTES, MAX_VALUE_BYTES_LIMIT } from '../constants.js';
+import { CLOCK_SKEW_MS, MAX_KEY_BYTES, MAX_SUBKEY_BYTES, MAX_VALUE_BYTES_LIMIT } from '../constants.js';
 import type { RejectReason } from '../errors.js';
 import { verifyEntry, wireEntrySchema, type VerifiedEntry } from './entry.js';
-import { decodeValue, type NamespaceRegistry } from './namespaces.js';
+import { decodeValue, namespaceOf, namespaceTtlMs, type NamespaceRegistry } from './namespaces.js';
 
 export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason: RejectReason; detail: string };
 
 /**
  * Every entry that arrives from another peer passes here before it is stored or returned:
- * shape, sizes, expiration window (with the clock-skew tolerance), signature, and the namespace's
- * schema. `requireNamespace` is true when reading (the reader must understand the value) and false
- * when holding entries for others: a bootstrap peer need not know every layer's schemas, but checks
- * every value whose namespace it does know.
+ * shape, sizes, a namespace of the protocol and its expiration window (with the clock-skew
+ * tolerance), signature, and the namespace's schema. `requireNamespace` is true when reading (the
+ * reader must understand the value) and false when holding entries for others: a bootstrap peer
+ * need not have registered every layer's schemas, but checks every value whose schema it has.
  */
 export async function admitEntry(runId: string, raw: unknown, registry: NamespaceRegistry, now: number, requireNamespace: boolean): Promise<Admission> {
   const parsed = wireEntrySchema.safeParse(raw);
@@ -20,7 +20,9 @@ export async function admitEntry(runId: string, raw: unknown, registry: Namespac
   if (Buffer.byteLength(wire.s) > MAX_SUBKEY_BYTES) return { ok: false, reason: 'subkey-too-long', detail: `subkey longer than ${MAX_SUBKEY_BYTES} bytes` };
   if (wire.v.length > MAX_VALUE_BYTES_LIMIT) return { ok: false, reason: 'value-too-large', detail: `${wire.v.length} bytes > ${MAX_VALUE_BYTES_LIMIT}` };
   if (wire.e <= now - CLOCK_SKEW_MS) return { ok: false, reason: 'expired', detail: `expired ${now - wire.e} ms ago` };
-  if (wire.e > now + MAX_RECORD_TTL_MS + CLOCK_SKEW_MS) return { ok: false, reason: 'ttl-too-long', detail: `expires in ${wire.e - now} ms; at most ${MAX_RECORD_TTL_MS} ms` };
+  const ttl = namespaceTtlMs(wire.k);
+  if (ttl === undefined) return { ok: false, reason: 'unknown-namespace', detail: `"${namespaceOf(wire.k)}" is not a record namespace of the protocol` };
+  if (wire.e > now + ttl + CLOCK_SKEW_MS) return { ok: false, reason: 'ttl-too-long', detail: `expires in ${wire.e - now} ms; namespace "${namespaceOf(wire.k)}" allows at most ${ttl} ms` };
   const spec = registry.lookup(wire.k);
   if (spec === undefined && requireNamespace) return { ok: false, reason: 'unknown-namespace', detail: `no schema registered for key "${wire.k}"` };
   if (spec !== undefined) {

@@ -1,6 +1,6 @@
 import { decode as cborDecode, encode as cborEncode } from 'cborg';
 import type { z } from 'zod';
-import { DEFAULT_MAX_VALUE_BYTES, MAX_VALUE_BYTES_LIMIT } from '../constants.js';
+import { DEFAULT_MAX_VALUE_BYTES, MAX_VALUE_BYTES_LIMIT, RECORD_NAMESPACE_TTL_MS } from '../constants.js';
 
 /**
  * Every record key belongs to a namespace, its first path segment (`progress`, `group/…`), and every
@@ -20,11 +20,17 @@ export function namespaceOf(key: string): string {
   return slash === -1 ? key : key.slice(0, slash);
 }
 
+/** The longest lifetime of an entry under `key`, or undefined when its namespace is not one of the protocol's. */
+export function namespaceTtlMs(key: string): number | undefined {
+  return Object.hasOwn(RECORD_NAMESPACE_TTL_MS, namespaceOf(key)) ? RECORD_NAMESPACE_TTL_MS[namespaceOf(key)] : undefined;
+}
+
 export class NamespaceRegistry {
   private readonly specs = new Map<string, NamespaceSpec<unknown>>();
 
   register<T>(name: string, schema: z.ZodType<T>, options: { maxValueBytes?: number } = {}): NamespaceSpec<T> {
     if (!NAME.test(name)) throw new RangeError(`record namespace "${name}" is invalid: 1–64 characters of a-z, 0-9, "_", "-", starting with a letter`);
+    if (namespaceTtlMs(name) === undefined) throw new RangeError(`record namespace "${name}" is not one of the protocol's (${Object.keys(RECORD_NAMESPACE_TTL_MS).join(', ')}): holders would refuse its entries`);
     const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
     if (!Number.isInteger(maxValueBytes) || maxValueBytes < 1 || maxValueBytes > MAX_VALUE_BYTES_LIMIT) {
       throw new RangeError(`record namespace "${name}": maxValueBytes ${maxValueBytes} must be an integer from 1 to ${MAX_VALUE_BYTES_LIMIT}`);

@@ -7,7 +7,6 @@ import {
   EVICTION_INTERVAL_MS,
   MAX_KEY_BYTES,
   MAX_MESSAGE_BYTES,
-  MAX_RECORD_TTL_MS,
   MAX_SUBKEY_BYTES,
   RECORDS_RATE_LIMIT,
   RECORDS_REQUEST_TIMEOUT_MS,
@@ -17,7 +16,7 @@ import { recordsProtocol } from '../protocols.js';
 import { admitEntry } from './admit.js';
 import { entryName, entrySize, signEntry, type VerifiedEntry, type WireEntry } from './entry.js';
 import { decodeMessage, encodeMessage, recordsRequestSchema, recordsResponseSchema, type RecordsRequest, type RecordsResponse } from './messages.js';
-import { NamespaceRegistry, decodeValue, encodeValue } from './namespaces.js';
+import { NamespaceRegistry, decodeValue, encodeValue, namespaceTtlMs } from './namespaces.js';
 import { PeerRateLimiter } from './rate-limit.js';
 import { RecordTable } from './table.js';
 
@@ -198,7 +197,8 @@ export class DhtRecords {
     if (Buffer.byteLength(subkey) > MAX_SUBKEY_BYTES) throw new RecordError('subkey-too-long', `records.store("${key}"): subkey is ${Buffer.byteLength(subkey)} bytes; at most ${MAX_SUBKEY_BYTES}`);
     const now = this.now();
     if (!Number.isFinite(expirationMs) || expirationMs <= now) throw new RecordError('expired', `records.store("${key}"): expiration ${expirationMs} is not in the future (now ${now})`);
-    if (expirationMs > now + MAX_RECORD_TTL_MS) throw new RecordError('ttl-too-long', `records.store("${key}"): expiration is ${expirationMs - now} ms away; at most ${MAX_RECORD_TTL_MS} ms`);
+    const ttl = namespaceTtlMs(key) ?? 0;
+    if (expirationMs > now + ttl) throw new RecordError('ttl-too-long', `records.store("${key}"): expiration is ${expirationMs - now} ms away; the namespace allows at most ${ttl} ms`);
     const parsed = spec.schema.safeParse(value);
     if (!parsed.success) throw new RecordError('schema', `records.store("${key}"): value does not match the namespace schema: ${parsed.error.issues[0]?.message ?? 'mismatch'}`);
     const bytes = encodeValue(parsed.data);
@@ -248,7 +248,7 @@ export class DhtRecords {
           this.count('malformed');
           this.c.log.debug({ peer: remote, err: (err as Error).message }, 'malformed records request');
         }
-        answer = request === undefined ? { t: 'refused', reason: 'malformed' } : await this.answer(request);
+        answer = request === undefined ? { t: 'refused', reason: 'malformed' } : await this.answer(request, sourceOf(connection));
       }
       await lp.write(encodeMessage(answer), { signal });
       await stream.close({ signal });
@@ -260,17 +260,17 @@ export class DhtRecords {
     }
   }
 
-  private async answer(request: RecordsRequest): Promise<RecordsResponse> {
+  private async answer(request: RecordsRequest, source: string): Promise<RecordsResponse> {
     const now = this.now();
     if (request.t === 'get') {
       this.served.get++;
-      return { t: 'found', e: this.table.get(request.k, now).map((x) => x.wire) };
+      return { t: 'found', e: this.table.answer(request.k, now).map((x) => x.wire) };
     }
     this.served.store++;
     const results: Array<string | null> = [];
     for (const raw of request.e) {
       const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, false);
-      const outcome = admitted.ok ? this.table.put(admitted.entry, now) : admitted.reason;
+      const outcome = admitted.ok ? this.table.put(admitted.entry, now, source) : admitted.reason;
       // not-newer is an ordinary race between replicas, not misbehaviour
       if (outcome !== 'stored' && outcome !== 'not-newer') this.count(outcome);
       results.push(outcome === 'stored' ? null : outcome);
@@ -281,4 +281,16 @@ export class DhtRecords {
   private count(reason: RejectReason): void {
     this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
   }
+}
+
+/**
+ * The address a holder charges a request's entries to: the remote IP of a direct connection (many
+ * identities on one machine share it), the remote peer id behind a relay (the relay's IP is shared
+ * by everyone it relays).
+ */
+export function sourceOf(connection: Pick<Connection, 'remoteAddr' | 'remotePeer'>): string {
+  const components = connection.remoteAddr.getComponents();
+  const ip = components[0];
+  const relayed = components.some((c) => c.name === 'p2p-circuit');
+  return !relayed && ip !== undefined && (ip.name === 'ip4' || ip.name === 'ip6') && ip.value !== undefined ? `ip:${ip.value}` : `peer:${connection.remotePeer.toString()}`;
 }

@@ -78,6 +78,8 @@ test('bad state is refused with the tensor or field named', () => {
   expectError(reencode((_t, m) => (m.kind = 'sgd')), /kind "sgd" is unknown/);
   expectError(reencode((_t, m) => (m.step = '-1')), /step "-1"/);
   expectError(reencode((_t, m) => (m.version = '9')), /version "9" is not supported/);
+  const infinite = new Float32Array([0, 0, Infinity, 0]);
+  expectError(reencode((t) => t.set('exp_avg_sq.albert.pooler.bias', { dtype: 'F32', shape: [4], bytes: new Uint8Array(infinite.buffer) })), /exp_avg_sq\.albert\.pooler\.bias holds Infinity at element 2; moments must be finite numbers/);
 
   const adamw = createOptimizer(ParameterSet.allocate(LAYOUT), { kind: 'adamw' });
   assert.throws(() => adamw.importState(state), /state is for lamb, this optimizer is adamw/);
