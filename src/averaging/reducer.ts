@@ -50,11 +50,12 @@ interface Input {
 
 /**
  * BTARD's CenteredClip (Karimireddy et al. 2021, Gorbunov et al. 2021): from the coordinate-wise
- * median v, repeat v ← v + Σ w_i·min(1, τ/‖x_i − v‖)·(x_i − v) / Σ w_i. τ = CLIP_RADIUS × the
- * median distance of the inputs from that median (at least `floor`), so it scales with the honest
- * spread instead of being a constant tuned to one model: an outlier moves the result by about its
- * weight share × τ at most. Weights > 0 (weightless senders are left out by the caller, so they
- * cannot move the median or τ). Returns the average and that median distance.
+ * median v, repeat v ← v + Σ w_i·min(1, τ/‖x_i − v‖)·(x_i − v) / Σ w_i over the inputs within τ of
+ * that median (the others are left out). τ = CLIP_RADIUS × the median distance of the inputs from
+ * the median (at least `floor`), so it scales with the honest spread instead of being a constant
+ * tuned to one model: a far outlier has no effect, one inside τ moves the result by about its weight
+ * share × τ at most. Weights > 0 (weightless senders are left out by the caller, so they cannot move
+ * the median or τ). Returns the average and that median distance.
  */
 export function centeredClip(inputs: readonly Input[], floor = 0): { average: Float32Array; spread: number } {
   const n = inputs[0]!.x.length;
@@ -64,14 +65,19 @@ export function centeredClip(inputs: readonly Input[], floor = 0): { average: Fl
     for (let j = 0; j < n; j++) d += (x[j]! - v[j]!) ** 2;
     return Math.sqrt(d);
   };
-  const spread = medianOf(inputs.map((p) => distance(p.x)));
+  const distances = inputs.map((p) => distance(p.x));
+  const spread = medianOf(distances);
   const tau = CLIP_RADIUS * Math.max(spread, floor);
   if (tau === 0) return { average: Float32Array.from(v), spread }; // at least half the inputs sit on the median
-  const total = inputs.reduce((a, p) => a + p.w, 0);
+  // an input beyond τ from the median is left out, not clipped: clipped, it would still pull by τ,
+  // which is several times the honest spread of noisy gradients (the reference's "reject parts far
+  // from the median", docs/protocol.md)
+  const kept = inputs.filter((_, i) => distances[i]! <= tau);
+  const total = kept.reduce((a, p) => a + p.w, 0);
   const step = new Float64Array(n);
   for (let it = 0; it < CLIP_ITERATIONS; it++) {
     step.fill(0);
-    for (const p of inputs) {
+    for (const p of kept) {
       const d = distance(p.x);
       const c = (p.w / total) * (d > tau ? tau / d : 1);
       for (let j = 0; j < n; j++) step[j]! += c * (p.x[j]! - v[j]!);
@@ -110,9 +116,11 @@ function coordinateMedian(inputs: readonly Input[]): Float64Array {
   const n = inputs[0]!.x.length;
   const out = new Float64Array(n);
   const column = new Float64Array(inputs.length);
+  const mid = inputs.length >> 1;
   for (let j = 0; j < n; j++) {
     for (let i = 0; i < inputs.length; i++) column[i] = inputs[i]!.x[j]!;
-    out[j] = medianOf(column);
+    column.sort(); // in place: no allocation per value
+    out[j] = inputs.length % 2 === 1 ? column[mid]! : (column[mid - 1]! + column[mid]!) / 2;
   }
   return out;
 }
