@@ -11,7 +11,7 @@ import type { GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
 import { reducerMessageSchema, chunkSchema, type Begin, type Chunk } from './messages.js';
-import { PartReducer, PeerFault } from './reducer.js';
+import { PartReducer, PeerFault, type Aggregation } from './reducer.js';
 import type { UploadLimit } from './upload-limit.js';
 
 export interface AllreduceOptions {
@@ -23,6 +23,14 @@ export interface AllreduceOptions {
   readonly allreduceTimeoutMs: number;
   /** Values beyond ±maxAbs are refused, from senders and from reducers. */
   readonly maxAbs: number;
+  /** How this peer's reducer combines the chunks of its part. @default 'mean' */
+  readonly aggregation?: Aggregation;
+  /**
+   * An averaged part that moved further than this × the norm of this peer's own values there keeps
+   * the local values (state averaging: parameters are never replaced by what one bad reducer sent).
+   * @default no bound
+   */
+  readonly maxRelativeChange?: number;
   readonly signal?: AbortSignal;
   /** Fault injection for tests; never set in production. */
   readonly fault?: Fault;
@@ -99,6 +107,12 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
   } finally {
     closeSession?.();
     node.libp2p.removeEventListener('peer:disconnect', onDisconnect);
+  }
+  if (opts.maxRelativeChange !== undefined) {
+    group.parts.forEach(([start, end], r) => {
+      const moved = relativeChange(vector.subarray(start, end), output.subarray(start, end));
+      if (moved > opts.maxRelativeChange! && !failedParts.some((p) => p.start === start)) fail(r, `the average moved the part by ${moved.toPrecision(3)}× its norm, above the ${opts.maxRelativeChange} accepted`);
+    });
   }
   if (own !== undefined) {
     traffic.sent += own.traffic.sent;
@@ -188,6 +202,17 @@ async function sendPart(
   }
 }
 
+/** ‖after − before‖ ÷ ‖before‖ (Infinity when `before` is all zeros and `after` is not). */
+function relativeChange(before: Float32Array, after: Float32Array): number {
+  let moved = 0;
+  let norm = 0;
+  for (let i = 0; i < before.length; i++) {
+    moved += (after[i]! - before[i]!) ** 2;
+    norm += before[i]! ** 2;
+  }
+  return moved === 0 ? 0 : Math.sqrt(moved / norm);
+}
+
 /** Decodes `n` values and refuses NaN/Inf and magnitudes beyond `maxAbs` (a reducer's answer is untrusted too). */
 function decodeChunk(compression: Compression, bytes: Uint8Array, n: number, maxAbs: number, what: string): Float32Array {
   let values: Float32Array;
@@ -236,7 +261,7 @@ class ReducerSession {
     const [start, end] = group.parts[index]!;
     this.start = start;
     this.self = group.members[index]!.peer;
-    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, m.weight])), { maxAbs: opts.maxAbs });
+    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, m.weight])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
     for (let i = 0; i < this.reducer.chunks; i++) {
       const [s, e] = chunkRange(end - start, group.chunkValues, i);
       this.reducer.add(this.self, i, vector.subarray(start + s, start + e));
@@ -306,6 +331,7 @@ class ReducerSession {
         this.end((err as Error).message);
         return;
       }
+      if (this.opts.fault === 'lie-reducing') average.fill(1e7);
       const bytes = encode(this.group.compression, average);
       // every member must end with the same values, so we keep what the others decode
       const local = this.group.compression === 'none' ? average : decode(this.group.compression, bytes, average.length);

@@ -6,6 +6,7 @@ import { COMPRESSIONS, type Compression } from './compression.js';
 import * as C from './constants.js';
 import { MatchmakingError } from './errors.js';
 import type { Fault } from './faults.js';
+import { AGGREGATIONS, type Aggregation } from './reducer.js';
 import { groupKey, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
@@ -49,6 +50,11 @@ export interface AveragerInit {
   uploadLimitBytesPerS?: number;
   /** Values beyond ±maxAbs from a peer exclude it. @default DEFAULT_MAX_ABS_VALUE */
   maxAbs?: number;
+  /**
+   * How this peer reduces its part: `centered-clip` and `trimmed-mean` bound what one bad sender
+   * can do to the average, `mean` is hivemind's weighted mean. @default DEFAULT_AGGREGATION
+   */
+  aggregation?: Aggregation;
   state?: {
     /** @default DEFAULT_MAX_CONCURRENT_DOWNLOADS */
     maxConcurrentDownloads?: number;
@@ -85,12 +91,20 @@ export interface ScheduleOptions {
    * @default targetGroupSize
    */
   readonly expectedPeers?: number | (() => number);
+  /**
+   * The most weight (samples) each peer may carry in this round, from the progress the swarm has
+   * seen it make: larger declared weights are lowered to it when this peer leads, and a group
+   * description above it is refused. Read while the group forms. @default no bound
+   */
+  readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
 }
 
 export interface StepOptions extends Omit<ScheduleOptions, 'size'> {
   /** Samples behind this vector (hivemind's weight). */
   readonly weight: number;
+  /** A part whose average moved further than this × the norm of our own values there keeps ours (see AllreduceOptions). */
+  readonly maxRelativeChange?: number;
 }
 
 /**
@@ -142,6 +156,7 @@ function resolve(init: AveragerInit): Resolved {
     bandwidthBytesPerS: init.bandwidthBytesPerS ?? Math.min(C.DEFAULT_BANDWIDTH_BYTES_PER_S, init.uploadLimitBytesPerS ?? Infinity),
     uploadLimitBytesPerS: init.uploadLimitBytesPerS,
     maxAbs: init.maxAbs ?? C.DEFAULT_MAX_ABS_VALUE,
+    aggregation: init.aggregation ?? C.DEFAULT_AGGREGATION,
     state: {
       maxConcurrentDownloads: init.state?.maxConcurrentDownloads ?? C.DEFAULT_MAX_CONCURRENT_DOWNLOADS,
       chunkBytes: init.state?.chunkBytes ?? C.DEFAULT_STATE_CHUNK_BYTES,
@@ -165,6 +180,7 @@ function resolve(init: AveragerInit): Resolved {
   check(int(r.chunkValues, 1, C.MAX_CHUNK_VALUES), 'chunkValues', r.chunkValues, `an integer from 1 to ${C.MAX_CHUNK_VALUES}`);
   check(Number.isFinite(r.bandwidthBytesPerS) && r.bandwidthBytesPerS > 0, 'bandwidthBytesPerS', r.bandwidthBytesPerS, 'a positive number');
   check(r.maxAbs > 0, 'maxAbs', r.maxAbs, 'a positive number');
+  check((AGGREGATIONS as readonly string[]).includes(r.aggregation), 'aggregation', r.aggregation, AGGREGATIONS.join(', '));
   const cap = r.uploadLimitBytesPerS;
   check(cap === undefined || (Number.isFinite(cap) && cap >= C.MIN_UPLOAD_LIMIT_BYTES_PER_S), 'uploadLimitBytesPerS', cap, `at least ${C.MIN_UPLOAD_LIMIT_BYTES_PER_S} (bytes/s)`);
   check(int(r.state.maxConcurrentDownloads, 1, 64), 'state.maxConcurrentDownloads', r.state.maxConcurrentDownloads, 'an integer from 1 to 64');
@@ -205,7 +221,8 @@ export class Averager {
   /** Finds a group for `opts.epoch` and averages `vector` with it (weighted by `opts.weight`). Never throws for others' faults. */
   async step(vector: Float32Array, opts: StepOptions): Promise<StepResult> {
     checkWeight(opts.weight);
-    const round = this.begin({ ...opts, size: vector.length }, false);
+    if (opts.maxRelativeChange !== undefined && !(opts.maxRelativeChange >= 0)) throw new RangeError(`maxRelativeChange ${opts.maxRelativeChange} must be a number ≥ 0`);
+    const round = this.begin({ ...opts, size: vector.length }, false, opts.maxRelativeChange);
     return round.run(vector, opts.weight);
   }
 
@@ -217,7 +234,7 @@ export class Averager {
     return this.begin(opts, true);
   }
 
-  private begin(opts: ScheduleOptions, scheduled: boolean): ScheduledStep {
+  private begin(opts: ScheduleOptions, scheduled: boolean, maxRelativeChange?: number): ScheduledStep {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
     if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
     if (!Number.isInteger(opts.size) || opts.size < 0 || opts.size > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${opts.size} values: accepted 0 to ${C.MAX_VECTOR_VALUES}`);
@@ -229,7 +246,7 @@ export class Averager {
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const weight = new MemberWeight();
     const schema = opts.schema ?? schemaHash(opts.size);
-    const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, signal };
+    const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, ...(opts.weightBound ? { weightBound: opts.weightBound } : {}), signal };
     const matched = this.match(round, weight);
     matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
     let ran = false;
@@ -252,7 +269,7 @@ export class Averager {
           group = await this.match(round, new MemberWeight(w));
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
-        return { ok: true, ...(await this.reduce(group, vector, signal)) };
+        return { ok: true, ...(await this.reduce(group, vector, signal, maxRelativeChange)) };
       } finally {
         this.running.delete(abort);
       }
@@ -274,7 +291,7 @@ export class Averager {
 
   /** Matchmaking for one round: the group, or the MatchmakingError saying why none formed (logged). */
   private async match(
-    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly expectedPeers: () => number; readonly signal: AbortSignal },
+    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly expectedPeers: () => number; readonly weightBound?: (peer: string) => number; readonly signal: AbortSignal },
     weight: MemberWeight,
   ): Promise<GroupInfo | MatchmakingError> {
     const { epoch, schema, size, signal } = round;
@@ -300,6 +317,7 @@ export class Averager {
           compression: this.cfg.compression,
           size,
           chunkValues: this.cfg.chunkValues,
+          ...(round.weightBound ? { weightBound: round.weightBound } : {}),
           signal,
         },
         this.log,
@@ -315,13 +333,13 @@ export class Averager {
   }
 
   /** The all-reduce of `vector` with a formed group. */
-  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal): Promise<AllreduceResult> {
+  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, maxRelativeChange: number | undefined): Promise<AllreduceResult> {
     const result = await allreduce(
       this.node,
       this.hub,
       group,
       vector,
-      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
       this.log,
     );
     const n = group.members.length;

@@ -5,8 +5,8 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 /** Protocol suffixes under `/cohort/<run-id>/`. */
-export const MATCHMAKING_PROTOCOL = 'matchmaking/2.0.0';
-export const ALLREDUCE_PROTOCOL = 'allreduce/1.0.0';
+export const MATCHMAKING_PROTOCOL = 'matchmaking/3.0.0';
+export const ALLREDUCE_PROTOCOL = 'allreduce/2.0.0';
 export const STATE_PROTOCOL = 'state/1.0.0';
 
 /** Record namespaces: `averaging/<prefix>:<epoch>` (group declarations), `state/<prefix>` (donors). */
@@ -39,8 +39,12 @@ export const MAX_CHUNKS_IN_FLIGHT = 4;
 export const MAX_CHUNK_VALUES = 1024 * KiB;
 /** Largest flattened vector (values): ALBERT-xxlarge is ~235 M; 2^30 leaves room without risking overflow. */
 export const MAX_VECTOR_VALUES = 2 ** 30;
+/** No reducer's part exceeds this many times an equal share of the vector, whatever bandwidth it declares. */
+export const MAX_PART_SHARE_FACTOR = 2;
 /** Largest group. */
 export const MAX_GROUP_SIZE = 256;
+/** How reducers combine their senders' chunks unless told otherwise (see AGGREGATIONS). */
+export const DEFAULT_AGGREGATION = 'centered-clip';
 /** Averaged values beyond this magnitude are refused (attack or bug). */
 export const DEFAULT_MAX_ABS_VALUE = 1e8;
 

@@ -10,7 +10,9 @@ export type Fault =
   /** sends one chunk of each part, then nothing (keeps the streams open) */
   | 'stall-sending'
   /** as a reducer, accepts chunks but never returns an average */
-  | 'stall-reducing';
+  | 'stall-reducing'
+  /** as a reducer, answers every chunk with 1e7 instead of the average */
+  | 'lie-reducing';
 
 /** What a faulty sender puts on the wire instead of `values` (chunk `index` of a part). */
 export function corrupt(fault: Fault | undefined, index: number, values: Float32Array): Float32Array | 'stall' {

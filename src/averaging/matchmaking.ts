@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { RecordEntry, SwarmNode } from '../swarm/index.js';
 import type { Compression } from './compression.js';
 import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
-import { MatchmakingError, type JoinRefusal } from './errors.js';
+import { MatchmakingError, ProtocolError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
@@ -62,6 +62,12 @@ export interface MatchmakingParams {
   readonly compression: Compression;
   readonly size: number;
   readonly chunkValues: number;
+  /**
+   * The most weight (samples) a peer may carry in this round, from what the swarm has seen it do
+   * (the caller derives it from progress records). A leader lowers larger weights to it; a follower
+   * refuses a group description above it. @default no bound
+   */
+  readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
 }
 
@@ -91,16 +97,38 @@ const DIAL_TIMEOUT_MS = 5000;
 /** Refusals after which a leader is not asked again in this round. */
 const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
+/** Polls after which a leader alone asks a declared peer that never joined it (see probeSilent). */
+const SILENT_POLLS = 4;
+
+/** How long a follower may spend re-reading declarations to check a group description's members. */
+const VERIFY_READ_TIMEOUT_MS = 3000;
+
 /**
- * Finds a group under `params.key` the way hivemind does: declare, let the declared server peer with
- * the earliest expiration lead, join it; the leader closes the group when it is full or its
- * matchmaking time is over. Throws MatchmakingError with what was seen when no group of at least
+ * Leader order under `key`: the SHA-256 of (key, peer), lowest first. Unlike hivemind's earliest
+ * declared expiration, a peer cannot move itself up by what it declares, and the order changes
+ * with every key (epoch), so no identity leads every round.
+ */
+export function leaderRank(key: string, peer: string): string {
+  return createHash('sha256').update(`${key}\n${peer}`).digest('hex');
+}
+
+/**
+ * Finds a group under `params.key` as hivemind does, with a leader nobody can choose: declare, let
+ * the declared server peer of lowest leaderRank lead, join it; the leader closes the group when it
+ * is full or its matchmaking time is over, and every follower checks the whole group description
+ * before it averages. Throws MatchmakingError with what was seen when no group of at least
  * `minGroupSize` formed.
  */
 export class Matchmaker {
   private role: Role = { kind: 'looking' };
   private readonly followers: Follower[] = [];
   private readonly seen = new Set<string>();
+  /** The latest declaration read from each peer under the key (schema matching ours). */
+  private readonly declared = new Map<string, Declaration>();
+  /** When each peer's declaration was first read (ms). */
+  private readonly firstSeen = new Map<string, number>();
+  /** Peers probed by probeSilent (once each). */
+  private readonly probed = new Set<string>();
   private readonly refusedBy = new Map<string, string>();
   /** leaders that said NOT_A_LEADER: skipped until this time (ms) */
   private readonly backoff = new Map<string, number>();
@@ -201,11 +229,8 @@ export class Matchmaker {
     }
   }
 
-  /**
-   * The declared non-client peer with the earliest expiration (ties: peer id) that has not refused
-   * us. A DHT read that outlasts matchmaking counts as finding nobody.
-   */
-  private async chooseLeader(end: number): Promise<string | undefined> {
+  /** Reads the declarations under the key into `declared` and `seen`; a read that outlasts `end` counts as finding nobody. */
+  private async readDeclarations(end: number): Promise<ReadonlyArray<RecordEntry<Declaration>>> {
     const nothing = new Map<string, RecordEntry<Declaration>>();
     let timer: NodeJS.Timeout | undefined;
     const entries = await Promise.race([
@@ -216,19 +241,94 @@ export class Matchmaker {
       new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
     ]);
     clearTimeout(timer);
-    const now = Date.now();
-    const candidates: Array<{ peer: string; expiration: number }> = [];
-    for (const entry of entries.values()) {
-      if (entry.value.schema !== this.p.schema) continue;
+    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema);
+    for (const entry of matching) {
       this.seen.add(entry.owner);
+      if (!this.firstSeen.has(entry.owner)) this.firstSeen.set(entry.owner, Date.now());
+      this.declared.set(entry.owner, entry.value);
+    }
+    return matching;
+  }
+
+  /** The declared non-client peer of lowest leaderRank that has not refused us. */
+  private async chooseLeader(end: number): Promise<string | undefined> {
+    const entries = await this.readDeclarations(end);
+    const now = Date.now();
+    const candidates = new Set<string>();
+    for (const entry of entries) {
       if (entry.value.clientMode || this.refusedBy.has(entry.owner) || (this.backoff.get(entry.owner) ?? 0) > now) continue;
-      candidates.push({ peer: entry.owner, expiration: entry.expiration });
+      candidates.add(entry.owner);
     }
     // our own declaration may not be readable yet (replication in flight)
-    if (!this.p.self.clientMode && !candidates.some((c) => c.peer === this.self)) candidates.push({ peer: this.self, expiration: this.expiration });
+    if (!this.p.self.clientMode) candidates.add(this.self);
     this.seen.add(this.self);
-    candidates.sort((a, b) => a.expiration - b.expiration || (a.peer < b.peer ? -1 : 1));
-    return candidates[0]?.peer;
+    const ranked = [...candidates].map((peer) => ({ peer, rank: leaderRank(this.p.key, peer) })).sort((a, b) => (a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : 0));
+    return ranked[0]?.peer;
+  }
+
+  /**
+   * Asks, once, a declared server peer that has not joined this leader, alone, for SILENT_POLLS
+   * polls what it is doing: a live peer that ranks us first follows us within a poll of reading our
+   * declaration, so it has most likely averaged under this key already (ALREADY_RUNNING, recorded as
+   * a refusal: a peer left behind by everyone learns so at once instead of leading an empty group
+   * until its time is up). This peer stays the leader meanwhile; a peer that accepts the probe is
+   * alive and is left at once (its group drops our closed stream).
+   */
+  private async probeSilent(): Promise<void> {
+    if (this.followers.length > 0) return;
+    const now = Date.now();
+    const peer = [...this.firstSeen].find(([p, at]) => {
+      const d = this.declared.get(p);
+      return p !== this.self && d !== undefined && !d.clientMode && !this.refusedBy.has(p) && !this.probed.has(p) && now - at >= SILENT_POLLS * this.p.pollIntervalMs;
+    })?.[0];
+    if (peer === undefined) return;
+    this.probed.add(peer);
+    const signal = deadline(DIAL_TIMEOUT_MS, this.p.signal);
+    let framed: FramedStream | undefined;
+    try {
+      framed = new FramedStream(await this.node.dial(peer, MATCHMAKING_PROTOCOL, { signal }), MAX_CONTROL_BYTES, `matchmaking answer from ${peer}`);
+      const { bandwidth, clientMode } = this.p.self;
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, bandwidth, clientMode } satisfies JoinRequest, signal);
+      const answer = await framed.expect(joinResponseSchema, signal, 'the answer to a probe');
+      if (answer.t === 'refused') this.onRefused(peer, answer.code, answer.message, answer.leader);
+    } catch (err) {
+      this.log.debug({ peer, err: (err as Error).message }, 'probing a silent peer failed');
+    } finally {
+      framed?.abort(new Error('probe done'));
+    }
+  }
+
+  /** `weight` lowered to what `peer` may carry (weightBound). */
+  private bounded(peer: string, weight: number): number {
+    const bound = this.p.weightBound?.(peer);
+    return bound === undefined || !(bound < weight) ? weight : Math.max(0, bound);
+  }
+
+  /**
+   * What is wrong with a group description from `leader`, if anything: it must match our round, be
+   * led by `leader`, list us once as we joined (a weight no higher than ours), and list only peers
+   * that declared under the key, with their declared bandwidth and mode and a weight within both
+   * their declaration and their bound. Parts are not on the wire: every member computes them
+   * (capped) from this list.
+   */
+  private async verify(group: GroupInfo, leader: string): Promise<string | undefined> {
+    if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size) return `its key, schema or size (${group.key}, ${group.size} values) differs from ours`;
+    if (group.members[0]!.peer !== leader) return `it is led by ${group.members[0]!.peer}, not by ${leader} who sent it`;
+    if (group.members.length > this.p.targetGroupSize || group.members.length < this.p.minGroupSize) return `it has ${group.members.length} members, outside [${this.p.minGroupSize}, ${this.p.targetGroupSize}]`;
+    const us = group.members.find((m) => m.peer === this.self);
+    if (us === undefined) return 'it lacks us';
+    if (us.bandwidth !== this.p.self.bandwidth || (this.p.self.clientMode && !us.clientMode)) return `it lists us with bandwidth ${us.bandwidth}${us.clientMode ? ' in client mode' : ''}, not as we joined`;
+    if (!(us.weight <= this.p.weight.value!)) return `it gives us weight ${us.weight}, above our ${this.p.weight.value}`;
+    const others = group.members.filter((m) => m.peer !== this.self);
+    if (others.some((m) => !this.declared.has(m.peer))) await this.readDeclarations(Date.now() + VERIFY_READ_TIMEOUT_MS);
+    for (const m of others) {
+      const d = this.declared.get(m.peer);
+      if (d === undefined) return `member ${m.peer} never declared under ${this.p.key}`;
+      if (m.bandwidth !== d.bandwidth || (d.clientMode && !m.clientMode)) return `member ${m.peer} is listed with bandwidth ${m.bandwidth}${m.clientMode ? ' in client mode' : ''}, but declared ${d.bandwidth}${d.clientMode ? ' in client mode' : ''}`;
+      if (d.weight !== undefined && m.weight > d.weight) return `member ${m.peer} is given weight ${m.weight}, above the ${d.weight} it declared`;
+      if (this.bounded(m.peer, m.weight) < m.weight) return `member ${m.peer} is given weight ${m.weight}, above its bound ${this.p.weightBound!(m.peer)}`;
+    }
+    return undefined;
   }
 
   /**
@@ -245,6 +345,7 @@ export class Matchmaker {
         nextPoll = Date.now() + this.p.pollIntervalMs;
         const leader = await this.chooseLeader(this.end());
         if (leader !== undefined && leader !== this.self) return leader;
+        await this.probeSilent();
       }
     }
     this.role = { kind: 'done' };
@@ -259,7 +360,7 @@ export class Matchmaker {
       compression: this.p.compression,
       size: this.p.size,
       chunkValues: this.p.chunkValues,
-      members: [{ ...this.p.self, weight: this.p.weight.value! }, ...this.followers.map((f) => ({ ...f.member, weight: f.weight! }))],
+      members: [{ ...this.p.self, weight: this.bounded(this.self, this.p.weight.value!) }, ...this.followers.map((f) => ({ ...f.member, weight: this.bounded(f.member.peer, f.weight!) }))],
     };
     const followers = this.followers.splice(0);
     await Promise.all(
@@ -338,10 +439,17 @@ export class Matchmaker {
           continue;
         }
         if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
-        const group = groupInfo(answer.group);
-        const us = group.members.find((m) => m.peer === this.self);
-        if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size || us?.weight !== this.p.weight.value) {
-          this.refusedBy.set(leader, 'sent a group description that does not match our key, schema, size or weight, or lacks us');
+        let group: GroupInfo;
+        try {
+          group = groupInfo(answer.group);
+        } catch (err) {
+          throw new ProtocolError(`bad group description: ${(err as Error).message}`, { cause: err });
+        }
+        const problem = await this.verify(group, leader);
+        if (problem !== undefined) {
+          this.log.warn({ leader, key: this.p.key }, `refused the group description of leader ${leader}: ${problem}`);
+          this.refusedBy.set(leader, `sent a bad group description: ${problem}`);
+          framed.abort(new ProtocolError(`bad group description: ${problem}`));
           return undefined;
         }
         this.role = { kind: 'done' };

@@ -32,7 +32,7 @@ export type Declaration = z.infer<typeof declarationSchema>;
 export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
-// ---- matchmaking/2.0.0 ------------------------------------------------------------------------
+// ---- matchmaking/3.0.0 ------------------------------------------------------------------------
 
 export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
@@ -66,7 +66,7 @@ export const joinResponseSchema = z.discriminatedUnion('t', [
 ]);
 export type JoinResponse = z.infer<typeof joinResponseSchema>;
 
-// ---- allreduce/1.0.0 --------------------------------------------------------------------------
+// ---- allreduce/2.0.0 --------------------------------------------------------------------------
 
 /** First message of a sender's stream to a reducer; `part` is the reducer's index in the group. */
 export const beginSchema = z.strictObject({ t: z.literal('begin'), group: z.string().regex(/^[0-9a-f]{32}$/), part: z.number().int().nonnegative().max(MAX_GROUP_SIZE), weight });

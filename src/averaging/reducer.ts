@@ -11,21 +11,157 @@ export class PeerFault extends Error {
   }
 }
 
+/**
+ * How a reducer combines its senders' chunks: `mean` (hivemind's weighted mean), `centered-clip`
+ * (BTARD's CenteredClip: a sender far from the others pulls the result by at most τ) or
+ * `trimmed-mean` (per coordinate, the ⌈n/4⌉ largest and smallest values are dropped).
+ */
+export const AGGREGATIONS = ['mean', 'centered-clip', 'trimmed-mean'] as const;
+export type Aggregation = (typeof AGGREGATIONS)[number];
+
 export interface ReducerLimits {
   /** Values with a larger magnitude are treated as an attack or a bug, not averaged. */
   readonly maxAbs: number;
+  /** @default 'mean' */
+  readonly aggregation?: Aggregation;
 }
 
 export const DEFAULT_LIMITS: ReducerLimits = { maxAbs: 1e8 };
+
+/** CenteredClip iterations at most (BTARD's ALBERT runs use 20), and the relative step below which it stops. */
+const CLIP_ITERATIONS = 20;
+const CLIP_STOP = 1e-6;
+/**
+ * τ = CLIP_RADIUS × the median distance from the coordinate-wise median: honest inputs, whose
+ * distances are alike, then go unclipped, so an honest round gives the weighted mean itself.
+ */
+const CLIP_RADIUS = 3;
+/**
+ * Below this many values distances are too noisy to set τ alone (a part's short last chunk): τ is
+ * then at least the part's earlier spread per value, scaled to the chunk.
+ */
+const MIN_CLIP_VALUES = 64;
+
+/** One sender's chunk and its normalised weight. */
+interface Input {
+  readonly w: number;
+  readonly x: Float32Array;
+}
+
+/**
+ * BTARD's CenteredClip (Karimireddy et al. 2021, Gorbunov et al. 2021): from the coordinate-wise
+ * median v, repeat v ← v + Σ w_i·min(1, τ/‖x_i − v‖)·(x_i − v) / Σ w_i over the inputs within τ of
+ * that median (the others are left out). τ = CLIP_RADIUS × the median distance of the inputs from
+ * the median (at least `floor`), so it scales with the honest spread instead of being a constant
+ * tuned to one model: a far outlier has no effect, one inside τ moves the result by about its weight
+ * share × τ at most. Weights > 0 (weightless senders are left out by the caller, so they cannot move
+ * the median or τ). Returns the average and that median distance.
+ */
+export function centeredClip(inputs: readonly Input[], floor = 0): { average: Float32Array; spread: number } {
+  const n = inputs[0]!.x.length;
+  let v = coordinateMedian(inputs);
+  const distance = (x: Float32Array): number => {
+    let d = 0;
+    for (let j = 0; j < n; j++) {
+      const e = x[j]! - v[j]!;
+      d += e * e;
+    }
+    return Math.sqrt(d);
+  };
+  const distances = inputs.map((p) => distance(p.x));
+  const spread = medianOf(distances);
+  const tau = CLIP_RADIUS * Math.max(spread, floor);
+  if (tau === 0) return { average: Float32Array.from(v), spread }; // at least half the inputs sit on the median
+  // an input beyond τ from the median is left out, not clipped: clipped, it would still pull by τ,
+  // which is several times the honest spread of noisy gradients (the reference's "reject parts far
+  // from the median", docs/protocol.md)
+  const kept = inputs.filter((_, i) => distances[i]! <= tau);
+  const total = kept.reduce((a, p) => a + p.w, 0);
+  // the weighted mean of the kept inputs is the fixed point when none lies beyond τ from it (an
+  // honest round): checked in one pass instead of iterating towards it
+  const median = v;
+  v = new Float64Array(n);
+  for (const p of kept) for (let j = 0; j < n; j++) v[j]! += (p.w / total) * p.x[j]!;
+  if (kept.every((p) => distance(p.x) <= tau)) return { average: Float32Array.from(v), spread };
+  v = median;
+  const step = new Float64Array(n);
+  for (let it = 0; it < CLIP_ITERATIONS; it++) {
+    step.fill(0);
+    for (const p of kept) {
+      const d = distance(p.x);
+      const c = (p.w / total) * (d > tau ? tau / d : 1);
+      for (let j = 0; j < n; j++) step[j]! += c * (p.x[j]! - v[j]!);
+    }
+    let moved = 0;
+    for (let j = 0; j < n; j++) {
+      v[j]! += step[j]!;
+      moved += step[j]! ** 2;
+    }
+    if (Math.sqrt(moved) <= CLIP_STOP * tau) break;
+  }
+  return { average: Float32Array.from(v), spread };
+}
+
+/** Per coordinate: drops the ⌈n/4⌉ largest and smallest values (none below 3 inputs) and takes the weighted mean of the rest; weights > 0. */
+export function trimmedMean(inputs: readonly Input[]): Float32Array {
+  const n = inputs[0]!.x.length;
+  const k = inputs.length < 3 ? 0 : Math.min(Math.ceil(inputs.length / 4), Math.floor((inputs.length - 1) / 2));
+  const out = new Float32Array(n);
+  const order = inputs.map((_, i) => i);
+  for (let j = 0; j < n; j++) {
+    order.sort((a, b) => inputs[a]!.x[j]! - inputs[b]!.x[j]!);
+    let sum = 0;
+    let weight = 0;
+    for (let r = k; r < inputs.length - k; r++) {
+      const p = inputs[order[r]!]!;
+      sum += p.w * p.x[j]!;
+      weight += p.w;
+    }
+    out[j] = sum / weight;
+  }
+  return out;
+}
+
+function coordinateMedian(inputs: readonly Input[]): Float64Array {
+  const n = inputs[0]!.x.length;
+  const out = new Float64Array(n);
+  const k = inputs.length;
+  const xs = inputs.map((p) => p.x);
+  const column = new Float64Array(k);
+  const mid = k >> 1;
+  for (let j = 0; j < n; j++) {
+    // insertion sort: a typed array's sort() costs ~1 µs per call, more than the sort itself for a few senders
+    for (let i = 0; i < k; i++) {
+      const v = xs[i]![j]!;
+      let m = i - 1;
+      for (; m >= 0 && column[m]! > v; m--) column[m + 1] = column[m]!;
+      column[m + 1] = v;
+    }
+    out[j] = k % 2 === 1 ? column[mid]! : (column[mid - 1]! + column[mid]!) / 2;
+  }
+  return out;
+}
+
+function medianOf(values: ArrayLike<number>): number {
+  const s = Float64Array.from(values).sort();
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
 
 /**
  * Averages one part of the flattened tensor as its senders stream it in chunks, weighting each
  * sender by the samples it contributed. Each chunk is averaged over the senders that delivered it,
  * so a sender that vanishes mid-round leaves the chunks it sent in and the rest without it; bad
- * data (wrong length, out of order, NaN/Inf, absurd magnitude) never enters the sum.
+ * data (wrong length, out of order, NaN/Inf, absurd magnitude) never enters the sum. A robust
+ * aggregation keeps every sender's chunk until that chunk is averaged (n× the part's memory, as in
+ * BTARD), then lets it go.
  */
 export class PartReducer {
   private readonly sum: Float32Array;
+  /** Per chunk, each weighted sender's values (robust aggregations only). */
+  private readonly held: Array<Map<string, Float32Array>> | undefined;
+  /** CenteredClip's spread per √value in this part's last chunk of MIN_CLIP_VALUES or more. */
+  private spreadPerValue = 0;
   private readonly weightPerChunk: Float64Array;
   private readonly delivered = new Map<string, number>();
   private readonly excluded = new Map<string, string>();
@@ -43,8 +179,10 @@ export class PartReducer {
     // normalised weights keep the float32 running sum at the scale of the average, not of the sample counts
     const total = [...weights.values()].reduce((a, b) => a + b, 0);
     this.weights = new Map([...weights].map(([peer, w]) => [peer, total > 0 ? w / total : 0]));
-    this.sum = new Float32Array(size);
     this.chunks = chunkCount(size, chunkValues);
+    const robust = (limits.aggregation ?? 'mean') !== 'mean';
+    this.sum = new Float32Array(robust ? 0 : size);
+    this.held = robust ? Array.from({ length: this.chunks }, () => new Map()) : undefined;
     this.weightPerChunk = new Float64Array(this.chunks);
     for (const peer of weights.keys()) this.delivered.set(peer, 0);
   }
@@ -64,7 +202,8 @@ export class PartReducer {
       if (Math.abs(v) > this.limits.maxAbs) throw new PeerFault(peer, `chunk ${chunkIndex} holds ${v} at ${start + i}, beyond the ±${this.limits.maxAbs} limit`);
     }
     const w = this.weights.get(peer)!;
-    if (w > 0) {
+    if (w > 0 && this.held !== undefined) this.held[chunkIndex]!.set(peer, values.slice());
+    else if (w > 0) {
       const target = this.sum.subarray(start, end);
       for (let i = 0; i < values.length; i++) target[i]! += w * values[i]!;
     }
@@ -100,6 +239,16 @@ export class PartReducer {
     if (waiting.length > 0) throw new Error(`chunk ${index} is still waiting for ${waiting.join(', ')}`);
     const total = this.weightPerChunk[index]!;
     if (!(total > 0)) throw new Error(`chunk ${index}: no sender with a positive weight delivered it`);
+    if (this.held !== undefined) {
+      const inputs = [...this.held[index]!].map(([peer, x]) => ({ w: this.weights.get(peer)!, x }));
+      if (inputs.length === 0) throw new Error(`chunk ${index} was already averaged`);
+      this.held[index]!.clear();
+      if (this.limits.aggregation === 'trimmed-mean') return trimmedMean(inputs);
+      const n = inputs[0]!.x.length;
+      const { average, spread } = centeredClip(inputs, n < MIN_CLIP_VALUES ? this.spreadPerValue * Math.sqrt(n) : 0);
+      if (n >= MIN_CLIP_VALUES) this.spreadPerValue = spread / Math.sqrt(n);
+      return average;
+    }
     const [start, end] = chunkRange(this.size, this.chunkValues, index);
     const out = new Float32Array(end - start);
     for (let i = 0; i < out.length; i++) out[i] = this.sum[start + i]! / total;

@@ -379,7 +379,8 @@ export class CollaborativeOptimizer {
       vector.set(opt.expAvg.data, n);
       vector.set(opt.expAvgSq.data, 2 * n);
     }
-    const result = await averager.step(vector, { epoch, weight: 1 });
+    // issue 23: a part whose average moved further than its own norm (one bad reducer's answer) keeps this peer's values
+    const result = await averager.step(vector, { epoch, weight: 1, maxRelativeChange: 1 });
     if (!result.ok) {
       this.log.warn(`Averaging state failed at epoch ${epoch}: ${result.reason}; keeping this peer's parameters`);
       return { reason: result.reason };

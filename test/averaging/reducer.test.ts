@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chunkRange, partRanges, partSizes } from '../../src/averaging/load-balancing.js';
-import { PartReducer, PeerFault } from '../../src/averaging/reducer.js';
+import { centeredClip, PartReducer, PeerFault, trimmedMean } from '../../src/averaging/reducer.js';
+import { maxAbsDiff } from './helpers.js';
 
 test('parts are proportional to bandwidth, integral, complete, and client-mode peers get none', () => {
   const sizes = partSizes(1000, [
@@ -70,4 +71,59 @@ test('weights must be finite and non-negative; a chunk nobody with weight delive
   const r = new PartReducer(2, 2, new Map([['aux', 0]]));
   r.add('aux', 0, Float32Array.of(1, 1));
   assert.throws(() => r.chunkAverage(0), /no sender with a positive weight/);
+});
+
+test('no reducer gets more than twice an equal share, whatever bandwidth it declares; the rest keeps bandwidth proportions', () => {
+  const peers = (bandwidths: number[]) => bandwidths.map((bandwidth, i) => ({ peerId: `p${i}`, bandwidth, clientMode: false }));
+  // the issue's attack: bandwidth 1e12 among three peers at 1e6 claimed 99,998 of 100,000 values
+  assert.deepEqual(partSizes(100_000, peers([1e12, 1e6, 1e6, 1e6])), [50_000, 16_667, 16_667, 16_666]);
+  assert.deepEqual(partSizes(90, peers([1e12, 1e12, 1, 2])), [45, 45, 0, 0], 'two capped parts may take everything');
+  assert.deepEqual(partSizes(1000, peers([1, 10, 100])), [30, 303, 667], 'the capped part sheds to the others in their proportion');
+  assert.deepEqual(partSizes(1000, peers([1, 999])), [1, 999], 'two reducers: no cap');
+  assert.deepEqual(partSizes(800, peers([1e9, 1, 1, 1, 1, 1, 1, 1])), [200, 86, 86, 86, 86, 86, 85, 85]);
+});
+
+/** `n` inputs of `dim` values around `center`, spread ±`noise`, weight 1 each (deterministic). */
+function around(center: number, n: number, dim: number, noise: number): Array<{ w: number; x: Float32Array }> {
+  return Array.from({ length: n }, (_, k) => ({ w: 1, x: Float32Array.from({ length: dim }, (_, j) => center + noise * Math.sin(7 * k + 3 * j + 1)) }));
+}
+
+function mean(inputs: ReadonlyArray<{ w: number; x: Float32Array }>): Float64Array {
+  const total = inputs.reduce((a, p) => a + p.w, 0);
+  const out = new Float64Array(inputs[0]!.x.length);
+  for (const p of inputs) p.x.forEach((v, j) => (out[j]! += (p.w / total) * v));
+  return out;
+}
+
+test('CenteredClip: honest inputs give their weighted mean, identical inputs themselves, and a far outlier moves the result by a bounded amount', () => {
+  const honest = around(0.5, 7, 300, 0.1);
+  honest.forEach((p, k) => (p.w = k + 1));
+  const plain = centeredClip(honest);
+  assert.ok(maxAbsDiff(plain.average, mean(honest)) <= 1e-6, `honest inputs: ${maxAbsDiff(plain.average, mean(honest))} from the weighted mean`);
+  const same = Float32Array.from({ length: 10 }, (_, j) => j);
+  assert.deepEqual(centeredClip([{ w: 1, x: same }, { w: 2, x: same }]).average, same);
+  // BTARD's check: 7 honest + 1 at 1e6; the plain mean would be ~1.25e5
+  const equal = around(0.5, 7, 300, 0.1);
+  const attacked = [...equal, { w: 1, x: new Float32Array(300).fill(1e6) }];
+  const far = centeredClip(attacked);
+  assert.ok(maxAbsDiff(far.average, mean(equal)) <= 1e-6, 'an input beyond τ is left out');
+  assert.ok(far.spread > 0 && far.spread < 2, `spread ${far.spread} is the honest one, not the outlier's`);
+  // an outlier just inside τ = 3 × spread pulls at weight 1/8 against 7/8 of honest, unclipped pull
+  const near = [...equal, { w: 1, x: equal[0]!.x.map((v) => v + (2.5 * far.spread) / Math.sqrt(300)) }];
+  const { average, spread } = centeredClip(near);
+  const deviation = Math.sqrt(average.reduce((a, v, j) => a + (v - mean(equal)[j]!) ** 2, 0));
+  assert.ok(deviation > 1e-3 && deviation <= (3 * spread) / 7, `deviation ${deviation}: in (0, τ/7 = ${(3 * spread) / 7}]`);
+});
+
+test('trimmed mean drops the extremes per coordinate; a reducer with a robust aggregation holds chunks only until they are averaged', () => {
+  const inputs = [1, 2, 3, 1e7].map((v) => ({ w: 1, x: Float32Array.of(v, -v) }));
+  assert.deepEqual(Array.from(trimmedMean(inputs)), [2.5, -2.5]);
+  assert.deepEqual(Array.from(trimmedMean(inputs.slice(0, 2))), [1.5, -1.5], 'two inputs: nothing to trim');
+  for (const aggregation of ['centered-clip', 'trimmed-mean'] as const) {
+    const r = new PartReducer(6, 3, new Map([['a', 1], ['b', 1], ['c', 1], ['bad', 1], ['aux', 0]]), { maxAbs: 1e8, aggregation });
+    for (const [peer, v] of [['a', 1], ['b', 2], ['c', 3], ['bad', 1e7], ['aux', 1e7]] as const) for (let c = 0; c < 2; c++) r.add(peer, c, new Float32Array(3).fill(v));
+    const avg = r.chunkAverage(0);
+    assert.ok(avg.every((v) => v >= 1 && v <= 3 + 1e-3), `${aggregation}: ${Array.from(avg)} stays among the honest values`);
+    assert.throws(() => r.chunkAverage(0), /already averaged/);
+  }
 });
