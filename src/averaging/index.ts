@@ -26,6 +26,7 @@ export type { GroupInfo } from './group.js';
 export { schemaHash } from './group.js';
 export type { Fault } from './faults.js';
 export { AGGREGATIONS, type Aggregation } from './reducer.js';
+export { DEFAULT_AGGREGATION } from './constants.js';
 export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
 export type { StateMetadata } from './messages.js';
 export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal, type StateRefusal } from './errors.js';

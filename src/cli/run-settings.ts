@@ -4,7 +4,7 @@
  * they must satisfy with this peer's own flags.
  */
 import type { Command } from 'commander';
-import { COMPRESSIONS } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS } from '../averaging/index.js';
 import { DEFAULT_RUN_SETTINGS, runSettingsProblem, type RunSettings } from '../collab/index.js';
 import { ConfigError } from '../config/load.js';
 import { PRESET_NAMES, PRESETS, type PresetName } from '../engine/index.js';
@@ -25,6 +25,7 @@ export const RUN_SETTING_FLAGS: { readonly [K in keyof RunSettings]-?: { readonl
   averageOptStatistics: { flag: '--average-opt-statistics', option: 'averageOptStatistics' },
   useLocalUpdates: { flag: '--use-local-updates', option: 'useLocalUpdates' },
   batchSizeLead: { flag: '--batch-size-lead', option: 'batchSizeLead' },
+  aggregation: { flag: '--aggregation', option: 'aggregation' },
 };
 
 export interface RunSettingFlags {
@@ -56,6 +57,7 @@ export function runSettingFlags(cmd: Command, opts: Raw): RunSettingFlags {
     averageOptStatistics: opts['averageOptStatistics'] === true,
     useLocalUpdates: opts['useLocalUpdates'] === true,
     batchSizeLead: intFlag('--batch-size-lead', str('batchSizeLead'), 0, 10_000_000)!,
+    aggregation: choiceFlag('--aggregation', str('aggregation'), AGGREGATIONS)!,
   };
   const explicit = (Object.keys(RUN_SETTING_FLAGS) as Array<keyof RunSettings>).filter((key) => {
     const source = cmd.getOptionValueSource(RUN_SETTING_FLAGS[key].option);

@@ -137,6 +137,7 @@ export class CollaborativeOptimizer {
     const upload = this.o.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: this.o.uploadLimit };
     const observe = (label: string): Pick<AveragerInit, 'label' | 'onEvent'> => ({ label, ...(onAveraging ? { onEvent: (e: AveragingEvent) => onAveraging(label, e) } : {}) });
     const timing = {
+      aggregation: this.o.aggregation,
       targetGroupSize: this.o.targetGroupSize,
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
       averagingExpirationMs: Math.round(this.o.averagingExpiration * 1000),
@@ -251,7 +252,7 @@ export class CollaborativeOptimizer {
     this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
     const epoch = this.epochValue;
     // read again when this peer is ready: its view then is up to a micro-batch newer
-    this.scheduled = this.grads.schedule({ epoch, size: this.params.size, expectedPeers: () => this.peersAt(epoch) });
+    this.scheduled = this.grads.schedule({ epoch, size: this.params.size, expectedPeers: () => this.peersAt(epoch), weightBound: this.weightBound });
   }
 
   /** The pre-scheduled round of `epoch`, if there is one (a round scheduled for another epoch is given up). */
@@ -291,7 +292,7 @@ export class CollaborativeOptimizer {
     }
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
-    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished) });
+    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound });
     // never rejects: a background round must not become an unhandled rejection
     const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     if (!this.o.delayGradAveraging) {
@@ -426,6 +427,13 @@ export class CollaborativeOptimizer {
       return { type: 'loaded', epoch: this.epochValue, donor: '' };
     }
   }
+
+  /**
+   * The most gradient weight (samples) any member of a round may carry: an epoch's samples never
+   * legitimately pass the target batch by more than a micro-batch, so a member declaring 10¹⁵ cannot
+   * drown the others (twice the target leaves room for any micro-batch).
+   */
+  private readonly weightBound = (): number => 2 * this.o.targetBatchSize;
 
   private lr(epoch: number): number {
     return linearWarmupDecay(epoch, { peakLr: this.o.peakLr, warmupSteps: this.o.warmupSteps, totalSteps: this.o.totalSteps });

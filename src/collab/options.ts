@@ -4,7 +4,7 @@
  * `undefined` means "the default". See docs/collab.md for what each does.
  */
 import { z } from 'zod';
-import { COMPRESSIONS } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, DEFAULT_AGGREGATION } from '../averaging/index.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
 
@@ -38,6 +38,8 @@ const collaborativeOptionsSchema = z
      * all-reduce unless asked)
      */
     averageStateEvery: int.min(1).optional(),
+    /** How reducers combine the members' parts: robust to one hostile member (centered-clip, trimmed-mean) or hivemind's mean. */
+    aggregation: z.enum(AGGREGATIONS).default(DEFAULT_AGGREGATION),
     /** Wire compression of state averaging (state_averaging_compression). */
     stateAveragingCompression: z.enum(COMPRESSIONS).default('none'),
     /**

@@ -5,7 +5,7 @@
  * ("The `run` record") for who is authoritative and the limits of that rule.
  */
 import { z } from 'zod';
-import { COMPRESSIONS } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, DEFAULT_AGGREGATION } from '../averaging/index.js';
 import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
@@ -43,6 +43,8 @@ const runSettingsSchema = z.strictObject({
   averageOptStatistics: z.boolean(),
   useLocalUpdates: z.boolean(),
   batchSizeLead: int.min(0),
+  /** How reducers combine their parts (averaging/reducer.ts). Absent in records of Cohort before it: the default. */
+  aggregation: z.enum(AGGREGATIONS).optional(),
 });
 export type RunSettings = z.infer<typeof runSettingsSchema>;
 
@@ -82,6 +84,7 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = {
   averageOptStatistics: false,
   useLocalUpdates: false,
   batchSizeLead: 0,
+  aggregation: DEFAULT_AGGREGATION,
 };
 
 export function newRunParams(settings: RunSettings, created = Date.now()): RunParams {
@@ -97,7 +100,7 @@ export function runSettingsOf(p: RunParams): RunSettings {
 /** The optimizer options the settings decide. */
 export function collabOptionsOf(s: RunSettings): Pick<
   CollaborativeOptions,
-  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead'
+  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead' | 'aggregation'
 > {
   return {
     targetBatchSize: s.targetBatchSize,
@@ -110,6 +113,7 @@ export function collabOptionsOf(s: RunSettings): Pick<
     averageOptStatistics: s.averageOptStatistics,
     useLocalUpdates: s.useLocalUpdates,
     batchSizeLead: s.batchSizeLead,
+    aggregation: s.aggregation,
   };
 }
 
@@ -129,6 +133,7 @@ export function describeRunSettings(s: RunSettings): string {
     `average opt statistics ${s.averageOptStatistics ? 'on' : 'off'}`,
     `local updates ${s.useLocalUpdates ? 'on' : 'off'}`,
     `batch size lead ${s.batchSizeLead}`,
+    `aggregation ${s.aggregation ?? DEFAULT_AGGREGATION}`,
   ].join(', ');
 }
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { COMPRESSIONS } from '../../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
 import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { PRESET_NAMES } from '../../engine/index.js';
@@ -41,6 +41,7 @@ interface RunOptions {
   averageOptStatistics?: boolean;
   useLocalUpdates?: boolean;
   batchSizeLead?: string;
+  aggregation?: string;
   delayOptimizerStep?: boolean;
   delayGradAveraging?: boolean;
   lr?: string;
@@ -85,6 +86,7 @@ export function registerRun(program: Command): void {
     .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, RUN.stateAveragingCompression)
     .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics) [run-wide]')
     .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates) [run-wide]')
+    .option('--aggregation <kind>', `how reducers combine the members' gradients; accepted: ${AGGREGATIONS.join(', ')} (centered-clip and trimmed-mean bound what one hostile member can do; mean is hivemind's) [run-wide]`, RUN.aggregation)
     .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead) [run-wide]', String(RUN.batchSizeLead))
     .option('--delay-optimizer-step', 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)')
     .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)')
