@@ -29,7 +29,7 @@ export interface CommandContext {
 
 /** Resolves config for the command being run (its flags plus the program's global flags) and makes the logger. */
 export function commandContext(command: Command, env: NodeJS.ProcessEnv = process.env): CommandContext {
-  const opts = command.optsWithGlobals() as Record<string, unknown> & { config?: string };
+  const opts = command.optsWithGlobals<Record<string, unknown> & { config?: string }>();
   const file = opts.config ?? env.COHORT_CONFIG ?? (fs.existsSync(DEFAULT_CONFIG_FILE) ? path.resolve(DEFAULT_CONFIG_FILE) : undefined);
   const config = resolveConfig({ flags: opts, env, file });
   return { config, log: createLogger(config) };
