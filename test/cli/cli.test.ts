@@ -68,5 +68,5 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   const report = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
   const peer = report.checks.find((c) => c.name.startsWith('Peer '));
   assert.equal(peer?.status, 'warn');
-  assert.match(peer!.detail, /unreachable/);
+  assert.match(peer.detail, /unreachable/);
 });

@@ -23,7 +23,7 @@ async function take(stream: AsyncIterableIterator<AlbertBatch>, n: number): Prom
   for (let i = 0; i < n; i++) {
     const r = await stream.next();
     assert.equal(r.done, false);
-    out.push(r.value as AlbertBatch);
+    out.push(r.value);
   }
   return out;
 }
