@@ -28,4 +28,3 @@ export type { Fault } from './faults.js';
 export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
 export type { StateMetadata } from './messages.js';
 export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal } from './errors.js';
-export * as averagingLimits from './constants.js';
