@@ -12,7 +12,7 @@ export interface ProviderProbe {
 }
 
 /** The smallest model worth probing with: y = Identity(x), float[1], built with the engine's graph builder. */
-export function identityModelBytes(): Uint8Array {
+function identityModelBytes(): Uint8Array {
   const g = new Graph('float32');
   g.output(g.input('x', [1]), 'y');
   return encodeModel(g, 'probe');
