@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../log/logger.js';
 export const GLOBAL_SETTINGS: readonly SettingKey[] = ['dataDir', 'logLevel', 'logFormat'];
 
 /** Default config file looked up in the working directory when neither --config nor COHORT_CONFIG is given. */
-export const DEFAULT_CONFIG_FILE = 'cohort.config.json';
+const DEFAULT_CONFIG_FILE = 'cohort.config.json';
 
 /** Adds one flag per setting, described from the settings table (so --help shows the env name and accepted values). */
 export function addSettingOptions(command: Command, keys: readonly SettingKey[]): Command {

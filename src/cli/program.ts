@@ -14,11 +14,11 @@ import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
-export const EXIT_USAGE = 2;
+const EXIT_USAGE = 2;
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
-export function buildProgram(): Command {
+function buildProgram(): Command {
   const program = new Command('cohort')
     .description('Cohort: train ALBERT together with volunteers over the internet (headless node and tools)')
     .version(version, '-V, --version')
