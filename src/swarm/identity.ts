@@ -7,7 +7,7 @@ import type { Store } from '../store/index.js';
 import { IdentityError } from './errors.js';
 
 /** Settings-store key of the node's own identity (protobuf-encoded private key, base64). */
-export const IDENTITY_SETTING = 'swarm.identity';
+const IDENTITY_SETTING = 'swarm.identity';
 
 const storedKey = z.string().regex(/^[A-Za-z0-9+/=]+$/);
 
