@@ -66,7 +66,7 @@ if (cfg.mode === 'cohort') {
         (peer) =>
           new Promise<void>((resolve, reject) => {
             const [host, port] = peer.split(':');
-            const socket = net.connect(Number(port), host!, () => socket.end(slice));
+            const socket = net.connect(Number(port), host, () => socket.end(slice));
             let got = 0;
             socket.on('data', (d: Buffer) => (got += d.byteLength));
             socket.on('end', () => (got === slice.byteLength ? resolve() : reject(new Error(`echo from ${peer}: ${got} of ${slice.byteLength} bytes`))));

@@ -125,16 +125,16 @@ function startPeer(config: unknown, ns: string | undefined): Peer {
   const child = ns ? spawn('ip', ['netns', 'exec', ns, ...node], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn(node[0]!, node.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
   children.add(child);
   child.on('exit', () => children.delete(child));
-  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   return {
-    send: (message) => child.stdin!.write(JSON.stringify(message) + '\n'),
+    send: (message) => child.stdin.write(JSON.stringify(message) + '\n'),
     next: async () => {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`peer gave no answer within ${ROUND_TIMEOUT_MS} ms`)), ROUND_TIMEOUT_MS)));
       try {
-        const { value, done } = await Promise.race([lines.next(), timeout]);
-        if (done) throw new Error('peer exited');
-        return JSON.parse(String(value)) as Record<string, unknown>;
+        const line = await Promise.race([lines.next(), timeout]);
+        if (line.done) throw new Error('peer exited');
+        return JSON.parse(line.value) as Record<string, unknown>;
       } finally {
         clearTimeout(timer);
       }

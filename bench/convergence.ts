@@ -18,7 +18,7 @@ const { values } = parseArgs({ options: { steps: { type: 'string', default: '60'
 const steps = Number(values.steps);
 const micro = Number(values['micro-batch']);
 const peers = Number(values.peers);
-const lr = values.lr!;
+const lr = values.lr;
 const globalBatch = micro * peers * 4; // each peer: about 4 micro-batches per swarm step
 const warmup = String(Math.max(1, Math.floor(steps / 10)));
 const CLI = path.resolve('bin/cohort.js');
@@ -63,7 +63,11 @@ async function evaluate(modelDir: string, dataDir: string): Promise<number> {
   const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 2 });
   try {
     const losses: number[] = [];
-    for (let i = 0; i < 8; i++) losses.push((await backend.forwardBackward(params, (await data.next()).value)).mlmLoss);
+    for (let i = 0; i < 8; i++) {
+      const batch = await data.next();
+      if (batch.done) throw new Error(`the held-out batch stream of ${dataDir} closed after ${i} batches`);
+      losses.push((await backend.forwardBackward(params, batch.value)).mlmLoss);
+    }
     return losses.reduce((a, b) => a + b, 0) / losses.length;
   } finally {
     await backend.close();

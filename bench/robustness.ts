@@ -57,7 +57,11 @@ const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1 });
 /** `count` batches read ahead from `data` (so two trainings can see the very same ones). */
 async function take(data: BatchStream, count: number): Promise<AlbertBatch[]> {
   const out: AlbertBatch[] = [];
-  for (let i = 0; i < count; i++) out.push((await data.next()).value);
+  for (let i = 0; i < count; i++) {
+    const next = await data.next();
+    if (next.done) throw new Error('the batch stream ended');
+    out.push(next.value);
+  }
   return out;
 }
 

@@ -17,11 +17,9 @@ export type JoinRefusal = (typeof JOIN_REFUSALS)[number];
 
 /** Why a reducer refused or dropped a sender. */
 export const ALLREDUCE_REFUSALS = ['UNKNOWN_GROUP', 'NOT_A_MEMBER', 'NOT_A_REDUCER', 'BAD_BEGIN', 'EXCLUDED'] as const;
-export type AllreduceRefusal = (typeof ALLREDUCE_REFUSALS)[number];
 
 /** Why a donor refused a state download. */
 export const STATE_REFUSALS = ['BUSY', 'NO_STATE', 'BAD_REQUEST', 'FAILED'] as const;
-export type StateRefusal = (typeof STATE_REFUSALS)[number];
 
 /** No group could be formed; `message` says what was seen (peers, key, time). */
 export class MatchmakingError extends Error {

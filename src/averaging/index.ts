@@ -29,5 +29,4 @@ export { AGGREGATIONS, type Aggregation } from './reducer.js';
 export { DEFAULT_AGGREGATION } from './constants.js';
 export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
 export type { StateMetadata } from './messages.js';
-export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal, type StateRefusal } from './errors.js';
-export * as averagingLimits from './constants.js';
+export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal } from './errors.js';

@@ -78,7 +78,6 @@ export type Chunk = z.infer<typeof chunkSchema>;
 
 export const allreduceRefusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(ALLREDUCE_REFUSALS), message: reason });
 export const reducerMessageSchema = z.discriminatedUnion('t', [chunkSchema, allreduceRefusedSchema]);
-export type ReducerMessage = z.infer<typeof reducerMessageSchema>;
 
 // ---- state/1.0.0 ------------------------------------------------------------------------------
 

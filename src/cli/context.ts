@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../log/logger.js';
 export const GLOBAL_SETTINGS: readonly SettingKey[] = ['dataDir', 'logLevel', 'logFormat'];
 
 /** Default config file looked up in the working directory when neither --config nor COHORT_CONFIG is given. */
-export const DEFAULT_CONFIG_FILE = 'cohort.config.json';
+const DEFAULT_CONFIG_FILE = 'cohort.config.json';
 
 /** Adds one flag per setting, described from the settings table (so --help shows the env name and accepted values). */
 export function addSettingOptions(command: Command, keys: readonly SettingKey[]): Command {
@@ -62,13 +62,15 @@ function applyEnvAndFile(command: Command, env: NodeJS.ProcessEnv, file: string 
     const variable = envName(key);
     const [raw, from, origin] = env[variable] !== undefined ? [env[variable], 'env' as const, variable] : fileValues[key] !== undefined ? [fileValues[key], 'config' as const, `config file ${file}: "${key}"`] : [undefined, undefined, ''];
     if (from === undefined) continue;
+    // a variable is a string; a file value may be a string, number, boolean or list (as initialPeers)
+    const text = typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : Array.isArray(raw) ? raw.join(',') : undefined;
     if (option.isBoolean()) {
-      const value = typeof raw === 'boolean' ? raw : SWITCH_VALUES[String(raw).trim().toLowerCase()];
+      const value = text === undefined ? undefined : SWITCH_VALUES[text.trim().toLowerCase()];
       if (value === undefined) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: true or false`);
       command.setOptionValueWithSource(key, value, from);
     } else {
-      if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: a string or a number`);
-      command.setOptionValueWithSource(key, Array.isArray(raw) ? raw.join(',') : String(raw), from);
+      if (text === undefined) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: a string or a number`);
+      command.setOptionValueWithSource(key, text, from);
     }
   }
 }
@@ -91,7 +93,7 @@ export interface CommandContext {
 
 /** Resolves config for the command being run (its flags plus the program's global flags) and makes the logger. */
 export function commandContext(command: Command, env: NodeJS.ProcessEnv = process.env): CommandContext {
-  const globals = command.optsWithGlobals() as { config?: string };
+  const globals = command.optsWithGlobals<{ config?: string }>();
   const file = globals.config ?? env.COHORT_CONFIG ?? (fs.existsSync(DEFAULT_CONFIG_FILE) ? path.resolve(DEFAULT_CONFIG_FILE) : undefined);
   if (withEnvAndFile.has(command)) applyEnvAndFile(command, env, file);
   const config = resolveConfig({ flags: command.optsWithGlobals(), env, file, otherKeys: commandOptionKeys(command) });

@@ -14,7 +14,7 @@ import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
-export const EXIT_USAGE = 2;
+const EXIT_USAGE = 2;
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 

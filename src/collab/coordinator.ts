@@ -218,7 +218,7 @@ export class Coordinator {
     }
     if (step?.weights) {
       let byReporter = this.weights.get(step.epoch);
-      if (!byReporter) this.weights.set(step.epoch, (byReporter = new Map()));
+      if (!byReporter) this.weights.set(step.epoch, (byReporter = new Map<string, Record<string, number>>()));
       byReporter.set(peer, step.weights);
     }
     seen.last = r;

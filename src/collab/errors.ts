@@ -20,5 +20,5 @@ export class TrainingStateError extends Error {
 }
 
 function show(value: unknown): string {
-  return value === undefined ? 'default' : typeof value === 'boolean' ? (value ? 'on' : 'off') : String(value);
+  return value === undefined ? 'default' : typeof value === 'boolean' ? (value ? 'on' : 'off') : typeof value === 'string' || typeof value === 'number' ? String(value) : JSON.stringify(value);
 }

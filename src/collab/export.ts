@@ -30,7 +30,7 @@ export const EXPORT_COLUMNS: Record<ExportTable, readonly string[]> = {
 };
 
 /** The table's rows (objects keyed by EXPORT_COLUMNS). */
-export function* exportRows(store: Store, options: Omit<ExportOptions, 'format'>): Generator<Row> {
+function* exportRows(store: Store, options: Omit<ExportOptions, 'format'>): Generator<Row> {
   const names = store.contributions.displayNames();
   if (options.table === 'metrics') {
     for (const p of store.metrics.iteratePoints({ ...(options.series ? { series: options.series } : {}), ...(options.since !== undefined ? { since: options.since } : {}) })) {

@@ -44,7 +44,7 @@ export function resolveConfig(sources: ConfigSources): Config {
   return out as Config;
 }
 
-export function parseSetting(key: SettingKey, raw: unknown, source: string): unknown {
+function parseSetting(key: SettingKey, raw: unknown, source: string): unknown {
   const spec = SETTINGS[key];
   const result = spec.schema.safeParse(raw);
   if (result.success) return result.data;

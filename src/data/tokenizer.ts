@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { Tokenizer } from '@huggingface/tokenizers';
+import { Tokenizer as UntypedTokenizer } from '@huggingface/tokenizers';
 import { TokenizerFileError } from './errors.js';
 import { SPECIAL_NAMES, type SpecialIds } from './special-tokens.js';
 
@@ -25,6 +25,18 @@ export interface TextTokenizer {
   decode(ids: readonly number[], skipSpecial?: boolean): string;
   idToToken(id: number): string;
 }
+
+/**
+ * The part of @huggingface/tokenizers' Tokenizer used here, as its own .d.ts declares it: that file's
+ * extensionless relative imports do not resolve under NodeNext, so the class reaches us as `any`.
+ */
+interface HfTokenizer {
+  get_vocab(withAddedTokens?: boolean): Map<string, number>;
+  id_to_token(id: number): string | undefined;
+  encode(text: string, options?: { add_special_tokens?: boolean }): { ids: number[] };
+  decode(ids: number[], options?: { skip_special_tokens?: boolean }): string;
+}
+const Tokenizer = UntypedTokenizer as new (tokenizerJson: object, config: object) => HfTokenizer;
 
 interface TokenizerJson {
   model?: { type?: unknown; vocab?: unknown; continuing_subword_prefix?: unknown };
@@ -58,7 +70,7 @@ export function tokenizerFromJson(json: TokenizerJson, file: string, hash: strin
     throw new TokenizerFileError(`tokenizer ${file}: model type ${JSON.stringify(kind)} is not supported; accepted: ${KINDS.join(', ')}`);
   }
   const complete = { added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...json };
-  let tok: Tokenizer;
+  let tok: HfTokenizer;
   try {
     tok = new Tokenizer(complete, {});
   } catch (err) {
@@ -79,7 +91,7 @@ export function tokenizerFromJson(json: TokenizerJson, file: string, hash: strin
   const special: SpecialIds = { pad: find('pad'), unk: find('unk'), cls: find('cls'), sep: find('sep'), mask: find('mask') };
 
   const isSpecial = new Uint8Array(vocabSize);
-  for (const id of Object.values(special)) isSpecial[id] = 1;
+  for (const id of Object.values(special) as number[]) isSpecial[id] = 1;
   for (const t of json.added_tokens ?? []) if (t.special && t.id < vocabSize) isSpecial[t.id] = 1;
   const wordStart = new Uint8Array(vocabSize);
   const prefix = typeof json.model.continuing_subword_prefix === 'string' ? json.model.continuing_subword_prefix : '##';

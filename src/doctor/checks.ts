@@ -20,9 +20,9 @@ export interface CheckResult {
   readonly fix?: string;
 }
 
-export const MIN_NODE = [20, 19] as const;
+const MIN_NODE = [20, 19] as const;
 
-export function checkNode(version = process.versions.node): CheckResult {
+function checkNode(version = process.versions.node): CheckResult {
   const [major = 0, minor = 0] = version.split('.').map(Number);
   const ok = major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1]);
   if (!ok) return { name: 'Node.js', status: 'fail', detail: `${version} (Cohort needs >= ${MIN_NODE.join('.')})`, fix: 'install Node.js 22 LTS (or >= 20.19) and run `npm ci` again' };
@@ -30,7 +30,7 @@ export function checkNode(version = process.versions.node): CheckResult {
   return { name: 'Node.js', status: 'ok', detail: `${version}${note}` };
 }
 
-export function checkElectron(): CheckResult {
+function checkElectron(): CheckResult {
   const electron = electronBinary();
   if (electron.found) return { name: 'Electron', status: 'ok', detail: electron.path };
   return {
@@ -41,7 +41,7 @@ export function checkElectron(): CheckResult {
   };
 }
 
-export async function checkOnnxRuntime(): Promise<CheckResult[]> {
+async function checkOnnxRuntime(): Promise<CheckResult[]> {
   const version = onnxruntimeVersion();
   if (!version) return [{ name: 'onnxruntime-node', status: 'fail', detail: 'not installed', fix: 'run `npm ci`' }];
   const cpu = await probeProvider('cpu');
@@ -67,7 +67,7 @@ export async function checkOnnxRuntime(): Promise<CheckResult[]> {
   return results;
 }
 
-export function checkGpu(): CheckResult {
+function checkGpu(): CheckResult {
   const r = spawnSync('nvidia-smi', ['--query-gpu=name,memory.total,driver_version', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000 });
   if (r.error) return { name: 'GPU', status: 'missing', detail: (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no NVIDIA driver found (nvidia-smi is not installed)' : `nvidia-smi failed: ${r.error.message}`, fix: 'install the NVIDIA driver to train on a GPU; Cohort trains on the CPU otherwise' };
   if (r.status !== 0) return { name: 'GPU', status: 'missing', detail: `nvidia-smi exited ${r.status}: ${r.stderr.trim()}`, fix: 'check the NVIDIA driver installation' };
@@ -75,7 +75,7 @@ export function checkGpu(): CheckResult {
   return { name: 'GPU', status: 'ok', detail: gpus.join('; ') };
 }
 
-export function checkSqlite(): CheckResult {
+function checkSqlite(): CheckResult {
   try {
     const Database = require('better-sqlite3') as typeof import('better-sqlite3');
     const db = new Database(':memory:');
@@ -90,7 +90,7 @@ export function checkSqlite(): CheckResult {
 /** Minimum free space worth warning about: a few large-preset checkpoints plus a data cache. */
 const LOW_DISK_BYTES = 2 * 1024 ** 3;
 
-export function checkDataDir(dataDir: string): CheckResult {
+function checkDataDir(dataDir: string): CheckResult {
   try {
     fs.mkdirSync(dataDir, { recursive: true });
     fs.accessSync(dataDir, fs.constants.W_OK);
@@ -105,13 +105,13 @@ export function checkDataDir(dataDir: string): CheckResult {
 }
 
 /** host and TCP port of a multiaddr like /ip4/1.2.3.4/tcp/31337/p2p/…, or undefined if it has none. */
-export function tcpTarget(multiaddr: string): { host: string; port: number } | undefined {
+function tcpTarget(multiaddr: string): { host: string; port: number } | undefined {
   const m = /^\/(ip4|ip6|dns4|dns6|dns)\/([^/]+)\/tcp\/(\d+)(\/|$)/.exec(multiaddr);
   if (!m) return undefined;
   return { host: m[2]!, port: Number(m[3]) };
 }
 
-export async function checkPeer(multiaddr: string, timeoutMs = 3000): Promise<CheckResult> {
+async function checkPeer(multiaddr: string, timeoutMs = 3000): Promise<CheckResult> {
   const name = `Peer ${multiaddr}`;
   const target = tcpTarget(multiaddr);
   if (!target) return { name, status: 'warn', detail: 'not a TCP multiaddr; reachability not tested', fix: 'use the form /ip4/<address>/tcp/<port>/p2p/<peer id>' };

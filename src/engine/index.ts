@@ -20,5 +20,5 @@ export { OrtBackend, type ProviderChoice } from './ort-backend.js';
 export type { ParameterSet } from './params.js';
 export { Rng } from './rng.js';
 export { syntheticBatch } from './synthetic.js';
-export { scaledGradients, trainStep } from './trainer.js';
+export { scaledGradients, trainStep, type LocalStep } from './trainer.js';
 export { WorkerBackend } from './worker-backend.js';

@@ -25,7 +25,8 @@ export class SafetensorsError extends Error {
 }
 
 export function encodeSafetensors(tensors: ReadonlyMap<string, SafeTensor> | Record<string, SafeTensor>, metadata: Record<string, string> = {}): Uint8Array {
-  const entries = tensors instanceof Map ? [...tensors.entries()] : Object.entries(tensors);
+  // (`instanceof Map` would narrow to Map<any, any>; this keeps the element types)
+  const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
@@ -78,8 +79,9 @@ export function decodeSafetensors(file: Uint8Array): { tensors: Map<string, Safe
     }
     const dtype = e.dtype as SafeDtype;
     const shape = e.shape as number[];
-    checkTensor(name, dtype, shape, offsets[1] - offsets[0]);
-    tensors.set(name, { dtype, shape, bytes: file.subarray(dataStart + offsets[0], dataStart + offsets[1]) });
+    const [begin, end] = offsets as [number, number];
+    checkTensor(name, dtype, shape, end - begin);
+    tensors.set(name, { dtype, shape, bytes: file.subarray(dataStart + begin, dataStart + end) });
   }
   return { tensors, metadata };
 }

@@ -108,7 +108,7 @@ export class WorkerBackend implements TrainingBackend {
 
   private receive(m: FromWorker): void {
     if (m.type === 'log') {
-      this.options.log?.[m.level]((m.obj ?? {}) as object, m.msg);
+      this.options.log?.[m.level](m.obj ?? {}, m.msg);
       return;
     }
     this.free.push({ params: m.params, grads: m.grads });

@@ -23,7 +23,7 @@ export interface Port<In, Out> {
 }
 
 /** Longest a call may wait for the runtime before it fails (the runtime may have crashed). */
-export const CALL_TIMEOUT_MS = 30_000;
+const CALL_TIMEOUT_MS = 30_000;
 
 /** Main's side: the full API plus the policy hold, as calls over the port. */
 export interface RuntimeClient extends CohortApi {

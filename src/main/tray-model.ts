@@ -1,7 +1,7 @@
 import type { Snapshot } from '../shared/api.js';
 
 /** Snooze lengths the tray offers, in minutes (a snooze lifts by itself, unlike a pause). */
-export const SNOOZE_MINUTES = [15, 60] as const;
+const SNOOZE_MINUTES = [15, 60] as const;
 export type SnoozeMinutes = (typeof SNOOZE_MINUTES)[number];
 
 export type TrayAction = 'toggle' | 'open' | 'quit' | { readonly snooze: SnoozeMinutes };

@@ -1,4 +1,4 @@
-import { METHOD_INPUTS, type CohortCalls, type MethodName } from '../shared/api.js';
+import { METHOD_INPUTS, type CohortCalls } from '../shared/api.js';
 import { isMethodName } from '../shared/channels.js';
 
 /** A request the receiving side refuses (unknown verb, bad argument); transports map it to 400 / an error result. */
@@ -12,7 +12,7 @@ export class ApiRequestError extends Error {
  */
 export async function dispatch(calls: CohortCalls, method: string, input: unknown): Promise<unknown> {
   if (!isMethodName(method)) throw new ApiRequestError(`unknown API method "${method}"`);
-  const schema = METHOD_INPUTS[method as MethodName];
+  const schema = METHOD_INPUTS[method];
   if (schema === null) {
     if (input !== undefined && input !== null) throw new ApiRequestError(`${method} takes no argument`);
     return (calls[method] as () => Promise<unknown>).call(calls);

@@ -13,7 +13,7 @@ const MAX_BODY_BYTES = 64 * 1024;
 /** SSE comment sent this often so proxies and browsers keep the stream open. */
 const HEARTBEAT_MS = 15_000;
 /** Prometheus scrape endpoint and the content type of its text exposition format. */
-export const METRICS_PATH = '/metrics';
+const METRICS_PATH = '/metrics';
 const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 /** Open event streams at most (a few tabs and tools; more is a leak or abuse). */
 const MAX_STREAMS = 32;

@@ -13,7 +13,7 @@ import { createNodeController } from './host.js';
 import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
 
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
-export const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
+const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 

@@ -20,7 +20,7 @@ export function teeLogger(log: Logger, ring: LogRing): Logger {
       if (typeof value !== 'function') return value;
       if (prop === 'child') return (...args: unknown[]) => teeLogger((value as (...a: unknown[]) => Logger).apply(target, args), ring);
       const level = typeof prop === 'string' ? PANEL_LEVEL[prop] : undefined;
-      if (level === undefined) return value.bind(target);
+      if (level === undefined) return (value as (...a: unknown[]) => unknown).bind(target);
       return (...args: unknown[]) => {
         const text = lineText(args);
         if (text !== undefined) ring.push(level, text);

@@ -4,9 +4,9 @@ import type { Store } from '../store/index.js';
 import { METRIC } from '../store/metric-series.js';
 
 /** A peer counts as alive when it was seen this recently. */
-export const PEER_ALIVE_MS = 60_000;
+const PEER_ALIVE_MS = 60_000;
 /** Most points a chart gets in one answer (the newest ones). */
-export const MAX_CHART_POINTS = 2000;
+const MAX_CHART_POINTS = 2000;
 
 const SELF = '';
 

@@ -31,6 +31,7 @@ if (typeof Promise.withResolvers !== 'function') {
 // hangs forever. Keeping each timeout signal strongly referenced until it fires makes deadlines
 // hold; the cost is what a plain setTimeout costs.
 const KEEPS_ALIVE = Symbol.for('cohort.timeoutKeepsAlive');
+// eslint-disable-next-line @typescript-eslint/unbound-method -- only looks for the marker on the function, never calls it
 if (!(KEEPS_ALIVE in AbortSignal.timeout)) {
   const pending = new Set<AbortSignal>();
   const nativeTimeout = AbortSignal.timeout.bind(AbortSignal);

@@ -121,10 +121,10 @@ export interface Snapshot {
 }
 
 /** Chart series the dashboard can ask for. */
-export const CHART_SERIES = ['loss', 'samples_per_second', 'swarm_samples_per_second'] as const;
+const CHART_SERIES = ['loss', 'samples_per_second', 'swarm_samples_per_second'] as const;
 export type ChartSeries = (typeof CHART_SERIES)[number];
 
-export const SeriesQuerySchema = z
+const SeriesQuerySchema = z
   .object({
     series: z.enum(CHART_SERIES),
     /** Only points at or after this time (ms since the epoch). */
@@ -140,12 +140,12 @@ export interface SeriesData {
   readonly v: readonly number[];
 }
 
-export const LogQuerySchema = z
+const LogQuerySchema = z
   .object({ after: z.number().int().min(0).optional() })
   .strict();
 export type LogQuery = z.infer<typeof LogQuerySchema>;
 
-export const CoordinatorToggleSchema = z.object({ enabled: z.boolean() }).strict();
+const CoordinatorToggleSchema = z.object({ enabled: z.boolean() }).strict();
 export type CoordinatorToggle = z.infer<typeof CoordinatorToggleSchema>;
 
 /** The request/response verbs. */

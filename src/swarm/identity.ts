@@ -10,7 +10,7 @@ export type SwarmStore = Pick<Store, 'file' | 'settings' | 'peers'>;
 import { IdentityError } from './errors.js';
 
 /** Settings-store key of the node's own identity (protobuf-encoded private key, base64). */
-export const IDENTITY_SETTING = 'swarm.identity';
+const IDENTITY_SETTING = 'swarm.identity';
 
 const storedKey = z.string().regex(/^[A-Za-z0-9+/=]+$/);
 

@@ -21,7 +21,7 @@ export interface JoinInfo {
   readonly psk?: Uint8Array;
 }
 
-export const JOIN_CODE_PREFIX = 'cohort:';
+const JOIN_CODE_PREFIX = 'cohort:';
 const VERSION = 1;
 const CHECKSUM_BYTES = 4;
 const MAX_CODE_CHARS = 8192;

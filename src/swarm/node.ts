@@ -120,7 +120,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
       ...(cfg.mdns ? { mdns: mdns({ serviceTag: mdnsServiceTag(cfg.runId) }) } : {}),
     },
   });
-  const dht = libp2p.services.dht as KadDHT;
+  const dht = libp2p.services.dht;
   const records = new DhtRecords({
     runId: cfg.runId,
     privateKey,

@@ -4,7 +4,7 @@ import { PROTOCOL_VERSION, RUN_ID_PATTERN } from './constants.js';
  * Protocol ids. Everything Cohort speaks is under `/cohort/<run-id>/`, so peers of different runs
  * share no protocol (not even the DHT) and cannot mix records or streams.
  */
-export function runPrefix(runId: string): string {
+function runPrefix(runId: string): string {
   return `/cohort/${checkRunId(runId)}`;
 }
 

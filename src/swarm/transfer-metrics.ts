@@ -23,9 +23,9 @@ export class TransferMetrics {
 
   component(): () => Metrics {
     const metrics = {
-      trackMultiaddrConnection: (conn: MultiaddrConnection) => this.track(conn as unknown as Tracked, 'global'),
+      trackMultiaddrConnection: (conn: MultiaddrConnection) => this.track(conn, 'global'),
       trackProtocolStream: (stream: Stream) => {
-        if (stream.protocol !== undefined) this.track(stream as unknown as Tracked, stream.protocol);
+        if (stream.protocol !== undefined) this.track(stream, stream.protocol);
       },
       registerMetric: () => noop,
       registerMetricGroup: () => noop,
@@ -38,7 +38,7 @@ export class TransferMetrics {
       traceFunction: <F>(_name: string, fn: F) => fn,
       createTrace: () => undefined,
     };
-    return () => metrics as unknown as Metrics;
+    return () => metrics;
   }
 
   snapshot(): TransferTotals {

@@ -109,7 +109,7 @@ function resumeFromStore(store: Store, vocabSize: number, warn: (m: string) => v
   const { checkpoints } = store;
   const model = checkpoints.loadLatest(MODEL_CHECKPOINT, (e) => warn(`skipping a damaged checkpoint: ${e.message}`));
   if (!model) return undefined;
-  const config = configFromHf(model.info.meta.config as Record<string, unknown>, `checkpoint ${model.info.id}`);
+  const config = configFromHf(model.info.meta.config, `checkpoint ${model.info.id}`);
   if (config.vocabSize !== vocabSize) {
     warn(`the stored model has a vocabulary of ${config.vocabSize}, the dataset ${vocabSize}: starting a new model`);
     return undefined;

@@ -96,9 +96,9 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
   const started = Date.now();
   const steps = avg.map((a, i) => a.step(vectors[i]!, { epoch: 0, weight: i + 1 }));
   for (;;) {
-    const { value, done } = await child.lines.next();
-    assert.ok(!done, 'child exited before forming a group');
-    if ((JSON.parse(String(value)) as { type?: string }).type === 'group') break;
+    const line = await child.lines.next();
+    assert.ok(!line.done, 'child exited before forming a group');
+    if ((JSON.parse(line.value) as { type?: string }).type === 'group') break;
   }
   // mid-round: once every member holds the group description (a leader killed before its followers
   // read it only fails their matchmaking), and the child, stalling, keeps the round from finishing

@@ -123,7 +123,7 @@ test('trimmed mean drops the extremes per coordinate; a reducer with a robust ag
     const r = new PartReducer(6, 3, new Map([['a', 1], ['b', 1], ['c', 1], ['bad', 1], ['aux', 0]]), { maxAbs: 1e8, aggregation });
     for (const [peer, v] of [['a', 1], ['b', 2], ['c', 3], ['bad', 1e7], ['aux', 1e7]] as const) for (let c = 0; c < 2; c++) r.add(peer, c, new Float32Array(3).fill(v));
     const avg = r.chunkAverage(0);
-    assert.ok(avg.every((v) => v >= 1 && v <= 3 + 1e-3), `${aggregation}: ${Array.from(avg)} stays among the honest values`);
+    assert.ok(avg.every((v) => v >= 1 && v <= 3 + 1e-3), `${aggregation}: ${Array.from(avg).join(', ')} stays among the honest values`);
     assert.throws(() => r.chunkAverage(0), /already averaged/);
   }
 });

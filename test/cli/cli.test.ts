@@ -70,10 +70,10 @@ test('doctor --gpu adds the CUDA training step: where there is no CUDA provider 
   if (cuda?.status === 'ok') {
     // on a GPU machine the step must run and match the CPU
     assert.equal(step?.status, 'ok', JSON.stringify(step));
-    assert.match(step!.detail, /matches the CPU \(tolerance: loss 0\.002, each gradient tensor 0\.01 relative\); fp32: .*; fp16: /);
+    assert.match(step.detail, /matches the CPU \(tolerance: loss 0\.002, each gradient tensor 0\.01 relative\); fp32: .*; fp16: /);
   } else {
     assert.equal(step?.status, 'missing', JSON.stringify(step));
-    assert.match(step!.detail, /^not run: no CUDA provider here \(\S/);
+    assert.match(step.detail, /^not run: no CUDA provider here \(\S/);
     assert.equal(r.code, 0, r.stderr);
   }
   const plain = await runCli(['doctor', '--json', '--data-dir', tmpDir(t)], { timeoutMs: 120_000 });
@@ -86,5 +86,5 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   const report = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
   const peer = report.checks.find((c) => c.name.startsWith('Peer '));
   assert.equal(peer?.status, 'warn');
-  assert.match(peer!.detail, /unreachable/);
+  assert.match(peer.detail, /unreachable/);
 });

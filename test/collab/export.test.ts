@@ -35,7 +35,7 @@ function filledStore(dir: string, now: number): void {
 async function cohortInProcess(args: readonly string[]): Promise<{ code: number; stderr: string }> {
   let stderr = '';
   const write = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += chunk.toString()), true)) as typeof process.stderr.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += chunk.toString()), true));
   try {
     return { code: await main([...args, '--log-format', 'json']), stderr };
   } finally {
@@ -43,7 +43,7 @@ async function cohortInProcess(args: readonly string[]): Promise<{ code: number;
   }
 }
 
-const csv = (text: string): Array<Record<string, string>> => parse(text, { columns: true, record_delimiter: '\r\n' }) as Array<Record<string, string>>;
+const csv = (text: string): Array<Record<string, string>> => parse<Record<string, string>>(text, { columns: true, record_delimiter: '\r\n' });
 
 test('metrics export: every point as RFC 4180 CSV with display names; --series/--since/--out as JSON; contributions ranked', async (t) => {
   const dir = tmpDir(t);

@@ -59,7 +59,7 @@ test('average_state_every: peers that start from different weights hold the same
   const [a, b] = await peers(t, 'opt-state-avg', [1, 2], { averageStateEvery: 1 });
   assert.ok(maxAbsDiff(a!.params.data, b!.params.data) > 0.01, 'the initial weights differ');
   const [sa, sb] = await Promise.all([trainOneEpoch(a!), trainOneEpoch(b!)]);
-  for (const s of [sa!, sb!]) {
+  for (const s of [sa, sb]) {
     assert.equal(s.epoch, 1);
     assert.equal(s.averagedWith, 2, 'gradients were averaged');
     assert.deepEqual(s.stateAveraging, { averagedWith: 2 });
@@ -77,7 +77,7 @@ test('use_local_updates: every micro-batch steps locally, so peers drift apart; 
   assert.ok(maxAbsDiff(a!.params.data, initial) > 0, 'the local step moved the parameters');
   assert.ok(maxAbsDiff(a!.params.data, b!.params.data) > 1e-4, 'different gradients: the peers diverged');
   const [sa, sb] = await Promise.all([trainOneEpoch(a!), trainOneEpoch(b!)]);
-  for (const s of [sa!, sb!]) {
+  for (const s of [sa, sb]) {
     assert.equal(s.epoch, 1);
     assert.equal(s.averagedWith, 1, 'no gradient averaging');
     assert.equal(s.reason, undefined);

@@ -16,8 +16,8 @@ export interface Proc {
 export function spawnCli(t: TestContext, args: readonly string[]): Proc {
   const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const proc = { child, stdout: '', stderr: '' } as Proc;
-  child.stdout!.on('data', (d: Buffer) => (proc.stdout += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (proc.stderr += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (proc.stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (proc.stderr += d.toString()));
   (proc as { exited: Promise<number | null> }).exited = new Promise((resolve) => child.on('close', resolve));
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -23,7 +23,7 @@ async function take(stream: AsyncIterableIterator<AlbertBatch>, n: number): Prom
   for (let i = 0; i < n; i++) {
     const r = await stream.next();
     assert.equal(r.done, false);
-    out.push(r.value as AlbertBatch);
+    out.push(r.value);
   }
   return out;
 }
@@ -103,7 +103,7 @@ test('a corrupt shard row (bad sha256, bad length) is skipped with a counted war
   const { info } = await prepareDataset(base);
   const seqs = store.db.prepare('SELECT seq, data FROM shards WHERE cache_key = ? ORDER BY seq').all(info.cacheKey) as { seq: number; data: Buffer }[];
   const flipped = Buffer.from(seqs[0]!.data);
-  flipped[flipped.length - 1] ^= 0xff;
+  flipped[flipped.length - 1]! ^= 0xff;
   store.db.prepare('UPDATE shards SET data = ? WHERE cache_key = ? AND seq = ?').run(flipped, info.cacheKey, seqs[0]!.seq);
   // Truncated data with a matching sha256: caught by the length checks.
   const truncated = seqs[1]!.data.subarray(0, seqs[1]!.data.length - 6);

@@ -18,7 +18,7 @@ export function chromiumMissing(): string | undefined {
 
 /** Builds out/renderer when it is missing or stale, as `npm start` does. */
 export async function ensureRendererBuilt(): Promise<void> {
-  const { ensureBuilt } = (await import(path.join(ROOT, 'scripts', 'build.mjs'))) as { ensureBuilt(log?: (m: string) => void): void };
+  const { ensureBuilt } = (await import(path.join(ROOT, 'scripts', 'build.mjs'))) as { ensureBuilt: (log?: (m: string) => void) => void };
   ensureBuilt((m) => process.stderr.write(`${m}\n`));
 }
 
@@ -52,12 +52,12 @@ export async function startNode(t: TestContext, argv: (dataDir: string) => strin
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`the node printed no dashboard URL in 30 s; stderr: ${stderr}`)), 30_000);
     child.on('exit', (code) => reject(new Error(`the node exited (${code}); stderr: ${stderr}`)));
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m) {

@@ -18,7 +18,7 @@ const batch = PADDED_TINY_BATCH;
 function params() {
   const p = initAlbertParams({ ...config, initializerRange: 0.4 }, 7);
   const rng = new Rng(3);
-  for (const s of p.specs) if (s.shape.length === 1) for (let i = 0; i < s.size; i++) p.view(s.name)[i] += 0.2 * (rng.uniform() - 0.5);
+  for (const s of p.specs) if (s.shape.length === 1) for (let i = 0; i < s.size; i++) p.view(s.name)[i]! += 0.2 * (rng.uniform() - 0.5);
   return p;
 }
 

@@ -35,8 +35,8 @@ test('the vendored table parses into onnxruntime CUDA kernels with their opsets 
   assert.ok(rows.every((r) => r.domain === 'ai.onnx'));
   const matmul = row('MatMul', 13);
   assert.equal(matmul?.end, Infinity);
-  assert.deepEqual([...matmul!.types.get('T')!], ['tensor(bfloat16)', 'tensor(double)', 'tensor(float)', 'tensor(float16)']);
-  assert.deepEqual(matmul!.signatures, [{ inputs: [{ name: 'A', type: 'T' }, { name: 'B', type: 'T' }], outputs: [{ name: 'Y', type: 'T' }] }]);
+  assert.deepEqual([...matmul.types.get('T')!], ['tensor(bfloat16)', 'tensor(double)', 'tensor(float)', 'tensor(float16)']);
+  assert.deepEqual(matmul.signatures, [{ inputs: [{ name: 'A', type: 'T' }, { name: 'B', type: 'T' }], outputs: [{ name: 'Y', type: 'T' }] }]);
   assert.deepEqual(rows.filter((r) => r.op === 'ArgMax').map((r) => [r.start, r.end]), [[11, 11], [1, 10]]);
   const layerNorm = row('LayerNormalization', 17)!;
   assert.deepEqual([...layerNorm.types.get('U')!], ['tensor(float)'], 'LayerNormalization-17 keeps its statistics in float32');

@@ -19,7 +19,7 @@ const batch = PADDED_TINY_BATCH;
 function paramSets(): Array<[string, ParameterSet]> {
   const spread = initAlbertParams({ ...config, initializerRange: 0.2 }, 7);
   const rng = new Rng(3);
-  for (const s of spread.specs) if (s.shape.length === 1) for (let i = 0; i < s.size; i++) spread.view(s.name)[i] += 0.2 * (rng.uniform() - 0.5);
+  for (const s of spread.specs) if (s.shape.length === 1) for (let i = 0; i < s.size; i++) spread.view(s.name)[i]! += 0.2 * (rng.uniform() - 0.5);
   return [['HF init', initAlbertParams(config, 1)], ['spread', spread]];
 }
 

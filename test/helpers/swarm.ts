@@ -10,7 +10,7 @@ export async function rawRequest(from: SwarmNode, to: SwarmNode, bytes: Uint8Arr
   const stream = await from.libp2p.dialProtocol(to.peerId, recordsProtocol(from.runId));
   const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
   await lp.write(bytes);
-  const answer = cborDecode((await lp.read()).subarray());
+  const answer: unknown = cborDecode((await lp.read()).subarray());
   await stream.close();
   return answer;
 }

@@ -17,8 +17,8 @@ const require = createRequire(import.meta.url);
 // electron-builder's own modules, resolved the way electron-builder resolves them
 const builderRequire = createRequire(require.resolve('app-builder-lib/package.json'));
 const { getConfig, validateConfiguration } = builderRequire('./out/util/config/config') as {
-  getConfig(dir: string, file: string | null, extra: null): Promise<BuilderConfig>;
-  validateConfiguration(config: unknown, logger: unknown): Promise<void>;
+  getConfig: (dir: string, file: string | null, extra: null) => Promise<BuilderConfig>;
+  validateConfiguration: (config: unknown, logger: unknown) => Promise<void>;
 };
 const { DebugLogger } = builderRequire('builder-util/out/DebugLogger') as { DebugLogger: new (enabled: boolean) => unknown };
 

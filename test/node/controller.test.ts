@@ -64,7 +64,7 @@ test('start and pause move the contribution phase, persist across a restart, and
   const paused = await c.pauseContribution();
   assert.ok(paused.ok);
   assert.equal(paused.value.phase, 'paused');
-  c.close();
+  await c.close();
   store.close();
 
   const again = controller(t, storeIn(t, dir));
@@ -110,7 +110,7 @@ test('a node that was contributing resumes training by itself after a restart', 
   const dir = tmpDir(t);
   const first = controller(t, storeIn(t, dir));
   await first.startContribution();
-  first.close();
+  await first.close();
   const training = new FakeTraining();
   const again = controller(t, storeIn(t, dir), { training });
   assert.equal((await again.getSnapshot()).contribution.phase, 'running');

@@ -104,7 +104,7 @@ test('Server-Sent Events push a snapshot on connect and on every change', async 
   t.after(() => ac.abort());
   const res = await fetch(`${server.url}/api/events`, { signal: ac.signal });
   assert.equal(res.headers.get('content-type'), 'text/event-stream');
-  const reader = res.body!.getReader();
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader(); // fetch types its body ReadableStream<any>
   const phases: string[] = [];
   let buffer = '';
   const deadline = Date.now() + 10_000;

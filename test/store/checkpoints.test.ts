@@ -85,6 +85,6 @@ test('SIGKILL in the middle of writing a checkpoint leaves the previous one load
   assert.deepEqual(store.checkpoints.list('model').map((c) => c.epoch), [1], 'the half-written checkpoint is gone');
   const latest = store.checkpoints.loadLatest('model');
   assert.equal(latest?.info.id, Number(id));
-  assert.equal(sha(latest!.data), digest);
+  assert.equal(sha(latest.data), digest);
   assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'no orphan chunks remain');
 });

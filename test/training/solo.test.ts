@@ -29,7 +29,7 @@ async function trainSteps(runtime: SoloTraining, steps: number): Promise<number[
     const timer = setTimeout(() => reject(new Error(`only ${epochs.length} of ${steps} steps within 90 s`)), 90_000);
     const unsubscribe = runtime.subscribe((e: TrainingEvent) => {
       if (e.type !== 'progress') return;
-      epochs.push(e.swarm.epoch!);
+      epochs.push(e.swarm.epoch);
       if (epochs.length === steps) {
         clearTimeout(timer);
         unsubscribe();

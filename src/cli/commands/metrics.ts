@@ -68,7 +68,7 @@ const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** `--since` as ms since the Unix epoch. */
-export function parseSince(raw: string | undefined, now: number): number | undefined {
+function parseSince(raw: string | undefined, now: number): number | undefined {
   if (raw === undefined) return undefined;
   const text = raw.trim();
   const duration = DURATION.exec(text);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
-import { linearWarmupDecay, PRESET_NAMES, PRESETS, saveModel, trainStep, type OptimizerKind, type PresetName } from '../../engine/index.js';
+import { linearWarmupDecay, type LocalStep, PRESET_NAMES, PRESETS, saveModel, trainStep, type OptimizerKind, type PresetName } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
 import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
@@ -82,7 +82,7 @@ export function registerTrain(program: Command): void {
     else log.info(`training on ${data.description}`);
     log.info({ preset, parameters: params.size, batchSize, seqLen, steps, optimizer: kind, peakLr, warmupSteps, precision }, 'training');
     const started = performance.now();
-    let last;
+    let last: LocalStep | undefined;
     try {
       for (let step = 0; step < steps; step++) {
         const lr = linearWarmupDecay(step + 1, { peakLr, warmupSteps, totalSteps: steps + 1 });
@@ -98,7 +98,8 @@ export function registerTrain(program: Command): void {
     if (process.stderr.isTTY) process.stderr.write('\n');
     if (opts.out) saveModel(opts.out, config, params);
     const seconds = (performance.now() - started) / 1000;
-    process.stdout.write(JSON.stringify({ steps, loss: last!.loss, mlm_loss: last!.mlmLoss, sop_loss: last!.sopLoss, mlm_accuracy: last!.mlmAccuracy, sop_accuracy: last!.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');
+    if (!last) throw new Error('no training step was taken');
+    process.stdout.write(JSON.stringify({ steps, loss: last.loss, mlm_loss: last.mlmLoss, sop_loss: last.sopLoss, mlm_accuracy: last.mlmAccuracy, sop_accuracy: last.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');
   });
 }
 

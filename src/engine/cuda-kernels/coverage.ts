@@ -39,7 +39,7 @@ export interface UncoveredNode {
 
 /** Every node of `graph` that onnxruntime would run (dead nodes are not encoded) without a CUDA kernel. */
 export function uncoveredCudaNodes(graph: Graph, rows: readonly KernelRow[] = cudaKernelRows()): UncoveredNode[] {
-  if (OPSET !== 17) throw new Error(`CUDA coverage: the since-version table is for opset 17, the graphs use opset ${OPSET}`);
+  if (OPSET !== 17) throw new Error(`CUDA coverage: the since-version table is for opset 17, the graphs use opset ${String(OPSET)}`);
   const uncovered: UncoveredNode[] = [];
   liveNodes(graph).forEach((node, i) => {
     const reason = missingKernel(node, rows);

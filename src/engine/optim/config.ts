@@ -102,7 +102,7 @@ export function resolveOptimizerConfig(config: OptimizerConfig): ResolvedOptimiz
 export function describeConfig(config: ResolvedOptimizerConfig): Record<string, number | boolean | string | number[]> {
   const { decayExcluded: _predicate, betas, ...rest } = config;
   // JSON has no Infinity (an unclamped LAMB); spell it as a string rather than lose it to null
-  const entries = Object.entries(rest).map(([k, v]) => [k, typeof v === 'number' && !Number.isFinite(v) ? String(v) : v]);
+  const entries = Object.entries<number | boolean | string>(rest).map(([k, v]): [string, number | boolean | string] => [k, typeof v === 'number' && !Number.isFinite(v) ? String(v) : v]);
   return { ...Object.fromEntries(entries), betas: [...betas] };
 }
 

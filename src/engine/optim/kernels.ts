@@ -148,12 +148,13 @@ function axpy(): WasmFunction {
 }
 
 export interface Kernels {
-  lamb_moments(m: number, v: number, g: number, w: number, u: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, decay: number): void;
-  lamb_apply(u: number, w: number, bytes: number, scale: number): void;
-  adamw(m: number, v: number, g: number, w: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, keep: number, stepSize: number, invRootCorrection2: number): void;
-  sum_squares(x: number, bytes: number): void;
-  scale(x: number, bytes: number, factor: number): void;
-  axpy(y: number, x: number, bytes: number, a: number): void;
+  // WebAssembly exports are plain functions (no `this`), so they are declared as function properties, not methods
+  readonly lamb_moments: (m: number, v: number, g: number, w: number, u: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, decay: number) => void;
+  readonly lamb_apply: (u: number, w: number, bytes: number, scale: number) => void;
+  readonly adamw: (m: number, v: number, g: number, w: number, bytes: number, beta1: number, c1: number, beta2: number, c2: number, eps: number, keep: number, stepSize: number, invRootCorrection2: number) => void;
+  readonly sum_squares: (x: number, bytes: number) => void;
+  readonly scale: (x: number, bytes: number, factor: number) => void;
+  readonly axpy: (y: number, x: number, bytes: number, a: number) => void;
 }
 
 /** The slice of the WebAssembly JS API used here (the project's TypeScript lib has no WebAssembly types). */

@@ -37,7 +37,7 @@ export class NamespaceRegistry {
     }
     if (this.specs.has(name)) throw new RangeError(`record namespace "${name}" is already registered`);
     const spec: NamespaceSpec<T> = { schema, maxValueBytes };
-    this.specs.set(name, spec as NamespaceSpec<unknown>);
+    this.specs.set(name, spec);
     return spec;
   }
 
