@@ -92,7 +92,7 @@ export function registerData(program: Command): void {
   const prepare = data
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them')
-    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, a folder, or an http(s) URL', 'bundled')
+    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL', 'bundled')
     .option('--format <format>', `how to read files; accepted: ${SOURCE_FORMATS.join(', ')}`, 'auto')
     .option('--field <name>', 'JSONL: the field holding the text', 'text')
     .option('--sha256 <hex>', 'URL: expected sha256 of the download (verified before use)')
