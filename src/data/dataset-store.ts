@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
+import { datasetIdOf } from './dataset-id.js';
 import type { SopExample } from './examples.js';
 import { ShardFormatError, decodeShard, encodeShard, type ShardView } from './shard-format.js';
 
@@ -17,9 +18,12 @@ export interface DatasetInfo {
   readonly cacheKey: string;
   readonly source: string;
   readonly datasetHash: string;
+  /** sha256 of the tokenizer.json bytes. */
   readonly tokenizerHash: string;
   readonly tokenizerFile: string;
   readonly params: BuildParams;
+  /** Content identity (dataset-id.ts): what peers compare; null until the dataset is complete. */
+  readonly datasetId: string | null;
   readonly vocabSize: number;
   readonly documents: number;
   readonly sentences: number;
@@ -50,6 +54,7 @@ interface DatasetRow {
   tokenizer_hash: string;
   tokenizer_file: string;
   params: string;
+  dataset_id: string | null;
   vocab_size: number;
   documents: number;
   sentences: number;
@@ -98,11 +103,22 @@ export class DatasetStore {
     return { bytes: data.length, tokens };
   }
 
-  /** Marks a build complete with its totals; only complete datasets are reused or read. */
+  /** Marks a build complete with its totals and content identity; only complete datasets are reused or read. */
   finish(cacheKey: string, stats: { documents: number; sentences: number; examples: number; tokens: number; shardCount: number }): void {
+    const row = this.db.prepare('SELECT params, tokenizer_hash FROM datasets WHERE cache_key = ?').get(cacheKey) as { params: string; tokenizer_hash: string } | undefined;
+    if (!row) throw new Error(`dataset ${cacheKey}: finish() without begin()`);
+    const params = JSON.parse(row.params) as BuildParams;
+    const shards = this.db.prepare('SELECT sha256 FROM shards WHERE cache_key = ? ORDER BY seq').pluck().all(cacheKey) as string[];
+    const datasetId = datasetIdOf({ maxSeqLen: params.maxSeqLen, shortSeqProb: params.shortSeqProb, tokenizerSha256: row.tokenizer_hash }, shards);
     this.db
-      .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, complete = 1 WHERE cache_key = ?`)
-      .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, cacheKey);
+      .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, dataset_id = ?, complete = 1 WHERE cache_key = ?`)
+      .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, datasetId, cacheKey);
+  }
+
+  /** The complete dataset with this content identity, if this store holds one. */
+  byDatasetId(datasetId: string): DatasetInfo | undefined {
+    const row = this.db.prepare(`${SELECT_DATASET} WHERE d.dataset_id = ? AND d.complete = 1 ORDER BY d.last_used_at DESC`).get(datasetId) as DatasetRow | undefined;
+    return row && toInfo(row);
   }
 
   remove(cacheKey: string): void {
@@ -189,6 +205,7 @@ function toInfo(row: DatasetRow): DatasetInfo {
     tokenizerHash: row.tokenizer_hash,
     tokenizerFile: row.tokenizer_file,
     params: JSON.parse(row.params) as BuildParams,
+    datasetId: row.dataset_id,
     vocabSize: row.vocab_size,
     documents: row.documents,
     sentences: row.sentences,

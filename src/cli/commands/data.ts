@@ -72,6 +72,8 @@ function progressLine(): { update: (e: PrepareEvent) => void; done: () => void }
 function describe(d: DatasetInfo): Record<string, unknown> {
   return {
     cacheKey: d.cacheKey,
+    datasetId: d.datasetId,
+    tokenizerSha256: d.tokenizerHash,
     source: d.source,
     documents: d.documents,
     sentences: d.sentences,
@@ -176,7 +178,7 @@ export function registerData(program: Command): void {
         if (list.length === 0) process.stdout.write('no prepared dataset; run `cohort data prepare`\n');
         for (const d of list) {
           process.stdout.write(
-            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n`,
+            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n  dataset id ${d.datasetId}\n  tokenizer sha256 ${d.tokenizerHash}\n`,
           );
         }
         process.stdout.write(`cache size ${mb(cacheBytes)} in ${list.length} dataset(s)\n`);
