@@ -24,6 +24,8 @@ export interface DatasetInfo {
   readonly params: BuildParams;
   /** Content identity (dataset-id.ts): what peers compare; null until the dataset is complete. */
   readonly datasetId: string | null;
+  /** Fetched from the swarm: the manifest (JSON, src/shards) it was fetched by; it may hold only some of its shards. */
+  readonly manifest: string | null;
   readonly vocabSize: number;
   readonly documents: number;
   readonly sentences: number;
@@ -55,6 +57,7 @@ interface DatasetRow {
   tokenizer_file: string;
   params: string;
   dataset_id: string | null;
+  manifest: string | null;
   vocab_size: number;
   documents: number;
   sentences: number;
@@ -113,6 +116,51 @@ export class DatasetStore {
     this.db
       .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, dataset_id = ?, complete = 1 WHERE cache_key = ?`)
       .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, datasetId, cacheKey);
+  }
+
+  /**
+   * Starts (or continues) a dataset fetched from the swarm: its identity and manifest come from the
+   * run, not from its shards (it may hold only some). Readable once `refreshFetched` counted a shard.
+   */
+  beginFetched(info: Pick<DatasetInfo, 'cacheKey' | 'source' | 'tokenizerHash' | 'tokenizerFile' | 'params' | 'vocabSize'> & { datasetId: string; manifest: string }, now = Date.now()): void {
+    this.db
+      .prepare(
+        `INSERT INTO datasets (cache_key, source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, dataset_id, manifest, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (cache_key) DO NOTHING`,
+      )
+      .run(info.cacheKey, info.source, `swarm:${info.datasetId}`, info.tokenizerHash, info.tokenizerFile, JSON.stringify(info.params), info.vocabSize, info.datasetId, info.manifest, now, now);
+  }
+
+  /** Stores a shard received from a peer (already verified by the caller against its sha256). */
+  putShard(cacheKey: string, seq: number, shard: { data: Uint8Array; examples: number; tokens: number; sha256: string }, now = Date.now()): void {
+    this.db
+      .prepare(`INSERT OR REPLACE INTO shards (cache_key, seq, examples, tokens, data, sha256, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
+  }
+
+  /** Recounts a fetched dataset's totals from the shards it holds; it is readable (complete) once it holds one. */
+  refreshFetched(cacheKey: string): void {
+    this.db
+      .prepare(
+        `UPDATE datasets SET (examples, tokens, shard_count, complete) = (SELECT coalesce(sum(examples), 0), coalesce(sum(tokens), 0), count(*), count(*) > 0 FROM shards WHERE cache_key = ?) WHERE cache_key = ?`,
+      )
+      .run(cacheKey, cacheKey);
+  }
+
+  /** Per shard of a dataset, in order: what a manifest lists. */
+  shardEntries(cacheKey: string): { seq: number; sha256: string; examples: number; tokens: number; bytes: number }[] {
+    return this.db.prepare('SELECT seq, sha256, examples, tokens, length(data) AS bytes FROM shards WHERE cache_key = ? ORDER BY seq').all(cacheKey) as {
+      seq: number;
+      sha256: string;
+      examples: number;
+      tokens: number;
+      bytes: number;
+    }[];
+  }
+
+  /** A shard's bytes by content (any dataset), or undefined. */
+  shardBySha256(sha256: string): Buffer | undefined {
+    return this.db.prepare('SELECT data FROM shards WHERE sha256 = ? LIMIT 1').pluck().get(sha256) as Buffer | undefined;
   }
 
   /** The complete dataset with this content identity, if this store holds one. */
@@ -206,6 +254,7 @@ function toInfo(row: DatasetRow): DatasetInfo {
     tokenizerFile: row.tokenizer_file,
     params: JSON.parse(row.params) as BuildParams,
     datasetId: row.dataset_id,
+    manifest: row.manifest,
     vocabSize: row.vocab_size,
     documents: row.documents,
     sentences: row.sentences,

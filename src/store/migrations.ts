@@ -139,9 +139,13 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 5,
-    description: 'data: each prepared dataset records its content identity (dataset_id over its shard hashes, max sequence length, SOP parameters and tokenizer sha256), computed here for datasets prepared before',
+    description: 'data: each prepared dataset records its content identity (dataset_id over its shard hashes, max sequence length, SOP parameters and tokenizer sha256), computed here for datasets prepared before; a dataset fetched from the swarm keeps its manifest (it may hold only some shards); shards are found by sha256',
     up: (db) => {
-      db.exec('ALTER TABLE datasets ADD COLUMN dataset_id TEXT');
+      db.exec(`
+        ALTER TABLE datasets ADD COLUMN dataset_id TEXT;
+        ALTER TABLE datasets ADD COLUMN manifest TEXT;
+        CREATE INDEX shards_sha256 ON shards (sha256);
+      `);
       const rows = db.prepare('SELECT cache_key, params, tokenizer_hash FROM datasets WHERE complete = 1').all() as { cache_key: string; params: string; tokenizer_hash: string }[];
       const shards = db.prepare('SELECT sha256 FROM shards WHERE cache_key = ? ORDER BY seq').pluck();
       const set = db.prepare('UPDATE datasets SET dataset_id = ? WHERE cache_key = ?');

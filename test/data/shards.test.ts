@@ -205,7 +205,7 @@ test('migration 5 gives datasets prepared before it their identity; an incomplet
   const { info } = await prepareDataset(base);
   const db = store.db;
   // Rebuild the database as schema 4 left it, with this dataset in it, and an unfinished one.
-  db.exec('ALTER TABLE datasets DROP COLUMN dataset_id');
+  db.exec('ALTER TABLE datasets DROP COLUMN dataset_id; ALTER TABLE datasets DROP COLUMN manifest; DROP INDEX shards_sha256');
   db.prepare("INSERT INTO datasets (cache_key, source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, created_at, last_used_at) SELECT 'half', source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, 0, 0 FROM datasets").run();
   db.pragma('user_version = 4');
   assert.deepEqual(migrate(db, MIGRATIONS), [5]);
