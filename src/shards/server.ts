@@ -81,9 +81,10 @@ export class ShardServer {
   private readonly chunkBytes: number;
   private timer: NodeJS.Timeout | undefined;
   private active = 0;
-  /** Transfers completed and bytes sent, for logs and the benchmark. */
+  /** Transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
   served = 0;
   bytesSent = 0;
+  busyRefusals = 0;
 
   constructor(
     private readonly node: SwarmNode,
@@ -143,6 +144,7 @@ export class ShardServer {
   private async serve(framed: FramedStream, peer: string, request: ShardRequest): Promise<void> {
     const stall = () => deadline(this.stallTimeoutMs);
     if (this.active >= this.maxConcurrent) {
+      this.busyRefusals++;
       await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.maxConcurrent})` } satisfies BlobHeader, stall());
       return framed.close(stall());
     }

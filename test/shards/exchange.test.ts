@@ -130,6 +130,17 @@ test('a seeder stopped mid-shard: the newcomer waits, then resumes from the same
   assert.equal(r.info.shardCount, 1);
 });
 
+test('a seeder serves a bounded number of transfers at once: the others are told BUSY, retry, and all finish', async (t) => {
+  const [seeder, a, b] = await peers(t, 3);
+  const info = await found(seeder!);
+  const server = await serve(t, seeder!, { maxConcurrentTransfers: 1, uploadBytesPerSecond: 64 * 1024, chunkBytes: 4096 });
+  const fetch = (p: Peer) => fetchDataset(p.node, p.store, { datasetId: info.datasetId!, dataDir: p.dataDir, maxParallel: 2, log: quiet });
+  const [ra, rb] = await Promise.all([fetch(a!), fetch(b!)]);
+  for (const r of [ra, rb]) assert.deepEqual([r.info.datasetId, r.info.shardCount], [info.datasetId, info.shardCount]);
+  assert.ok(server.busyRefusals > 0, 'four streams asked at once, one was served');
+  assert.equal(server.served, 2 * (info.shardCount + 1), 'each newcomer: the tokenizer and every shard, once');
+});
+
 test('shards to fetch: a random subset per peer that fits the quota, counting those held; a quota below one shard is an error', async (t) => {
   const dataDir = tmpDir(t);
   const store = openStore(dataDir);
