@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundledCorpus, readBundledDocument } from '../src/data/bundled-corpus.js';
-import { prepareDataset } from '../src/data/prepare.js';
+import { prepareDataset, type PrepareEvent } from '../src/data/prepare.js';
 import { openStore } from '../src/store/index.js';
 import { reportJson } from './_report.js';
 
@@ -38,8 +38,14 @@ try {
   let sampledPeak = 0;
   const sampler = setInterval(() => (sampledPeak = Math.max(sampledPeak, process.memoryUsage.rss())), 200);
   const t0 = performance.now();
+  // A line a minute, so a run cut short on a busy machine still tells how far it got and at what peak.
+  let last: PrepareEvent | undefined;
+  const ticker = setInterval(() => {
+    const where = last?.phase === 'tokenize' ? `tokenizing: ${last.documents} documents, ${last.tokens} tokens` : last?.phase === 'train-tokenizer' ? `training the tokenizer: ${last.documents} documents` : 'starting';
+    console.log(`${((performance.now() - t0) / 1000).toFixed(0)} s, ${where}; peak RSS so far ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
+  }, 60_000);
   try {
-    const r = await prepareDataset({ store, dataDir: dir, source: file, maxSeqLen: 512, cacheQuotaBytes: 64 * 1024 ** 3 });
+    const r = await prepareDataset({ store, dataDir: dir, source: file, maxSeqLen: 512, cacheQuotaBytes: 64 * 1024 ** 3, onProgress: (e) => (last = e) });
     const seconds = (performance.now() - t0) / 1000;
     clearInterval(sampler);
     const peakMb = process.resourceUsage().maxRSS / 1024;
@@ -48,6 +54,7 @@ try {
     reportJson({ source_mb: Math.round(bytes / 1024 ** 2), peak_rss_mb: Math.round(peakMb), goal_rss_mb: GOAL_MB, prepare_s: Math.round(seconds), tokens: r.info.tokens });
   } finally {
     clearInterval(sampler);
+    clearInterval(ticker);
     store.close();
   }
 } finally {
