@@ -1,6 +1,7 @@
 // Shard exchange throughput on loopback: one seeder, 4 newcomers with empty stores each fetching the
 // whole dataset (64 MB of shards) at once over `shards/1.0.0`, against raw TCP moving the same bytes
-// (one server writing 64 MB to each of 4 clients) in the same process and run.
+// (one server writing 64 MB to each of 4 clients) in the same process and run, and against bare libp2p
+// streams over the same connections (what the transport allows before any protocol).
 // COHORT_BENCH_SHARDS_MB sets the dataset size (default 64). Goal: shards_vs_tcp ≥ 0.5.
 // Last line: one JSON object; `shard_mb_s` = aggregate MB/s over the 4 newcomers.
 import { createHash } from 'node:crypto';
@@ -93,6 +94,28 @@ async function tcpBaseline(bytes: number, clients: number): Promise<number> {
   return (clients * bytes) / 1024 ** 2 / seconds;
 }
 
+/** The ceiling the transport sets: the seeder sends `bytes` on one bare stream to each newcomer at once; MB/s over all of them. */
+async function bareLibp2p(seeder: SwarmNode, newcomers: readonly SwarmNode[], bytes: number): Promise<number> {
+  const block = new Uint8Array(256 * 1024);
+  await seeder.handle('bench-bare/1.0.0', async (stream) => {
+    for (let left = bytes; left > 0; left -= block.length) if (!stream.send(left >= block.length ? block : block.subarray(0, left))) await stream.onDrain();
+    await stream.close();
+  });
+  const t0 = performance.now();
+  await Promise.all(
+    newcomers.map(async (n) => {
+      const stream = await n.dial(seeder.peerId, 'bench-bare/1.0.0');
+      let got = 0;
+      stream.addEventListener('message', (e) => (got += e.data.byteLength));
+      if (stream.remoteWriteStatus === 'writable') await new Promise((resolve) => stream.addEventListener('remoteCloseWrite', resolve, { once: true }));
+      if (got !== bytes) throw new Error(`bare stream delivered ${got} of ${bytes} bytes`);
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  await seeder.unhandle('bench-bare/1.0.0');
+  return (newcomers.length * bytes) / 1024 ** 2 / seconds;
+}
+
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-bench-shards-'));
 const nodes: SwarmNode[] = [];
 const stores: Store[] = [];
@@ -123,11 +146,22 @@ try {
   for (const r of results) if (r.bytes !== seeded.bytes || r.info.datasetId !== seeded.datasetId) throw new Error(`a newcomer got ${r.bytes} of ${seeded.bytes} bytes`);
   const shardMbS = (NEWCOMERS * seeded.bytes) / 1024 ** 2 / seconds;
   console.log(`shard exchange: ${NEWCOMERS} newcomers × ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB in ${seconds.toFixed(2)} s = ${shardMbS.toFixed(1)} MB/s aggregate (noise + yamux, sha256 per shard, SQLite writes, all peers in one process)`);
+  const bareMbS = await bareLibp2p(seeder, newcomers, seeded.bytes);
+  console.log(`bare libp2p streams (same connections, no protocol on top), same bytes and clients: ${bareMbS.toFixed(1)} MB/s aggregate`);
   const tcpMbS = await tcpBaseline(seeded.bytes, NEWCOMERS);
   console.log(`raw TCP, same bytes and clients: ${tcpMbS.toFixed(1)} MB/s aggregate`);
   const ratio = shardMbS / tcpMbS;
-  console.log(`shards_vs_tcp ${ratio.toFixed(2)} (goal ≥ 0.5)`);
-  reportJson({ shard_mb_s: Number(shardMbS.toFixed(1)), tcp_mb_s: Number(tcpMbS.toFixed(1)), shards_vs_tcp: Number(ratio.toFixed(3)), dataset_mb: Number((seeded.bytes / 1024 ** 2).toFixed(1)), newcomers: NEWCOMERS, seconds: Number(seconds.toFixed(2)) });
+  console.log(`shards_vs_tcp ${ratio.toFixed(3)} (goal ≥ 0.5); the transport alone: libp2p_vs_tcp ${(bareMbS / tcpMbS).toFixed(3)}`);
+  reportJson({
+    shard_mb_s: Number(shardMbS.toFixed(1)),
+    libp2p_mb_s: Number(bareMbS.toFixed(1)),
+    tcp_mb_s: Number(tcpMbS.toFixed(1)),
+    libp2p_vs_tcp: Number((bareMbS / tcpMbS).toFixed(3)),
+    shards_vs_tcp: Number(ratio.toFixed(3)),
+    dataset_mb: Number((seeded.bytes / 1024 ** 2).toFixed(1)),
+    newcomers: NEWCOMERS,
+    seconds: Number(seconds.toFixed(2)),
+  });
   await server.stop();
 } finally {
   await Promise.all(nodes.map((n) => n.stop()));

@@ -61,6 +61,7 @@ export interface FetchResult {
 }
 
 type Holders = Map<string, Uint8Array>;
+const HOLDERS_TTL_MS = 5000;
 
 /**
  * Gets a dataset the run names from the swarm: its manifest (checked against the dataset id), its
@@ -79,9 +80,15 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   const datasets = new DatasetStore(store.db);
   const ns = holdingsOf(node);
 
-  const findHolders = async (): Promise<Holders> => {
-    const entries = await ns.get(holdingKey(datasetId));
-    return new Map([...entries.values()].filter((e) => e.owner !== self && !penalised.has(e.owner)).map((e) => [e.owner, e.value.have]));
+  // A DHT get per shard would cost more than moving a 2 MB shard on a LAN: the holders are read again
+  // after HOLDERS_TTL_MS, or at once when none of the known ones can serve.
+  let known: { at: number; holders: Holders } | undefined;
+  const findHolders = async (fresh = false): Promise<Holders> => {
+    if (fresh || known === undefined || Date.now() - known.at > HOLDERS_TTL_MS) {
+      const entries = await ns.get(holdingKey(datasetId));
+      known = { at: Date.now(), holders: new Map([...entries.values()].filter((e) => e.owner !== self).map((e) => [e.owner, e.value.have])) };
+    }
+    return new Map([...known.holders].filter(([peer]) => !penalised.has(peer)));
   };
   const penalise = (peer: string, reason: string) => {
     penalised.set(peer, reason);
@@ -131,7 +138,9 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     let waitUntil: number | undefined;
     for (;;) {
       options.signal?.throwIfAborted();
-      const candidates = [...(await findHolders())].filter(([peer, bits]) => holds(bits) && !failedHere.has(peer) && !penalised.has(peer)).map(([peer]) => peer);
+      const usable = (holders: Holders) => [...holders].filter(([peer, bits]) => holds(bits) && !failedHere.has(peer)).map(([peer]) => peer);
+      let candidates = usable(await findHolders());
+      if (candidates.length === 0) candidates = usable(await findHolders(true));
       if (candidates.length === 0) {
         waitUntil ??= Date.now() + (options.waitForHolderMs ?? 60_000);
         if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} of dataset ${datasetId} (${penalised.size} penalised, ${failedHere.size} failed)`);
@@ -167,7 +176,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
   while (manifest === undefined) {
     options.signal?.throwIfAborted();
-    const holders = [...(await findHolders()).keys()];
+    const holders = [...(await findHolders(true)).keys()];
     for (const peer of holders) {
       try {
         const reply = await call(peer, async (framed, stall) => {
