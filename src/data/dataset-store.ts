@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
+import { datasetIdOf } from '../store/dataset-id.js';
 import type { SopExample } from './examples.js';
 import { ShardFormatError, decodeShard, encodeShard, type ShardView } from './shard-format.js';
 
@@ -17,9 +18,14 @@ export interface DatasetInfo {
   readonly cacheKey: string;
   readonly source: string;
   readonly datasetHash: string;
+  /** sha256 of the tokenizer.json bytes. */
   readonly tokenizerHash: string;
   readonly tokenizerFile: string;
   readonly params: BuildParams;
+  /** Content identity (dataset-id.ts): what peers compare; null until the dataset is complete. */
+  readonly datasetId: string | null;
+  /** Fetched from the swarm: the manifest (JSON, src/shards) it was fetched by; it may hold only some of its shards. */
+  readonly manifest: string | null;
   readonly vocabSize: number;
   readonly documents: number;
   readonly sentences: number;
@@ -50,6 +56,8 @@ interface DatasetRow {
   tokenizer_hash: string;
   tokenizer_file: string;
   params: string;
+  dataset_id: string | null;
+  manifest: string | null;
   vocab_size: number;
   documents: number;
   sentences: number;
@@ -98,11 +106,67 @@ export class DatasetStore {
     return { bytes: data.length, tokens };
   }
 
-  /** Marks a build complete with its totals; only complete datasets are reused or read. */
+  /** Marks a build complete with its totals and content identity; only complete datasets are reused or read. */
   finish(cacheKey: string, stats: { documents: number; sentences: number; examples: number; tokens: number; shardCount: number }): void {
+    const row = this.db.prepare('SELECT params, tokenizer_hash FROM datasets WHERE cache_key = ?').get(cacheKey) as { params: string; tokenizer_hash: string } | undefined;
+    if (!row) throw new Error(`dataset ${cacheKey}: finish() without begin()`);
+    const params = JSON.parse(row.params) as BuildParams;
+    const shards = this.db.prepare('SELECT sha256 FROM shards WHERE cache_key = ? ORDER BY seq').pluck().all(cacheKey) as string[];
+    const datasetId = datasetIdOf({ maxSeqLen: params.maxSeqLen, shortSeqProb: params.shortSeqProb, tokenizerSha256: row.tokenizer_hash }, shards);
     this.db
-      .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, complete = 1 WHERE cache_key = ?`)
-      .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, cacheKey);
+      .prepare(`UPDATE datasets SET documents = ?, sentences = ?, examples = ?, tokens = ?, shard_count = ?, dataset_id = ?, complete = 1 WHERE cache_key = ?`)
+      .run(stats.documents, stats.sentences, stats.examples, stats.tokens, stats.shardCount, datasetId, cacheKey);
+  }
+
+  /**
+   * Starts (or continues) a dataset fetched from the swarm: its identity and manifest come from the
+   * run, not from its shards (it may hold only some). Readable once `refreshFetched` counted a shard.
+   */
+  beginFetched(info: Pick<DatasetInfo, 'cacheKey' | 'source' | 'tokenizerHash' | 'tokenizerFile' | 'params' | 'vocabSize'> & { datasetId: string; manifest: string }, now = Date.now()): void {
+    this.db
+      .prepare(
+        `INSERT INTO datasets (cache_key, source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, dataset_id, manifest, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (cache_key) DO NOTHING`,
+      )
+      .run(info.cacheKey, info.source, `swarm:${info.datasetId}`, info.tokenizerHash, info.tokenizerFile, JSON.stringify(info.params), info.vocabSize, info.datasetId, info.manifest, now, now);
+  }
+
+  /** Stores a shard received from a peer (already verified by the caller against its sha256). */
+  putShard(cacheKey: string, seq: number, shard: { data: Uint8Array; examples: number; tokens: number; sha256: string }, now = Date.now()): void {
+    this.db
+      .prepare(`INSERT OR REPLACE INTO shards (cache_key, seq, examples, tokens, data, sha256, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
+  }
+
+  /** Recounts a fetched dataset's totals from the shards it holds; it is readable (complete) once it holds one. */
+  refreshFetched(cacheKey: string): void {
+    this.db
+      .prepare(
+        `UPDATE datasets SET (examples, tokens, shard_count, complete) = (SELECT coalesce(sum(examples), 0), coalesce(sum(tokens), 0), count(*), count(*) > 0 FROM shards WHERE cache_key = ?) WHERE cache_key = ?`,
+      )
+      .run(cacheKey, cacheKey);
+  }
+
+  /** Per shard of a dataset, in order: what a manifest lists. */
+  shardEntries(cacheKey: string): { seq: number; sha256: string; examples: number; tokens: number; bytes: number }[] {
+    return this.db.prepare('SELECT seq, sha256, examples, tokens, length(data) AS bytes FROM shards WHERE cache_key = ? ORDER BY seq').all(cacheKey) as {
+      seq: number;
+      sha256: string;
+      examples: number;
+      tokens: number;
+      bytes: number;
+    }[];
+  }
+
+  /** A shard's bytes by content (any dataset), or undefined. */
+  shardBySha256(sha256: string): Buffer | undefined {
+    return this.db.prepare('SELECT data FROM shards WHERE sha256 = ? LIMIT 1').pluck().get(sha256) as Buffer | undefined;
+  }
+
+  /** The complete dataset with this content identity, if this store holds one. */
+  byDatasetId(datasetId: string): DatasetInfo | undefined {
+    const row = this.db.prepare(`${SELECT_DATASET} WHERE d.dataset_id = ? AND d.complete = 1 ORDER BY d.last_used_at DESC`).get(datasetId) as DatasetRow | undefined;
+    return row && toInfo(row);
   }
 
   remove(cacheKey: string): void {
@@ -189,6 +253,8 @@ function toInfo(row: DatasetRow): DatasetInfo {
     tokenizerHash: row.tokenizer_hash,
     tokenizerFile: row.tokenizer_file,
     params: JSON.parse(row.params) as BuildParams,
+    datasetId: row.dataset_id,
+    manifest: row.manifest,
     vocabSize: row.vocab_size,
     documents: row.documents,
     sentences: row.sentences,

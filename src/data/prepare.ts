@@ -106,7 +106,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
 
   if (!tokenizer) {
     // Skips are reported once, by the tokenize pass below.
-    if (!fs.existsSync(trainedFile)) trainTokenizer(source.documents(), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents }));
+    if (!fs.existsSync(trainedFile)) await trainTokenizer(source.documents(), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents }));
     tokenizer = loadTokenizer(trainedFile);
   }
 
@@ -122,7 +122,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
     pending = [];
   };
   try {
-    for (const doc of source.documents(onSkip)) {
+    for await (const doc of source.documents(onSkip)) {
       const sentences: number[][] = [];
       for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tokenizer.encode(s));
       stats.documents++;
@@ -149,10 +149,10 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
 }
 
 /** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename). */
-function trainTokenizer(documents: Iterable<{ paragraphs: readonly string[] }>, file: string, vocabSize: number, onDocument: (n: number) => void): void {
+async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly string[] }>, file: string, vocabSize: number, onDocument: (n: number) => void): Promise<void> {
   const counter = new WordCounter();
   let n = 0;
-  for (const doc of documents) {
+  for await (const doc of documents) {
     for (const p of doc.paragraphs) counter.add(p);
     onDocument(++n);
   }

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { ARCHIVE_SUFFIXES, archiveEntries, archiveKindOf } from './archive.js';
 import { bundledCorpus, readBundledDocument } from './bundled-corpus.js';
 import type { Document } from './document.js';
 import { DataError } from './errors.js';
 import { download, type DownloadProgress } from './download.js';
-import { NotTextError, decodeText } from './text-check.js';
-import { isWikiText, parsePlainText, parseWikiText } from './wikitext.js';
+import { NotTextError, textLines } from './text-check.js';
+import { WIKITEXT_PROBE_LINES, isWikiText, parsePlainText, plainTextSplitter, wikiTextSplitter } from './wikitext.js';
 
 export type SourceFormat = 'auto' | 'text' | 'wikitext' | 'jsonl';
 export const SOURCE_FORMATS: readonly SourceFormat[] = ['auto', 'text', 'wikitext', 'jsonl'];
@@ -36,12 +37,19 @@ export interface CorpusSource {
   readonly description: string;
   /** sha256 of the content (paths relative to the source, bytes, format options): the dataset part of the cache key. */
   readonly hash: string;
-  documents(onSkip?: (s: SkippedInput) => void): Iterable<Document>;
+  /** Streamed: a large file is read line by line, never as one string. */
+  documents(onSkip?: (s: SkippedInput) => void): AsyncIterable<Document>;
 }
 
 const TEXT_EXTENSIONS = new Set(['.txt', '.raw', '.tokens', '.text', '.md', '.jsonl', '.ndjson']);
+const isTextName = (name: string) => TEXT_EXTENSIONS.has(path.extname(name).toLowerCase());
+const isArchiveName = (name: string) => archiveKindOf(name) !== undefined;
 
-/** Opens `bundled`, an http(s) URL (downloaded, resumable), a file or a folder (its text and JSONL files, sorted). */
+/**
+ * Opens `bundled`, an http(s) URL (downloaded, resumable), a file or a folder (its text, JSONL and
+ * archive files, sorted). A `.zip`, `.tar`, `.tar.gz`/`.tgz` is read entry by entry (its text files),
+ * a `.gz` as the file it compresses.
+ */
 export async function openSource(spec: string, options: SourceOptions): Promise<CorpusSource> {
   const format = options.format ?? 'auto';
   const field = options.field ?? 'text';
@@ -57,11 +65,11 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   let root = spec;
   if (/^https?:\/\//i.test(spec)) root = await download(spec, options.downloadDir, { sha256: options.sha256, onProgress: options.onDownloadProgress });
   const files = listFiles(root);
-  if (files.length === 0) throw new DataError(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS].join(' ')})`);
+  if (files.length === 0) throw new DataError(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS, ...ARCHIVE_SUFFIXES].join(' ')})`);
   const hash = createHash('sha256').update(`files\0${format}\0${field}\0${limit}\0`);
   for (const f of files) {
     hash.update(path.relative(root, f) + '\0');
-    hash.update(fs.readFileSync(f));
+    for await (const chunk of fs.createReadStream(f)) hash.update(chunk as Buffer);
   }
   return {
     description: `${spec} (${files.length} file${files.length === 1 ? '' : 's'})`,
@@ -80,60 +88,95 @@ function listFiles(root: string): string[] {
   if (stat.isFile()) return [root];
   return fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && TEXT_EXTENSIONS.has(path.extname(e.name).toLowerCase()))
+    .filter((e) => e.isFile() && (isTextName(e.name) || isArchiveName(e.name)))
     .map((e) => path.join(e.parentPath, e.name))
     .sort();
 }
 
-function* readFiles(files: readonly string[], format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): Generator<Document> {
+async function* readFiles(files: readonly string[], format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): AsyncGenerator<Document> {
   for (const file of files) {
-    let text: string;
-    try {
-      text = decodeText(file, fs.readFileSync(file));
-    } catch (err) {
-      if (!(err instanceof NotTextError)) throw err;
-      onSkip?.({ file, reason: err.reason });
+    const kind = archiveKindOf(file);
+    if (kind === undefined) {
+      yield* readText(file, path.basename(file), fs.createReadStream(file), format, field, onSkip);
       continue;
     }
-    if (text.trim().length === 0) {
-      onSkip?.({ file, reason: 'empty file' });
-      continue;
+    for await (const entry of archiveEntries(file, kind)) {
+      const name = `${file}:${entry.name}`;
+      // a .gz holds one file, named by the user; an archive may hold anything (WikiText's zip has only .raw files)
+      if (kind !== 'gz' && !isTextName(entry.name)) onSkip?.({ file: name, reason: `not a text file (read: ${[...TEXT_EXTENSIONS].join(' ')})` });
+      else yield* readText(name, path.posix.basename(entry.name), await entry.open(), format, field, onSkip);
     }
-    const fmt = format !== 'auto' ? format : /\.(jsonl|ndjson)$/i.test(file) ? 'jsonl' : isWikiText(text) ? 'wikitext' : 'text';
-    if (fmt === 'jsonl') yield* parseJsonl(file, text, field, onSkip);
-    else if (fmt === 'wikitext') yield* parseWikiText(text);
-    else yield* parsePlainText(path.basename(file), text);
   }
 }
 
-function* parseJsonl(file: string, text: string, field: string, onSkip?: (s: SkippedInput) => void): Generator<Document> {
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (line.length === 0) continue;
-    let value: unknown;
-    try {
-      value = (JSON.parse(line) as Record<string, unknown>)[field];
-    } catch {
-      onSkip?.({ file: `${file}:${i + 1}`, reason: 'not valid JSON' });
-      continue;
+/** One text file, line by line; `--format auto` decides on its first lines. A file that turns out not to be text is skipped from there on. */
+async function* readText(file: string, title: string, chunks: AsyncIterable<Uint8Array>, format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): AsyncGenerator<Document> {
+  const lines = textLines(file, chunks)[Symbol.asyncIterator]();
+  let lineNo = 0;
+  let text = false;
+  try {
+    const head: string[] = [];
+    let fmt = format !== 'auto' ? format : /\.(jsonl|ndjson)$/i.test(file) ? 'jsonl' : undefined;
+    if (fmt === undefined) {
+      while (head.length < WIKITEXT_PROBE_LINES) {
+        const r = await lines.next();
+        if (r.done) break;
+        head.push(r.value);
+      }
+      fmt = isWikiText(head) ? 'wikitext' : 'text';
     }
-    if (typeof value !== 'string') {
-      onSkip?.({ file: `${file}:${i + 1}`, reason: `no string field "${field}"` });
-      continue;
+    const splitter = fmt === 'wikitext' ? wikiTextSplitter() : plainTextSplitter(title);
+    const all = async function* () {
+      yield* head;
+      for (let r = await lines.next(); !r.done; r = await lines.next()) yield r.value;
+    };
+    for await (const line of all()) {
+      lineNo++;
+      if (!text && line.trim().length > 0) text = true;
+      if (fmt === 'jsonl') yield* parseJsonLine(file, title, lineNo, line, field, onSkip);
+      else {
+        const doc = splitter.line(line);
+        if (doc) yield doc;
+      }
     }
-    yield* parsePlainText(`${path.basename(file)}:${i + 1}`, value);
+    const last = fmt === 'jsonl' ? undefined : splitter.end();
+    if (last) yield last;
+  } catch (err) {
+    if (!(err instanceof NotTextError)) throw err;
+    onSkip?.({ file, reason: lineNo > 0 ? `${err.reason}; the rest of the file is skipped` : err.reason });
+    return;
+  } finally {
+    await lines.return?.(undefined);
   }
+  if (!text) onSkip?.({ file, reason: 'empty file' });
 }
 
-function* mapIter<T, U>(items: Iterable<T>, f: (t: T) => U): Generator<U> {
+function parseJsonLine(file: string, title: string, lineNo: number, raw: string, field: string, onSkip?: (s: SkippedInput) => void): Document[] {
+  const where = `${file}:${lineNo}`;
+  const line = raw.trim();
+  if (line.length === 0) return [];
+  let value: unknown;
+  try {
+    value = (JSON.parse(line) as Record<string, unknown>)[field];
+  } catch {
+    onSkip?.({ file: where, reason: 'not valid JSON' });
+    return [];
+  }
+  if (typeof value !== 'string') {
+    onSkip?.({ file: where, reason: `no string field "${field}"` });
+    return [];
+  }
+  return parsePlainText(`${title}:${lineNo}`, value);
+}
+
+async function* mapIter<T, U>(items: Iterable<T>, f: (t: T) => U): AsyncGenerator<U> {
   for (const t of items) yield f(t);
 }
 
-function* take<T>(items: Iterable<T>, n: number): Generator<T> {
+async function* take<T>(items: AsyncIterable<T>, n: number): AsyncGenerator<T> {
   if (n <= 0) return;
   let i = 0;
-  for (const t of items) {
+  for await (const t of items) {
     yield t;
     if (++i >= n) return;
   }

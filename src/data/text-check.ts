@@ -9,20 +9,34 @@ export class NotTextError extends Error {
   }
 }
 
-const decoder = new TextDecoder('utf-8', { fatal: true });
+/** Longer lines mean the input is not line-oriented text; holding one would defeat reading as a stream. */
+export const MAX_LINE_CHARS = 16 * 1024 * 1024;
 
 /**
- * Decodes a file's bytes as UTF-8 text, refusing binary data (NUL bytes) and invalid UTF-8 rather
- * than feeding mojibake into the tokenizer. A UTF-8 byte-order mark is dropped.
+ * Decodes a byte stream as UTF-8 text and yields its lines (without `\n` / `\r\n`), holding no more
+ * than one chunk and one line: a 500 MB file never becomes one string (Node caps a string at ~512 M
+ * characters). Binary data (NUL bytes), invalid UTF-8 and over-long lines throw NotTextError, which
+ * ends the file where it is found. A UTF-8 byte-order mark is dropped.
  */
-export function decodeText(file: string, bytes: Uint8Array): string {
-  const probe = bytes.subarray(0, Math.min(bytes.length, 1 << 16));
-  if (probe.includes(0)) throw new NotTextError(file, 'binary data (NUL bytes); not a text file');
-  let text: string;
-  try {
-    text = decoder.decode(bytes);
-  } catch {
-    throw new NotTextError(file, 'not valid UTF-8 text');
+export async function* textLines(file: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  let offset = 0;
+  let rest = '';
+  const decode = (bytes?: Uint8Array) => {
+    try {
+      return bytes ? decoder.decode(bytes, { stream: true }) : decoder.decode();
+    } catch {
+      throw new NotTextError(file, `not valid UTF-8 text (near byte ${offset})`);
+    }
+  };
+  for await (const chunk of chunks) {
+    if (chunk.includes(0)) throw new NotTextError(file, `binary data (NUL bytes near byte ${offset}); not a text file`);
+    const lines = (rest + decode(chunk)).split('\n');
+    offset += chunk.length;
+    rest = lines.pop()!;
+    if (rest.length > MAX_LINE_CHARS) throw new NotTextError(file, `a line longer than ${MAX_LINE_CHARS} characters (near byte ${offset}); not line-oriented text`);
+    for (const line of lines) yield line.endsWith('\r') ? line.slice(0, -1) : line;
   }
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  rest += decode();
+  if (rest.length > 0) yield rest.endsWith('\r') ? rest.slice(0, -1) : rest;
 }

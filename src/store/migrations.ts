@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { datasetIdOf } from './dataset-id.js';
 
 /**
  * Versioned schema changes, applied in order inside one transaction each; the schema version is
@@ -135,6 +136,25 @@ export const MIGRATIONS: readonly Migration[] = [
           PRIMARY KEY (run_id, peer_id)
         );
       `),
+  },
+  {
+    version: 5,
+    description: 'data: each prepared dataset records its content identity (dataset_id over its shard hashes, max sequence length, SOP parameters and tokenizer sha256), computed here for datasets prepared before; a dataset fetched from the swarm keeps its manifest (it may hold only some shards); shards are found by sha256',
+    up: (db) => {
+      db.exec(`
+        ALTER TABLE datasets ADD COLUMN dataset_id TEXT;
+        ALTER TABLE datasets ADD COLUMN manifest TEXT;
+        CREATE INDEX shards_sha256 ON shards (sha256);
+      `);
+      const rows = db.prepare('SELECT cache_key, params, tokenizer_hash FROM datasets WHERE complete = 1').all() as { cache_key: string; params: string; tokenizer_hash: string }[];
+      const shards = db.prepare('SELECT sha256 FROM shards WHERE cache_key = ? ORDER BY seq').pluck();
+      const set = db.prepare('UPDATE datasets SET dataset_id = ? WHERE cache_key = ?');
+      for (const row of rows) {
+        const params = JSON.parse(row.params) as { maxSeqLen: number; shortSeqProb: number };
+        const id = datasetIdOf({ maxSeqLen: params.maxSeqLen, shortSeqProb: params.shortSeqProb, tokenizerSha256: row.tokenizer_hash }, shards.all(row.cache_key) as string[]);
+        set.run(id, row.cache_key);
+      }
+    },
   },
 ];
 

@@ -25,8 +25,13 @@ test('cohort data prepare → stats → sample on a slice of the bundled corpus;
 
   const stats = await runCli(['--data-dir', dir, 'data', 'stats', '--json']);
   assert.equal(stats.code, 0, stats.stderr);
-  const s = JSON.parse(stats.stdout) as { cacheBytes: number; datasets: { cacheKey: string; examples: number; shards: number }[] };
+  const s = JSON.parse(stats.stdout) as { cacheBytes: number; datasets: { cacheKey: string; examples: number; shards: number; datasetId: string; tokenizerSha256: string }[] };
   assert.deepEqual(s.datasets.map((d) => [d.cacheKey, d.examples, d.shards]), [[result.cacheKey, result.examples, result.shards]]);
+  const tokenizerSha = createHash('sha256').update(fs.readFileSync(result.tokenizer)).digest('hex');
+  assert.equal(s.datasets[0]!.tokenizerSha256, tokenizerSha);
+  assert.match(s.datasets[0]!.datasetId, /^[0-9a-f]{64}$/);
+  const text = await runCli(['--data-dir', dir, 'data', 'stats']);
+  assert.match(text.stdout, new RegExp(`dataset id ${s.datasets[0]!.datasetId}\n  tokenizer sha256 ${tokenizerSha}\n`));
   assert.ok(s.cacheBytes > 0);
 
   const sample = await runCli(['--data-dir', dir, 'data', 'sample', '--n', '3']);

@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
+import { datasetIdOf } from '../../src/store/dataset-id.js';
 import { DatasetStore } from '../../src/data/dataset-store.js';
 import { prepareDataset, type PrepareOptions } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { loadTokenizer } from '../../src/data/tokenizer.js';
 import { checkBatch, type AlbertBatch } from '../../src/engine/batch.js';
 import { openStore, type Store } from '../../src/store/index.js';
+import { MIGRATIONS, migrate } from '../../src/store/migrations.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 function setup(t: TestContext): { dataDir: string; store: Store; base: PrepareOptions } {
@@ -172,4 +175,41 @@ test('an interrupted or empty prepare leaves nothing half-written in the cache',
   fs.writeFileSync(path.join(empty, 'one.txt'), 'Only one sentence here');
   await assert.rejects(prepareDataset({ ...base, source: empty, maxDocuments: undefined }), /gave no training examples \(1 documents, 1 sentences/);
   assert.equal(count('SELECT count(*) AS c FROM datasets'), 0);
+});
+
+function shardHashes(store: Store, cacheKey: string): string[] {
+  return store.db.prepare('SELECT sha256 FROM shards WHERE cache_key = ? ORDER BY seq').pluck().all(cacheKey) as string[];
+}
+
+test('a prepared dataset is identified by its content: shard hashes, max length, SOP parameters, tokenizer sha256', async (t) => {
+  const a = setup(t);
+  const b = setup(t);
+  const first = (await prepareDataset(a.base)).info;
+  const tokenizerSha = createHash('sha256').update(fs.readFileSync(first.tokenizerFile)).digest('hex');
+  assert.equal(first.tokenizerHash, tokenizerSha);
+  assert.equal(first.datasetId, datasetIdOf({ maxSeqLen: 128, shortSeqProb: 0.1, tokenizerSha256: tokenizerSha }, shardHashes(a.store, first.cacheKey)));
+  // Another peer preparing the same inputs gets the same identity (preparation is deterministic) …
+  const twin = (await prepareDataset(b.base)).info;
+  assert.equal(twin.datasetId, first.datasetId);
+  assert.equal(new DatasetStore(b.store.db).byDatasetId(first.datasetId)?.cacheKey, twin.cacheKey);
+  // … and any setting that changes the examples changes it.
+  const ids = new Set<string | null>([first.datasetId]);
+  for (const change of [{ maxSeqLen: 64 }, { shortSeqProb: 0.3 }, { seed: 1 }, { vocabSize: 1400 }]) ids.add((await prepareDataset({ ...b.base, ...change })).info.datasetId);
+  assert.equal(ids.size, 5);
+  // the same shards under another tokenizer are another dataset
+  assert.notEqual(datasetIdOf({ maxSeqLen: 128, shortSeqProb: 0.1, tokenizerSha256: '0'.repeat(64) }, shardHashes(a.store, first.cacheKey)), first.datasetId);
+});
+
+test('migration 5 gives datasets prepared before it their identity; an incomplete one stays without', async (t) => {
+  const { store, base } = setup(t);
+  const { info } = await prepareDataset(base);
+  const db = store.db;
+  // Rebuild the database as schema 4 left it, with this dataset in it, and an unfinished one.
+  db.exec('ALTER TABLE datasets DROP COLUMN dataset_id; ALTER TABLE datasets DROP COLUMN manifest; DROP INDEX shards_sha256');
+  db.prepare("INSERT INTO datasets (cache_key, source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, created_at, last_used_at) SELECT 'half', source, dataset_hash, tokenizer_hash, tokenizer_file, params, vocab_size, 0, 0 FROM datasets").run();
+  db.pragma('user_version = 4');
+  assert.deepEqual(migrate(db, MIGRATIONS), [5]);
+  const datasets = new DatasetStore(db);
+  assert.equal(datasets.get(info.cacheKey)!.datasetId, info.datasetId);
+  assert.equal(datasets.get('half')!.datasetId, null);
 });

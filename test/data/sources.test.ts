@@ -2,9 +2,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
-import { openSource, type SkippedInput } from '../../src/data/sources.js';
+import { createGzip } from 'node:zlib';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import type { Document } from '../../src/data/document.js';
+import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
-import { isWikiText, parseWikiText } from '../../src/data/wikitext.js';
+import { MAX_PLAIN_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const WIKI = [
@@ -27,10 +31,18 @@ const WIKI = [
   '',
 ].join('\n');
 
-test('WikiText raw: article headings delimit documents, section headings are dropped, blank lines delimit paragraphs', () => {
-  assert.equal(isWikiText(WIKI), true);
-  assert.equal(isWikiText('Just some text.\n\nMore text.'), false);
-  const docs = parseWikiText(WIKI);
+async function documentsOf(source: CorpusSource, onSkip?: (s: SkippedInput) => void): Promise<Document[]> {
+  const docs: Document[] = [];
+  for await (const d of source.documents(onSkip)) docs.push(d);
+  return docs;
+}
+
+test('WikiText raw: article headings delimit documents, section headings are dropped, blank lines delimit paragraphs', async (t) => {
+  assert.equal(isWikiText(WIKI.split('\n')), true);
+  assert.equal(isWikiText(['Just some text.', '', 'More text.']), false);
+  const dir = tmpDir(t);
+  fs.writeFileSync(path.join(dir, 'wiki.train.raw'), WIKI);
+  const docs = await documentsOf(await openSource(path.join(dir, 'wiki.train.raw'), { downloadDir: dir }));
   assert.deepEqual(
     docs.map((d) => d.title),
     ['Valkyria Chronicles III', 'Tower Building of the Little Rock Arsenal'],
@@ -58,7 +70,7 @@ test('a folder: text, WikiText and JSONL files are read in order; binary, non-UT
   fs.writeFileSync(path.join(dir, 'ignored.bin'), 'not listed');
   const source = await openSource(dir, { downloadDir: path.join(dir, 'dl'), field: 'body' });
   const skipped: SkippedInput[] = [];
-  const docs = [...source.documents((s) => skipped.push(s))];
+  const docs = await documentsOf(source, (s) => skipped.push(s));
   assert.deepEqual(
     docs.map((d) => d.title),
     ['a.txt', 'Valkyria Chronicles III', 'Tower Building of the Little Rock Arsenal', 'c.jsonl:1', 'c.jsonl:4'],
@@ -88,10 +100,131 @@ test('the bundled corpus is real English prose available offline, and maxDocumen
   const dir = tmpDir(t);
   const all = await openSource('bundled', { downloadDir: dir });
   const slice = await openSource('bundled', { downloadDir: dir, maxDocuments: 2 });
-  const docs = [...slice.documents()];
+  const docs = await documentsOf(slice);
   assert.equal(docs.length, 2);
   assert.notEqual(slice.hash, all.hash);
   const text = docs.map((d) => d.paragraphs.join(' ')).join(' ');
   assert.ok(text.length > 5000, `expected a few KB of text, got ${text.length}`);
   for (const word of [' the ', ' of ', ' and ']) assert.ok(text.includes(word), `expected English text containing "${word}"`);
+});
+
+/** A WikiText-103 layout (`wikitext-103-raw/wiki.{train,valid}.raw`) plus a file that is not text. */
+const ARCHIVE_FILES: Record<string, string | Buffer> = {
+  'wikitext-103-raw/wiki.train.raw': WIKI,
+  'wikitext-103-raw/wiki.valid.raw': '\n = Second Article = \n\n Its only paragraph . \n',
+  'wikitext-103-raw/data.arrow': Buffer.from([0x41, 0x52, 0x52, 0x00, 0x01]),
+};
+const ARCHIVE_TITLES = ['Valkyria Chronicles III', 'Tower Building of the Little Rock Arsenal', 'Second Article'];
+
+async function writeTar(file: string, gzip: boolean, files: Record<string, string | Buffer>): Promise<void> {
+  const pack = tar.pack();
+  for (const [name, body] of Object.entries(files)) pack.entry({ name }, body);
+  pack.finalize();
+  await (gzip ? pipeline(pack, createGzip(), fs.createWriteStream(file)) : pipeline(pack, fs.createWriteStream(file)));
+}
+
+/** A zip written by hand (stored entries, no compression): the format is simple and the test then does not depend on a zip writer. */
+function writeZip(file: string, files: Record<string, string | Buffer>): void {
+  const parts: Buffer[] = [];
+  const central: Buffer[] = [];
+  let offset = 0;
+  for (const [name, body] of Object.entries(files)) {
+    const data = Buffer.from(body);
+    const nameBytes = Buffer.from(name);
+    const crc = crc32(data);
+    const local = Buffer.alloc(30);
+    local.writeUInt32LE(0x04034b50, 0);
+    local.writeUInt16LE(20, 4);
+    local.writeUInt32LE(crc, 14);
+    local.writeUInt32LE(data.length, 18);
+    local.writeUInt32LE(data.length, 22);
+    local.writeUInt16LE(nameBytes.length, 26);
+    const entry = Buffer.alloc(46);
+    entry.writeUInt32LE(0x02014b50, 0);
+    entry.writeUInt16LE(20, 4);
+    entry.writeUInt16LE(20, 6);
+    entry.writeUInt32LE(crc, 16);
+    entry.writeUInt32LE(data.length, 20);
+    entry.writeUInt32LE(data.length, 24);
+    entry.writeUInt16LE(nameBytes.length, 28);
+    entry.writeUInt32LE(offset, 42);
+    central.push(entry, nameBytes);
+    parts.push(local, nameBytes, data);
+    offset += local.length + nameBytes.length + data.length;
+  }
+  const dir = Buffer.concat(central);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(Object.keys(files).length, 8);
+  end.writeUInt16LE(Object.keys(files).length, 10);
+  end.writeUInt32LE(dir.length, 12);
+  end.writeUInt32LE(offset, 16);
+  fs.writeFileSync(file, Buffer.concat([...parts, dir, end]));
+}
+
+function crc32(data: Buffer): number {
+  let crc = ~0;
+  for (const byte of data) {
+    crc ^= byte;
+    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
+  }
+  return ~crc >>> 0;
+}
+
+for (const [suffix, write] of [
+  ['.zip', async (f: string) => writeZip(f, ARCHIVE_FILES)],
+  ['.tar', (f: string) => writeTar(f, false, ARCHIVE_FILES)],
+  ['.tar.gz', (f: string) => writeTar(f, true, ARCHIVE_FILES)],
+  ['.tgz', (f: string) => writeTar(f, true, ARCHIVE_FILES)],
+] as const) {
+  test(`a ${suffix} archive is read entry by entry: its text files as WikiText, anything else skipped with a reason`, async (t) => {
+    const dir = tmpDir(t);
+    const file = path.join(dir, `wikitext-103-raw-v1${suffix}`);
+    await write(file);
+    const skipped: SkippedInput[] = [];
+    const source = await openSource(file, { downloadDir: dir });
+    const docs = await documentsOf(source, (s) => skipped.push(s));
+    assert.deepEqual(docs.map((d) => d.title), ARCHIVE_TITLES);
+    assert.deepEqual(docs[2]!.paragraphs, ['Its only paragraph .']);
+    assert.deepEqual(skipped.map((s) => s.file), [`${file}:wikitext-103-raw/data.arrow`]);
+    assert.match(skipped[0]!.reason, /not a text file/);
+    // maxDocuments stops inside the archive (and closes it)
+    assert.equal((await documentsOf(await openSource(file, { downloadDir: dir, maxDocuments: 1 }))).length, 1);
+  });
+}
+
+test('a .gz file is read as the file it compresses; a folder lists archives beside text files', async (t) => {
+  const dir = tmpDir(t);
+  await pipeline(async function* () {
+    yield Buffer.from(WIKI);
+  }, createGzip(), fs.createWriteStream(path.join(dir, 'wiki.train.raw.gz')));
+  writeZip(path.join(dir, 'more.zip'), { 'b.txt': 'Plain text. Two sentences.\n' });
+  const docs = await documentsOf(await openSource(dir, { downloadDir: path.join(dir, 'dl') }));
+  assert.deepEqual(docs.map((d) => d.title), ['b.txt', 'Valkyria Chronicles III', 'Tower Building of the Little Rock Arsenal']);
+});
+
+test('a corrupt archive is a clear error naming it; a bad entry in a tar is skipped and the next one is read', async (t) => {
+  const dir = tmpDir(t);
+  const bad = path.join(dir, 'broken.zip');
+  fs.writeFileSync(bad, 'this is not a zip file at all, just text of some length');
+  await assert.rejects(documentsOf(await openSource(bad, { downloadDir: dir })), /archive .*broken\.zip: cannot read it as zip/);
+  const mixed = path.join(dir, 'mixed.tar');
+  const binary = Buffer.concat([Buffer.from(' = First = \n\n Some words here . \n'), Buffer.alloc(200_000, 0)]);
+  await writeTar(mixed, false, { 'a.raw': binary, 'b.raw': WIKI });
+  const skipped: SkippedInput[] = [];
+  const docs = await documentsOf(await openSource(mixed, { downloadDir: dir }), (s) => skipped.push(s));
+  assert.deepEqual(docs.map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+  assert.equal(skipped.length, 1);
+  assert.match(skipped[0]!.reason, /binary/);
+});
+
+test('plain text is read as a stream: a long file becomes several documents of bounded size', async (t) => {
+  const dir = tmpDir(t);
+  const para = 'A sentence of plain text here. Another one follows it.';
+  const count = Math.ceil((2.5 * MAX_PLAIN_DOCUMENT_CHARS) / para.length);
+  fs.writeFileSync(path.join(dir, 'long.txt'), Array.from({ length: count }, () => para).join('\n\n'));
+  const docs = await documentsOf(await openSource(path.join(dir, 'long.txt'), { downloadDir: dir }));
+  assert.deepEqual(docs.map((d) => d.title), ['long.txt', 'long.txt (part 2)', 'long.txt (part 3)']);
+  assert.equal(docs.reduce((n, d) => n + d.paragraphs.length, 0), count);
+  assert.ok(docs.every((d) => d.paragraphs.join('').length <= MAX_PLAIN_DOCUMENT_CHARS + para.length));
 });

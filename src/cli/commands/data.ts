@@ -72,6 +72,8 @@ function preparationProgress(): { update: (e: PrepareEvent) => void; done: () =>
 function describe(d: DatasetInfo): Record<string, unknown> {
   return {
     cacheKey: d.cacheKey,
+    datasetId: d.datasetId,
+    tokenizerSha256: d.tokenizerHash,
     source: d.source,
     documents: d.documents,
     sentences: d.sentences,
@@ -92,7 +94,7 @@ export function registerData(program: Command): void {
   const prepare = data
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them')
-    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, a folder, or an http(s) URL', 'bundled')
+    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL', 'bundled')
     .option('--format <format>', `how to read files; accepted: ${SOURCE_FORMATS.join(', ')}`, 'auto')
     .option('--field <name>', 'JSONL: the field holding the text', 'text')
     .option('--sha256 <hex>', 'URL: expected sha256 of the download (verified before use)')
@@ -176,7 +178,7 @@ export function registerData(program: Command): void {
         if (list.length === 0) process.stdout.write('no prepared dataset; run `cohort data prepare`\n');
         for (const d of list) {
           process.stdout.write(
-            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n`,
+            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n  dataset id ${d.datasetId}\n  tokenizer sha256 ${d.tokenizerHash}\n`,
           );
         }
         process.stdout.write(`cache size ${mb(cacheBytes)} in ${list.length} dataset(s)\n`);

@@ -1,0 +1,90 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import tar from 'tar-stream';
+import yauzl from 'yauzl';
+import { DataError } from './errors.js';
+
+export type ArchiveKind = 'zip' | 'tar' | 'tar.gz' | 'gz';
+/** File names that are read as archives (WikiText-103 ships as `wikitext-103-raw-v1.zip`). */
+export const ARCHIVE_SUFFIXES: readonly string[] = ['.zip', '.tar', '.tar.gz', '.tgz', '.gz'];
+
+/** The archive kind a file name says, or undefined for a plain file. */
+export function archiveKindOf(file: string): ArchiveKind | undefined {
+  const name = file.toLowerCase();
+  if (name.endsWith('.zip')) return 'zip';
+  if (name.endsWith('.tar')) return 'tar';
+  if (name.endsWith('.tar.gz') || name.endsWith('.tgz')) return 'tar.gz';
+  if (name.endsWith('.gz')) return 'gz';
+  return undefined;
+}
+
+/** One file inside an archive; `open` streams its (decompressed) bytes and may be called once, before the next entry. */
+export interface ArchiveEntry {
+  /** Path inside the archive (for `.gz`: the file name without `.gz`). */
+  readonly name: string;
+  open(): Promise<AsyncIterable<Uint8Array>>;
+}
+
+/**
+ * The regular files of an archive, in archive order, streamed: nothing is held in memory beyond a
+ * chunk, so a 500 MB `wiki.train.raw` inside a zip is read like a file. An entry the caller does not
+ * open is skipped. Breaking out of the loop closes the archive.
+ */
+export async function* archiveEntries(file: string, kind: ArchiveKind): AsyncGenerator<ArchiveEntry> {
+  try {
+    if (kind === 'zip') yield* zipEntries(file);
+    else if (kind === 'gz') yield { name: path.basename(file).replace(/\.gz$/i, ''), open: async () => fs.createReadStream(file).pipe(zlib.createGunzip()) };
+    else yield* tarEntries(file, kind === 'tar.gz');
+  } catch (err) {
+    if (err instanceof DataError) throw err;
+    throw new DataError(`archive ${file}: cannot read it as ${kind} (${(err as Error).message})`, { cause: err });
+  }
+}
+
+async function* zipEntries(file: string): AsyncGenerator<ArchiveEntry> {
+  const zip = await yauzl.openPromise(file, { lazyEntries: true, autoClose: false });
+  try {
+    for await (const entry of zip.eachEntry()) {
+      if (entry.fileName.endsWith('/')) continue; // a folder
+      yield { name: entry.fileName, open: () => zip.openReadStreamPromise(entry) };
+    }
+  } finally {
+    zip.close();
+  }
+}
+
+async function* tarEntries(file: string, gzipped: boolean): AsyncGenerator<ArchiveEntry> {
+  const input = fs.createReadStream(file);
+  const extract = tar.extract();
+  // pipe() does not forward errors: a truncated gzip or a read error must end the iteration
+  const fail = (err: Error) => extract.destroy(err);
+  input.on('error', fail);
+  if (gzipped) {
+    const gunzip = zlib.createGunzip();
+    gunzip.on('error', fail);
+    input.pipe(gunzip).pipe(extract);
+  } else input.pipe(extract);
+  try {
+    for await (const entry of extract) {
+      if (entry.header.type === 'file' || entry.header.type === 'contiguous-file') {
+        yield { name: entry.header.name, open: async () => chunksOf(entry) };
+      }
+      // tar is sequential: what the caller did not read is drained before the next header
+      entry.resume();
+    }
+  } finally {
+    input.destroy();
+    extract.destroy();
+  }
+}
+
+/**
+ * An entry's chunks, read without ever calling the entry iterator's return(): a caller that stops
+ * early (a binary file) would otherwise destroy the entry, and a destroyed entry stalls the tar
+ * extractor for good; here the rest is drained by resume() instead.
+ */
+async function* chunksOf(entry: AsyncIterable<unknown>): AsyncGenerator<Uint8Array> {
+  const it = entry[Symbol.asyncIterator]();
+  for (let r = await it.next(); !r.done; r = await it.next()) yield r.value as Uint8Array;
+}

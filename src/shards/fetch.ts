@@ -1,0 +1,307 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { threadId } from 'node:worker_threads';
+import { deadline, FramedStream } from '../averaging/framing.js';
+import { datasetIdOf } from '../store/dataset-id.js';
+import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
+import { datasetStore } from '../data/store-datasets.js';
+import { Prng } from '../data/prng.js';
+import type { Logger } from '../log/logger.js';
+import type { Store } from '../store/index.js';
+import type { SwarmNode } from '../swarm/index.js';
+import { ShardExchangeError } from './errors.js';
+import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
+import { holdingKey, holdingsOf } from './server.js';
+
+export interface FetchProgress {
+  readonly datasetId: string;
+  /** Bytes received for the shards of this fetch (tokenizer excluded), and their total. */
+  readonly bytes: number;
+  readonly totalBytes: number;
+  readonly shardsDone: number;
+  readonly shardsTotal: number;
+  readonly bytesPerSecond: number;
+  /** Seconds left at the rate so far; undefined before any byte arrived. */
+  readonly etaSeconds: number | undefined;
+}
+
+export interface FetchOptions {
+  /** The dataset the run names. */
+  readonly datasetId: string;
+  /** Where a fetched tokenizer.json is written (`<dataDir>/data/tokenizers/<sha256>.json`). */
+  readonly dataDir: string;
+  /** Manifest indices to hold; default: a random subset (seeded by this peer's id) that fits `quotaBytes`. */
+  readonly shards?: readonly number[];
+  /** Bytes of this dataset's shards to hold in all (those held already count). @default all of them */
+  readonly quotaBytes?: number;
+  /** Shards in flight at once (each from one holder). @default 4 */
+  readonly maxParallel?: number;
+  /** A holder that sends nothing for this long is left for another. @default 15 s */
+  readonly stallTimeoutMs?: number;
+  /** When no holder is left for a shard, how long to wait for one to (re)appear in the DHT before giving up. @default 60 s */
+  readonly waitForHolderMs?: number;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (p: FetchProgress) => void;
+  readonly log: Logger;
+}
+
+export interface FetchResult {
+  readonly info: DatasetInfo;
+  readonly manifest: Manifest;
+  readonly tokenizerFile: string;
+  /** Shards received now, and shards this store held before. */
+  readonly fetched: number;
+  readonly alreadyHeld: number;
+  readonly bytes: number;
+  /** Holders skipped for the rest of the fetch because they served bytes that did not match. */
+  readonly penalised: ReadonlyArray<{ readonly peer: string; readonly reason: string }>;
+  /** Transfers continued from a byte offset after a holder failed mid-shard. */
+  readonly resumed: number;
+  readonly durationMs: number;
+}
+
+type Holders = Map<string, Uint8Array>;
+const HOLDERS_TTL_MS = 5000;
+
+/**
+ * Gets a dataset the run names from the swarm: its manifest (checked against the dataset id), its
+ * tokenizer.json and the chosen shards, each from any holder that advertises it, verified by sha256
+ * and stored in the shard cache. A holder that serves wrong bytes is skipped for the rest of the
+ * fetch; a holder that stalls or goes away mid-shard is left and the shard continues from the same
+ * byte offset at another one (or, when none is left, at the first to reappear). Shards already held
+ * are kept, so calling it again (after a restart, or with a larger quota) fetches only what is missing.
+ */
+export async function fetchDataset(node: SwarmNode, store: Store, options: FetchOptions): Promise<FetchResult> {
+  const started = Date.now();
+  const self = node.peerId.toString();
+  const { datasetId, log } = options;
+  const stallMs = options.stallTimeoutMs ?? 15_000;
+  const penalised = new Map<string, string>();
+  const datasets = datasetStore(store);
+  const ns = holdingsOf(node);
+
+  // A DHT get per shard would cost more than moving a 2 MB shard on a LAN: the holders are read again
+  // after HOLDERS_TTL_MS, or at once when none of the known ones can serve.
+  let known: { at: number; holders: Holders } | undefined;
+  const findHolders = async (fresh = false): Promise<Holders> => {
+    if (fresh || known === undefined || Date.now() - known.at > HOLDERS_TTL_MS) {
+      const entries = await ns.get(holdingKey(datasetId));
+      known = { at: Date.now(), holders: new Map([...entries.values()].filter((e) => e.owner !== self).map((e) => [e.owner, e.value.have])) };
+    }
+    return new Map([...known.holders].filter(([peer]) => !penalised.has(peer)));
+  };
+  const penalise = (peer: string, reason: string) => {
+    penalised.set(peer, reason);
+    log.warn({ peer, dataset: datasetId, reason }, `skipping shard holder ${peer} for this fetch: ${reason}`);
+  };
+  const call = async <T>(peer: string, body: (framed: FramedStream, stall: () => AbortSignal) => Promise<T>): Promise<T> => {
+    const stall = () => deadline(stallMs, options.signal);
+    const stream = await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false });
+    const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shards from ${peer}`);
+    try {
+      const result = await body(framed, stall);
+      await framed.close(stall());
+      return result;
+    } catch (err) {
+      framed.abort(err as Error);
+      throw err;
+    }
+  };
+
+  /** Streams blob `sha256` from `peer` starting at `have.length`; returns when complete or throws (what arrived stays in `have`). */
+  const getBlob = (peer: string, sha256: string, have: Buffer[], maxBytes: number, onBytes: (n: number) => void) =>
+    call(peer, async (framed, stall) => {
+      let at = have.reduce((n, b) => n + b.byteLength, 0);
+      await framed.write({ t: 'get', sha256, offset: at }, stall());
+      const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
+      if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
+      if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
+      while (at < header.size) {
+        const { d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+        if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
+        have.push(Buffer.from(d));
+        at += d.byteLength;
+        onBytes(d.byteLength);
+      }
+    });
+
+  /**
+   * One blob from whichever holder has it: resumes at the byte offset after a failure, verifies the
+   * sha256 at the end (a mismatch penalises every holder that contributed), waits for holders to
+   * reappear when all have failed, up to `waitForHolderMs`.
+   */
+  const fetchBlob = async (what: string, sha256: string, size: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
+    const have: Buffer[] = [];
+    let contributors = new Set<string>();
+    const failedHere = new Set<string>();
+    let resumed = 0;
+    let waitUntil: number | undefined;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const usable = (holders: Holders) => [...holders].filter(([peer, bits]) => holds(bits) && !failedHere.has(peer)).map(([peer]) => peer);
+      let candidates = usable(await findHolders());
+      if (candidates.length === 0) candidates = usable(await findHolders(true));
+      if (candidates.length === 0) {
+        waitUntil ??= Date.now() + (options.waitForHolderMs ?? 60_000);
+        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} of dataset ${datasetId} (${penalised.size} penalised, ${failedHere.size} failed)`);
+        failedHere.clear(); // a holder that failed may have come back (restart, busy no more)
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        continue;
+      }
+      waitUntil = undefined;
+      const peer = candidates[Math.floor(Math.random() * candidates.length)]!;
+      const before = have.reduce((n, b) => n + b.byteLength, 0);
+      if (before > 0) resumed++;
+      contributors.add(peer);
+      try {
+        await getBlob(peer, sha256, have, size, onBytes);
+      } catch (err) {
+        options.signal?.throwIfAborted();
+        failedHere.add(peer);
+        log.info({ peer, what, at: have.reduce((n, b) => n + b.byteLength, 0), err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
+        continue;
+      }
+      const data = Buffer.concat(have);
+      const got = createHash('sha256').update(data).digest('hex');
+      if (got === sha256) return { data, resumed };
+      for (const p of contributors) penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
+      onBytes(-data.byteLength);
+      have.length = 0;
+      contributors = new Set();
+    }
+  };
+
+  // 1. The manifest, from a holder, proven to be the dataset the run names.
+  let manifest: Manifest | undefined;
+  const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
+  while (manifest === undefined) {
+    options.signal?.throwIfAborted();
+    const holders = [...(await findHolders(true)).keys()];
+    for (const peer of holders) {
+      try {
+        const reply = await call(peer, async (framed, stall) => {
+          await framed.write({ t: 'manifest', datasetId }, stall());
+          return framed.expect(manifestReplySchema, stall(), 'the manifest');
+        });
+        if (reply.t === 'refused') continue;
+        const m = reply.manifest;
+        const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
+        if (m.datasetId !== datasetId || id !== datasetId) penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
+        else manifest = m;
+        if (manifest) break;
+      } catch (err) {
+        log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
+      }
+    }
+    if (manifest === undefined) {
+      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId} (${holders.length} advertised it${penalised.size ? `, ${penalised.size} penalised` : ''})`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+
+  // 2. The tokenizer: one this store already has with that hash, or fetched.
+  const tokenizerFile =
+    localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
+    writeTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
+
+  // 3. The dataset row, and which shards to fetch.
+  const cacheKey = `swarm-${datasetId.slice(0, 26)}`;
+  datasets.beginFetched({
+    cacheKey,
+    source: `swarm dataset ${datasetId}`,
+    datasetId,
+    manifest: JSON.stringify(manifest),
+    tokenizerHash: manifest.tokenizerSha256,
+    tokenizerFile,
+    params: { maxSeqLen: manifest.maxSeqLen, shortSeqProb: manifest.shortSeqProb, seed: 0, format: 'swarm', field: '', maxDocuments: null },
+    vocabSize: manifest.vocabSize,
+  });
+  const held = new Set(datasets.shardEntries(cacheKey).filter((s) => manifest.shards[s.seq]?.sha256 === s.sha256).map((s) => s.seq));
+  const wanted = chooseShards(manifest, held, self, options);
+  const totalBytes = wanted.reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
+
+  // 4. The shards, `maxParallel` at a time, each stored as soon as it is verified.
+  let bytes = 0;
+  let shardsDone = 0;
+  let resumed = 0;
+  const report = () => {
+    const seconds = (Date.now() - started) / 1000;
+    const bytesPerSecond = seconds > 0 ? bytes / seconds : 0;
+    options.onProgress?.({ datasetId, bytes, totalBytes, shardsDone, shardsTotal: wanted.length, bytesPerSecond, etaSeconds: bytesPerSecond > 0 ? (totalBytes - bytes) / bytesPerSecond : undefined });
+  };
+  const queue = [...wanted];
+  const worker = async () => {
+    for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
+      const shard = manifest.shards[i]!;
+      const got = await fetchBlob(`shard ${i}`, shard.sha256, shard.bytes, (have) => hasBit(have, i), (n) => {
+        bytes += n;
+        report();
+      });
+      resumed += got.resumed;
+      datasets.putShard(cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 });
+      datasets.refreshFetched(cacheKey);
+      shardsDone++;
+      report();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(options.maxParallel ?? 4, queue.length) }, worker));
+  datasets.refreshFetched(cacheKey);
+  const info = datasets.get(cacheKey)!;
+  log.info({ dataset: datasetId, shards: wanted.length, bytes, ms: Date.now() - started }, `fetched ${wanted.length} shard(s) of dataset ${datasetId.slice(0, 12)}… (${bytes} bytes); holding ${info.shardCount} of ${manifest.shards.length}`);
+  return {
+    info,
+    manifest,
+    tokenizerFile,
+    fetched: wanted.length,
+    alreadyHeld: held.size,
+    bytes,
+    penalised: [...penalised].map(([peer, reason]) => ({ peer, reason })),
+    resumed,
+    durationMs: Date.now() - started,
+  };
+}
+
+/**
+ * The manifest indices to fetch: `shards` when given, else a random permutation (seeded by this
+ * peer's id, so peers spread over the shards) taken while the held + chosen bytes fit the quota.
+ */
+export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peerId: string, options: Pick<FetchOptions, 'shards' | 'quotaBytes'>): number[] {
+  if (options.shards !== undefined) {
+    for (const i of options.shards) if (!Number.isInteger(i) || i < 0 || i >= manifest.shards.length) throw new RangeError(`shard index ${i}: the dataset has shards 0..${manifest.shards.length - 1}`);
+    return [...new Set(options.shards)].filter((i) => !held.has(i));
+  }
+  const quota = options.quotaBytes ?? Infinity;
+  let used = [...held].reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
+  const chosen: number[] = [];
+  for (const i of new Prng(`shards:${peerId}:${manifest.datasetId}`).permutation(manifest.shards.length)) {
+    if (held.has(i)) continue;
+    const size = manifest.shards[i]!.bytes;
+    if (used + size > quota) continue;
+    used += size;
+    chosen.push(i);
+  }
+  if (chosen.length === 0 && held.size === 0) {
+    const smallest = Math.min(...manifest.shards.map((s) => s.bytes));
+    throw new RangeError(`cache quota of ${quota} bytes cannot hold one shard of dataset ${manifest.datasetId} (the smallest has ${smallest} bytes)`);
+  }
+  return chosen;
+}
+
+const tokenizerPath = (dataDir: string, sha256: string) => path.join(dataDir, 'data', 'tokenizers', `${sha256}.json`);
+
+/** A tokenizer.json with this hash that this store already uses or fetched before, if any. */
+function localTokenizer(datasets: DatasetStore, dataDir: string, sha256: string): string | undefined {
+  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), tokenizerPath(dataDir, sha256)];
+  return files.find((file) => fs.existsSync(file) && createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256);
+}
+
+/** Writes a verified tokenizer.json atomically (temp file + rename: a reader never sees half of it). */
+function writeTokenizer(dataDir: string, sha256: string, data: Buffer): string {
+  const file = tokenizerPath(dataDir, sha256);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
+  fs.writeFileSync(tmp, data);
+  fs.renameSync(tmp, file);
+  return file;
+}

@@ -1,0 +1,67 @@
+import { z } from 'zod';
+
+/** `/cohort/<run>/shards/1.0.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
+export const SHARDS_PROTOCOL = 'shards/1.0.0';
+/** DHT namespace: `shards/<dataset id>` holds, per holder, which of the dataset's shards it serves. */
+export const SHARDS_NAMESPACE = 'shards';
+/** Largest data frame payload (and the servers' default): small enough to interleave streams fairly, large enough to be cheap. */
+export const MAX_BLOB_CHUNK_BYTES = 256 * 1024;
+/** Largest frame either side accepts (a manifest of ~30 000 shards, or one data chunk). */
+export const MAX_SHARD_FRAME_BYTES = 4 * 1024 * 1024;
+/** Shards in one dataset: bounds the manifest and the advert's bitfield. */
+export const MAX_SHARDS = 30_000;
+/** Largest blob (a shard or a tokenizer.json) a fetcher accepts. */
+export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
+
+const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lower-case hex digits');
+const count = z.number().int().nonnegative();
+const bytes = () => z.custom<Uint8Array>((x) => x instanceof Uint8Array, 'expected a byte string');
+
+export const manifestShardSchema = z.strictObject({ sha256: hex64, examples: count, tokens: count, bytes: count.max(MAX_BLOB_BYTES) });
+export type ManifestShard = z.infer<typeof manifestShardSchema>;
+
+/** Everything a newcomer needs to hold (part of) a dataset and check it is the one the run names. */
+export const manifestSchema = z.strictObject({
+  datasetId: hex64,
+  maxSeqLen: z.number().int().min(8).max(8192),
+  shortSeqProb: z.number().min(0).max(1),
+  tokenizerSha256: hex64,
+  tokenizerBytes: count.max(MAX_BLOB_BYTES),
+  vocabSize: z.number().int().min(6),
+  shards: z.array(manifestShardSchema).min(1).max(MAX_SHARDS),
+});
+export type Manifest = z.infer<typeof manifestSchema>;
+
+/** First (and only) message of a request stream. `get`: a blob (shard or tokenizer.json) by sha256, from byte `offset`. */
+export const shardRequestSchema = z.discriminatedUnion('t', [
+  z.strictObject({ t: z.literal('manifest'), datasetId: hex64 }),
+  z.strictObject({ t: z.literal('get'), sha256: hex64, offset: count.max(MAX_BLOB_BYTES) }),
+]);
+export type ShardRequest = z.infer<typeof shardRequestSchema>;
+
+export const REFUSAL_CODES = ['BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
+const refusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(REFUSAL_CODES), message: z.string().max(512) });
+
+export const manifestReplySchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('manifest'), manifest: manifestSchema }), refusedSchema]);
+export type ManifestReply = z.infer<typeof manifestReplySchema>;
+/** Answer to `get`: the blob's full size, then `data` frames from the requested offset to the end. */
+export const blobHeaderSchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('blob'), size: count.max(MAX_BLOB_BYTES) }), refusedSchema]);
+export type BlobHeader = z.infer<typeof blobHeaderSchema>;
+export const blobDataSchema = z.strictObject({ t: z.literal('data'), d: bytes() });
+
+/** A holder's advert under `shards/<dataset id>`: bit i set = it serves the manifest's shard i (and the tokenizer, and the manifest). */
+export const holdingSchema = z.strictObject({ shards: count.max(MAX_SHARDS), have: bytes() });
+export type Holding = z.infer<typeof holdingSchema>;
+export const MAX_HOLDING_BYTES = Math.ceil(MAX_SHARDS / 8) + 64;
+
+export function encodeBits(held: readonly boolean[]): Uint8Array {
+  const bits = new Uint8Array(Math.ceil(held.length / 8));
+  held.forEach((h, i) => {
+    if (h) bits[i >> 3]! |= 1 << (i & 7);
+  });
+  return bits;
+}
+
+export function hasBit(bits: Uint8Array, i: number): boolean {
+  return ((bits[i >> 3] ?? 0) & (1 << (i & 7))) !== 0;
+}

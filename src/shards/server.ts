@@ -1,0 +1,197 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import type { Logger } from '../log/logger.js';
+import { deadline, FramedStream } from '../averaging/framing.js';
+import { UploadLimit } from '../averaging/upload-limit.js';
+import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
+import { datasetStore } from '../data/store-datasets.js';
+import type { Store } from '../store/index.js';
+import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
+import {
+  MAX_BLOB_CHUNK_BYTES,
+  MAX_HOLDING_BYTES,
+  MAX_SHARD_FRAME_BYTES,
+  SHARDS_NAMESPACE,
+  SHARDS_PROTOCOL,
+  encodeBits,
+  holdingSchema,
+  manifestSchema,
+  shardRequestSchema,
+  type BlobHeader,
+  type Holding,
+  type Manifest,
+  type ManifestReply,
+  type ShardRequest,
+} from './messages.js';
+
+const namespaces = new WeakMap<SwarmNode, RecordNamespace<Holding>>();
+
+/** The `shards` record namespace of a node (registered once per node, shared by its server and fetches). */
+export function holdingsOf(node: SwarmNode): RecordNamespace<Holding> {
+  let ns = namespaces.get(node);
+  if (ns === undefined) {
+    ns = node.registerNamespace(SHARDS_NAMESPACE, holdingSchema, { maxValueBytes: MAX_HOLDING_BYTES });
+    namespaces.set(node, ns);
+  }
+  return ns;
+}
+
+export function holdingKey(datasetId: string): string {
+  return `${SHARDS_NAMESPACE}/${datasetId}`;
+}
+
+/** The manifest of a dataset this store holds: the one it was fetched by, or built from its own shards. */
+export function manifestOf(info: DatasetInfo, datasets: DatasetStore): Manifest {
+  if (info.datasetId === null) throw new RangeError(`dataset ${info.cacheKey} is not complete: it has no identity yet`);
+  if (info.manifest !== null) return manifestSchema.parse(JSON.parse(info.manifest));
+  return {
+    datasetId: info.datasetId,
+    maxSeqLen: info.params.maxSeqLen,
+    shortSeqProb: info.params.shortSeqProb,
+    tokenizerSha256: info.tokenizerHash,
+    tokenizerBytes: fs.statSync(info.tokenizerFile).size,
+    vocabSize: info.vocabSize,
+    shards: datasets.shardEntries(info.cacheKey).map(({ sha256, examples, tokens, bytes }) => ({ sha256, examples, tokens, bytes })),
+  };
+}
+
+export interface ShardServerOptions {
+  /** This node's upload cap for shard traffic, bytes/s (shared by every transfer). @default unlimited */
+  readonly uploadBytesPerSecond?: number;
+  /** Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind #169). @default 4 */
+  readonly maxConcurrentTransfers?: number;
+  /** How often the holdings are published again (records expire after 3 intervals). @default 60 s */
+  readonly advertiseIntervalMs?: number;
+  /** A transfer making no progress for this long is dropped. @default 30 s */
+  readonly stallTimeoutMs?: number;
+  /** Bytes per data frame, up to MAX_BLOB_CHUNK_BYTES. @default MAX_BLOB_CHUNK_BYTES */
+  readonly chunkBytes?: number;
+}
+
+/**
+ * Serves this store's prepared datasets on `shards/1.0.0`: manifests by dataset id, and blobs (shards,
+ * tokenizer.json files) by sha256 from any byte offset, and advertises under `shards/<dataset id>`
+ * which shards it holds.
+ */
+export class ShardServer {
+  private readonly datasets: DatasetStore;
+  private readonly upload: UploadLimit | undefined;
+  private readonly maxConcurrent: number;
+  private readonly advertiseIntervalMs: number;
+  private readonly stallTimeoutMs: number;
+  private readonly chunkBytes: number;
+  private timer: NodeJS.Timeout | undefined;
+  private active = 0;
+  /** Transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
+  served = 0;
+  bytesSent = 0;
+  busyRefusals = 0;
+
+  constructor(
+    private readonly node: SwarmNode,
+    store: Store,
+    private readonly log: Logger,
+    options: ShardServerOptions = {},
+  ) {
+    this.datasets = datasetStore(store);
+    this.upload = options.uploadBytesPerSecond === undefined ? undefined : new UploadLimit(options.uploadBytesPerSecond);
+    this.maxConcurrent = options.maxConcurrentTransfers ?? 4;
+    this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
+    this.stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
+    this.chunkBytes = options.chunkBytes ?? MAX_BLOB_CHUNK_BYTES;
+    if (!(Number.isInteger(this.chunkBytes) && this.chunkBytes >= 1 && this.chunkBytes <= MAX_BLOB_CHUNK_BYTES)) throw new RangeError(`chunkBytes ${this.chunkBytes} must be an integer from 1 to ${MAX_BLOB_CHUNK_BYTES}`);
+    if (!(Number.isInteger(this.maxConcurrent) && this.maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${this.maxConcurrent} must be an integer ≥ 1`);
+    holdingsOf(node);
+  }
+
+  async start(): Promise<void> {
+    await this.node.handle(SHARDS_PROTOCOL, (stream, connection) => {
+      const peer = connection.remotePeer.toString();
+      const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shard request from ${peer}`, this.upload);
+      framed
+        .expect(shardRequestSchema, deadline(5000), 'its request')
+        .then((request) => this.serve(framed, peer, request))
+        .catch((err: Error) => {
+          this.log.warn({ peer, err: err.message }, 'shard transfer to a peer failed');
+          framed.abort(err);
+        });
+    }, { maxInboundStreams: 32, allowRelayed: false });
+    await this.advertise();
+    this.timer = setInterval(() => void this.advertise(), this.advertiseIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.node.unhandle(SHARDS_PROTOCOL).catch(() => undefined);
+  }
+
+  /** Publishes what this store holds now (call after a fetch so the new shards are found). */
+  async advertise(): Promise<void> {
+    const ns = holdingsOf(this.node);
+    for (const info of this.datasets.list()) {
+      if (info.datasetId === null) continue;
+      try {
+        const manifest = manifestOf(info, this.datasets);
+        const held = new Set(this.datasets.shardEntries(info.cacheKey).map((s) => s.sha256));
+        const have = encodeBits(manifest.shards.map((s) => held.has(s.sha256)));
+        await ns.store(holdingKey(info.datasetId), '', { shards: manifest.shards.length, have }, Date.now() + 3 * this.advertiseIntervalMs);
+      } catch (err) {
+        this.log.warn({ dataset: info.datasetId, err: (err as Error).message }, 'could not advertise shards');
+      }
+    }
+  }
+
+  private async serve(framed: FramedStream, peer: string, request: ShardRequest): Promise<void> {
+    const stall = () => deadline(this.stallTimeoutMs);
+    if (this.active >= this.maxConcurrent) {
+      this.busyRefusals++;
+      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.maxConcurrent})` } satisfies BlobHeader, stall());
+      return framed.close(stall());
+    }
+    this.active++;
+    try {
+      if (request.t === 'manifest') {
+        const info = this.datasets.byDatasetId(request.datasetId);
+        const reply: ManifestReply = info
+          ? { t: 'manifest', manifest: manifestOf(info, this.datasets) }
+          : { t: 'refused', code: 'NOT_FOUND', message: `no dataset ${request.datasetId} here` };
+        await framed.write(reply, stall());
+        return await framed.close(stall());
+      }
+      const blob = this.blob(request.sha256);
+      if (blob === undefined || request.offset > blob.byteLength) {
+        const refusal: BlobHeader = blob === undefined
+          ? { t: 'refused', code: 'NOT_FOUND', message: `no shard or tokenizer with sha256 ${request.sha256} here` }
+          : { t: 'refused', code: 'BAD_OFFSET', message: `offset ${request.offset} is past the end (${blob.byteLength} bytes)` };
+        await framed.write(refusal, stall());
+        return await framed.close(stall());
+      }
+      await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall());
+      for (let at = request.offset; at < blob.byteLength; at += this.chunkBytes) {
+        const d = blob.subarray(at, at + this.chunkBytes);
+        await framed.write({ t: 'data', d }, stall());
+        this.bytesSent += d.byteLength;
+      }
+      await framed.close(stall());
+      this.served++;
+      this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
+    } finally {
+      this.active--;
+    }
+  }
+
+  /** A shard by its sha256, or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
+  private blob(sha256: string): Uint8Array | undefined {
+    const shard = this.datasets.shardBySha256(sha256);
+    if (shard !== undefined) return shard;
+    const info = this.datasets.list().find((d) => d.tokenizerHash === sha256);
+    if (info === undefined) return undefined;
+    try {
+      const bytes = fs.readFileSync(info.tokenizerFile);
+      return createHash('sha256').update(bytes).digest('hex') === sha256 ? bytes : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}

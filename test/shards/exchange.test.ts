@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import test, { type TestContext } from 'node:test';
+import { pino } from 'pino';
+import { DatasetStore, type DatasetInfo } from '../../src/data/dataset-store.js';
+import { prepareDataset } from '../../src/data/prepare.js';
+import { openBatchStream } from '../../src/data/stream.js';
+import { checkBatch } from '../../src/engine/batch.js';
+import { ShardServer, chooseShards, fetchDataset, manifestOf, type FetchProgress } from '../../src/shards/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+import { warningLog } from '../helpers/log.js';
+import { startSwarm, waitFor } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const quiet = pino({ level: 'silent' });
+
+interface Peer {
+  readonly node: SwarmNode;
+  readonly store: Store;
+  readonly dataDir: string;
+}
+
+async function peers(t: TestContext, count: number): Promise<Peer[]> {
+  const nodes = await startSwarm(t, count, { runId: 'shards-test' });
+  return nodes.map((node) => {
+    const dataDir = tmpDir(t);
+    const store = openStore(dataDir);
+    t.after(() => store.close());
+    return { node, store, dataDir };
+  });
+}
+
+/** The same slice of the bundled corpus on every founder: preparation is deterministic, so they hold the same dataset. */
+async function found(peer: Peer): Promise<DatasetInfo> {
+  return (await prepareDataset({ store: peer.store, dataDir: peer.dataDir, source: 'bundled', maxDocuments: 6, vocabSize: 1500, shardExamples: 25 })).info;
+}
+
+async function serve(t: TestContext, peer: Peer, options: ConstructorParameters<typeof ShardServer>[3] = {}): Promise<ShardServer> {
+  const server = new ShardServer(peer.node, peer.store, quiet, options);
+  await server.start();
+  t.after(() => server.stop());
+  return server;
+}
+
+function shardBytes(store: Store, cacheKey: string): Map<string, Buffer> {
+  const rows = store.db.prepare('SELECT sha256, data FROM shards WHERE cache_key = ?').all(cacheKey) as { sha256: string; data: Buffer }[];
+  return new Map(rows.map((r) => [r.sha256, r.data]));
+}
+
+test('a newcomer with an empty data directory fetches the tokenizer and every shard from a seeder, verified, and trains on them', async (t) => {
+  const [seeder, newcomer] = await peers(t, 2);
+  const original = await found(seeder!);
+  await serve(t, seeder!, { maxConcurrentTransfers: 2 });
+  const progress: FetchProgress[] = [];
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: original.datasetId!, dataDir: newcomer!.dataDir, log: quiet, onProgress: (p) => progress.push(p) });
+
+  assert.equal(r.fetched, original.shardCount);
+  assert.equal(r.info.datasetId, original.datasetId);
+  assert.equal(r.info.tokenizerHash, original.tokenizerHash);
+  assert.equal(createHash('sha256').update(fs.readFileSync(r.tokenizerFile)).digest('hex'), original.tokenizerHash);
+  assert.ok(r.tokenizerFile.startsWith(newcomer!.dataDir));
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(seeder!.store, original.cacheKey));
+  assert.deepEqual([r.info.examples, r.info.tokens, r.info.vocabSize], [original.examples, original.tokens, original.vocabSize]);
+  assert.equal(new DatasetStore(newcomer!.store.db).byDatasetId(original.datasetId!)?.cacheKey, r.info.cacheKey);
+  // progress: bytes grow to the total, with a rate and an ETA
+  const last = progress.at(-1)!;
+  assert.deepEqual([last.bytes, last.shardsDone], [last.totalBytes, original.shardCount]);
+  assert.equal(last.totalBytes, original.bytes);
+  assert.ok(progress.every((p, i) => i === 0 || p.bytes >= progress[i - 1]!.bytes));
+  assert.ok(progress.some((p) => p.etaSeconds !== undefined && p.bytesPerSecond > 0));
+
+  const stream = openBatchStream({ store: newcomer!.store, cacheKey: r.info.cacheKey, batchSize: 4, seed: 1, peerId: newcomer!.node.peerId.toString(), worker: false });
+  const batch = await stream.next();
+  await stream.close();
+  assert.ok(!batch.done, 'the fetched dataset yields a batch');
+  checkBatch(batch.value, r.info.vocabSize);
+
+  // once it advertises, it is a holder too; a second fetch has nothing left to do
+  const again = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: original.datasetId!, dataDir: newcomer!.dataDir, log: quiet });
+  assert.deepEqual([again.fetched, again.alreadyHeld, again.bytes], [0, original.shardCount, 0]);
+});
+
+test('a holder serving altered bytes is rejected and penalised; the shards come from another holder', async (t) => {
+  const [honest, liar, newcomer] = await peers(t, 3);
+  const info = await found(honest!);
+  const forged = await found(liar!);
+  assert.equal(forged.datasetId, info.datasetId);
+  // The liar's rows keep their sha256 but hold other bytes: what it serves does not match.
+  for (const [sha256, data] of shardBytes(liar!.store, forged.cacheKey)) {
+    data[data.length - 1]! ^= 0xff;
+    liar!.store.db.prepare('UPDATE shards SET data = ? WHERE sha256 = ?').run(data, sha256);
+  }
+  await serve(t, liar!);
+  const { warnings, log } = warningLog();
+  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
+  // only the liar holds the shards at first: the newcomer must find it out, then wait for another holder
+  await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar!.node.peerId.toString()}`)));
+  await serve(t, honest!);
+  const r = await fetching;
+  assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
+  assert.match(r.penalised[0]!.reason, /served shard \d+ with sha256 [0-9a-f]{16}…, expected [0-9a-f]{16}…/);
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+});
+
+test('a seeder stopped mid-shard: the newcomer waits, then resumes from the same byte offset at another holder', async (t) => {
+  const [first, second, newcomer] = await peers(t, 3);
+  const info = await found(first!);
+  await found(second!);
+  const biggest = new DatasetStore(first!.store.db).shardEntries(info.cacheKey).sort((a, b) => b.bytes - a.bytes)[0]!;
+  assert.ok(biggest.bytes > 4000, `shard of ${biggest.bytes} bytes`);
+  // The newcomer has the tokenizer already (it would come first and take long at this pace).
+  fs.mkdirSync(path.join(newcomer!.dataDir, 'data', 'tokenizers'), { recursive: true });
+  fs.copyFileSync(info.tokenizerFile, path.join(newcomer!.dataDir, 'data', 'tokenizers', `${info.tokenizerHash}.json`));
+  // 1 KiB frames at 1 KiB/s after a 1 KiB burst: the shard takes seconds, so it can be cut in the middle.
+  await serve(t, first!, { uploadBytesPerSecond: 1024, chunkBytes: 1024 });
+  let received = 0;
+  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, shards: [biggest.seq], stallTimeoutMs: 3000, log: quiet, onProgress: (p) => (received = p.bytes) });
+  await waitFor('a few KiB of the shard', () => received >= 2048);
+  await first!.node.stop();
+  const cut = received;
+  assert.ok(cut < biggest.bytes, `${cut} of ${biggest.bytes} bytes before the cut`);
+  await serve(t, second!);
+  const r = await fetching;
+  assert.equal(r.fetched, 1);
+  assert.ok(r.resumed >= 1, 'the transfer continued from an offset');
+  assert.equal(r.bytes, biggest.bytes, 'no byte was fetched twice');
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey).get(biggest.sha256), shardBytes(first!.store, info.cacheKey).get(biggest.sha256));
+  assert.equal(r.info.shardCount, 1);
+});
+
+test('a seeder serves a bounded number of transfers at once: the others are told BUSY, retry, and all finish', async (t) => {
+  const [seeder, a, b] = await peers(t, 3);
+  const info = await found(seeder!);
+  const server = await serve(t, seeder!, { maxConcurrentTransfers: 1, uploadBytesPerSecond: 64 * 1024, chunkBytes: 4096 });
+  const fetch = (p: Peer) => fetchDataset(p.node, p.store, { datasetId: info.datasetId!, dataDir: p.dataDir, maxParallel: 2, log: quiet });
+  const [ra, rb] = await Promise.all([fetch(a!), fetch(b!)]);
+  for (const r of [ra, rb]) assert.deepEqual([r.info.datasetId, r.info.shardCount], [info.datasetId, info.shardCount]);
+  assert.ok(server.busyRefusals > 0, 'four streams asked at once, one was served');
+  assert.equal(server.served, 2 * (info.shardCount + 1), 'each newcomer: the tokenizer and every shard, once');
+});
+
+test('shards to fetch: a random subset per peer that fits the quota, counting those held; a quota below one shard is an error', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  const info = (await prepareDataset({ store, dataDir, source: 'bundled', maxDocuments: 6, vocabSize: 1500, shardExamples: 25 })).info;
+  const manifest = manifestOf(info, new DatasetStore(store.db));
+  const sizes = manifest.shards.map((s) => s.bytes);
+  const quota = Math.floor(info.bytes / 2);
+  const a = chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: quota });
+  const b = chooseShards(manifest, new Set(), 'peer-b', { quotaBytes: quota });
+  for (const chosen of [a, b]) assert.ok(chosen.reduce((n, i) => n + sizes[i]!, 0) <= quota && chosen.length > 0);
+  assert.notDeepEqual(a, b, 'peers spread over the shards');
+  assert.deepEqual(chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: quota }), a, 'the same peer chooses the same shards again');
+  const more = chooseShards(manifest, new Set(a), 'peer-a', { quotaBytes: info.bytes });
+  assert.deepEqual([...a, ...more].sort((x, y) => x - y), manifest.shards.map((_, i) => i), 'a larger quota later adds the rest');
+  assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: Math.min(...sizes) - 1 }), /cannot hold one shard/);
+  assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { shards: [manifest.shards.length] }), /shard index/);
+});
