@@ -36,7 +36,7 @@ import type { AlbertConfig } from './albert/config.js';
 import type { Precision } from './albert/graph.js';
 import { albertParamSpecs } from './albert/params.js';
 
-/** The two training loops: LocalTrainingRuntime (alone) and runPeer (with a swarm). */
+/** The two training loops: solo training (alone) and the swarm peer (src/training/). */
 export type TrainerKind = 'local' | 'swarm';
 
 /**

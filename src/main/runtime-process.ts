@@ -28,7 +28,7 @@ serveRuntime(
 );
 
 process.on('SIGTERM', () => {
-  // let the training runtime finish its step and checkpoint before the store closes
+  // let training finish its step and checkpoint before the store closes
   void controller.close().finally(() => {
     store.close();
     process.exit(0);

@@ -180,7 +180,7 @@ export class NodeController implements CohortCalls {
     this.refresh();
   }
 
-  /** Stops polling and waits for the training runtime to pause (it checkpoints) and the coordinator role to stop. */
+  /** Stops polling and waits for training to pause (it checkpoints) and the coordinator role to stop. */
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.unsubscribeTraining?.();
@@ -212,7 +212,7 @@ export class NodeController implements CohortCalls {
     return { ok: true, value: this.machine.status };
   }
 
-  /** Starts or pauses the training runtime when the phase crosses into or out of `running`. */
+  /** Starts or pauses training when the phase crosses into or out of `running`. */
   private applyToTraining(wasRunning: boolean): void {
     const running = this.machine.status.phase === 'running';
     if (!this.training || running === wasRunning) return;

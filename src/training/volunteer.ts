@@ -35,7 +35,7 @@ export interface VolunteerOptions extends WatchdogOptions {
 const LEADERBOARD_REFRESH_MS = 30_000;
 
 /**
- * One swarm node per process, shared by the training runtime and the coordinator role; while it
+ * One swarm node per process, shared by Start's training and the coordinator switch; while it
  * runs, the newest coordinator leaderboard is looked up in the background for the dashboard.
  */
 export class SharedSwarm implements SwarmPresence {
