@@ -28,6 +28,8 @@ export const RECORD_NAMESPACE_TTL_MS: Readonly<Record<string, number>> = {
   averaging: 10 * minute,
   /** State advertisements: live 3 advertisement intervals (30 s). */
   state: 10 * minute,
+  /** Shard holdings (src/shards): live 3 advertisement intervals (3 min by default). */
+  shards: 30 * minute,
 };
 
 /** Longest DHT key (UTF-8 bytes, without the run prefix). */
