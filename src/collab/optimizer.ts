@@ -451,10 +451,14 @@ export class CollaborativeOptimizer {
    * Peers expected to average `epoch`'s gradients (this one included), so the group can close once
    * they have all joined instead of waiting out the matchmaking time: those whose progress shows them
    * at that epoch, and those one behind — a slower peer finishing its last micro-batch is about to
-   * catch up (leaving it out would close every group just before it arrives).
+   * catch up (leaving it out would close every group just before it arrives). With
+   * delay_grad_averaging a peer moves to the next epoch as its round begins, so those one ahead are
+   * still in `epoch`'s round. This peer is in the round it runs, whatever its epoch is by the time a
+   * pre-scheduled round reads this again (it was counted out once it had moved on: expectedPeers 0).
    */
   private peersAt(epoch: number): number {
-    return this.withOwn(Date.now()).filter((r) => r.epoch === epoch || r.epoch === epoch - 1).length;
+    const ahead = this.o.delayGradAveraging ? 1 : 0;
+    return 1 + this.reports.filter((r) => r.epoch >= epoch - 1 && r.epoch <= epoch + ahead).length;
   }
 
   private withOwn(now: number): PeerProgress[] {
