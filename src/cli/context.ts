@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { ConfigError, readConfigFile, resolveConfig } from '../config/load.js';
-import { SETTINGS, flagName, envName, type Config, type SettingKey } from '../config/settings.js';
+import { SETTINGS, booleanish, flagName, envName, type Config, type SettingKey } from '../config/settings.js';
 import { createLogger, type Logger } from '../log/logger.js';
 
 /** Settings every command accepts. */
@@ -49,9 +49,6 @@ function commandOptionKeys(command: Command): string[] {
   return walk(root);
 }
 
-/** Booleans from a variable or a file, as the settings table reads them. */
-const SWITCH_VALUES: Record<string, boolean> = { true: true, '1': true, yes: true, on: true, false: false, '0': false, no: false, off: false };
-
 /** Sets the command's own flags that were not given from `COHORT_*` variables, then from the config file. */
 function applyEnvAndFile(command: Command, env: NodeJS.ProcessEnv, file: string | undefined): void {
   const fileValues = file === undefined ? {} : readConfigFile(file, commandOptionKeys(command));
@@ -65,7 +62,8 @@ function applyEnvAndFile(command: Command, env: NodeJS.ProcessEnv, file: string 
     // a variable is a string; a file value may be a string, number, boolean or list (as initialPeers)
     const text = typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : Array.isArray(raw) ? raw.join(',') : undefined;
     if (option.isBoolean()) {
-      const value = text === undefined ? undefined : SWITCH_VALUES[text.trim().toLowerCase()];
+      // read as the settings table reads its switches
+      const value = booleanish.safeParse(text).data;
       if (value === undefined) throw new ConfigError(origin, `invalid value ${JSON.stringify(raw)}; accepted: true or false`);
       command.setOptionValueWithSource(key, value, from);
     } else {

@@ -16,7 +16,8 @@ export interface SettingSpec<T = unknown> {
   readonly accepted?: string;
 }
 
-const booleanish = z.union([
+/** A switch's value from a flag, a variable or a file: a boolean, or true/false, 1/0, yes/no, on/off. */
+export const booleanish = z.union([
   z.boolean(),
   z
     .string()

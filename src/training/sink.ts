@@ -1,11 +1,12 @@
 /**
  * Where training events go: metric rows in the store (what the dashboard's charts, `cohort metrics`
- * and a restarted node's contribution totals read), the dashboard's live numbers, and log lines.
+ * and a restarted node's contribution totals read; the store skips and reports a point that is not a
+ * finite number, so a metric never stops training), the dashboard's live numbers, and log lines.
  */
 import type { Logger } from '../log/logger.js';
 import type { SwarmState } from '../shared/api.js';
 import { METRIC } from '../store/metric-series.js';
-import type { MetricPoint, Store } from '../store/index.js';
+import type { Store } from '../store/index.js';
 import type { TrainingEvent } from './events.js';
 
 /** Rows of the swarm view are written at most this often (a micro-batch can take milliseconds), and after every step. */
@@ -26,7 +27,7 @@ export class TrainingSink {
     switch (e.type) {
       case 'stepped':
         this.steppedSinceViewRows = true;
-        this.record([
+        this.store.metrics.record([
           { series: METRIC.loss, value: e.loss, epoch: e.epoch, ts: e.at },
           { series: METRIC.epoch, value: e.epoch, ts: e.at },
           { series: METRIC.samples, value: e.contributed.samples, ts: e.at },
@@ -40,7 +41,7 @@ export class TrainingSink {
         this.lastViewRows = e.at;
         this.steppedSinceViewRows = false;
         const s = e.swarm;
-        this.record([
+        this.store.metrics.record([
           { series: METRIC.samplesPerSecond, value: e.samplesPerSecond, ts: e.at },
           { series: METRIC.swarmSamplesPerSecond, value: s.samplesPerSecond, ts: e.at },
           { series: METRIC.peersAlive, value: s.peers, ts: e.at },
@@ -62,11 +63,6 @@ export class TrainingSink {
   /** Contribution totals a restarted node continues from. */
   contributed(): { samples: number; seconds: number } {
     return { samples: this.store.metrics.latest(METRIC.samples)?.value ?? 0, seconds: this.store.metrics.latest(METRIC.computeSeconds)?.value ?? 0 };
-  }
-
-  /** The store leaves out (and reports) a point that is not a finite number: a metric never stops training. */
-  private record(points: MetricPoint[]): void {
-    this.store.metrics.record(points);
   }
 }
 
