@@ -1,24 +1,18 @@
+import { z } from 'zod';
 import { ConfigError } from '../config/load.js';
+import { parseFlagValue } from './flag-table.js';
 
-/** Command-flag parsers: a bad value is a ConfigError naming the flag and what it accepts (exit 2). */
+/** Command-flag parsers for commands without a flag table: a bad value is a ConfigError naming the flag and what it accepts (exit 2). */
 export function intFlag(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(flag, `invalid value ${JSON.stringify(raw)}; accepted: an integer from ${min} to ${max}`);
-  return n;
+  return raw === undefined ? undefined : parseFlagValue(flag, raw, z.number().int().min(min).max(max));
 }
 
 export function positiveFloatFlag(flag: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || n <= 0) throw new ConfigError(flag, `invalid value ${JSON.stringify(raw)}; accepted: a number > 0`);
-  return n;
+  return raw === undefined ? undefined : parseFlagValue(flag, raw, z.number().finite().positive());
 }
 
 export function choiceFlag<T extends string>(flag: string, raw: string | undefined, choices: readonly T[]): T | undefined {
-  if (raw === undefined) return undefined;
-  if (!(choices as readonly string[]).includes(raw)) throw new ConfigError(flag, `invalid value ${JSON.stringify(raw)}; accepted: ${choices.join(', ')}`);
-  return raw as T;
+  return raw === undefined ? undefined : parseFlagValue<z.ZodType<T>>(flag, raw, z.enum(choices as [T, ...T[]]));
 }
 
 export function requiredFlag<T>(flag: string, value: T | undefined): T {

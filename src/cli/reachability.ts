@@ -1,7 +1,15 @@
+import { z } from 'zod';
 import { ConfigError } from '../config/load.js';
 import type { SwarmInit, SwarmNode } from '../swarm/index.js';
 import { REACHABILITY_MODES, type ReachabilityMode } from '../swarm/reachability/reachability.js';
-import { choiceFlag } from './flags.js';
+import { flagRow } from './flag-table.js';
+
+/** How a node reaches the swarm: the flags `cohort run` and `cohort swarm start` share. */
+export const SWARM_FLAGS = {
+  reachability: flagRow({ schema: z.enum(REACHABILITY_MODES), arg: '<mode>', description: 'serve the DHT or not (default auto: a DHT client until AutoNAT dial-backs confirm this node is reachable; public: serve from the start; private: client mode)' }),
+  clientMode: flagRow({ schema: z.boolean(), description: 'behind NAT: accept no direct connections, be reachable through relays, only send during averaging (= --reachability private)' }),
+  mdns: flagRow({ schema: z.boolean(), description: 'find peers of the same run on the local network with mDNS (no initial peers needed on a LAN)' }),
+};
 
 /** How long the commands wait for AutoNAT's verdict, then for a relay reservation, before printing their addresses anyway. */
 export const REACHABILITY_WAIT_MS = 15_000;
@@ -19,10 +27,9 @@ export function describeReachability(node: Pick<SwarmNode, 'reachability'>): str
   return 'reachability unknown: a DHT client until AutoNAT dial-backs from other peers confirm it is reachable';
 }
 
-/** `--reachability` and `--client-mode` as SwarmInit fields; contradicting them exits 2. */
-export function reachabilityInit(raw: string | undefined, clientMode: boolean | undefined): Pick<SwarmInit, 'reachability'> {
-  const mode = choiceFlag<ReachabilityMode>('--reachability', raw, REACHABILITY_MODES);
+/** `--reachability`, `--client-mode` and `--mdns` as SwarmInit fields; contradicting reachabilities exit 2. */
+export function reachabilityInit({ reachability: mode, clientMode, mdns }: { reachability?: ReachabilityMode | undefined; clientMode?: boolean | undefined; mdns?: boolean | undefined }): Pick<SwarmInit, 'reachability' | 'mdns'> {
   if (clientMode && mode !== undefined && mode !== 'private') throw new ConfigError('--client-mode', `contradicts --reachability ${mode}; --client-mode is --reachability private`);
-  if (clientMode) return { reachability: 'private' };
-  return mode === undefined ? {} : { reachability: mode };
+  const reachability = clientMode ? 'private' : mode;
+  return { ...(reachability !== undefined ? { reachability } : {}), ...(mdns ? { mdns: true } : {}) };
 }

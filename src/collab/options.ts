@@ -12,86 +12,88 @@ const int = z.number().int();
 const positive = z.number().finite().positive();
 const seconds = positive;
 
-const collaborativeOptionsSchema = z
-  .object({
-    /** Samples the swarm gathers per optimizer step (target_batch_size). */
-    targetBatchSize: int.min(1).max(10_000_000),
-    peakLr: positive,
-    warmupSteps: int.min(0),
-    totalSteps: int.min(1),
-    /** How long peers wait to form an averaging group (matchmaking_time). */
-    matchmakingTime: seconds.default(5),
-    /** Limit on one gradient all-reduce (averaging_timeout). */
-    averagingTimeout: seconds.default(60),
-    /** Lifetime of a peer's group declaration (averaging_expiration). @default max(matchmakingTime, 15) */
-    averagingExpiration: seconds.optional(),
-    /** Wire compression of gradients (grad_compression). */
-    gradCompression: z.enum(COMPRESSIONS).default('none'),
-    /** Peers per averaging group; a group closes early once this many joined (target_group_size). */
-    targetGroupSize: int.min(1).max(256).default(256),
-    /**
-     * hivemind's average_state_every: at the end of every epoch E with E % N = 0 the peers all-reduce
-     * their parameters (uniform weights, group key = E), so peers whose models drifted apart (local
-     * steps after failed gradient all-reduces, `useLocalUpdates`) re-converge. Skipped when this peer
-     * sees no other peer. @default 1 with useLocalUpdates, otherwise never (hivemind's default is 1 in
-     * both cases; with gradient averaging peers take identical steps, so Cohort saves the second
-     * all-reduce unless asked)
-     */
-    averageStateEvery: int.min(1).optional(),
-    /** How reducers combine the members' parts: robust to one hostile member (centered-clip, trimmed-mean) or hivemind's mean. */
-    aggregation: z.enum(AGGREGATIONS).default(DEFAULT_AGGREGATION),
-    /** Wire compression of state averaging (state_averaging_compression). */
-    stateAveragingCompression: z.enum(COMPRESSIONS).default('none'),
-    /**
-     * hivemind's average_opt_statistics: state averaging also averages the optimizer's moments (LAMB
-     * exp_avg and exp_avg_sq), tripling its traffic; the step count stays each peer's own.
-     */
-    averageOptStatistics: z.boolean().default(false),
-    /**
-     * hivemind's use_local_updates: every micro-batch this peer clips its own gradient and takes a LAMB
-     * step at once (learning rate of the epoch being gathered); gradients are never averaged. The swarm
-     * still counts samples towards `targetBatchSize` to advance the epoch, and parameters are averaged
-     * every `averageStateEvery` epochs.
-     */
-    useLocalUpdates: z.boolean().default(false),
-    /**
-     * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the background
-     * while this peer computes the next epoch's micro-batches (on the parameters before that step); the
-     * step is applied between micro-batches once the round ends, so updates land one or more
-     * micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates; needs
-     * delayOptimizerStep (as in hivemind).
-     */
-    delayGradAveraging: z.boolean().default(false),
-    /**
-     * hivemind's delay_optimizer_step: the optimizer step (clip + LAMB) of an ended epoch is taken
-     * during the next micro-batch, on the master parameters, while that micro-batch is computed on a
-     * copy holding the parameters before the step (one micro-batch of staleness). Not with
-     * useLocalUpdates. @default delayGradAveraging
-     */
-    delayOptimizerStep: z.boolean().optional(),
-    /**
-     * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many
-     * samples of `targetBatchSize`, so groups form while slower peers finish.
-     */
-    batchSizeLead: int.min(0).default(0),
-    /** Lifetime of the progress record (hivemind's metadata_expiration); holders refuse one living longer than the namespace allows. */
-    metadataExpiration: seconds.max(RECORD_NAMESPACE_TTL_MS[PROGRESS_NAMESPACE]! / 1000).default(120),
-    /** Upper bound on how long a peer trusts its last view of the swarm. */
-    maxRefresh: seconds.default(30),
-    maxGradNorm: positive.default(1),
-    displayName: z.string().min(1).max(64).optional(),
-    /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
-    uploadLimit: positive.optional(),
-    /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
-    fault: z.object({ inflateClaims: positive.optional() }).optional(),
-  })
-  .transform((o) => ({
-    ...o,
-    averagingExpiration: o.averagingExpiration ?? Math.max(o.matchmakingTime, 15),
-    delayOptimizerStep: o.delayOptimizerStep ?? o.delayGradAveraging,
-    /** 0: never. */
-    averageStateEvery: o.averageStateEvery ?? (o.useLocalUpdates ? 1 : 0),
-  }));
+/** Each option's schema and default (the `cohort run` flags of the peer-local ones are rows over these). */
+const collaborativeOptionsObject = z.object({
+  /** Samples the swarm gathers per optimizer step (target_batch_size). */
+  targetBatchSize: int.min(1).max(10_000_000),
+  peakLr: positive,
+  warmupSteps: int.min(0),
+  totalSteps: int.min(1),
+  /** How long peers wait to form an averaging group (matchmaking_time). */
+  matchmakingTime: seconds.default(5),
+  /** Limit on one gradient all-reduce (averaging_timeout). */
+  averagingTimeout: seconds.default(60),
+  /** Lifetime of a peer's group declaration (averaging_expiration). @default max(matchmakingTime, 15) */
+  averagingExpiration: seconds.optional(),
+  /** Wire compression of gradients (grad_compression). */
+  gradCompression: z.enum(COMPRESSIONS).default('none'),
+  /** Peers per averaging group; a group closes early once this many joined (target_group_size). */
+  targetGroupSize: int.min(1).max(256).default(256),
+  /**
+   * hivemind's average_state_every: at the end of every epoch E with E % N = 0 the peers all-reduce
+   * their parameters (uniform weights, group key = E), so peers whose models drifted apart (local
+   * steps after failed gradient all-reduces, `useLocalUpdates`) re-converge. Skipped when this peer
+   * sees no other peer. @default 1 with useLocalUpdates, otherwise never (hivemind's default is 1 in
+   * both cases; with gradient averaging peers take identical steps, so Cohort saves the second
+   * all-reduce unless asked)
+   */
+  averageStateEvery: int.min(1).optional(),
+  /** How reducers combine the members' parts: robust to one hostile member (centered-clip, trimmed-mean) or hivemind's mean. */
+  aggregation: z.enum(AGGREGATIONS).default(DEFAULT_AGGREGATION),
+  /** Wire compression of state averaging (state_averaging_compression). */
+  stateAveragingCompression: z.enum(COMPRESSIONS).default('none'),
+  /**
+   * hivemind's average_opt_statistics: state averaging also averages the optimizer's moments (LAMB
+   * exp_avg and exp_avg_sq), tripling its traffic; the step count stays each peer's own.
+   */
+  averageOptStatistics: z.boolean().default(false),
+  /**
+   * hivemind's use_local_updates: every micro-batch this peer clips its own gradient and takes a LAMB
+   * step at once (learning rate of the epoch being gathered); gradients are never averaged. The swarm
+   * still counts samples towards `targetBatchSize` to advance the epoch, and parameters are averaged
+   * every `averageStateEvery` epochs.
+   */
+  useLocalUpdates: z.boolean().default(false),
+  /**
+   * hivemind's delay_grad_averaging: the gradient all-reduce of an ended epoch runs in the background
+   * while this peer computes the next epoch's micro-batches (on the parameters before that step); the
+   * step is applied between micro-batches once the round ends, so updates land one or more
+   * micro-batches late. The epoch advances when the round begins. Not with useLocalUpdates; needs
+   * delayOptimizerStep (as in hivemind).
+   */
+  delayGradAveraging: z.boolean().default(false),
+  /**
+   * hivemind's delay_optimizer_step: the optimizer step (clip + LAMB) of an ended epoch is taken
+   * during the next micro-batch, on the master parameters, while that micro-batch is computed on a
+   * copy holding the parameters before the step (one micro-batch of staleness). Not with
+   * useLocalUpdates. @default delayGradAveraging
+   */
+  delayOptimizerStep: z.boolean().optional(),
+  /**
+   * hivemind's batch_size_lead: begin the epoch's averaging once the swarm is within this many
+   * samples of `targetBatchSize`, so groups form while slower peers finish.
+   */
+  batchSizeLead: int.min(0).default(0),
+  /** Lifetime of the progress record (hivemind's metadata_expiration); holders refuse one living longer than the namespace allows. */
+  metadataExpiration: seconds.max(RECORD_NAMESPACE_TTL_MS[PROGRESS_NAMESPACE]! / 1000).default(120),
+  /** Upper bound on how long a peer trusts its last view of the swarm. */
+  maxRefresh: seconds.default(30),
+  maxGradNorm: positive.default(1),
+  displayName: z.string().min(1).max(64).optional(),
+  /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
+  uploadLimit: positive.optional(),
+  /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
+  fault: z.object({ inflateClaims: positive.optional() }).optional(),
+});
+export const COLLABORATIVE_OPTION_FIELDS = collaborativeOptionsObject.shape;
+
+const collaborativeOptionsSchema = collaborativeOptionsObject.transform((o) => ({
+  ...o,
+  averagingExpiration: o.averagingExpiration ?? Math.max(o.matchmakingTime, 15),
+  delayOptimizerStep: o.delayOptimizerStep ?? o.delayGradAveraging,
+  /** 0: never. */
+  averageStateEvery: o.averageStateEvery ?? (o.useLocalUpdates ? 1 : 0),
+}));
 
 /** The options a caller passes (defaults may be left out, or undefined). */
 export type CollaborativeOptions = z.input<typeof collaborativeOptionsSchema>;

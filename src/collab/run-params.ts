@@ -47,6 +47,8 @@ const runSettingsSchema = z.strictObject({
   aggregation: z.enum(AGGREGATIONS).optional(),
 });
 export type RunSettings = z.infer<typeof runSettingsSchema>;
+/** Each run setting's schema (`cohort run`'s run-wide flags are rows over these). */
+export const RUN_SETTING_FIELDS = runSettingsSchema.shape;
 
 /** Why a combination of settings is invalid, by field (the CLI names the flag), or undefined. */
 export function runSettingsProblem(s: RunSettings): { field: keyof RunSettings; message: string } | undefined {

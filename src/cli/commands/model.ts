@@ -5,8 +5,10 @@ import { ConfigError } from '../../config/load.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, requiredFlag } from '../flags.js';
 
-export const PROVIDERS: readonly ProviderChoice[] = ['auto', 'cpu', 'cuda'];
-export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32; fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)`;
+export const PROVIDERS = ['auto', 'cpu', 'cuda'] as const satisfies readonly ProviderChoice[];
+/** What fp16 means, for every command with --precision. */
+export const PRECISION_NOTE = '(fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)';
+export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32) ${PRECISION_NOTE}`;
 
 export function precisionFlag(raw: string | undefined): Precision {
   return choiceFlag('--precision', raw, PRECISIONS) ?? 'fp32';

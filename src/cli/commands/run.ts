@@ -1,132 +1,30 @@
 import type { Command } from 'commander';
-import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
-import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, joinPeerIds, resolveRunSettings, RunSettingsConflictError, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
-import { PRESET_NAMES } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
-import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
-import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
+import { trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
-import { intFlag, positiveFloatFlag } from '../flags.js';
-import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
-import { PRECISION_HELP, precisionFlag } from './model.js';
+import { addFlags, flagOf, parseFlags } from '../flag-table.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
-
-/** The optimizer's own defaults, shown in --help. */
-const OPTIMIZER_DEFAULTS = resolveCollaborativeOptions({ ...collabOptionsOf(DEFAULT_RUN_SETTINGS) });
-const RUN = DEFAULT_RUN_SETTINGS;
-
-interface RunOptions {
-  join?: string;
-  runId?: string;
-  listen?: string;
-  clientMode?: boolean;
-  reachability?: string;
-  mdns?: boolean;
-  coordinator?: boolean;
-  preset?: string;
-  targetBatchSize?: string;
-  batchSize?: string;
-  seqLen?: string;
-  maxEpochs?: string;
-  matchmakingTime?: string;
-  averagingTimeout?: string;
-  averagingExpiration?: string;
-  gradCompression?: string;
-  averageStateEvery?: string;
-  stateAveragingCompression?: string;
-  averageOptStatistics?: boolean;
-  useLocalUpdates?: boolean;
-  batchSizeLead?: string;
-  aggregation?: string;
-  delayOptimizerStep?: boolean;
-  delayGradAveraging?: boolean;
-  lr?: string;
-  warmupSteps?: string;
-  totalSteps?: string;
-  seed?: string;
-  threads?: string;
-  precision?: string;
-  displayName?: string;
-  uploadLimit?: string;
-  checkpointEvery?: string;
-  keepCheckpoints?: string;
-  refresh?: string;
-  targetGroupSize?: string;
-  out?: string;
-  throttle?: string;
-  faultInflateClaims?: string;
-}
+import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags } from '../run-flags.js';
 
 export function registerRun(program: Command): void {
   const cmd = program
     .command('run')
-    .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)')
-    .option('--join <code>', 'join code of a running swarm (cohort:…)')
-    .option('--run-id <id>', 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -', 'cohort-albert')
-    .option('--listen <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0)')
-    .option('--reachability <mode>', `serve the DHT or not; accepted: ${REACHABILITY_MODES.join(', ')} (default auto: a DHT client until AutoNAT dial-backs confirm this peer is reachable)`)
-    .option('--client-mode', 'behind NAT: accept no inbound connections, only send during averaging (= --reachability private)')
-    .option('--mdns', 'find peers of the same run on the local network with mDNS')
-    .option('--coordinator', 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model')
-    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')} [run-wide]`, RUN.preset)
-    .option('--target-batch-size <n>', 'samples the swarm gathers per optimizer step (target_batch_size) [run-wide]', String(RUN.targetBatchSize))
-    .option('--batch-size <n>', 'this peer’s micro-batch size', String(DEFAULT_LOCAL_TRAINER.batchSize))
-    .option('--seq-len <n>', `tokens per sequence (default ${RUN.seqLen}, at most the preset’s positions) [run-wide]`)
-    .option('--max-epochs <n>', 'stop once the swarm reaches this epoch')
-    .option('--matchmaking-time <s>', 'seconds to form an averaging group (matchmaking_time)', String(OPTIMIZER_DEFAULTS.matchmakingTime))
-    .option('--averaging-timeout <s>', 'seconds allowed for one gradient all-reduce (averaging_timeout)', String(OPTIMIZER_DEFAULTS.averagingTimeout))
-    .option('--averaging-expiration <s>', 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))')
-    .option('--target-group-size <n>', 'peers per averaging group; the group closes early once this many joined (target_group_size)', String(OPTIMIZER_DEFAULTS.targetGroupSize))
-    .option('--grad-compression <kind>', `gradient wire compression (grad_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, RUN.gradCompression)
-    .option('--average-state-every <n>', 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never) [run-wide]')
-    .option('--state-averaging-compression <kind>', `wire compression of state averaging (state_averaging_compression); accepted: ${COMPRESSIONS.join(', ')} [run-wide]`, RUN.stateAveragingCompression)
-    .option('--average-opt-statistics', 'state averaging also averages the LAMB moments (average_opt_statistics) [run-wide]')
-    .option('--use-local-updates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates) [run-wide]')
-    .option('--aggregation <kind>', `how reducers combine the members' gradients; accepted: ${AGGREGATIONS.join(', ')} (centered-clip and trimmed-mean bound what one hostile member can do; mean is hivemind's) [run-wide]`, RUN.aggregation)
-    .option('--batch-size-lead <n>', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead) [run-wide]', String(RUN.batchSizeLead))
-    .option('--delay-optimizer-step', 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)')
-    .option('--delay-grad-averaging', 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)')
-    .option('--lr <x>', 'peak LAMB learning rate [run-wide]', String(RUN.peakLr))
-    .option('--warmup-steps <n>', 'warmup in swarm epochs [run-wide]', String(RUN.warmupSteps))
-    .option('--total-steps <n>', 'swarm epochs at which the learning rate has decayed to 0 [run-wide]', String(RUN.totalSteps))
-    .option('--seed <n>', 'seed of the initial weights (the same on every peer) [run-wide]', String(RUN.seed))
-    .option('--threads <n>', 'onnxruntime threads (default: one per core)')
-    .option('--precision <name>', `${PRECISION_HELP}; a micro-batch whose fp16 gradients overflow contributes nothing`)
-    .option('--display-name <name>', 'name shown on the contribution leaderboard')
-    .option('--upload-limit <KiB/s>', 'cap on this peer’s averaging upload in KiB/s (also the bandwidth it declares); default: no cap')
-    .option('--checkpoint-every <n>', 'coordinator: checkpoint every N epochs (0: never)', '10')
-    .option('--keep-checkpoints <n>', 'coordinator: checkpoints kept', '3')
-    .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
-    .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
-    .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
-    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+    .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)');
+  addFlags(cmd, RUN_FLAGS);
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
-  cmd.action(async (opts: RunOptions) => {
+  cmd.action(async () => {
     const { config: settings, log } = commandContext(cmd);
-    const flags = runSettingFlags(cmd, opts as Record<string, string | boolean | undefined>);
-    const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096)!;
-    const maxEpochs = intFlag('--max-epochs', opts.maxEpochs, 1);
-    const matchmakingTime = positiveFloatFlag('--matchmaking-time', opts.matchmakingTime)!;
-    const averagingTimeout = positiveFloatFlag('--averaging-timeout', opts.averagingTimeout)!;
-    const averagingExpiration = positiveFloatFlag('--averaging-expiration', opts.averagingExpiration) ?? Math.max(matchmakingTime, 15);
-    if (averagingExpiration < matchmakingTime) throw new ConfigError('--averaging-expiration', `${averagingExpiration} is less than --matchmaking-time ${matchmakingTime}`);
-    const uploadLimitKiB = intFlag('--upload-limit', opts.uploadLimit, 1, 10_485_760);
+    const opts = parseFlags(cmd, RUN_FLAGS);
+    const flags = runSettingFlags(cmd, opts);
+    if (opts.averagingExpiration !== undefined && opts.averagingExpiration < opts.matchmakingTime) throw new ConfigError('--averaging-expiration', `${opts.averagingExpiration} is less than --matchmaking-time ${opts.matchmakingTime}`);
     // hivemind: delay_optimizer_step defaults to delay_grad_averaging
-    const local = { delayGradAveraging: opts.delayGradAveraging === true, delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging === true };
-    const threads = intFlag('--threads', opts.threads, 1, 1024);
-    const precision = precisionFlag(opts.precision);
-    const checkpointEvery = intFlag('--checkpoint-every', opts.checkpointEvery, 0)!;
-    const keepCheckpoints = intFlag('--keep-checkpoints', opts.keepCheckpoints, 1, 1000)!;
-    const targetGroupSize = intFlag('--target-group-size', opts.targetGroupSize, 1, 256)!;
-    const refresh = positiveFloatFlag('--refresh', opts.refresh)!;
-    const throttle = positiveFloatFlag('--throttle', opts.throttle);
-    const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
-    if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
+    const local = { delayGradAveraging: opts.delayGradAveraging, delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging };
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
@@ -147,6 +45,7 @@ export function registerRun(program: Command): void {
       const run = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, log, stop.signal);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
+        const { refresh, checkpointEvery, keepCheckpoints } = opts;
         const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
         coordinator.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -155,18 +54,18 @@ export function registerRun(program: Command): void {
       } else {
         const collab: CollaborativeOptions = {
           ...collabOptionsOf(run),
-          matchmakingTime,
-          averagingTimeout,
-          averagingExpiration,
-          targetGroupSize,
-          delayGradAveraging: local.delayGradAveraging,
-          delayOptimizerStep: local.delayOptimizerStep,
-          maxRefresh: refresh,
+          ...local,
+          matchmakingTime: opts.matchmakingTime,
+          averagingTimeout: opts.averagingTimeout,
+          averagingExpiration: opts.averagingExpiration,
+          targetGroupSize: opts.targetGroupSize,
+          maxRefresh: opts.refresh,
           displayName: opts.displayName,
-          uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
-          fault: inflateClaims === undefined ? undefined : { inflateClaims },
+          uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
+          fault: opts.faultInflateClaims === undefined ? undefined : { inflateClaims: opts.faultInflateClaims },
         };
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab });
+        const { batchSize, precision, threads, maxEpochs, throttle, out } = opts;
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, collab });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -183,21 +82,20 @@ async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, fla
   try {
     return await resolveRunSettings(node, { own: flags.settings, joinPeers, explicit: flags.explicit, log, signal });
   } catch (err) {
-    if (err instanceof RunSettingsConflictError) throw new ConfigError(RUN_SETTING_FLAGS[err.field as keyof RunSettings].flag, err.message);
+    if (err instanceof RunSettingsConflictError) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, err.field), err.message);
     throw err;
   }
 }
 
 /** The flags as a SwarmInit; a bad value exits 2 naming its flag. */
-function swarmInit(opts: RunOptions, initialPeers: readonly string[]): SwarmInit {
+function swarmInit(opts: RunFlags, initialPeers: readonly string[]): SwarmInit {
   if (opts.join !== undefined && initialPeers.length > 0) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
   if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
   const list = (text: string | undefined): string[] | undefined => text?.split(',').map((s) => s.trim()).filter(Boolean);
   const init: SwarmInit = {
     ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: [...initialPeers] }),
     ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
-    ...reachabilityInit(opts.reachability, opts.clientMode),
-    ...(opts.mdns ? { mdns: true } : {}),
+    ...reachabilityInit(opts),
   };
   try {
     resolveSwarmInit(init);

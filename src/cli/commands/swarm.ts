@@ -1,45 +1,37 @@
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
 import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
-import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
-import { REACHABILITY_WAIT_MS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
+import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
+import { REACHABILITY_WAIT_MS, SWARM_FLAGS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
 
-interface StartOptions {
-  runId?: string;
-  hostMaddrs?: string;
-  announceMaddrs?: string;
-  clientMode?: boolean;
-  reachability?: string;
-  mdns?: boolean;
-  identity?: string;
-  psk?: string;
-  newPsk?: boolean;
-}
+const START_FLAGS = {
+  runId: flagRow({ schema: z.string(), arg: '<id>', description: 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one' }),
+  hostMaddrs: flagRow({ schema: z.string(), arg: '<addrs>', description: 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0; none in client mode)' }),
+  announceMaddrs: flagRow({ schema: z.string(), arg: '<addrs>', description: 'comma-separated multiaddrs to announce instead, e.g. a public IP with a forwarded port' }),
+  ...SWARM_FLAGS,
+  identity: flagRow({ schema: z.string(), arg: '<keyfile>', description: 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory' }),
+  psk: flagRow({ schema: z.string(), arg: '<hex>', description: 'pre-shared key of a closed swarm: 64 hex characters' }),
+  newPsk: flagRow({ schema: z.boolean(), description: 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)' }),
+};
+type StartOptions = FlagValues<typeof START_FLAGS>;
 
 export function registerSwarm(program: Command): void {
   const swarm = program.command('swarm').description('run a swarm peer (DHT server, relay, bootstrap peer) and work with join codes');
 
   const start = swarm
     .command('start')
-    .description('start a swarm peer: prints its full multiaddrs and a join code others can pass to --initial-peers (like hivemind’s DHT peer)')
-    .option('--run-id <id>', 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one')
-    .option('--host-maddrs <addrs>', 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0; none in client mode)')
-    .option('--announce-maddrs <addrs>', 'comma-separated multiaddrs to announce instead, e.g. a public IP with a forwarded port')
-    .option('--reachability <mode>', `serve the DHT or not; accepted: ${REACHABILITY_MODES.join(', ')} (default auto: a DHT client until AutoNAT dial-backs confirm this node is reachable; public: serve from the start; private: client mode)`)
-    .option('--client-mode', 'join as a DHT client behind NAT: accept no direct connections, be reachable through relays (= --reachability private)')
-    .option('--mdns', 'find peers of the same run on the local network with mDNS (no initial peers needed on a LAN)')
-    .option('--identity <keyfile>', 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory')
-    .option('--psk <hex>', 'pre-shared key of a closed swarm: 64 hex characters')
-    .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)');
+    .description('start a swarm peer: prints its full multiaddrs and a join code others can pass to --initial-peers (like hivemind’s DHT peer)');
+  addFlags(start, START_FLAGS);
   addSettingOptions(start, ['initialPeers']);
   describeCommandEnv(start);
-  start.action(async (opts: StartOptions) => {
+  start.action(async () => {
     const { config, log } = commandContext(start);
-    const init = startInit(opts, config.initialPeers);
+    const init = startInit(parseFlags(start, START_FLAGS), config.initialPeers);
     const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
     try {
       const node = await createSwarmNode({ ...init, log }, store);
@@ -118,8 +110,7 @@ function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmIn
     ...(opts.hostMaddrs !== undefined ? { listen: list(opts.hostMaddrs) } : {}),
     ...(opts.announceMaddrs !== undefined ? { announce: list(opts.announceMaddrs) } : {}),
     initialPeers: [...initialPeers],
-    ...reachabilityInit(opts.reachability, opts.clientMode),
-    ...(opts.mdns ? { mdns: true } : {}),
+    ...reachabilityInit(opts),
     ...(opts.identity !== undefined ? { identityFile: opts.identity } : {}),
     ...(psk !== undefined ? { psk } : {}),
   };

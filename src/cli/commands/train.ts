@@ -1,71 +1,52 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
-import { linearWarmupDecay, type LocalStep, PRESET_NAMES, PRESETS, saveModel, trainStep, type OptimizerKind, type PresetName } from '../../engine/index.js';
+import { z } from 'zod';
+import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
+import { linearWarmupDecay, type LocalStep, PRESETS, saveModel, trainStep, type OptimizerKind } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
-import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
-import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
+import { trainerSettings } from '../../training/options.js';
 import { openTrainingSession } from '../../training/session.js';
 import { commandContext } from '../context.js';
-import { choiceFlag, intFlag, positiveFloatFlag, requiredFlag } from '../flags.js';
-import { PRECISION_HELP, precisionFlag, PROVIDERS } from './model.js';
+import { addFlags, flagRow, parseFlags } from '../flag-table.js';
+import { requiredFlag } from '../flags.js';
+import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
+import { PROVIDERS } from './model.js';
 
-const OPTIMIZERS: readonly OptimizerKind[] = ['lamb', 'adamw'];
+const OPTIMIZERS = ['lamb', 'adamw'] as const satisfies readonly OptimizerKind[];
+const int = z.number().int();
 
-interface TrainOptions {
-  preset?: string;
-  steps?: string;
-  batchSize?: string;
-  seqLen?: string;
-  lr?: string;
-  warmupSteps?: string;
-  optimizer?: string;
-  maxGradNorm?: string;
-  seed?: string;
-  vocabSize?: string;
-  provider?: string;
-  threads?: string;
-  out?: string;
-  data?: string;
-  precision?: string;
-}
+const TRAIN_FLAGS = {
+  preset: flagRow({ ...RUN_SETTING_FLAGS.preset, default: undefined }),
+  steps: flagRow({ schema: int.min(1).max(10_000_000), description: 'training steps to take (an fp16 step skipped for overflow counts as one)' }),
+  ...COMPUTE_FLAGS,
+  seqLen: RUN_SETTING_FLAGS.seqLen,
+  peakLr: RUN_SETTING_FLAGS.peakLr,
+  warmupSteps: flagRow({ schema: RUN_SETTING_FLAGS.warmupSteps.schema, description: 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)' }),
+  optimizer: flagRow({ schema: z.enum(OPTIMIZERS), default: 'lamb', arg: '<name>', description: 'the optimizer' }),
+  maxGradNorm: flagRow({ schema: COLLABORATIVE_OPTION_FIELDS.maxGradNorm, description: 'global gradient-norm clip' }),
+  seed: flagRow({ ...RUN_SETTING_FLAGS.seed, description: 'seed for the initial weights and the synthetic data' }),
+  vocabSize: flagRow({ schema: int.min(8).max(1_000_000), description: "vocabulary size (default: the preset's)" }),
+  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider' }),
+  out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the trained model here (config.json + model.safetensors)' }),
+  data: flagRow({ schema: z.enum(DATA_CHOICES), default: 'auto', arg: '<source>', description: 'batches from (auto: the prepared dataset if there is one, else synthetic random tokens)' }),
+};
 
 export function registerTrain(program: Command): void {
   const cmd = program
     .command('train')
-    .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line')
-    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`)
-    .option('--steps <n>', 'training steps to take (an fp16 step skipped for overflow counts as one)')
-    .option('--batch-size <n>', `sequences per step (default ${DEFAULT_LOCAL_TRAINER.batchSize})`)
-    .option('--seq-len <n>', 'tokens per sequence (default 128)')
-    .option('--lr <x>', `peak learning rate (default ${DEFAULT_RUN_SETTINGS.peakLr})`)
-    .option('--warmup-steps <n>', 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)')
-    .option('--optimizer <name>', `accepted: ${OPTIMIZERS.join(', ')} (default lamb)`)
-    .option('--max-grad-norm <x>', `global gradient-norm clip (default ${DEFAULT_LOCAL_TRAINER.maxGradNorm})`)
-    .option('--seed <n>', 'seed for the initial weights and the synthetic data (default 0)')
-    .option('--vocab-size <n>', "vocabulary size (default: the preset's)")
-    .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto)`)
-    .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
-    .option('--precision <name>', `${PRECISION_HELP}; a step whose fp16 gradients overflow is skipped`)
-    .option('--out <dir>', 'save the trained model here (config.json + model.safetensors)')
-    .option('--data <source>', `batches from: ${DATA_CHOICES.join(', ')} (default auto: the prepared dataset if there is one, else synthetic random tokens)`);
-  cmd.action(async (opts: TrainOptions) => {
+    .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line');
+  addFlags(cmd, TRAIN_FLAGS);
+  cmd.action(async () => {
     const { config: settings, log } = commandContext(cmd);
-    const preset = requiredFlag('--preset', choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES));
-    const steps = requiredFlag('--steps', intFlag('--steps', opts.steps, 1, 10_000_000));
-    const batchSize = intFlag('--batch-size', opts.batchSize, 1, 4096) ?? DEFAULT_LOCAL_TRAINER.batchSize;
-    const vocabSize = intFlag('--vocab-size', opts.vocabSize, 8, 1_000_000);
-    const dataChoice = choiceFlag('--data', opts.data, DATA_CHOICES) ?? 'auto';
+    const opts = parseFlags(cmd, TRAIN_FLAGS);
+    const preset = requiredFlag('--preset', opts.preset);
+    const steps = requiredFlag('--steps', opts.steps);
+    const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, seed, provider, threads, precision } = opts;
     const maxPositions = PRESETS[preset].maxPositionEmbeddings;
-    const seqLen = intFlag('--seq-len', opts.seqLen, 5, maxPositions) ?? Math.min(128, maxPositions);
-    const peakLr = positiveFloatFlag('--lr', opts.lr) ?? DEFAULT_RUN_SETTINGS.peakLr;
-    const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, steps - 1) ?? Math.floor(steps / 10);
-    const kind = choiceFlag('--optimizer', opts.optimizer, OPTIMIZERS) ?? 'lamb';
-    const maxGradNorm = positiveFloatFlag('--max-grad-norm', opts.maxGradNorm) ?? DEFAULT_LOCAL_TRAINER.maxGradNorm;
-    const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1) ?? 0;
-    const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
-    const threads = intFlag('--threads', opts.threads, 1, 1024);
-    const precision = precisionFlag(opts.precision);
+    if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
+    const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
+    if (warmupSteps >= steps) throw new ConfigError('--warmup-steps', `${warmupSteps} is not an integer from 0 to ${steps - 1} (less than --steps ${steps})`);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;
@@ -96,7 +77,7 @@ export function registerTrain(program: Command): void {
       store.close();
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
-    if (opts.out) saveModel(opts.out, config, params);
+    if (opts.out !== undefined) saveModel(opts.out, config, params);
     const seconds = (performance.now() - started) / 1000;
     if (!last) throw new Error('no training step was taken');
     process.stdout.write(JSON.stringify({ steps, loss: last.loss, mlm_loss: last.mlmLoss, sop_loss: last.sopLoss, mlm_accuracy: last.mlmAccuracy, sop_accuracy: last.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');

@@ -1,0 +1,107 @@
+/**
+ * `cohort run`'s flags as rows over the schemas that own their values: the run-wide ones over the run
+ * record's settings (defaults: what a founder publishes), the peer's averaging ones over the
+ * collaborative optimizer's options. Which run-wide flags the user gave decides what a joiner checks
+ * against the swarm's record.
+ */
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { COLLABORATIVE_OPTION_FIELDS as OPTION, DEFAULT_RUN_SETTINGS, RUN_SETTING_FIELDS as SETTING, runSettingsProblem, type RunSettings } from '../collab/index.js';
+import { ConfigError } from '../config/load.js';
+import { PRECISIONS } from '../engine/index.js';
+import { DEFAULT_LOCAL_TRAINER } from '../training/options.js';
+import { flagOf, flagRow, givenFlags, tagged, type FlagRow, type FlagValues } from './flag-table.js';
+import { PRECISION_NOTE } from './commands/model.js';
+import { SWARM_FLAGS } from './reachability.js';
+
+const int = z.number().int();
+const positive = z.number().finite().positive();
+
+/** A run setting's flag: its schema is the run record's, its default what a founder publishes. */
+function wide<K extends Exclude<keyof RunSettings, 'averageStateEvery'>>(key: K, description: string, flag?: string): FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> } {
+  const row = { schema: SETTING[key], default: DEFAULT_RUN_SETTINGS[key], description, ...(flag ? { flag } : {}) };
+  return row as FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> };
+}
+
+/** The run settings' flags (`cohort train` uses some of them for its own run). */
+export const RUN_SETTING_FLAGS = {
+  preset: wide('preset', 'model size'),
+  targetBatchSize: wide('targetBatchSize', 'samples the swarm gathers per optimizer step (target_batch_size)'),
+  seqLen: wide('seqLen', 'tokens per sequence, at most the preset’s positions'),
+  gradCompression: wide('gradCompression', 'gradient wire compression (grad_compression)'),
+  averageStateEvery: flagRow({ schema: SETTING.averageStateEvery, description: 'all-reduce the parameters every N epochs (average_state_every; default 1 with --use-local-updates, else never)' }),
+  stateAveragingCompression: wide('stateAveragingCompression', 'wire compression of state averaging (state_averaging_compression)'),
+  averageOptStatistics: wide('averageOptStatistics', 'state averaging also averages the LAMB moments (average_opt_statistics)'),
+  useLocalUpdates: wide('useLocalUpdates', 'step on every micro-batch without averaging gradients; parameters are averaged every --average-state-every epochs (use_local_updates)'),
+  aggregation: wide('aggregation', "how reducers combine the members' gradients (centered-clip and trimmed-mean bound what one hostile member can do; mean is hivemind's)"),
+  batchSizeLead: wide('batchSizeLead', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)'),
+  peakLr: wide('peakLr', 'peak LAMB learning rate', '--lr'),
+  warmupSteps: wide('warmupSteps', 'warmup in swarm epochs'),
+  totalSteps: wide('totalSteps', 'swarm epochs at which the learning rate has decayed to 0'),
+  seed: wide('seed', 'seed of the initial weights (the same on every peer)'),
+} satisfies { [K in keyof RunSettings]-?: FlagRow };
+const RUN_WIDE_FLAGS = tagged(RUN_SETTING_FLAGS, '[run-wide]');
+
+/** How this machine computes: every training command's. */
+export const COMPUTE_FLAGS = {
+  batchSize: flagRow({ schema: int.min(1).max(4096), default: DEFAULT_LOCAL_TRAINER.batchSize, description: 'sequences per micro-batch (one forward and backward pass)' }),
+  threads: flagRow({ schema: int.min(1).max(1024), description: 'onnxruntime threads (default: one per core)' }),
+  precision: flagRow({ schema: z.enum(PRECISIONS), default: DEFAULT_LOCAL_TRAINER.precision, arg: '<name>', description: `compute precision ${PRECISION_NOTE}; a micro-batch whose fp16 gradients overflow is skipped` }),
+};
+
+/** This peer's own flags: they may differ between the peers of a run. */
+const PEER_FLAGS = {
+  join: flagRow({ schema: z.string(), arg: '<code>', description: 'join code of a running swarm (cohort:…)' }),
+  runId: flagRow({ schema: z.string(), arg: '<id>', default: 'cohort-albert', description: 'the run to start or join (taken from --join when given); 1–64 of a-z 0-9 . _ -' }),
+  listen: flagRow({ schema: z.string(), arg: '<addrs>', description: 'comma-separated multiaddrs to listen on (default /ip4/0.0.0.0/tcp/0)' }),
+  ...SWARM_FLAGS,
+  coordinator: flagRow({ schema: z.boolean(), description: 'compute nothing: bootstrap others, record every peer’s progress and metrics, credit contributions, checkpoint the model' }),
+  ...COMPUTE_FLAGS,
+  maxEpochs: flagRow({ schema: int.min(1), description: 'stop once the swarm reaches this epoch' }),
+  matchmakingTime: flagRow({ schema: OPTION.matchmakingTime, arg: '<s>', description: 'seconds to form an averaging group (matchmaking_time)' }),
+  averagingTimeout: flagRow({ schema: OPTION.averagingTimeout, arg: '<s>', description: 'seconds allowed for one gradient all-reduce (averaging_timeout)' }),
+  averagingExpiration: flagRow({ schema: OPTION.averagingExpiration, arg: '<s>', description: 'lifetime of a group declaration in seconds (averaging_expiration; default max(matchmaking time, 15))' }),
+  targetGroupSize: flagRow({ schema: OPTION.targetGroupSize, description: 'peers per averaging group; the group closes early once this many joined (target_group_size)' }),
+  delayOptimizerStep: flagRow({ schema: OPTION.delayOptimizerStep, description: 'take the optimizer step during the next micro-batch, which is computed on the parameters before it (delay_optimizer_step; implied by --delay-grad-averaging)' }),
+  delayGradAveraging: flagRow({ schema: OPTION.delayGradAveraging, description: 'average gradients in the background while computing the next micro-batches; the step lands when the round ends (delay_grad_averaging; implies --delay-optimizer-step)' }),
+  displayName: flagRow({ schema: OPTION.displayName, arg: '<name>', description: 'name shown on the contribution leaderboard' }),
+  uploadLimit: flagRow({ schema: int.min(1).max(10_485_760), arg: '<KiB/s>', description: 'cap on this peer’s averaging upload in KiB/s (also the bandwidth it declares); default: no cap' }),
+  checkpointEvery: flagRow({ schema: int.min(0), default: 10, description: 'coordinator: checkpoint every N epochs (0: never)' }),
+  keepCheckpoints: flagRow({ schema: int.min(1).max(1000), default: 3, description: 'coordinator: checkpoints kept' }),
+  refresh: flagRow({ schema: OPTION.maxRefresh, default: 2, arg: '<s>', description: 'seconds between progress looks: coordinator polls; peers’ longest wait' }),
+  out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
+  throttle: flagRow({ schema: positive, arg: '<factor>', description: 'testing: run at 1/factor of this machine’s speed' }),
+  faultInflateClaims: flagRow({ schema: positive, arg: '<factor>', description: 'testing only: claim factor× the samples processed (contribution checks must catch it)' }),
+};
+
+/** Every flag of `cohort run` but the settings table's (`--initial-peers`, `--data-dir`, …). */
+export const RUN_FLAGS = { ...PEER_FLAGS, ...RUN_WIDE_FLAGS };
+export type RunFlags = FlagValues<typeof RUN_FLAGS>;
+
+export interface RunSettingFlags {
+  /** The flags' values (defaults where omitted). */
+  readonly settings: RunSettings;
+  /** Settings given on the command line, by a variable or in the config file. */
+  readonly explicit: ReadonlyArray<keyof RunSettings>;
+}
+
+/** The run settings among the parsed flags, and which of them the user gave. */
+export function runSettingFlags(cmd: Command, flags: RunFlags): RunSettingFlags {
+  const keys = Object.keys(RUN_SETTING_FLAGS) as Array<keyof RunSettings>;
+  const settings = Object.fromEntries(keys.filter((key) => flags[key] !== undefined).map((key) => [key, flags[key]])) as unknown as RunSettings;
+  return { settings, explicit: givenFlags(cmd, RUN_SETTING_FLAGS) };
+}
+
+/** This peer's own flags that constrain which run settings it can train with. */
+export interface LocalOptions {
+  readonly delayGradAveraging: boolean;
+  readonly delayOptimizerStep: boolean;
+}
+
+/** Combinations the settings (own or adopted) must satisfy with this peer's local flags; exits 2 naming the flag. */
+export function checkRunSettings(s: RunSettings, local: LocalOptions): void {
+  const problem = runSettingsProblem(s);
+  if (problem) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, problem.field), problem.message);
+  if (local.delayGradAveraging && s.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
+  if (local.delayOptimizerStep && s.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');
+}
