@@ -64,7 +64,9 @@ export function acceptedOf(schema: z.ZodType): string {
     const min = base.minValue ?? -Infinity;
     const max = base.maxValue ?? Infinity;
     if (base.isInt) return `an integer from ${min} to ${max}`;
-    const bounds = [Number.isFinite(min) ? `${base.safeParse(min).success ? '≥' : '>'} ${min}` : '', Number.isFinite(max) ? `${base.safeParse(max).success ? '≤' : '<'} ${max}` : ''];
+    const [low, high] = [Number.isFinite(min) && base.safeParse(min).success, Number.isFinite(max) && base.safeParse(max).success];
+    if (low && high) return `a number from ${min} to ${max}`;
+    const bounds = [Number.isFinite(min) ? `${low ? '≥' : '>'} ${min}` : '', Number.isFinite(max) ? `${high ? '≤' : '<'} ${max}` : ''];
     return ['a number', bounds.filter(Boolean).join(' and ')].filter(Boolean).join(' ');
   }
   if (base instanceof z.ZodString) return base.maxLength !== null ? `${base.minLength ?? 0}–${base.maxLength} characters` : 'text';

@@ -11,6 +11,10 @@ export function positiveFloatFlag(flag: string, raw: string | undefined): number
   return raw === undefined ? undefined : parseFlagValue(flag, raw, z.number().finite().positive());
 }
 
+export function probabilityFlag(flag: string, raw: string | undefined): number | undefined {
+  return raw === undefined ? undefined : parseFlagValue(flag, raw, z.number().min(0).max(1));
+}
+
 export function choiceFlag<T extends string>(flag: string, raw: string | undefined, choices: readonly T[]): T | undefined {
   return raw === undefined ? undefined : parseFlagValue<z.ZodType<T>>(flag, raw, z.enum(choices as [T, ...T[]]));
 }

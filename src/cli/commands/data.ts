@@ -5,26 +5,7 @@ import { BatchProducer, DataError, datasetStore, MASKING_MODES, SOURCE_FORMATS, 
 import { IGNORE_INDEX } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { commandContext } from '../context.js';
-
-function intFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isInteger(n) || n < min || n > max) throw new ConfigError(flag, `invalid value "${value}"; accepted: an integer from ${min} to ${max}`);
-  return n;
-}
-
-function probabilityFlag(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new ConfigError(flag, `invalid value "${value}"; accepted: a number from 0 to 1`);
-  return n;
-}
-
-function choiceFlag<T extends string>(flag: string, value: string | undefined, accepted: readonly T[]): T | undefined {
-  if (value === undefined) return undefined;
-  if (!accepted.includes(value as T)) throw new ConfigError(flag, `invalid value "${value}"; accepted: ${accepted.join(', ')}`);
-  return value as T;
-}
+import { choiceFlag, intFlag, probabilityFlag } from '../flags.js';
 
 /** Runs a command body; an expected data failure (bad input, no dataset) is one line on stderr and exit 1, not a stack trace. */
 function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {

@@ -1,0 +1,45 @@
+// `cohort run`'s flags are rows over the schemas that own the values: what a flag accepts, refuses and
+// defaults to is what the run record's and the optimizer's schemas say.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS, resolveCollaborativeOptions } from '../../src/collab/index.js';
+import { ConfigError } from '../../src/config/load.js';
+import { buildProgram } from '../../src/cli/program.js';
+import { acceptedOf, parseFlags } from '../../src/cli/flag-table.js';
+import { RUN_FLAGS, runSettingFlags } from '../../src/cli/run-flags.js';
+import { z } from 'zod';
+
+function run(args: readonly string[]) {
+  const cmd = buildProgram().commands.find((c) => c.name() === 'run')!;
+  cmd.parseOptions([...args]);
+  return { cmd, flags: parseFlags(cmd, RUN_FLAGS) };
+}
+
+test('omitted flags take the run record’s defaults and the optimizer schema’s; none counts as given', () => {
+  const { cmd, flags } = run([]);
+  assert.deepEqual(runSettingFlags(cmd, flags), { settings: DEFAULT_RUN_SETTINGS, explicit: [] });
+  const optimizer = resolveCollaborativeOptions({ ...DEFAULT_RUN_SETTINGS });
+  assert.deepEqual([flags.matchmakingTime, flags.averagingTimeout, flags.targetGroupSize, flags.delayGradAveraging], [optimizer.matchmakingTime, optimizer.averagingTimeout, optimizer.targetGroupSize, optimizer.delayGradAveraging]);
+  assert.equal(flags.averagingExpiration, undefined, 'its default depends on --matchmaking-time, so the optimizer decides it');
+});
+
+test('given flags are parsed by their schema and reported as given', () => {
+  const { cmd, flags } = run(['--lr', '0.01', '--preset', 'base', '--use-local-updates', '--target-group-size', '8', '--upload-limit', '64']);
+  const { settings, explicit } = runSettingFlags(cmd, flags);
+  assert.deepEqual([settings.peakLr, settings.preset, settings.useLocalUpdates, flags.targetGroupSize, flags.uploadLimit], [0.01, 'base', true, 8, 64]);
+  assert.deepEqual([...explicit].sort(), ['peakLr', 'preset', 'useLocalUpdates']);
+});
+
+test('a value the owning schema refuses is a ConfigError naming the flag and what the schema accepts', () => {
+  const refused: Array<[string[], RegExp]> = [
+    [['--target-group-size', '257'], /^--target-group-size: invalid value "257"; accepted: an integer from 1 to 256$/],
+    [['--matchmaking-time', '0'], /^--matchmaking-time: invalid value "0"; accepted: a number > 0$/],
+    [['--seed', '1.5'], /^--seed: invalid value "1.5"; accepted: an integer from 0 to 4294967295$/],
+    [['--grad-compression', 'zip'], /^--grad-compression: invalid value "zip"; accepted: none, fp16, uniform8, blockwise8$/],
+    [['--display-name', ''], /^--display-name: invalid value ""; accepted: 1–64 characters$/],
+    [['--batch-size', '12abc'], /^--batch-size: invalid value "12abc"/],
+  ];
+  for (const [args, message] of refused) assert.throws(() => run(args), (err: unknown) => err instanceof ConfigError && message.test(err.message), args.join(' '));
+  assert.equal(acceptedOf(COLLABORATIVE_OPTION_FIELDS.targetGroupSize), 'an integer from 1 to 256');
+  assert.equal(acceptedOf(z.number().min(0).max(1)), 'a number from 0 to 1');
+});
