@@ -1,16 +1,18 @@
 import type { Command } from 'commander';
 import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
-import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, trainingMetrics, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { PRESET_NAMES } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
-import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
+import type { MetricsServer } from '../../node/metrics-server.js';
+import { createSwarmNode, isJoinCode, swarmMetrics, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { intFlag, positiveFloatFlag } from '../flags.js';
+import { METRICS_FLAG_HELP, metricsEndpoint, serveNodeMetrics, type MetricsFlagValues } from '../metrics-endpoint.js';
 import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
@@ -19,7 +21,7 @@ import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../
 const OPTIMIZER_DEFAULTS = resolveCollaborativeOptions({ ...collabOptionsOf(DEFAULT_RUN_SETTINGS) });
 const RUN = DEFAULT_RUN_SETTINGS;
 
-interface RunOptions {
+interface RunOptions extends MetricsFlagValues {
   join?: string;
   runId?: string;
   listen?: string;
@@ -103,7 +105,11 @@ export function registerRun(program: Command): void {
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
     .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
-    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
+    // server flags
+    .option('--metrics-port <port>', METRICS_FLAG_HELP.port)
+    .option('--metrics-host <host>', METRICS_FLAG_HELP.host)
+    .option('--metrics-token <token>', METRICS_FLAG_HELP.token);
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -132,15 +138,18 @@ export function registerRun(program: Command): void {
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts, settings.initialPeers);
+    const metrics = metricsEndpoint(opts);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
+    let metricsServer: MetricsServer | undefined;
     const stop = new AbortController();
     const onSignal = (): void => stop.abort();
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     try {
       node = await createSwarmNode({ ...init, log }, store);
+      if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
@@ -172,6 +181,7 @@ export function registerRun(program: Command): void {
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      await metricsServer?.close();
       await node?.stop();
       store.close();
     }

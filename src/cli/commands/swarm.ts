@@ -3,12 +3,13 @@ import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
-import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import { JoinCodeError, createSwarmNode, statsMetricPoints, swarmMetrics, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
+import { METRICS_FLAG_HELP, metricsEndpoint, serveNodeMetrics, type MetricsFlagValues } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
 
-interface StartOptions {
+interface StartOptions extends MetricsFlagValues {
   runId?: string;
   hostMaddrs?: string;
   announceMaddrs?: string;
@@ -34,15 +35,26 @@ export function registerSwarm(program: Command): void {
     .option('--mdns', 'find peers of the same run on the local network with mDNS (no initial peers needed on a LAN)')
     .option('--identity <keyfile>', 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory')
     .option('--psk <hex>', 'pre-shared key of a closed swarm: 64 hex characters')
-    .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)');
+    .option('--new-psk', 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)')
+    // server flags
+    .option('--metrics-port <port>', METRICS_FLAG_HELP.port)
+    .option('--metrics-host <host>', METRICS_FLAG_HELP.host)
+    .option('--metrics-token <token>', METRICS_FLAG_HELP.token);
   addSettingOptions(start, ['initialPeers']);
   describeCommandEnv(start);
   start.action(async (opts: StartOptions) => {
     const { config, log } = commandContext(start);
     const init = startInit(opts, config.initialPeers);
+    const metrics = metricsEndpoint(opts);
     const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
     try {
       const node = await createSwarmNode({ ...init, log }, store);
+      const metricsServer =
+        metrics &&
+        (await serveNodeMetrics(metrics, swarmMetrics(node), log).catch(async (err: unknown) => {
+          await node.stop(); // else libp2p keeps the process alive
+          throw err;
+        }));
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       const addrs = node.multiaddrs();
@@ -60,6 +72,7 @@ export function registerSwarm(program: Command): void {
       log.info('stopping');
       clearInterval(timer);
       recordStats();
+      await metricsServer?.close();
       await node.stop();
     } finally {
       store.close();
