@@ -1,6 +1,6 @@
-// Builds main, preload and renderer with electron-vite into out/. Works without the Electron
-// runtime (the renderer is also served by the headless node): electron-vite only needs the major
-// version, which package.json pins.
+// Builds main (with the compiled `cohort` CLI, out/main/cli.js), preload and renderer with
+// electron-vite into out/. Works without the Electron runtime (the renderer is also served by the
+// headless node): electron-vite only needs the major version, which package.json pins.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -43,4 +43,8 @@ export function ensureBuilt(log = console.log) {
   buildApp();
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) buildApp();
+// `--if-outdated` (npm pack's prepack): reuse a current build, as `npm start` does
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--if-outdated')) ensureBuilt();
+  else buildApp();
+}

@@ -44,12 +44,13 @@ function installCudaProvider() {
   if (flag === 'skip') return console.log('cohort: CUDA provider download skipped (ONNXRUNTIME_NODE_INSTALL=skip).');
   const dir = packageDir('onnxruntime-node');
   if (!dir) return;
-  // .npmrc tells onnxruntime-node's own postinstall to skip (it fails the whole install when offline); force it here
-  // instead. '1' means "install what this platform needs"; its parser ignores a value like 'cuda12' and, run from
-  // an npm script, then exits 0 without downloading, so success is checked on disk too.
-  const env = { ...process.env, ONNXRUNTIME_NODE_INSTALL: '1' };
-  delete env.npm_config_onnxruntime_node_install;
   const provider = path.join(dir, 'bin', 'napi-v6', 'linux', 'x64', 'libonnxruntime_providers_cuda.so');
+  if (fs.existsSync(provider)) return; // onnxruntime-node's own postinstall fetched it (a global install runs it)
+  // package.json's allowScripts keeps npm (11.16+) from running onnxruntime-node's own postinstall in this
+  // checkout (it fails the whole install when offline); run it here instead. '1' means "install what this
+  // platform needs"; its parser ignores a value like 'cuda12' and, run from an npm script, then exits 0
+  // without downloading, so success is checked on disk too.
+  const env = { ...process.env, ONNXRUNTIME_NODE_INSTALL: '1' };
   const failure = runInstaller(path.join(dir, 'script', 'install.js'), env) ?? (fs.existsSync(provider) ? undefined : `the installer finished but ${provider} is missing`);
   if (failure === undefined) return console.log('cohort: onnxruntime-node CUDA provider installed.');
   console.warn(`cohort: the CUDA provider for onnxruntime-node could not be downloaded (${failure}).`);

@@ -18,6 +18,8 @@ export interface FlagRow<S extends z.ZodType = z.ZodType> {
   readonly arg?: string;
   /** The value when the flag is omitted; the schema's own `.default()` when absent here. */
   readonly default?: z.output<S>;
+  /** What the flag accepts, in words, when the schema cannot say it (a refinement). */
+  readonly accepted?: string | undefined;
   /** Appended to the description: the run-wide settings say so in --help. */
   readonly tag?: string;
 }
@@ -106,16 +108,16 @@ export function parseFlags<T extends FlagTable>(command: Command, table: T): Fla
     const flag = flagOf(table, key);
     // commander names the value after the flag (`--lr` → `lr`), as do its variable and config key
     const raw: unknown = command.getOptionValue(new Option(flag).attributeName());
-    values[key] = raw === undefined ? defaultOf(row) : parseFlagValue(flag, raw, row.schema);
+    values[key] = raw === undefined ? defaultOf(row) : parseFlagValue(flag, raw, row.schema, row.accepted);
   }
   return values as FlagValues<T>;
 }
 
 /** One flag's value (text from the command line, a variable or the file; or a file's JSON value) as `schema` parses it. */
-export function parseFlagValue<S extends z.ZodType>(flag: string, raw: unknown, schema: S): z.output<S> {
+export function parseFlagValue<S extends z.ZodType>(flag: string, raw: unknown, schema: S, accepted?: string): z.output<S> {
   const base = baseOf(schema);
   const parsed = base.safeParse(fromText(base, raw));
-  if (!parsed.success) throw new ConfigError(flag, `invalid value ${JSON.stringify(raw)}; accepted: ${acceptedOf(base)}`);
+  if (!parsed.success) throw new ConfigError(flag, `invalid value ${JSON.stringify(raw)}; accepted: ${accepted ?? acceptedOf(base)}`);
   return parsed.data as z.output<S>;
 }
 

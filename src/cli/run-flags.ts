@@ -12,6 +12,7 @@ import { PRECISIONS } from '../engine/index.js';
 import { DEFAULT_LOCAL_TRAINER } from '../training/options.js';
 import { flagOf, flagRow, givenFlags, tagged, type FlagRow, type FlagValues } from './flag-table.js';
 import { PRECISION_NOTE } from './commands/model.js';
+import { METRICS_FLAGS } from './metrics-endpoint.js';
 import { SWARM_FLAGS } from './reachability.js';
 
 const int = z.number().int();
@@ -72,6 +73,7 @@ const PEER_FLAGS = {
   out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
   throttle: flagRow({ schema: positive, arg: '<factor>', description: 'testing: run at 1/factor of this machine’s speed' }),
   faultInflateClaims: flagRow({ schema: positive, arg: '<factor>', description: 'testing only: claim factor× the samples processed (contribution checks must catch it)' }),
+  ...METRICS_FLAGS,
 };
 
 /** Every flag of `cohort run` but the settings table's (`--initial-peers`, `--data-dir`, …). */

@@ -10,6 +10,6 @@ export { latestLeaderboard } from './leaderboard.js';
 export { CollaborativeOptimizer, type StepOutcome } from './optimizer.js';
 export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
-export { trainingPrometheus } from './prometheus.js';
+export { trainingMetrics } from './prometheus.js';
 export { currentProgress, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
 export { collabOptionsOf, DEFAULT_RUN_SETTINGS, describeRunSettings, joinPeerIds, readRunParams, resolveRunSettings, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type RunSettings } from './run-params.js';

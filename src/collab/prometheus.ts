@@ -1,11 +1,12 @@
 /**
- * The training view a coordinator keeps in its store, as Prometheus text for the dashboard server's
- * `/metrics`: the swarm's newest epoch, alive peers, throughput and loss, and every peer's credited
- * contribution (labels `run`, `peer` and `display_name`). Formatted by the swarm's one Prometheus formatter.
+ * The training view a coordinator keeps in its store, as metric families for `/metrics` (`cohort
+ * start`'s dashboard, `cohort run --coordinator --metrics-port`): the swarm's newest epoch, alive
+ * peers, throughput and loss, and every peer's credited contribution (labels `run`, `peer` and
+ * `display_name`), read from the store at each scrape.
  */
 import { METRIC } from '../store/metric-series.js';
 import type { Store } from '../store/index.js';
-import { formatPrometheus, type PrometheusFamily } from '../swarm/index.js';
+import type { MetricFamily } from '../util/prometheus.js';
 
 /** Swarm series exported as gauges: store series → metric name and help. */
 const SWARM_GAUGES: ReadonlyArray<readonly [series: string, name: string, help: string]> = [
@@ -18,20 +19,34 @@ const SWARM_GAUGES: ReadonlyArray<readonly [series: string, name: string, help: 
   [METRIC.loss, 'cohort_training_loss', 'Swarm loss of the newest step (sample-weighted over the peers)'],
 ];
 
-/** Prometheus text of the coordinator's metrics in `store` (series without data are listed without samples). */
-export function trainingPrometheus(store: Store): string {
-  const families: PrometheusFamily[] = SWARM_GAUGES.map(([series, name, help]) => {
-    const p = store.metrics.latest(series);
-    return { name, type: 'gauge', help, samples: p ? [[{}, p.value]] : [] };
-  });
-  const totals = store.contributions.totals();
-  const per = (value: (t: (typeof totals)[number]) => number): PrometheusFamily['samples'] => totals.map((t) => [{ run: t.runId, peer: t.peerId, display_name: t.displayName ?? '' }, value(t)]);
-  families.push(
-    { name: 'cohort_contribution_credited_samples_total', type: 'counter', help: 'Samples credited to the peer after the throughput and all-reduce weight checks', samples: per((t) => t.credited) },
-    { name: 'cohort_contribution_claimed_samples_total', type: 'counter', help: 'Samples the peer claimed in the steps credited', samples: per((t) => t.claimed) },
-    { name: 'cohort_contribution_compute_seconds_total', type: 'counter', help: 'Seconds of compute credited to the peer', samples: per((t) => t.computeSeconds) },
-    { name: 'cohort_contribution_steps_total', type: 'counter', help: 'Optimizer steps of the peer credited', samples: per((t) => t.steps) },
-    { name: 'cohort_contribution_flagged_steps_total', type: 'counter', help: 'Steps whose claim was capped and flagged', samples: per((t) => t.flaggedSteps) },
-  );
-  return formatPrometheus(families);
+type Total = ReturnType<Store['contributions']['totals']>[number];
+/** Per-peer contribution totals exported as counters: name, help and the value. */
+const CONTRIBUTION_COUNTERS: ReadonlyArray<readonly [name: string, help: string, value: (t: Total) => number]> = [
+  ['cohort_contribution_credited_samples_total', 'Samples credited to the peer after the throughput and all-reduce weight checks', (t) => t.credited],
+  ['cohort_contribution_claimed_samples_total', 'Samples the peer claimed in the steps credited', (t) => t.claimed],
+  ['cohort_contribution_compute_seconds_total', 'Seconds of compute credited to the peer', (t) => t.computeSeconds],
+  ['cohort_contribution_steps_total', 'Optimizer steps of the peer credited', (t) => t.steps],
+  ['cohort_contribution_flagged_steps_total', 'Steps whose claim was capped and flagged', (t) => t.flaggedSteps],
+];
+
+/** The coordinator's metrics in `store` (a series without data has no sample). */
+export function trainingMetrics(store: Store): MetricFamily[] {
+  return [
+    ...SWARM_GAUGES.map(([series, name, help]): MetricFamily => ({
+      name,
+      type: 'gauge',
+      help,
+      read: () => {
+        const p = store.metrics.latest(series);
+        return p ? [[{}, p.value]] : [];
+      },
+    })),
+    ...CONTRIBUTION_COUNTERS.map(([name, help, value]): MetricFamily => ({
+      name,
+      type: 'counter',
+      help,
+      labelNames: ['run', 'peer', 'display_name'],
+      read: () => store.contributions.totals().map((t) => [{ run: t.runId, peer: t.peerId, display_name: t.displayName ?? '' }, value(t)]),
+    })),
+  ];
 }

@@ -17,8 +17,8 @@ export interface BundledCorpus {
 }
 
 export function bundledCorpus(): BundledCorpus {
-  const require = createRequire(import.meta.url);
-  const pkgFile = require.resolve(`${BUNDLED_PACKAGE}/package.json`);
+  const localRequire = createRequire(import.meta.url);
+  const pkgFile = localRequire.resolve(`${BUNDLED_PACKAGE}/package.json`);
   const { version } = JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { version: string };
   const dir = path.join(path.dirname(pkgFile), 'data');
   const files = fs

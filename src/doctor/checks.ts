@@ -8,7 +8,7 @@ import { missingCudaProvider } from '../engine/index.js';
 import { electronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
-const require = createRequire(import.meta.url);
+const localRequire = createRequire(import.meta.url);
 
 export type CheckStatus = 'ok' | 'missing' | 'warn' | 'fail';
 
@@ -77,7 +77,7 @@ function checkGpu(): CheckResult {
 
 function checkSqlite(): CheckResult {
   try {
-    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const Database = localRequire('better-sqlite3') as typeof import('better-sqlite3');
     const db = new Database(':memory:');
     const { v } = db.prepare('SELECT sqlite_version() AS v').get() as { v: string };
     db.close();

@@ -2,18 +2,18 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-const require = createRequire(import.meta.url);
+const localRequire = createRequire(import.meta.url);
 
 export type ElectronBinary = { readonly found: true; readonly path: string } | { readonly found: false; readonly reason: string };
 
 /**
  * Where the Electron runtime is, read from the electron package's own files. Unlike
- * `require('electron')`, this never starts a download, so it is safe offline and in checks.
+ * importing `electron`, this never starts a download, so it is safe offline and in checks.
  */
 export function electronBinary(): ElectronBinary {
   let dir: string;
   try {
-    dir = path.dirname(require.resolve('electron/package.json'));
+    dir = path.dirname(localRequire.resolve('electron/package.json'));
   } catch {
     return { found: false, reason: 'the electron package is not installed' };
   }

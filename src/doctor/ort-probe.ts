@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { encodeModel, Graph } from '../engine/index.js';
 
-const require = createRequire(import.meta.url);
+const localRequire = createRequire(import.meta.url);
 
 export interface ProviderProbe {
   readonly provider: string;
@@ -19,7 +19,7 @@ export function identityModelBytes(): Uint8Array {
 
 export function onnxruntimeVersion(): string | undefined {
   try {
-    return (require('onnxruntime-node/package.json') as { version: string }).version;
+    return (localRequire('onnxruntime-node/package.json') as { version: string }).version;
   } catch {
     return undefined;
   }

@@ -1,20 +1,19 @@
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
 import type { Logger } from '../log/logger.js';
 import type { CohortApi } from '../shared/api.js';
 import { EVENTS_PATH, httpRoute, isMethodName } from '../shared/channels.js';
-import { TOKEN_COOKIE, presentedToken, tokensEqual } from './access-token.js';
+import { TOKEN_COOKIE, accessRefusal, presentedToken } from './access-token.js';
 import { ApiRequestError, dispatch } from './api-dispatch.js';
+import { closeServer, listen, sendJson } from './http-server.js';
+import { METRICS_PATH, serveMetrics } from './metrics-server.js';
 import { resolveStatic } from './static-files.js';
 
 /** Largest request body the API accepts (settings patches are a few hundred bytes). */
 const MAX_BODY_BYTES = 64 * 1024;
 /** SSE comment sent this often so proxies and browsers keep the stream open. */
 const HEARTBEAT_MS = 15_000;
-/** Prometheus scrape endpoint and the content type of its text exposition format. */
-const METRICS_PATH = '/metrics';
-const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 /** Open event streams at most (a few tabs and tools; more is a leak or abuse). */
 const MAX_STREAMS = 32;
 
@@ -31,19 +30,13 @@ export interface DashboardServerOptions {
   readonly rendererDir: string;
   readonly api: CohortApi;
   readonly log: Logger;
-  /** The Prometheus text served on `GET /metrics` (absent: 404). */
-  readonly prometheus?: () => string;
+  /** The metrics served on `GET /metrics` (absent: 404). */
+  readonly metrics?: Registry;
 }
 
 export interface DashboardServer {
   readonly url: string;
   close(): Promise<void>;
-}
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', '[::1]', 'localhost']);
-
-export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK_HOSTS.has(host.toLowerCase());
 }
 
 /**
@@ -73,22 +66,15 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
-    if (token === undefined) {
-      // Without a token only loopback is served; a page on another site that rebinds its DNS name to
-      // 127.0.0.1 still sends its own Host header, which is refused here.
-      const hostname = (req.headers.host ?? '').replace(/:\d+$/, '');
-      if (!isLoopbackHost(hostname)) return sendJson(res, 403, { error: `refused: Host "${req.headers.host ?? ''}" is not a loopback address` });
-    } else {
-      const given = presentedToken(req, url);
-      if (given === undefined || !tokensEqual(given, token)) return sendJson(res, 401, { error: 'this dashboard needs its access token: open it with ?token=<token> or send "Authorization: Bearer <token>"' });
-      if (url.searchParams.has('token')) {
-        // first visit with ?token=: keep it in a cookie and drop it from the address bar
-        res.writeHead(303, { location: url.pathname, 'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/` }).end();
-        return;
-      }
+    const refusal = accessRefusal(req, url, token);
+    if (refusal) return sendJson(res, refusal[0], { error: refusal[1] });
+    if (token !== undefined && url.searchParams.has('token')) {
+      // first visit with ?token=: keep it in a cookie and drop it from the address bar
+      res.writeHead(303, { location: url.pathname, 'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(presentedToken(req, url) ?? '')}; HttpOnly; SameSite=Strict; Path=/` }).end();
+      return;
     }
     if (url.pathname === EVENTS_PATH) return openEventStream(res);
-    if (url.pathname === METRICS_PATH) return serveMetrics(req, res);
+    if (url.pathname === METRICS_PATH) return options.metrics ? serveMetrics(req, res, options.metrics) : sendJson(res, 404, { error: 'this node serves no metrics' });
     if (url.pathname.startsWith('/api/')) return handleApi(req, res, url.pathname.slice('/api/'.length));
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: `${req.method} is not allowed here` });
     return serveStatic(req, res, url.pathname);
@@ -126,14 +112,6 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
     }
   }
 
-  function serveMetrics(req: http.IncomingMessage, res: http.ServerResponse): void {
-    if (!options.prometheus) return sendJson(res, 404, { error: 'this node serves no metrics' });
-    if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: `${METRICS_PATH} takes GET, not ${req.method}` });
-    const body = Buffer.from(options.prometheus());
-    res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'content-length': body.length, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-    res.end(req.method === 'HEAD' ? undefined : body);
-  }
-
   function serveStatic(req: http.IncomingMessage, res: http.ServerResponse, pathname: string): void {
     if (!fs.existsSync(`${options.rendererDir}/index.html`)) {
       res.writeHead(503, { 'content-type': 'text/html; charset=utf-8', ...SECURITY_HEADERS }).end(notBuiltPage(options.rendererDir));
@@ -146,28 +124,16 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(new Error(`dashboard cannot listen on ${options.host}:${options.port}: ${err.message}`)));
-    server.listen(options.port, options.host, resolve);
-  });
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`;
+  const url = await listen(server, options.host, options.port, 'dashboard');
   return {
     url,
     close: async () => {
       unsubscribe();
       clearInterval(heartbeat);
       for (const res of streams) res.end();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
+      await closeServer(server);
     },
   };
-}
-
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }).end(body);
 }
 
 /** The body as text, or undefined when it exceeds MAX_BODY_BYTES. */

@@ -2,15 +2,16 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
-import { trainingPrometheus } from '../collab/index.js';
+import { trainingMetrics } from '../collab/index.js';
+import { metricsRegistry } from '../util/prometheus.js';
 import { openStore, type Store } from '../store/index.js';
 import type { NodeController } from './controller.js';
 import type { MakeNodeParts } from '../training/service.js';
 import { createNodeController } from './host.js';
-import { isLoopbackHost, startDashboardServer } from './dashboard-server.js';
+import { checkListenAccess } from './access-token.js';
+import { startDashboardServer } from './dashboard-server.js';
 
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
 const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
@@ -27,15 +28,13 @@ export interface HeadlessNode {
 /** Starts the headless node: opens the store, runs the controller and serves the dashboard and its API. */
 export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeNodeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
   const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
-  if (token === undefined && !isLoopbackHost(config.dashboardHost)) {
-    throw new ConfigError('--dashboard-host', `${config.dashboardHost}: serving the dashboard beyond loopback needs an access token; pass --dashboard-token (or set COHORT_DASHBOARD_TOKEN), or use 127.0.0.1, ::1 or localhost`);
-  }
+  checkListenAccess(config.dashboardHost, token, '--dashboard-host', '--dashboard-token (or set COHORT_DASHBOARD_TOKEN)');
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`), onInvalidMetric: (message) => log.warn(message) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
   const controller = createNodeController({ store, log, version, parts });
   let server;
   try {
-    server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log, prometheus: () => trainingPrometheus(store) });
+    server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log, metrics: metricsRegistry(trainingMetrics(store), { processMetrics: true }) });
   } catch (err) {
     await controller.close();
     store.close();

@@ -16,7 +16,7 @@ export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
 export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
 export { readToEnd } from './streams.js';
-export { formatPrometheus, statsMetricPoints, type PrometheusFamily } from './prometheus.js';
+export { statsMetricPoints, swarmMetrics } from './prometheus.js';
 export { generatePsk, parsePskHex } from './private-network.js';
 export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 export { JoinCodeError, RecordError, IdentityError, type RejectReason } from './errors.js';

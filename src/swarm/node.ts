@@ -26,7 +26,6 @@ import { pskProtector } from './private-network.js';
 import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 import { DialbackServer } from './reachability/dialback.js';
 import { ReachabilityService, type Reachability } from './reachability/reachability.js';
-import { toPrometheus } from './prometheus.js';
 import type { SwarmStats } from './stats.js';
 import type { SwarmStore } from './identity.js';
 import { TransferMetrics } from './transfer-metrics.js';
@@ -72,8 +71,6 @@ export interface SwarmNode {
   /** Opens a stream of `/cohort/<run>/<suffix>` to a peer (a peer id, or a multiaddr such as a relayed one), dialing it if needed. */
   dial(peer: PeerId | Multiaddr | string, suffix: string, options?: DialOptions): Promise<Stream>;
   stats(): SwarmStats;
-  /** `stats()` in Prometheus text format. */
-  prometheus(): string;
   /** The underlying libp2p node, for what this interface does not cover. */
   readonly libp2p: Libp2p;
   /** Closes every connection, listener and timer. */
@@ -238,7 +235,6 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
       records: records.stats(),
       transfer: transfer.snapshot(),
     }),
-    prometheus: () => toPrometheus(node.stats()),
     stop: async () => {
       stopping.abort();
       await ready;

@@ -1,28 +1,14 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { test, type TestContext } from 'node:test';
 import { openStore } from '../../src/store/index.js';
-import { CLI, ROOT, runCli } from '../helpers/cli.js';
+import { CLI, runCli, startProcess, type LongRunning } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
-/** Starts `cohort swarm start …`; returns its growing stdout and a stop() that sends SIGTERM and resolves with the exit code. */
-function startPeer(t: TestContext, args: string[]): { dataDir: string; out: () => string; stop: () => Promise<number | null> } {
+/** Starts `cohort swarm start …`; returns its growing output and a stop() that sends SIGTERM and resolves with the exit code. */
+function startPeer(t: TestContext, args: string[]): LongRunning & { dataDir: string } {
   const dataDir = tmpDir(t);
-  const child = spawn(process.execPath, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', dataDir, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.after(() => child.kill('SIGKILL'));
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return {
-    dataDir,
-    out: () => out,
-    stop: () => {
-      child.kill('SIGTERM');
-      return exited;
-    },
-  };
+  return { dataDir, ...startProcess(t, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', dataDir, ...args]) };
 }
 
 test('swarm start prints its multiaddrs and a join code; a second peer joins with the code alone', async (t) => {

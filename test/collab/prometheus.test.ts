@@ -1,14 +1,14 @@
-// The coordinator's metrics as Prometheus text on the dashboard server's /metrics, read back with a
-// strict parser of the exposition format.
+// The coordinator's metrics (prom-client collectors over the store) as Prometheus text on the dashboard
+// server's /metrics, read back with a strict parser of the exposition format.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { trainingPrometheus } from '../../src/collab/prometheus.js';
+import { trainingMetrics } from '../../src/collab/prometheus.js';
 import { createLogger } from '../../src/log/logger.js';
 import { NodeController } from '../../src/node/controller.js';
 import { startDashboardServer } from '../../src/node/dashboard-server.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
-import { formatPrometheus } from '../../src/swarm/index.js';
+import { metricsRegistry, prometheusText } from '../../src/util/prometheus.js';
 import { parsePrometheusText } from '../helpers/prometheus.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -32,7 +32,7 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
   store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 5, displayName: NAME, claimed: 120, credited: 120, computeSeconds: 30, ts: now }, baseline);
   store.contributions.credit({ runId: 'r1', peerId: 'p2', epoch: 5, claimed: 900, credited: 90, computeSeconds: 20, flag: 'inflated', ts: now }, baseline);
   const controller = new NodeController({ store, log, version: '0.0.0', refreshMs: 60_000 });
-  const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token: TOKEN, rendererDir: tmpDir(t), api: controller, log, prometheus: () => trainingPrometheus(store) });
+  const server = await startDashboardServer({ host: '127.0.0.1', port: 0, token: TOKEN, rendererDir: tmpDir(t), api: controller, log, metrics: metricsRegistry(trainingMetrics(store), { processMetrics: true }) });
   t.after(async () => {
     await server.close();
     await controller.close();
@@ -44,6 +44,7 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
   assert.equal(res.status, 200);
   assert.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
   const families = parsePrometheusText(await res.text());
+  assert.ok((families.get('process_resident_memory_bytes')?.samples[0]?.value ?? 0) > 0, 'process metrics are served too');
   const only = (name: string): number => {
     const f = families.get(name);
     assert.ok(f && f.samples.length === 1, `${name}: ${JSON.stringify(f)}`);
@@ -58,18 +59,29 @@ test('GET /metrics serves the swarm and per-peer contribution metrics as valid P
   const credited = families.get('cohort_contribution_credited_samples_total')!;
   assert.equal(credited.type, 'counter');
   assert.deepEqual(credited.samples, [
-    { labels: { run: 'r1', peer: 'p1', display_name: NAME }, value: 120 },
-    { labels: { run: 'r1', peer: 'p2', display_name: '' }, value: 90 },
+    { name: 'cohort_contribution_credited_samples_total', labels: { run: 'r1', peer: 'p1', display_name: NAME }, value: 120 },
+    { name: 'cohort_contribution_credited_samples_total', labels: { run: 'r1', peer: 'p2', display_name: '' }, value: 90 },
   ]);
+  // values are read at each scrape: a later credit shows in the next one
+  store.contributions.credit({ runId: 'r1', peerId: 'p1', epoch: 6, displayName: NAME, claimed: 30, credited: 30, computeSeconds: 5, ts: now }, baseline);
+  const again = parsePrometheusText(await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text());
+  assert.deepEqual(again.get('cohort_contribution_credited_samples_total')!.samples.map((s) => s.value), [150, 90]);
   assert.deepEqual(families.get('cohort_contribution_flagged_steps_total')!.samples.map((s) => [s.labels.peer, s.value]), [['p1', 0], ['p2', 1]]);
   assert.deepEqual(families.get('cohort_contribution_compute_seconds_total')!.samples.map((s) => s.value), [30, 20]);
 });
 
-test('the Prometheus formatter writes special values and refuses names the format cannot carry', () => {
-  const text = formatPrometheus([{ name: 'x_seconds', type: 'gauge', help: 'a \\ b\nc', samples: [[{ k: 'v' }, Infinity], [{ k: 'w' }, Number.NaN]] }]);
-  const f = parsePrometheusText(text).get('x_seconds')!;
+test('metric families write special values and escapes, drop label sets that are gone, and refuse names the format cannot carry', async () => {
+  let rows: Array<[Record<string, string>, number]> = [
+    [{ k: 'v' }, Infinity],
+    [{ k: 'w' }, Number.NaN],
+  ];
+  const families = [{ name: 'x_seconds', type: 'gauge' as const, help: 'a \\ b\nc', labelNames: ['k'], read: () => rows }];
+  const registry = metricsRegistry(families);
+  const f = parsePrometheusText(await registry.metrics()).get('x_seconds')!;
   assert.equal(f.help, 'a \\\\ b\\nc');
   assert.deepEqual(f.samples.map((s) => s.value), [Infinity, Number.NaN]);
-  assert.throws(() => formatPrometheus([{ name: 'bad-name', type: 'gauge', help: '', samples: [] }]), /metric name "bad-name"/);
-  assert.throws(() => formatPrometheus([{ name: 'ok', type: 'gauge', help: '', samples: [[{ 'bad-label': 'x' }, 1]] }]), /label name "bad-label"/);
+  rows = [[{ k: NAME }, 2]];
+  assert.deepEqual(parsePrometheusText(await registry.metrics()).get('x_seconds')!.samples, [{ name: 'x_seconds', labels: { k: NAME }, value: 2 }]);
+  await assert.rejects(prometheusText([{ name: 'bad-name', type: 'gauge', help: 'h', read: () => [] }]), /Invalid metric name/);
+  await assert.rejects(prometheusText([{ name: 'ok', type: 'gauge', help: 'h', labelNames: ['bad-label'], read: () => [] }]), /Invalid label name/);
 });

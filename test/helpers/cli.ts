@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { TestContext } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,4 +28,28 @@ export function runCli(args: readonly string[], options: { env?: NodeJS.ProcessE
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+export interface LongRunning {
+  /** stdout and stderr so far, interleaved. */
+  out(): string;
+  /** Sends SIGTERM and resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts a long-running command (`node …argv`), killed when the test ends if it is still running. */
+export function startProcess(t: TestContext, argv: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): LongRunning {
+  const child = spawn(process.execPath, argv, { cwd: options.cwd ?? ROOT, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    out: () => out,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
 }

@@ -1,17 +1,25 @@
 /**
- * A strict reader of the Prometheus text exposition format 0.0.4 for tests: every line must be a
- * HELP, a TYPE or a sample of the family last declared; label values may only use the three
- * escapes (\\, \", \n); values are Go floats. Throws naming the line on the first violation.
+ * A strict reader of the Prometheus text exposition format 0.0.4 for tests
+ * (https://prometheus.io/docs/instrumenting/exposition_formats/): every line must be empty, a HELP, a
+ * TYPE or a sample of the family last declared (a histogram's `_bucket` with an `le` label, `_sum` and
+ * `_count`; a summary's samples, `_sum` and `_count`); label values may only use the three escapes
+ * (\\, \", \n); values are what Go's ParseFloat reads (NaN and Inf in any case). Throws naming the
+ * line on the first violation.
  */
+import assert from 'node:assert/strict';
+import type { LongRunning } from './cli.js';
+import { waitFor } from './swarm.js';
+
 export interface ParsedFamily {
   readonly help: string;
   readonly type: string;
-  readonly samples: Array<{ labels: Record<string, string>; value: number }>;
+  /** `name` is the sample's own (a histogram's `x_bucket`, `x_sum`, `x_count`). */
+  readonly samples: Array<{ name: string; labels: Record<string, string>; value: number }>;
 }
 
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL = '[a-zA-Z_][a-zA-Z0-9_]*';
-const VALUE = '(?:[+-]?(?:\\d+\\.?\\d*(?:[eE][+-]?\\d+)?|\\.\\d+(?:[eE][+-]?\\d+)?)|NaN|[+-]Inf)';
+const VALUE = '(?:[+-]?(?:\\d+\\.?\\d*(?:[eE][+-]?\\d+)?|\\.\\d+(?:[eE][+-]?\\d+)?)|[nN][aA][nN]|[+-]?[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)';
 const LABEL_VALUE = '"(?:[^"\\\\\\n]|\\\\[\\\\"n])*"';
 const SAMPLE = new RegExp(`^(${NAME})(?:\\{((?:${LABEL}=${LABEL_VALUE})(?:,${LABEL}=${LABEL_VALUE})*)?\\})? (${VALUE})$`);
 const PAIR = new RegExp(`(${LABEL})=(${LABEL_VALUE})`, 'g');
@@ -37,18 +45,41 @@ export function parsePrometheusText(text: string): Map<string, ParsedFamily> {
       current = name;
       continue;
     }
-    if (line.startsWith('#')) continue;
+    if (line === '' || line.startsWith('#')) continue;
     const m = SAMPLE.exec(line);
     if (!m) throw new Error(`${where}: not a valid sample line`);
     const [, name, labelText, valueText] = m as unknown as [string, string, string | undefined, string];
-    if (name !== current) throw new Error(`${where}: sample of ${name} outside its family (${current ?? 'none'})`);
+    const family = current === undefined ? undefined : families.get(current);
+    const suffix = current !== undefined && name.startsWith(current) ? name.slice(current.length) : undefined;
+    const allowed = family?.type === 'histogram' ? ['_bucket', '_sum', '_count'] : family?.type === 'summary' ? ['', '_sum', '_count'] : [''];
+    if (suffix === undefined || !allowed.includes(suffix)) throw new Error(`${where}: sample of ${name} outside its family (${current ?? 'none'})`);
     const labels: Record<string, string> = {};
     for (const [, k, v] of (labelText ?? '').matchAll(PAIR)) {
       if (k! in labels) throw new Error(`${where}: label ${k} repeated`);
       labels[k!] = v!.slice(1, -1).replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
     }
-    const value = valueText === '+Inf' ? Infinity : valueText === '-Inf' ? -Infinity : Number(valueText);
-    families.get(name)!.samples.push({ labels, value });
+    if (suffix === '_bucket' && labels.le === undefined) throw new Error(`${where}: a histogram bucket needs an le label`);
+    if (family!.type === 'summary' && suffix === '' && labels.quantile === undefined) throw new Error(`${where}: a summary sample needs a quantile label`);
+    const special = /^([+-]?)inf(inity)?$|^nan$/i.exec(valueText);
+    const value = special ? (valueText.toLowerCase() === 'nan' ? Number.NaN : special[1] === '-' ? -Infinity : Infinity) : Number(valueText);
+    family!.samples.push({ name, labels, value });
   }
   return families;
+}
+
+const METRICS_URL = /Prometheus metrics on (http:\/\/\S+\/metrics)/;
+
+/** The /metrics address a `cohort` process logs once its metrics server listens. */
+export async function metricsUrl(proc: LongRunning): Promise<string> {
+  await waitFor('the metrics server', () => METRICS_URL.test(proc.out()), 60_000);
+  return METRICS_URL.exec(proc.out())![1]!;
+}
+
+/** Scrapes `url` with the token and parses the body strictly. */
+export async function scrape(url: string, token: string): Promise<Map<string, ParsedFamily>> {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  const body = await res.text();
+  assert.equal(res.status, 200, body);
+  assert.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
+  return parsePrometheusText(body);
 }

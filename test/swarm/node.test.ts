@@ -5,7 +5,8 @@ import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { openStore } from '../../src/store/index.js';
-import { IdentityError, createSwarmNode, readToEnd } from '../../src/swarm/index.js';
+import { IdentityError, createSwarmNode, readToEnd, swarmMetrics } from '../../src/swarm/index.js';
+import { prometheusText } from '../../src/util/prometheus.js';
 import { progressSchema, startNode, startSwarm } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -85,7 +86,7 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   assert.ok(stats.transfer['/cohort/stats/records/1.0.0']!.received > 100, 'the store request was counted');
   assert.ok(stats.transfer['/cohort/stats/hello/1.0.0']!.sent >= 2);
   assert.ok(stats.transfer['global']!.sent > stats.transfer['/cohort/stats/hello/1.0.0']!.sent);
-  const prom = a!.prometheus();
+  const prom = await prometheusText(swarmMetrics(a!));
   assert.match(prom, /^cohort_swarm_transfer_bytes_total\{protocol="\/cohort\/stats\/records\/1\.0\.0",direction="received"\} [1-9]\d*$/m);
   assert.match(prom, /^cohort_swarm_routing_table_size 1$/m);
 });

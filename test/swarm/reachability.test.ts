@@ -5,7 +5,8 @@ import { pino } from 'pino';
 import type { PeerId } from '@libp2p/interface';
 import type { SingleKadDHT } from '@libp2p/kad-dht';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from '../averaging/helpers.js';
-import type { SwarmNode } from '../../src/swarm/index.js';
+import { swarmMetrics, type SwarmNode } from '../../src/swarm/index.js';
+import { prometheusText } from '../../src/util/prometheus.js';
 import { echoVia, progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 
 function captureLog(): { log: pino.Logger; text: () => string } {
@@ -40,7 +41,7 @@ test('an auto-mode peer that other peers can dial back becomes a DHT server: rou
   assert.match(text(), /AutoNAT: \d of \d peer\(s\) dialed us back at \/ip4\/127\.0\.0\.1\/tcp\/\d+; serving the DHT/);
   assert.equal(joiner.clientMode, false);
   assert.deepEqual([joiner.stats().reachability, joiner.stats().clientMode], ['public', false]);
-  assert.match(joiner.prometheus(), /^cohort_swarm_reachability\{state="public"\} 1$/m);
+  assert.match(await prometheusText(swarmMetrics(joiner)), /^cohort_swarm_reachability\{state="public"\} 1$/m);
   await waitFor('every server to put the joiner in its routing table', () => inAllRoutingTables(servers, joiner));
   await waitFor('identify-push to tell every server the joiner serves', () => servers.every((s) => s.isClientMode(joiner.peerId) === false));
 

@@ -1,13 +1,15 @@
 import type { Command } from 'commander';
-import { collabOptionsOf, Coordinator, joinPeerIds, resolveRunSettings, RunSettingsConflictError, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, joinPeerIds, trainingMetrics, resolveRunSettings, RunSettingsConflictError, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
-import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
+import type { MetricsServer } from '../../node/metrics-server.js';
+import { createSwarmNode, isJoinCode, swarmMetrics, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
+import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
 import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags } from '../run-flags.js';
 
@@ -30,15 +32,18 @@ export function registerRun(program: Command): void {
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts, settings.initialPeers);
+    const metrics = metricsEndpoint(opts);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
+    let metricsServer: MetricsServer | undefined;
     const stop = new AbortController();
     const onSignal = (): void => stop.abort();
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     try {
       node = await createSwarmNode({ ...init, log }, store);
+      if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
@@ -71,6 +76,7 @@ export function registerRun(program: Command): void {
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      await metricsServer?.close();
       await node?.stop();
       store.close();
     }

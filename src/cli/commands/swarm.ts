@@ -4,9 +4,10 @@ import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
-import { JoinCodeError, createSwarmNode, statsMetricPoints, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import { JoinCodeError, createSwarmNode, statsMetricPoints, swarmMetrics, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
+import { METRICS_FLAGS, metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, SWARM_FLAGS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
 
 const START_FLAGS = {
@@ -17,6 +18,7 @@ const START_FLAGS = {
   identity: flagRow({ schema: z.string(), arg: '<keyfile>', description: 'Ed25519 private key file for a fixed peer id (created if missing); default: the identity kept in the data directory' }),
   psk: flagRow({ schema: z.string(), arg: '<hex>', description: 'pre-shared key of a closed swarm: 64 hex characters' }),
   newPsk: flagRow({ schema: z.boolean(), description: 'start a new closed swarm with a fresh pre-shared key (it is put into the printed join code)' }),
+  ...METRICS_FLAGS,
 };
 type StartOptions = FlagValues<typeof START_FLAGS>;
 
@@ -31,10 +33,18 @@ export function registerSwarm(program: Command): void {
   describeCommandEnv(start);
   start.action(async () => {
     const { config, log } = commandContext(start);
-    const init = startInit(parseFlags(start, START_FLAGS), config.initialPeers);
+    const opts = parseFlags(start, START_FLAGS);
+    const init = startInit(opts, config.initialPeers);
+    const metrics = metricsEndpoint(opts);
     const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
     try {
       const node = await createSwarmNode({ ...init, log }, store);
+      const metricsServer =
+        metrics &&
+        (await serveNodeMetrics(metrics, swarmMetrics(node), log).catch(async (err: unknown) => {
+          await node.stop(); // else libp2p keeps the process alive
+          throw err;
+        }));
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       const addrs = node.multiaddrs();
@@ -52,6 +62,7 @@ export function registerSwarm(program: Command): void {
       log.info('stopping');
       clearInterval(timer);
       recordStats();
+      await metricsServer?.close();
       await node.stop();
     } finally {
       store.close();
