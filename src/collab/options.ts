@@ -82,6 +82,17 @@ const collaborativeOptionsSchema = z
     displayName: z.string().min(1).max(64).optional(),
     /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
     uploadLimit: positive.optional(),
+    /**
+     * hivemind's backup_every_steps: every N epochs this peer keeps a copy of its parameters and
+     * optimizer state in memory; a step that leaves non-finite parameters restores it (and the peer
+     * then loads the swarm's state when the swarm is ahead). Costs one more copy of the state.
+     */
+    backupEverySteps: int.min(1).default(10),
+    /**
+     * Micro-batches in a row with a non-finite loss or gradient (each is skipped) after which this peer
+     * stops joining gradient averaging until a finite one comes: it must not offer poison to the swarm.
+     */
+    maxBadMicroBatches: int.min(1).default(10),
     /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
     fault: z.object({ inflateClaims: positive.optional() }).optional(),
   })

@@ -59,6 +59,8 @@ interface RunOptions {
   out?: string;
   throttle?: string;
   faultInflateClaims?: string;
+  backupEverySteps?: string;
+  maxBadMicroBatches?: string;
 }
 
 export function registerRun(program: Command): void {
@@ -103,7 +105,10 @@ export function registerRun(program: Command): void {
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
     .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
-    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
+    // badsteps flags
+    .option('--backup-every-steps <n>', 'keep an in-memory copy of the state every N epochs; a step that leaves non-finite parameters restores it (backup_every_steps)', '10')
+    .option('--max-bad-micro-batches <n>', 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one', '10');
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -126,6 +131,8 @@ export function registerRun(program: Command): void {
     const refresh = positiveFloatFlag('--refresh', opts.refresh)!;
     const throttle = positiveFloatFlag('--throttle', opts.throttle);
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
+    const backupEverySteps = intFlag('--backup-every-steps', opts.backupEverySteps, 1, 1_000_000)!;
+    const maxBadMicroBatches = intFlag('--max-bad-micro-batches', opts.maxBadMicroBatches, 1, 1_000_000)!;
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
@@ -165,6 +172,8 @@ export function registerRun(program: Command): void {
           displayName: opts.displayName,
           uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
           fault: inflateClaims === undefined ? undefined : { inflateClaims },
+          backupEverySteps,
+          maxBadMicroBatches,
         };
         const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
