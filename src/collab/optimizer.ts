@@ -132,6 +132,8 @@ export class CollaborativeOptimizer {
   private backup: { epoch: number; params: Float32Array; optimizer: OptimizerState } | undefined;
   /** Why the parameters are not finite, set by the optimizer step that made them so (restored before the next micro-batch). */
   private paramsBroken: string | undefined;
+  /** Test-only: micro-batches whose gradients are still to be made non-finite (fault.nonFiniteMicroBatches). */
+  private faultNonFinite: number;
   private readonly o: ResolvedCollaborativeOptions;
 
   constructor(
@@ -145,6 +147,7 @@ export class CollaborativeOptimizer {
     onAveraging?: (label: string, event: AveragingEvent) => void,
   ) {
     this.o = resolveCollaborativeOptions(options);
+    this.faultNonFinite = this.o.fault?.nonFiniteMicroBatches ?? 0;
     this.acc = new GradientAccumulator(params);
     this.delayed = new DelayedStep(params, this.o.delayOptimizerStep);
     this.averaged = params.zerosLike();
@@ -224,6 +227,10 @@ export class CollaborativeOptimizer {
    * steps on `grads` at once (clipping them in place).
    */
   async step(grads: ParameterSet, samples: number, seconds: number, loss: number): Promise<StepOutcome> {
+    if (this.faultNonFinite > 0) {
+      this.faultNonFinite--;
+      grads.data[0] = Number.NaN;
+    }
     // the step taken since the last micro-batch (delay_optimizer_step, use_local_updates) broke the parameters
     if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     // a norm that is not finite means a non-finite value (squares of float32 values cannot overflow float64)

@@ -93,8 +93,12 @@ const collaborativeOptionsSchema = z
      * stops joining gradient averaging until a finite one comes: it must not offer poison to the swarm.
      */
     maxBadMicroBatches: int.min(1).default(10),
-    /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
-    fault: z.object({ inflateClaims: positive.optional() }).optional(),
+    /**
+     * Test-only fault injection, never set in production: this peer claims `inflateClaims`× the
+     * samples it processed; the gradients of its first `nonFiniteMicroBatches` micro-batches hold a NaN
+     * (as from a broken engine).
+     */
+    fault: z.object({ inflateClaims: positive.optional(), nonFiniteMicroBatches: int.min(1).optional() }).optional(),
   })
   .transform((o) => ({
     ...o,

@@ -61,6 +61,7 @@ interface RunOptions {
   faultInflateClaims?: string;
   backupEverySteps?: string;
   maxBadMicroBatches?: string;
+  faultNonFiniteMicroBatches?: string;
 }
 
 export function registerRun(program: Command): void {
@@ -108,7 +109,8 @@ export function registerRun(program: Command): void {
     .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
     // badsteps flags
     .option('--backup-every-steps <n>', 'keep an in-memory copy of the state every N epochs; a step that leaves non-finite parameters restores it (backup_every_steps)', '10')
-    .option('--max-bad-micro-batches <n>', 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one', '10');
+    .option('--max-bad-micro-batches <n>', 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one', '10')
+    .option('--fault-non-finite-micro-batches <n>', 'testing only: the gradients of the first N micro-batches hold a NaN (they must be skipped)');
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -133,6 +135,7 @@ export function registerRun(program: Command): void {
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
     const backupEverySteps = intFlag('--backup-every-steps', opts.backupEverySteps, 1, 1_000_000)!;
     const maxBadMicroBatches = intFlag('--max-bad-micro-batches', opts.maxBadMicroBatches, 1, 1_000_000)!;
+    const nonFiniteMicroBatches = intFlag('--fault-non-finite-micro-batches', opts.faultNonFiniteMicroBatches, 1, 1_000_000);
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
@@ -171,7 +174,7 @@ export function registerRun(program: Command): void {
           maxRefresh: refresh,
           displayName: opts.displayName,
           uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
-          fault: inflateClaims === undefined ? undefined : { inflateClaims },
+          fault: inflateClaims === undefined && nonFiniteMicroBatches === undefined ? undefined : { inflateClaims, nonFiniteMicroBatches },
           backupEverySteps,
           maxBadMicroBatches,
         };
