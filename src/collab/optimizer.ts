@@ -353,6 +353,8 @@ export class CollaborativeOptimizer {
     this.delayed.run(); // an earlier epoch's step first, so the round's step can be deferred and taken in order
     const outcome = this.inFlight ? await this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
     this.delayed.run();
+    // a model about to be saved must not be a broken one
+    if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     return outcome;
   }
 
