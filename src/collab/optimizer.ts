@@ -390,8 +390,10 @@ export class CollaborativeOptimizer {
   private optimizerStep(grads: ParameterSet, lr: number): void {
     clipGradNorm(grads, this.o.maxGradNorm);
     this.optimizer.step(this.params, grads, lr);
+    // the norm is the fast test (block kernels); the element-wise search only names the culprit
+    if (Number.isFinite(gradNorm(this.params))) return;
     const bad = this.params.firstNonFinite();
-    if (bad !== undefined) this.paramsBroken = `the optimizer step left ${bad.value} in ${bad.name}[${bad.index}]`;
+    this.paramsBroken = `the optimizer step left ${bad ? `${bad.value} in ${bad.name}[${bad.index}]` : 'parameters whose norm is not finite'}`;
   }
 
   private skip(grads: ParameterSet, loss: number): StepOutcome {
