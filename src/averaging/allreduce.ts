@@ -83,7 +83,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     failedParts.push({ reducer: group.members[reducer]!.peer, start, end, reason });
   };
 
-  const own = group.parts[index]![1] > group.parts[index]![0] ? new ReducerSession(group, index, vector, output, opts, overall, log) : undefined;
+  const own = group.parts[index]![1] > group.parts[index]![0] ? new ReducerSession(hub, group, index, vector, output, opts, overall, log) : undefined;
   const closeSession = own === undefined ? undefined : hub.openSession(group.id, (framed, peer, begin) => own.accept(framed, peer, begin));
   // a member whose connection drops (crash, SIGKILL) may never have opened its stream: don't wait for the sender timeout
   const onDisconnect = (event: CustomEvent<PeerId>): void => own?.disconnected(event.detail.toString());
@@ -249,6 +249,7 @@ class ReducerSession {
   private finished = false;
 
   constructor(
+    private readonly hub: AveragingHub,
     private readonly group: GroupInfo,
     private readonly index: number,
     vector: Float32Array,
@@ -262,9 +263,16 @@ class ReducerSession {
     this.start = start;
     this.self = group.members[index]!.peer;
     this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, m.weight])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
-    for (let i = 0; i < this.reducer.chunks; i++) {
-      const [s, e] = chunkRange(end - start, group.chunkValues, i);
-      this.reducer.add(this.self, i, vector.subarray(start + s, start + e));
+    try {
+      for (let i = 0; i < this.reducer.chunks; i++) {
+        const [s, e] = chunkRange(end - start, group.chunkValues, i);
+        this.reducer.add(this.self, i, vector.subarray(start + s, start + e));
+      }
+    } catch (err) {
+      // this peer's own values are poisoned (its gradients blew up): it reduces the others' values without them
+      if (!(err instanceof PeerFault)) throw err;
+      log.warn({ group: group.id, reason: err.message }, "left this peer's own values out of the part it reduces");
+      this.reducer.exclude(this.self, err.message);
     }
     for (const m of group.members) {
       if (m.peer === this.self) continue;
@@ -310,7 +318,10 @@ class ReducerSession {
       }
       clearTimeout(state.watchdog);
     } catch (err) {
-      if (!this.finished) this.exclude(peer, err instanceof PeerFault ? err.message.replace(`peer ${peer}: `, '') : `stream failed: ${(err as Error).message}`);
+      if (this.finished) return;
+      const reason = err instanceof PeerFault ? err.message.replace(`peer ${peer}: `, '') : `stream failed: ${(err as Error).message}`;
+      this.exclude(peer, reason);
+      if (err instanceof PeerFault && err.poisoned && this.hub.recordOffence(peer, reason)) this.log.warn({ peer, reason }, `banned peer ${peer} from averaging for this run: ${this.hub.banned(peer)}`);
     }
   }
 

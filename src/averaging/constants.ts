@@ -47,6 +47,11 @@ export const MAX_GROUP_SIZE = 256;
 export const DEFAULT_AGGREGATION = 'centered-clip';
 /** Averaged values beyond this magnitude are refused (attack or bug). */
 export const DEFAULT_MAX_ABS_VALUE = 1e8;
+/**
+ * Poisoned parts (NaN/Inf, or values beyond maxAbs) a peer may send before this node bans it from
+ * its groups for the rest of the run: one could be a glitch, three in a row are a broken or hostile peer.
+ */
+export const BAN_AFTER_OFFENCES = 3;
 
 /** Largest control message (join request, group description with MAX_GROUP_SIZE members). */
 export const MAX_CONTROL_BYTES = 64 * KiB;

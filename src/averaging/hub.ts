@@ -1,6 +1,6 @@
 import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
-import { ALLREDUCE_PROTOCOL, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
+import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
 import { UploadLimit } from './upload-limit.js';
 import {
@@ -45,6 +45,8 @@ export class AveragingHub {
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
   /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
   private readonly running = new Set<string>();
+  /** Poisoned parts each peer sent this node's reducers, and the last reason (the node lives as long as its run). */
+  private readonly offences = new Map<string, { count: number; reason: string }>();
   /** The node's upload cap for averaging traffic, one bucket for every averager and stream; none by default. */
   private uploadLimit: UploadLimit | undefined;
   private users = 0;
@@ -84,6 +86,23 @@ export class AveragingHub {
     if (--this.users > 0 || this.registering === undefined) return;
     this.registering = undefined;
     await Promise.all([MATCHMAKING_PROTOCOL, ALLREDUCE_PROTOCOL, STATE_PROTOCOL].map((p) => this.node.unhandle(p).catch(() => undefined)));
+  }
+
+  /**
+   * Counts a poisoned part (NaN/Inf, values beyond maxAbs) `peer` sent; at BAN_AFTER_OFFENCES it is
+   * banned from this node's groups for the run (every averager of the node). Returns whether this
+   * offence banned it.
+   */
+  recordOffence(peer: string, reason: string): boolean {
+    const count = (this.offences.get(peer)?.count ?? 0) + 1;
+    this.offences.set(peer, { count, reason });
+    return count === BAN_AFTER_OFFENCES;
+  }
+
+  /** Why `peer` is banned from this node's groups, or undefined when it is not. */
+  banned(peer: string): string | undefined {
+    const o = this.offences.get(peer);
+    return o !== undefined && o.count >= BAN_AFTER_OFFENCES ? `banned for this run after ${o.count} poisoned parts (last: ${o.reason})` : undefined;
   }
 
   /** Remembers, until the declarations under `key` expire, that this node already found its group there. */

@@ -241,7 +241,8 @@ export class Matchmaker {
       new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
     ]);
     clearTimeout(timer);
-    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema);
+    // a banned peer is neither asked to lead nor waited for: to this node it is not in the swarm
+    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema && this.hub.banned(entry.owner) === undefined);
     for (const entry of matching) {
       this.seen.add(entry.owner);
       if (!this.firstSeen.has(entry.owner)) this.firstSeen.set(entry.owner, Date.now());
@@ -320,6 +321,8 @@ export class Matchmaker {
     if (us.bandwidth !== this.p.self.bandwidth || (this.p.self.clientMode && !us.clientMode)) return `it lists us with bandwidth ${us.bandwidth}${us.clientMode ? ' in client mode' : ''}, not as we joined`;
     if (!(us.weight <= this.p.weight.value!)) return `it gives us weight ${us.weight}, above our ${this.p.weight.value}`;
     const others = group.members.filter((m) => m.peer !== this.self);
+    const banned = others.find((m) => this.hub.banned(m.peer) !== undefined);
+    if (banned !== undefined) return `member ${banned.peer} is ${this.hub.banned(banned.peer)}`;
     if (others.some((m) => !this.declared.has(m.peer))) await this.readDeclarations(Date.now() + VERIFY_READ_TIMEOUT_MS);
     for (const m of others) {
       const d = this.declared.get(m.peer);
@@ -489,6 +492,8 @@ export class Matchmaker {
     if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
     if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);
     if (this.followers.some((f) => f.member.peer === peer)) return refuse('BAD_REQUEST', `${peer} already joined`);
+    const banned = this.hub.banned(peer);
+    if (banned !== undefined) return refuse('BAD_REQUEST', `${peer} is ${banned}`);
     // the join request's claims are the member's declaration; a peer the swarm knows as a client stays one
     const clientMode = request.clientMode || this.node.isClientMode(peer) === true;
     await framed.write({ t: 'accepted' } satisfies JoinResponse, AbortSignal.timeout(2000));

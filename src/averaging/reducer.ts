@@ -1,11 +1,16 @@
 import { chunkCount, chunkRange } from './load-balancing.js';
 
-/** A sender broke the rules for its part; the caller excludes that peer from the round and logs why. */
+/**
+ * A sender broke the rules for its part; the caller excludes that peer from the round and logs why.
+ * `poisoned`: it sent values that would poison the average (NaN/Inf, absurd magnitude), an offence
+ * that counts towards a ban; other faults (stalls, framing) may be the network's.
+ */
 export class PeerFault extends Error {
   override readonly name = 'PeerFault';
   constructor(
     readonly peerId: string,
     message: string,
+    readonly poisoned = false,
   ) {
     super(`peer ${peerId}: ${message}`);
   }
@@ -198,8 +203,8 @@ export class PartReducer {
     if (values.length !== end - start) throw new PeerFault(peer, `chunk ${chunkIndex} has ${values.length} values, expected ${end - start}`);
     for (let i = 0; i < values.length; i++) {
       const v = values[i]!;
-      if (!Number.isFinite(v)) throw new PeerFault(peer, `chunk ${chunkIndex} holds a non-finite value (${v}) at ${start + i}`);
-      if (Math.abs(v) > this.limits.maxAbs) throw new PeerFault(peer, `chunk ${chunkIndex} holds ${v} at ${start + i}, beyond the ±${this.limits.maxAbs} limit`);
+      if (!Number.isFinite(v)) throw new PeerFault(peer, `chunk ${chunkIndex} holds a non-finite value (${v}) at ${start + i}`, true);
+      if (Math.abs(v) > this.limits.maxAbs) throw new PeerFault(peer, `chunk ${chunkIndex} holds ${v} at ${start + i}, beyond the ±${this.limits.maxAbs} limit`, true);
     }
     const w = this.weights.get(peer)!;
     if (w > 0 && this.held !== undefined) this.held[chunkIndex]!.set(peer, values.slice());

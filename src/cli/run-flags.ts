@@ -17,6 +17,7 @@ import { SWARM_FLAGS } from './reachability.js';
 
 const int = z.number().int();
 const positive = z.number().finite().positive();
+const FAULT = OPTION.fault.unwrap().shape;
 
 /** A run setting's flag: its schema is the run record's, its default what a founder publishes. */
 function wide<K extends Exclude<keyof RunSettings, 'averageStateEvery'>>(key: K, description: string, flag?: string): FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> } {
@@ -72,7 +73,10 @@ const PEER_FLAGS = {
   refresh: flagRow({ schema: OPTION.maxRefresh, default: 2, arg: '<s>', description: 'seconds between progress looks: coordinator polls; peers’ longest wait' }),
   out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
   throttle: flagRow({ schema: positive, arg: '<factor>', description: 'testing: run at 1/factor of this machine’s speed' }),
-  faultInflateClaims: flagRow({ schema: positive, arg: '<factor>', description: 'testing only: claim factor× the samples processed (contribution checks must catch it)' }),
+  backupEverySteps: flagRow({ schema: OPTION.backupEverySteps, description: 'keep an in-memory copy of the state every N epochs; a step that leaves non-finite parameters restores it (backup_every_steps)' }),
+  maxBadMicroBatches: flagRow({ schema: OPTION.maxBadMicroBatches, description: 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one' }),
+  faultInflateClaims: flagRow({ schema: FAULT.inflateClaims, arg: '<factor>', description: 'testing only: claim factor× the samples processed (contribution checks must catch it)' }),
+  faultNonFiniteMicroBatches: flagRow({ schema: FAULT.nonFiniteMicroBatches, description: 'testing only: the gradients of the first N micro-batches hold a NaN (they must be skipped)' }),
   ...METRICS_FLAGS,
 };
 

@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createAverager, type Averager } from '../averaging/index.js';
+import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { saveModel, configToHf, encodeParams } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { METRIC } from '../store/metric-series.js';
@@ -83,6 +84,8 @@ export class Coordinator {
   private swarmEpoch = -1;
   private lastPrune = 0;
   private lastCheckpointEpoch = 0;
+  /** Said once per run: checkpoints go without a tokenizer. */
+  private warnedNoTokenizer = false;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
   private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
@@ -281,9 +284,17 @@ export class Coordinator {
       // last checkpoint's and put off every later checkpoint until the swarm got there
       if (s.epoch > epoch + 1) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch}, but the swarm is at epoch ${epoch}`);
       const keep = this.o.keepCheckpoints;
-      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId }, data: encodeParams(s.params), keep });
+      // the tokenizer goes with the checkpoint, so `cohort model export` makes a directory HF loads whole
+      const tokenizerSha256 = keepTokenizer(this.init.store, s.config.vocabSize);
+      if (tokenizerSha256 === undefined && !this.warnedNoTokenizer) {
+        this.warnedNoTokenizer = true;
+        this.init.log.warn(`checkpoints carry no tokenizer: this data directory has no prepared data with the model's vocabulary of ${s.config.vocabSize} tokens (prepare the run's data here: cohort data prepare)`);
+      }
+      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId, ...(tokenizerSha256 ? { tokenizerSha256 } : {}) }, data: encodeParams(s.params), keep });
       const root = path.join(this.init.dataDir, 'checkpoints');
-      saveModel(path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`), s.config, s.params);
+      const dir = path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`);
+      saveModel(dir, s.config, s.params);
+      if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
       const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();
       for (const old of dirs.slice(0, Math.max(0, dirs.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
       this.lastCheckpointEpoch = s.epoch;

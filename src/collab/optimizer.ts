@@ -9,7 +9,7 @@
  */
 import type { Logger } from '../log/logger.js';
 import { createAverager, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
-import { type AlbertConfig, clipGradNorm, GradientAccumulator, linearWarmupDecay, type Optimizer, type ParameterSet } from '../engine/index.js';
+import { type AlbertConfig, clipGradNorm, GradientAccumulator, gradNorm, linearWarmupDecay, type Optimizer, type OptimizerState, type ParameterSet } from '../engine/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
 import { currentProgress, leaderboardRecords, PROGRESS_KEY, progressRecords, type LastStep, type ProgressRecord } from './records.js';
@@ -46,7 +46,14 @@ export type StepOutcome =
   /** A state download: `donor` is empty when it failed (the peer stays at `epoch` and tries again later). */
   | { readonly type: 'loaded'; readonly epoch: number; readonly donor: string }
   /** delay_grad_averaging: the epoch advanced to `epoch`; its step follows as 'stepped' once the background all-reduce ends. */
-  | { readonly type: 'averaging'; readonly epoch: number };
+  | { readonly type: 'averaging'; readonly epoch: number }
+  /**
+   * The micro-batch's loss or gradient was not finite: it added nothing. `inARow` such micro-batches
+   * in a row, `total` in this peer's life; `leftAveraging` when this one made the peer stop averaging.
+   */
+  | { readonly type: 'skipped'; readonly reason: string; readonly inARow: number; readonly total: number; readonly leftAveraging?: string }
+  /** A step left non-finite parameters: the backup of `epoch` was restored (the peer then re-syncs from the swarm). */
+  | { readonly type: 'restored'; readonly epoch: number; readonly reason: string };
 
 /** State download prefix (parameters + optimizer), gradient averaging and state (parameter) averaging prefixes. */
 export const STATE_PREFIX = 'state';
@@ -116,6 +123,17 @@ export class CollaborativeOptimizer {
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
   private advertise: () => Promise<void> = async () => {};
   private totals = { samples: 0, seconds: 0 };
+  /** Micro-batches skipped for a non-finite loss or gradient: in this peer's life, and in a row. */
+  private badMicroBatches = 0;
+  private badInARow = 0;
+  /** Why this peer stays out of gradient averaging (its gradients kept being non-finite), until a finite micro-batch. */
+  private outOfAveraging: string | undefined;
+  /** hivemind's backup_every_steps: the last state known to be finite, in memory. */
+  private backup: { epoch: number; params: Float32Array; optimizer: OptimizerState } | undefined;
+  /** Why the parameters are not finite, set by the optimizer step that made them so (restored before the next micro-batch). */
+  private paramsBroken: string | undefined;
+  /** Test-only: micro-batches whose gradients are still to be made non-finite (fault.nonFiniteMicroBatches). */
+  private faultNonFinite: number;
   private readonly o: ResolvedCollaborativeOptions;
 
   constructor(
@@ -129,6 +147,7 @@ export class CollaborativeOptimizer {
     onAveraging?: (label: string, event: AveragingEvent) => void,
   ) {
     this.o = resolveCollaborativeOptions(options);
+    this.faultNonFinite = this.o.fault?.nonFiniteMicroBatches ?? 0;
     this.acc = new GradientAccumulator(params);
     this.delayed = new DelayedStep(params, this.o.delayOptimizerStep);
     this.averaged = params.zerosLike();
@@ -184,6 +203,7 @@ export class CollaborativeOptimizer {
   async start(resume: { epoch?: number; samples?: number; seconds?: number } = {}): Promise<StepOutcome | undefined> {
     this.epochValue = resume.epoch ?? 0;
     this.totals = { samples: resume.samples ?? 0, seconds: resume.seconds ?? 0 };
+    this.takeBackup(); // so a broken step always has a state to go back to (a state load replaces it)
     const served = await this.state.serveState({
       epoch: () => this.epochValue,
       snapshot: () => {
@@ -207,11 +227,24 @@ export class CollaborativeOptimizer {
    * steps on `grads` at once (clipping them in place).
    */
   async step(grads: ParameterSet, samples: number, seconds: number, loss: number): Promise<StepOutcome> {
+    if (this.faultNonFinite > 0) {
+      this.faultNonFinite--;
+      grads.data[0] = Number.NaN;
+    }
+    // the step taken since the last micro-batch (delay_optimizer_step, use_local_updates) broke the parameters
+    if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
+    // a norm that is not finite means a non-finite value (squares of float32 values cannot overflow float64)
+    if (!Number.isFinite(loss) || !Number.isFinite(gradNorm(grads))) return this.skip(grads, loss);
+    if (this.outOfAveraging !== undefined) {
+      this.log.info(`gradients are finite again: this peer rejoins averaging (it left because ${this.outOfAveraging})`);
+      this.outOfAveraging = undefined;
+    }
+    this.badInARow = 0;
     if (this.o.useLocalUpdates) {
       if (!Number.isSafeInteger(samples) || samples <= 0) throw new RangeError(`micro-batch sample count must be an integer > 0; got ${samples}`);
       // hivemind's use_local_updates: the optimizer steps on every micro-batch; the epoch's rate applies
-      clipGradNorm(grads, this.o.maxGradNorm);
-      this.optimizer.step(this.params, grads, this.lr(this.epochValue + 1));
+      this.optimizerStep(grads, this.lr(this.epochValue + 1));
+      if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     } else this.acc.add(grads, samples);
     this.epochSamples += samples;
     this.lossSum += loss * samples;
@@ -234,6 +267,8 @@ export class CollaborativeOptimizer {
     if (this.epochValue < g.epoch - 1 || (!this.synced && g.epoch > this.epochValue)) return now >= this.loadRetryAt ? this.loadState(g.epoch) : { type: 'accumulated', progress: g };
     // delay_optimizer_step: a step the loop did not take during this micro-batch is taken now
     this.delayed.run();
+    if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
+    this.backupIfDue();
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
     if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
@@ -318,6 +353,8 @@ export class CollaborativeOptimizer {
     this.delayed.run(); // an earlier epoch's step first, so the round's step can be deferred and taken in order
     const outcome = this.inFlight ? await this.applyInFlight(this.inFlight, await this.inFlight.done) : undefined;
     this.delayed.run();
+    // a model about to be saved must not be a broken one
+    if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     return outcome;
   }
 
@@ -345,11 +382,75 @@ export class CollaborativeOptimizer {
     }
     const lr = this.lr(s.next);
     // `averaged` stays untouched until the step is taken: the next round fills it only after step() took it
-    this.delayed.defer(() => {
-      clipGradNorm(this.averaged, this.o.maxGradNorm);
-      this.optimizer.step(this.params, this.averaged, lr);
-    });
+    this.delayed.defer(() => this.optimizerStep(this.averaged, lr));
     return this.afterStep(s, averaged, peers);
+  }
+
+  /** Clips `grads` and takes the optimizer step; parameters it leaves non-finite are restored before the next micro-batch. */
+  private optimizerStep(grads: ParameterSet, lr: number): void {
+    clipGradNorm(grads, this.o.maxGradNorm);
+    this.optimizer.step(this.params, grads, lr);
+    // the norm is the fast test (block kernels); the element-wise search only names the culprit
+    if (Number.isFinite(gradNorm(this.params))) return;
+    const bad = this.params.firstNonFinite();
+    this.paramsBroken = `the optimizer step left ${bad ? `${bad.value} in ${bad.name}[${bad.index}]` : 'parameters whose norm is not finite'}`;
+  }
+
+  private skip(grads: ParameterSet, loss: number): StepOutcome {
+    const bad = grads.firstNonFinite();
+    return this.skipMicroBatch(Number.isFinite(loss) ? `its gradient ${bad ? `${bad.name}[${bad.index}] is ${bad.value}` : 'norm is not finite'}` : `its loss is ${loss}`);
+  }
+
+  /**
+   * Counts a micro-batch whose loss or gradient was not finite (`reason` says which) and adds nothing
+   * of it (`step` calls this itself for non-finite input; a loop whose backend already knows, such as
+   * an fp16 loss scaler that gave up, calls it instead of `step`). After maxBadMicroBatches in a row
+   * this peer leaves averaging until a finite micro-batch comes.
+   */
+  skipMicroBatch(reason: string): StepOutcome {
+    this.badMicroBatches++;
+    this.badInARow++;
+    this.log.warn(`skipped a micro-batch at epoch ${this.epochValue}: ${reason} (${this.badInARow} in a row, ${this.badMicroBatches} in total)`);
+    let left: string | undefined;
+    if (this.badInARow === this.o.maxBadMicroBatches) {
+      left = `its last ${this.badInARow} micro-batches had a non-finite loss or gradient (last: ${reason})`;
+      this.outOfAveraging = left;
+      this.dropScheduled('this peer leaves averaging');
+      this.log.warn(`this peer leaves averaging: ${left}; it goes on computing and rejoins with its first finite micro-batch`);
+    }
+    return { type: 'skipped', reason, inARow: this.badInARow, total: this.badMicroBatches, ...(left ? { leftAveraging: left } : {}) };
+  }
+
+  /** Keeps a copy of the state every backupEverySteps epochs (never of parameters a pending or broken step will change). */
+  private backupIfDue(): void {
+    if (this.delayed.isPending || this.paramsBroken !== undefined) return;
+    if (this.backup === undefined || this.epochValue >= this.backup.epoch + this.o.backupEverySteps) this.takeBackup();
+  }
+
+  private takeBackup(): void {
+    if (this.backup?.params.length === this.params.size) this.backup.params.set(this.params.data);
+    this.backup = { epoch: this.epochValue, params: this.backup?.params ?? this.params.data.slice(), optimizer: this.optimizer.exportState() };
+  }
+
+  /**
+   * hivemind's restore_from_backup: parameters that are no longer finite are replaced by the last
+   * backup, with its optimizer state and epoch; what was accumulated or pending for the broken model
+   * is dropped, and the peer loads the swarm's state as soon as anyone is ahead (a re-sync).
+   */
+  private restore(why: string): StepOutcome {
+    const b = this.backup!;
+    this.paramsBroken = undefined;
+    this.params.data.set(b.params);
+    this.optimizer.importState(b.optimizer);
+    this.log.warn(`parameters became non-finite at epoch ${this.epochValue} (${why}): restored the backup of epoch ${b.epoch}; loading the swarm's state once anyone is ahead`);
+    this.dropScheduled('this peer restored its backup');
+    this.beginEpoch(b.epoch);
+    this.inFlight = undefined;
+    this.delayed.discard();
+    this.synced = false;
+    this.loadRetryAt = 0;
+    this.nextFetch = 0;
+    return { type: 'restored', epoch: b.epoch, reason: why };
   }
 
   /** Reports the step, averages state when due, publishes progress and re-advertises the state. */
@@ -358,6 +459,8 @@ export class CollaborativeOptimizer {
     // hivemind's should_average_state: every average_state_every epochs, when the swarm is not empty
     const averageStateNow = this.stateAverager && s.next % this.o.averageStateEvery === 0 && peers > 1 ? this.stateAverager : undefined;
     if (averageStateNow) this.delayed.run(); // the parameters after this epoch's step are the ones averaged
+    if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
+    this.backupIfDue();
     const pending = this.delayed.isPending;
     this.log.info(`Step #${s.next}, loss ${s.loss.toFixed(5)}${pending ? ' (update taken during the next micro-batch)' : ''}`);
     const stateAveraging = averageStateNow ? await this.averageState(averageStateNow, s.next) : undefined;
@@ -415,6 +518,7 @@ export class CollaborativeOptimizer {
       this.loadFailures = 0;
       this.loadRetryAt = 0;
       this.synced = true;
+      this.takeBackup();
       this.log.info(`loaded state of epoch ${s.epoch} from ${loaded.donor}`);
       await this.publish(true);
       return { type: 'loaded', epoch: s.epoch, donor: loaded.donor };

@@ -82,8 +82,23 @@ const collaborativeOptionsObject = z.object({
   displayName: z.string().min(1).max(64).optional(),
   /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
   uploadLimit: positive.optional(),
-  /** Test-only fault injection: this peer claims `inflateClaims`× the samples it processed. Never set in production. */
-  fault: z.object({ inflateClaims: positive.optional() }).optional(),
+  /**
+   * hivemind's backup_every_steps: every N epochs this peer keeps a copy of its parameters and
+   * optimizer state in memory; a step that leaves non-finite parameters restores it (and the peer
+   * then loads the swarm's state when the swarm is ahead). Costs one more copy of the state.
+   */
+  backupEverySteps: int.min(1).max(1_000_000).default(10),
+  /**
+   * Micro-batches in a row with a non-finite loss or gradient (each is skipped) after which this peer
+   * stops joining gradient averaging until a finite one comes: it must not offer poison to the swarm.
+   */
+  maxBadMicroBatches: int.min(1).max(1_000_000).default(10),
+  /**
+   * Test-only fault injection, never set in production: this peer claims `inflateClaims`× the
+   * samples it processed; the gradients of its first `nonFiniteMicroBatches` micro-batches hold a NaN
+   * (as from a broken engine).
+   */
+  fault: z.object({ inflateClaims: positive.optional(), nonFiniteMicroBatches: int.min(1).max(1_000_000).optional() }).optional(),
 });
 export const COLLABORATIVE_OPTION_FIELDS = collaborativeOptionsObject.shape;
 

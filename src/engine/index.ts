@@ -11,7 +11,7 @@ export { batchFromJson, IGNORE_INDEX, type AlbertBatch } from './batch.js';
 export { missingCudaProvider } from './cuda-install.js';
 export { planGpuMicroBatch, queryGpus, type GpuInfo } from './gpu-memory.js';
 export { floatToHalf, halfToFloat } from './fp16.js';
-export { DynamicLossScaler } from './loss-scaler.js';
+export { DynamicLossScaler, LOSS_SCALER_DEFAULTS, LossScaleError } from './loss-scaler.js';
 export { formatBytes, planMicroBatch, type TrainingShape } from './memory-estimate.js';
 export { encodeModel } from './onnx/encode.js';
 export { Graph } from './onnx/graph.js';

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { CheckpointStore } from './checkpoints.js';
@@ -6,6 +7,7 @@ import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './databas
 import { MetricsStore } from './metrics.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
+import { StoreError } from './errors.js';
 
 export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
@@ -45,4 +47,11 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
     contributions: new ContributionStore(db),
     close: () => db.close(),
   };
+}
+
+/** The store of a node's existing data directory; StoreError (naming the directory) when it has none, instead of creating one. */
+export function openExistingStore(dataDir: string): Store {
+  const file = path.join(dataDir, DATABASE_FILE);
+  if (!fs.existsSync(file)) throw new StoreError(file, `no Cohort database in ${dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
+  return openStore(dataDir);
 }

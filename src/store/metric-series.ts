@@ -22,4 +22,8 @@ export const METRIC = {
   samples: 'samples',
   /** Cumulative seconds of compute contributed, per peer. */
   computeSeconds: 'compute_seconds',
+  /** Micro-batches this node skipped because their loss or gradient was not finite (cumulative). */
+  badMicroBatches: 'bad_micro_batches',
+  /** Times this node's parameters became non-finite and it restored its in-memory backup (cumulative). */
+  backupsRestored: 'backups_restored',
 } as const;

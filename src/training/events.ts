@@ -24,6 +24,10 @@ export type TrainingEvent =
   | { readonly type: 'stepped'; readonly epoch: number; readonly loss: number; readonly alone: boolean; readonly contributed: { readonly samples: number; readonly seconds: number }; readonly at: number }
   /** A step of one of the swarm's averagers (gradients, state): matchmaking, group, result. */
   | { readonly type: 'averaging'; readonly round: string; readonly event: AveragingEvent; readonly at: number }
+  /** A micro-batch with a non-finite loss or gradient was skipped; `total` such micro-batches so far. */
+  | { readonly type: 'skipped'; readonly reason: string; readonly total: number; readonly at: number }
+  /** A step left non-finite parameters and the backup of `epoch` was restored; `total` restores so far. */
+  | { readonly type: 'restored'; readonly epoch: number; readonly reason: string; readonly total: number; readonly at: number }
   /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
   | { readonly type: 'halted'; readonly reason: string; readonly at: number };
 

@@ -54,6 +54,13 @@ export class TrainingSink {
       case 'averaging':
         this.log.debug({ round: e.round, event: e.event.type }, 'averaging');
         return;
+      // the optimizer logged why; the store keeps the counts for the dashboard and `cohort metrics`
+      case 'skipped':
+        this.store.metrics.record([{ series: METRIC.badMicroBatches, value: e.total, ts: e.at }]);
+        return;
+      case 'restored':
+        this.store.metrics.record([{ series: METRIC.backupsRestored, value: e.total, epoch: e.epoch, ts: e.at }]);
+        return;
       case 'halted':
         this.log.warn(`training stopped: ${e.reason}`);
         return;

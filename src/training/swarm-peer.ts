@@ -4,7 +4,7 @@
  * swarm steps. What happens is reported as training events.
  */
 import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../collab/index.js';
-import { saveModel, scaledGradients } from '../engine/index.js';
+import { LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
@@ -55,6 +55,10 @@ export interface SwarmPeerSummary {
   readonly samples: number;
   /** fp16 micro-batches dropped because their gradients overflowed. */
   readonly skippedMicroBatches: number;
+  /** Micro-batches dropped because their loss or gradients were not finite (beyond what the fp16 scaler handles). */
+  readonly badMicroBatches: number;
+  /** Steps that left non-finite parameters, undone by restoring the in-memory backup. */
+  readonly restoredBackups: number;
 }
 
 export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummary> {
@@ -79,7 +83,9 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   });
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, init.collab, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   let watchdog: MemoryWatchdog | undefined;
-  const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0 };
+  const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0, badMicroBatches: 0, restoredBackups: 0 };
+  /** The fp16 loss scaler backed off as far as it can: gradients are non-finite at any scale (see below). */
+  let scalerGaveUp = false;
   const observe = (o: StepOutcome | undefined, samplesPerSecond?: number): void => {
     if (!o) return;
     const at = Date.now();
@@ -91,6 +97,17 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       if (o.stateAveraging && 'averagedWith' in o.stateAveraging) summary.stateAveraged++;
       emit({ type: 'stepped', epoch: o.epoch, loss: o.loss, alone: false, contributed: collab.contributed, at });
     } else if (o.type === 'loaded' && o.donor) summary.loadedState++;
+    else if (o.type === 'skipped') {
+      summary.badMicroBatches = o.total;
+      emit({ type: 'skipped', reason: o.reason, total: o.total, at });
+    } else if (o.type === 'restored') {
+      emit({ type: 'restored', epoch: o.epoch, reason: o.reason, total: ++summary.restoredBackups, at });
+    }
+    // a fresh state (restored or downloaded) gets a fresh loss scale: the floor was reached on the broken one
+    if ((o.type === 'restored' || (o.type === 'loaded' && o.donor)) && scalerGaveUp && session.scaler) {
+      session.scaler.importState({ ...session.scaler.exportState(), scale: LOSS_SCALER_DEFAULTS.initScale, growthTracker: 0 });
+      scalerGaveUp = false;
+    }
     else if (o.type === 'accumulated' && samplesPerSecond !== undefined) {
       const g = o.progress;
       emit({ type: 'progress', samplesPerSecond, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at });
@@ -107,7 +124,17 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       const started = performance.now();
       const batch = await session.data.next();
       // delay_optimizer_step: the pending LAMB step is taken on the master parameters meanwhile
-      const result = await collab.computeWhileStepping((compute) => scaledGradients(session.backend, compute, batch, session.grads, session.scaler));
+      let result;
+      try {
+        result = await collab.computeWhileStepping((compute) => scaledGradients(session.backend, compute, batch, session.grads, session.scaler));
+      } catch (err) {
+        // fp16: gradients non-finite even at the smallest loss scale are bad gradients, not an overflow:
+        // the optimizer skips and counts them (and takes this peer out of averaging if they persist)
+        if (!(err instanceof LossScaleError)) throw err;
+        scalerGaveUp = true;
+        observe(collab.skipMicroBatch(err.message));
+        continue;
+      }
       if (result.skipped) {
         // an fp16 overflow: these gradients are unusable, so the micro-batch adds no samples and no gradients
         log.debug({ lossScale: session.scaler!.scale }, 'fp16 gradients overflowed: micro-batch skipped, loss scale backed off');

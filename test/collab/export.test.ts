@@ -4,11 +4,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'csv-parse/sync';
-import { main } from '../../src/cli/program.js';
 import { EXPORT_COLUMNS } from '../../src/collab/export.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
-import { runCli } from '../helpers/cli.js';
+import { cohortInProcess, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** A display name that needs quoting in CSV: comma, quote, line break. */
@@ -29,18 +28,6 @@ function filledStore(dir: string, now: number): void {
   store.contributions.credit({ runId: 'r1', peerId: 'p2', epoch: 1, claimed: 400, credited: 40, computeSeconds: 0, flag: 'claimed 400 samples', ts: now - 60_000 }, baseline);
   store.contributions.credit({ runId: 'r2', peerId: 'p3', epoch: 0, claimed: 5, credited: 5, computeSeconds: 0, ts: now - 60_000 }, baseline);
   store.close();
-}
-
-/** The CLI in this process (its argument checks need no child process): exit code and stderr. */
-async function cohortInProcess(args: readonly string[]): Promise<{ code: number; stderr: string }> {
-  let stderr = '';
-  const write = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += chunk.toString()), true));
-  try {
-    return { code: await main([...args, '--log-format', 'json']), stderr };
-  } finally {
-    process.stderr.write = write;
-  }
 }
 
 const csv = (text: string): Array<Record<string, string>> => parse<Record<string, string>>(text, { columns: true, record_delimiter: '\r\n' });

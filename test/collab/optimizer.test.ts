@@ -4,55 +4,25 @@
 // ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { pino } from 'pino';
-import { CollaborativeOptimizer, type StepOutcome } from '../../src/collab/optimizer.js';
+import type { StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
-import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
-import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { createOptimizer, type Optimizer } from '../../src/engine/optim/index.js';
-import type { ParameterSet } from '../../src/engine/params.js';
-import type { SwarmNode } from '../../src/swarm/index.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
+import { trainOneEpoch, unstarted, type Peer } from '../helpers/collab-peer.js';
 import { warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
-
-const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
-const BASE: CollaborativeOptions = { targetBatchSize: 32, matchmakingTime: 2, averagingTimeout: 10, maxRefresh: 1, peakLr: 0.01, warmupSteps: 1, totalSteps: 1000 };
-
-interface Peer {
-  readonly params: ParameterSet;
-  readonly optimizer: Optimizer;
-  readonly collab: CollaborativeOptimizer;
-  readonly grads: ParameterSet;
-}
 
 async function peers(t: TestContext, runId: string, seeds: readonly number[], options: Partial<CollaborativeOptions>): Promise<Peer[]> {
   const nodes = await startSwarm(t, seeds.length, { runId });
   return Promise.all(
     nodes.map(async (node, i) => {
-      const params = initAlbertParams(config, seeds[i]!);
-      const optimizer = createOptimizer(params, { kind: 'lamb' });
-      const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, pino({ level: 'silent' }));
-      t.after(() => collab.stop());
-      await collab.start();
       // each peer's own gradient direction, so local steps move the peers apart
-      const grads = params.zerosLike();
-      grads.data.set(randomVector(grads.size, 100 + i, 0.01));
-      return { params, optimizer, collab, grads };
+      const peer = unstarted(t, node, seeds[i]!, options);
+      peer.grads.data.set(randomVector(peer.grads.size, 100 + i, 0.01));
+      await peer.collab.start();
+      return peer;
     }),
   );
-}
-
-/** Feeds 4-sample micro-batches (1 s each by the clock the optimizer is told) until the peer steps to epoch 1. */
-async function trainOneEpoch(p: Peer): Promise<Extract<StepOutcome, { type: 'stepped' }>> {
-  for (let i = 0; i < 400; i++) {
-    const outcome = await p.collab.step(p.grads, 4, 1, 1);
-    if (outcome.type === 'stepped') return outcome;
-    assert.equal(outcome.type, 'accumulated');
-    await new Promise((r) => setTimeout(r, 40));
-  }
-  throw new Error('no step within 400 micro-batches');
 }
 
 test('average_state_every: peers that start from different weights hold the same parameters after the state-averaging round', { timeout: 60_000 }, async (t) => {
@@ -154,17 +124,6 @@ test('pre-scheduled matchmaking: near the end of an epoch peers begin matchmakin
   }
   assert.ok(maxAbsDiff(list[0]!.params.data, list[1]!.params.data) <= 1e-6, 'same start, same averaged steps: same parameters');
 });
-
-/** A peer on `node` whose optimizer is not started yet (its gradient: a direction of its own). */
-function unstarted(t: TestContext, node: SwarmNode, seed: number, options: Partial<CollaborativeOptions>, log = pino({ level: 'silent' })): Peer {
-  const params = initAlbertParams(config, seed);
-  const optimizer = createOptimizer(params, { kind: 'lamb' });
-  const collab = new CollaborativeOptimizer(node, config, params, optimizer, { ...BASE, ...options }, log);
-  t.after(() => collab.stop());
-  const grads = params.zerosLike();
-  grads.data.set(randomVector(grads.size, 100 + seed, 0.01));
-  return { params, optimizer, collab, grads };
-}
 
 // one epoch ahead too: a peer that never trained with the swarm must not step into its epoch with its own model
 for (const ahead of [5, 1]) {

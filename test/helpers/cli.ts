@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { main } from '../../src/cli/program.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'bin', 'cohort.js');
@@ -52,4 +53,16 @@ export function startProcess(t: TestContext, argv: readonly string[], options: {
       return exited;
     },
   };
+}
+
+/** The CLI in this process (its argument checks need no child process): exit code and stderr. */
+export async function cohortInProcess(args: readonly string[]): Promise<{ code: number; stderr: string }> {
+  let stderr = '';
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += chunk.toString()), true));
+  try {
+    return { code: await main([...args, '--log-format', 'json']), stderr };
+  } finally {
+    process.stderr.write = write;
+  }
 }

@@ -1,11 +1,10 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { CREDITED_SERIES, FLAGGED_SERIES, EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportOptions } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { METRIC } from '../../store/metric-series.js';
-import { DATABASE_FILE, StoreError, openStore, type Store } from '../../store/index.js';
+import { openExistingStore, type Store } from '../../store/index.js';
 import { commandContext } from '../context.js';
 import { choiceFlag } from '../flags.js';
 
@@ -37,9 +36,7 @@ export function registerMetrics(program: Command): void {
     const table = choiceFlag('--table', flags.table, EXPORT_TABLES)!;
     if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
     const since = parseSince(flags.since, Date.now());
-    const file = path.join(config.dataDir, DATABASE_FILE);
-    if (!fs.existsSync(file)) throw new StoreError(file, `no Cohort database in ${config.dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
-    const store = openStore(config.dataDir);
+    const store = openExistingStore(config.dataDir);
     try {
       const series = flags.series === undefined ? undefined : parseSeries(flags.series, store);
       const options: ExportOptions = { table, format, ...(series ? { series } : {}), ...(since !== undefined ? { since } : {}) };

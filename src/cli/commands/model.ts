@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { checkConfig, PRESET_NAMES, PRESETS, type PresetName, encodeParams, loadModel, saveModel, PRECISIONS, type Precision, initAlbertParams, batchFromJson, DynamicLossScaler, OrtBackend, type ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
+import { openExistingStore } from '../../store/index.js';
+import { exportModel, type ExportSource } from '../../training/model-export.js';
 import { commandContext } from '../context.js';
 import { choiceFlag, intFlag, requiredFlag } from '../flags.js';
 
@@ -35,6 +37,24 @@ export function registerModel(program: Command): void {
     saveModel(out, config, params);
     log.info({ preset, seed, parameters: params.size, out }, 'model written');
     process.stdout.write(JSON.stringify({ out, preset, parameters: params.size }) + '\n');
+  });
+
+  const exp = model
+    .command('export')
+    .description('write a checkpoint as a directory Hugging Face loads: config.json (AlbertConfig), model.safetensors (AlbertForPreTraining) and the run’s tokenizer.json (AutoTokenizer)')
+    .option('--from <checkpoint>', 'latest (the newest model checkpoint in --data-dir’s store, a coordinator’s or a training session’s), an epoch (the newest checkpoint of it), or a model directory (a coordinator’s checkpoints/epoch-N)', 'latest')
+    .option('--out <dir>', 'output directory (created if missing)');
+  exp.action((opts: { from: string; out?: string }) => {
+    const { config, log } = commandContext(exp);
+    const out = requiredFlag('--out', opts.out);
+    const store = openExistingStore(config.dataDir);
+    try {
+      const exported = exportModel(store, exportSource(opts.from), out);
+      log.info(exported, 'model exported');
+      process.stdout.write(JSON.stringify(exported) + '\n');
+    } finally {
+      store.close();
+    }
   });
 
   const loss = model
@@ -73,6 +93,14 @@ export function registerModel(program: Command): void {
       await backend.close();
     }
   });
+}
+
+/** --from as a model directory, `latest` or an epoch; anything else is a usage error. */
+function exportSource(raw: string): ExportSource {
+  if (fs.existsSync(raw) && fs.statSync(raw).isDirectory()) return { dir: raw };
+  if (raw === 'latest') return {};
+  if (!/^\d+$/.test(raw)) throw new ConfigError('--from', `invalid value ${JSON.stringify(raw)}; accepted: latest, an epoch (an integer ≥ 0) or a model directory`);
+  return { epoch: intFlag('--from', raw, 0)! };
 }
 
 /** The --batch file as an AlbertBatch; unreadable or invalid content is a usage error naming the file. */

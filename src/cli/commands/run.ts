@@ -67,7 +67,9 @@ export function registerRun(program: Command): void {
           maxRefresh: opts.refresh,
           displayName: opts.displayName,
           uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
-          fault: opts.faultInflateClaims === undefined ? undefined : { inflateClaims: opts.faultInflateClaims },
+          backupEverySteps: opts.backupEverySteps,
+          maxBadMicroBatches: opts.maxBadMicroBatches,
+          fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
         const { batchSize, precision, threads, maxEpochs, throttle, out } = opts;
         const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, collab });

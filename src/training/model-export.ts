@@ -1,0 +1,92 @@
+/**
+ * `cohort model export`: a model checkpoint as a directory Hugging Face loads —
+ * `config.json` (AlbertConfig), `model.safetensors` (AlbertForPreTraining's tensor names) and the
+ * run's `tokenizer.json` — from the store (a training session's or a coordinator's checkpoint) or
+ * from a model directory (the coordinator's `checkpoints/epoch-N`).
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { SWARM_MODEL_CHECKPOINT } from '../collab/index.js';
+import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
+import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
+import type { CheckpointInfo, Store } from '../store/index.js';
+import { MODEL_CHECKPOINT } from './session.js';
+
+/** Checkpoint kinds that hold a model (parameters as safetensors, meta.config the HF config). */
+const MODEL_KINDS = [MODEL_CHECKPOINT, SWARM_MODEL_CHECKPOINT];
+
+export class ModelExportError extends Error {
+  override readonly name = 'ModelExportError';
+}
+
+export interface ExportedModel {
+  readonly out: string;
+  /** The store checkpoint exported (absent when the source was a directory). */
+  readonly checkpoint?: { readonly id: number; readonly kind: string; readonly epoch: number };
+  readonly parameters: number;
+  readonly tokenizerSha256: string;
+}
+
+/** What to export: a model directory, or the store's newest model checkpoint (of `epoch` when given). */
+export type ExportSource = { readonly dir: string } | { readonly epoch?: number };
+
+/**
+ * Exports `from` to `out`. The tokenizer is the one the checkpoint names
+ * (coordinator checkpoints carry it), else the one the directory holds, else the store's prepared
+ * data's of the model's vocabulary; ModelExportError says what is missing.
+ */
+export function exportModel(store: Store, from: ExportSource, out: string): ExportedModel {
+  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch);
+  const tokenizer = source.tokenizer ?? tokenizerOf(store, source.config, source.what);
+  saveModel(out, source.config, source.params);
+  fs.writeFileSync(path.join(out, TOKENIZER_FILE), tokenizer.bytes);
+  return { out, ...(source.checkpoint ? { checkpoint: source.checkpoint } : {}), parameters: source.params.size, tokenizerSha256: tokenizer.sha256 };
+}
+
+interface Source {
+  readonly what: string;
+  readonly config: AlbertConfig;
+  readonly params: ParameterSet;
+  readonly checkpoint?: ExportedModel['checkpoint'];
+  readonly tokenizer?: { readonly bytes: Buffer; readonly sha256: string };
+}
+
+function fromDirectory(dir: string): Source {
+  const { config, params } = loadModel(dir);
+  const file = path.join(dir, TOKENIZER_FILE);
+  const bytes = fs.existsSync(file) ? fs.readFileSync(file) : undefined;
+  return { what: `model directory ${dir}`, config, params, ...(bytes ? { tokenizer: { bytes, sha256: createHash('sha256').update(bytes).digest('hex') } } : {}) };
+}
+
+function fromStore(store: Store, epoch: number | undefined): Source {
+  const all = MODEL_KINDS.flatMap((kind) => store.checkpoints.list(kind)).sort((a, b) => b.id - a.id);
+  const info = all.find((c) => epoch === undefined || c.epoch === epoch);
+  if (info === undefined) {
+    const have = all.map((c) => c.epoch).sort((a, b) => a - b);
+    throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
+  }
+  const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
+  const config = configFromHf(info.meta['config'], what);
+  const { params } = decodeParams(config, store.checkpoints.load(info.id).data, what);
+  const sha = tokenizerNamed(info);
+  let tokenizer: Source['tokenizer'];
+  if (sha !== undefined) {
+    const bytes = keptTokenizer(store, sha);
+    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.file} no longer holds`);
+    tokenizer = { bytes, sha256: sha };
+  }
+  return { what, config, params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
+}
+
+/** The sha256 of the tokenizer a checkpoint's meta names (coordinator checkpoints), if any. */
+function tokenizerNamed(info: CheckpointInfo): string | undefined {
+  const sha = info.meta['tokenizerSha256'];
+  return typeof sha === 'string' ? sha : undefined;
+}
+
+function tokenizerOf(store: Store, config: AlbertConfig, what: string): { bytes: Buffer; sha256: string } {
+  const sha256 = keepTokenizer(store, config.vocabSize);
+  if (sha256 === undefined) throw new ModelExportError(`${what} carries no tokenizer, and ${store.file} has no prepared data with its vocabulary of ${config.vocabSize} tokens: prepare the run's data in this data directory (cohort data prepare) and export again`);
+  return { bytes: keptTokenizer(store, sha256)!, sha256 };
+}

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
+import { AveragingHub } from '../../src/averaging/hub.js';
+import { startSwarm } from '../helpers/swarm.js';
+import { averagers, FAST, randomVector, weightedMean } from './helpers.js';
+
+/**
+ * Issue 17 item 3 on real in-process libp2p nodes: a broken peer whose vector is all NaN and one
+ * whose vector is all 1e30 (past the ±1e8 limit) average with three honest peers. Each round they
+ * are excluded, so the honest peers end with the honest-only average; after BAN_AFTER_OFFENCES
+ * rounds every honest peer has banned them and the next group is the honest peers alone.
+ */
+test('peers sending NaN or 1e30 parts are excluded every round, then banned for the run: the honest peers always get the honest-only average', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'avg-bans' });
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 5, chunkValues: 500 }));
+  const n = 3000;
+  const [nanPeer, hugePeer] = [nodes[0]!.peerId.toString(), nodes[1]!.peerId.toString()];
+  const honestNodes = nodes.slice(2);
+  for (let epoch = 0; epoch <= BAN_AFTER_OFFENCES; epoch++) {
+    // honest gradients share a direction plus each peer's noise, as gradients of one model do
+    const honest = honestNodes.map((_, i) => randomVector(n, 100 * epoch + i + 1, 0.1).map((v) => 1 + v));
+    const expected = weightedMean(honest, [1, 1, 1]);
+    const results = await Promise.all([
+      avg[0]!.step(new Float32Array(n).fill(Number.NaN), { epoch, weight: 1 }),
+      avg[1]!.step(new Float32Array(n).fill(1e30), { epoch, weight: 1 }),
+      ...avg.slice(2).map((a, i) => a.step(honest[i]!, { epoch, weight: 1 })),
+    ]);
+    const banned = epoch === BAN_AFTER_OFFENCES;
+    for (const [i, r] of results.slice(2).entries()) {
+      assert.ok(r.ok, `epoch ${epoch}, honest peer ${i}: ${r.ok ? '' : r.reason}`);
+      const members = r.group.members.map((m) => m.peer);
+      let err = 0;
+      r.vector.forEach((v, j) => (err = Math.max(err, Math.abs(v - expected[j]!))));
+      assert.ok(err <= 1e-6, `epoch ${epoch}, honest peer ${i}: max abs error ${err} from the honest-only average (group of ${members.length}, failed parts ${JSON.stringify(r.failedParts)})`);
+      if (banned) {
+        assert.deepEqual(members.sort(), honestNodes.map((x) => x.peerId.toString()).sort(), `epoch ${epoch}: the banned peers are not admitted`);
+        continue;
+      }
+      assert.equal(members.length, 5, `epoch ${epoch}: before the ban every peer is in the group`);
+      const reasons = new Map(r.excluded.map((x) => [x.peer, x.reason]));
+      assert.match(reasons.get(nanPeer) ?? '', /non-finite value \(NaN\)/);
+      assert.match(reasons.get(hugePeer) ?? '', /holds 1\.0+\d*e\+30 at \d+, beyond the ±100000000 limit/);
+    }
+    for (const node of honestNodes) {
+      const hub = AveragingHub.of(node);
+      for (const peer of [nanPeer, hugePeer]) {
+        const reason = hub.banned(peer);
+        if (epoch + 1 < BAN_AFTER_OFFENCES) assert.equal(reason, undefined, `epoch ${epoch}: banned too early`);
+        else assert.match(reason ?? '', new RegExp(`banned for this run after ${BAN_AFTER_OFFENCES} poisoned parts`));
+      }
+    }
+  }
+});

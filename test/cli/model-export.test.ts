@@ -1,0 +1,153 @@
+// `cohort model export` on a store holding prepared data and model checkpoints: the directory it writes
+// is read back with readers of its own (a safetensors header parsed by hand, the tokenizer's bytes
+// hashed), against the names and shapes Hugging Face's AlbertForPreTraining has. No python3 with
+// `transformers` on the test machines, so from_pretrained itself is not run here.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { prepareDataset } from '../../src/data/prepare.js';
+import { TOKENIZER_CHECKPOINT } from '../../src/data/tokenizer-checkpoint.js';
+import { checkConfig, configToHf, PRESETS } from '../../src/engine/albert/config.js';
+import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { encodeParams } from '../../src/engine/index.js';
+import { openStore } from '../../src/store/index.js';
+import { MODEL_CHECKPOINT } from '../../src/training/session.js';
+import { cohortInProcess, runCli } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const QUIET = ['--log-level', 'error'];
+
+/** AlbertForPreTraining's state_dict names and shapes (transformers' modeling_albert), one layer group of one layer. */
+function hfAlbertTensors(c: { V: number; E: number; H: number; I: number; P: number; T: number }): Map<string, number[]> {
+  const layer = 'albert.encoder.albert_layer_groups.0.albert_layers.0';
+  return new Map<string, number[]>([
+    ['albert.embeddings.word_embeddings.weight', [c.V, c.E]],
+    ['albert.embeddings.position_embeddings.weight', [c.P, c.E]],
+    ['albert.embeddings.token_type_embeddings.weight', [c.T, c.E]],
+    ['albert.embeddings.LayerNorm.weight', [c.E]],
+    ['albert.embeddings.LayerNorm.bias', [c.E]],
+    ['albert.encoder.embedding_hidden_mapping_in.weight', [c.H, c.E]],
+    ['albert.encoder.embedding_hidden_mapping_in.bias', [c.H]],
+    ...['query', 'key', 'value', 'dense'].flatMap((m): Array<[string, number[]]> => [
+      [`${layer}.attention.${m}.weight`, [c.H, c.H]],
+      [`${layer}.attention.${m}.bias`, [c.H]],
+    ]),
+    [`${layer}.attention.LayerNorm.weight`, [c.H]],
+    [`${layer}.attention.LayerNorm.bias`, [c.H]],
+    [`${layer}.ffn.weight`, [c.I, c.H]],
+    [`${layer}.ffn.bias`, [c.I]],
+    [`${layer}.ffn_output.weight`, [c.H, c.I]],
+    [`${layer}.ffn_output.bias`, [c.H]],
+    [`${layer}.full_layer_layer_norm.weight`, [c.H]],
+    [`${layer}.full_layer_layer_norm.bias`, [c.H]],
+    ['albert.pooler.weight', [c.H, c.H]],
+    ['albert.pooler.bias', [c.H]],
+    ['predictions.bias', [c.V]],
+    ['predictions.LayerNorm.weight', [c.E]],
+    ['predictions.LayerNorm.bias', [c.E]],
+    ['predictions.dense.weight', [c.E, c.H]],
+    ['predictions.dense.bias', [c.E]],
+    ['predictions.decoder.weight', [c.V, c.E]],
+    ['predictions.decoder.bias', [c.V]],
+    ['sop_classifier.classifier.weight', [2, c.H]],
+    ['sop_classifier.classifier.bias', [2]],
+  ]);
+}
+
+/** The safetensors header, parsed by hand: u64 little-endian length, then JSON. */
+function safetensorsHeader(file: string): { tensors: Map<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>; dataBytes: number } {
+  const bytes = fs.readFileSync(file);
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+  delete header['__metadata__'];
+  return { tensors: new Map(Object.entries(header)), dataBytes: bytes.length - 8 - n };
+}
+
+test('model export: the newest checkpoint (or one epoch) as config.json, model.safetensors with AlbertForPreTraining names, and the run’s tokenizer.json; a model directory exports the same', { timeout: 180_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const { info } = await prepareDataset({ store, dataDir, source: 'bundled', maxDocuments: 6, vocabSize: 1500, shardExamples: 25 });
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: info.vocabSize });
+  for (const [epoch, seed] of [[3, 1], [7, 2]] as const) store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch, meta: { config: configToHf(config) }, data: encodeParams(initAlbertParams(config, seed)) });
+  store.close();
+
+  const out = path.join(dataDir, 'export');
+  const r = await runCli(['model', 'export', '--out', out, '--data-dir', dataDir, ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  const result = JSON.parse(r.stdout) as { checkpoint: { epoch: number; kind: string }; tokenizerSha256: string; parameters: number };
+  assert.deepEqual([result.checkpoint.epoch, result.checkpoint.kind, result.tokenizerSha256], [7, MODEL_CHECKPOINT, info.tokenizerHash], 'latest is the newest checkpoint');
+  assert.deepEqual(fs.readdirSync(out).sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
+
+  const hf = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8')) as Record<string, unknown>;
+  assert.deepEqual(hf.architectures, ['AlbertForPreTraining']);
+  assert.equal(hf.model_type, 'albert');
+  const c = { V: hf.vocab_size as number, E: hf.embedding_size as number, H: hf.hidden_size as number, I: hf.intermediate_size as number, P: hf.max_position_embeddings as number, T: hf.type_vocab_size as number };
+  assert.equal(c.V, info.vocabSize, 'the model’s vocabulary is the tokenizer’s');
+  for (const key of ['num_hidden_layers', 'num_hidden_groups', 'inner_group_num', 'num_attention_heads', 'hidden_act', 'layer_norm_eps']) assert.ok(key in hf, `config.json lacks ${key}`);
+  assert.equal(hf.num_hidden_groups, 1);
+  assert.equal(hf.inner_group_num, 1);
+
+  const { tensors, dataBytes } = safetensorsHeader(path.join(out, 'model.safetensors'));
+  const expected = hfAlbertTensors(c);
+  // the decoder shares the word embeddings and the prediction bias in HF (tied): a checkpoint may leave its copies out
+  const tied = new Set(['predictions.decoder.weight', 'predictions.decoder.bias']);
+  for (const [name, shape] of expected) {
+    const got = tensors.get(name);
+    if (got === undefined && tied.has(name)) continue;
+    assert.ok(got, `model.safetensors lacks ${name}`);
+    assert.deepEqual(got.shape, shape, name);
+    assert.equal(got.dtype, 'F32', name);
+    assert.equal(got.data_offsets[1] - got.data_offsets[0], 4 * shape.reduce((a, b) => a * b, 1), `${name}: its byte range fits its shape`);
+  }
+  assert.deepEqual([...tensors.keys()].filter((k) => !expected.has(k)), [], 'names AlbertForPreTraining does not have');
+  assert.equal(Math.max(...[...tensors.values()].map((x) => x.data_offsets[1])), dataBytes, 'the data section is exactly the tensors');
+
+  const tokenizer = fs.readFileSync(path.join(out, 'tokenizer.json'));
+  assert.equal(createHash('sha256').update(tokenizer).digest('hex'), info.tokenizerHash, 'the tokenizer the data was prepared with');
+  assert.deepEqual(tokenizer, fs.readFileSync(info.tokenizerFile));
+  const vocab = (JSON.parse(tokenizer.toString('utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
+  assert.equal(Object.keys(vocab).length, c.V);
+
+  // an older epoch is another checkpoint; the exported directory exports to the same files
+  const old = path.join(dataDir, 'export-3');
+  const r3 = await runCli(['model', 'export', '--from', '3', '--out', old, '--data-dir', dataDir, ...QUIET]);
+  assert.equal(r3.code, 0, r3.stderr);
+  assert.equal((JSON.parse(r3.stdout) as typeof result).checkpoint.epoch, 3);
+  assert.notDeepEqual(fs.readFileSync(path.join(old, 'model.safetensors')), fs.readFileSync(path.join(out, 'model.safetensors')));
+  const again = path.join(dataDir, 'export-again');
+  const rd = await runCli(['model', 'export', '--from', out, '--out', again, '--data-dir', dataDir, ...QUIET]);
+  assert.equal(rd.code, 0, rd.stderr);
+  for (const f of ['config.json', 'model.safetensors', 'tokenizer.json']) assert.deepEqual(fs.readFileSync(path.join(again, f)), fs.readFileSync(path.join(out, f)), f);
+
+  // the tokenizer is now kept in the store: the export still works once the prepared data's file is gone
+  fs.rmSync(info.tokenizerFile);
+  const check = openStore(dataDir);
+  assert.deepEqual(check.checkpoints.list(TOKENIZER_CHECKPOINT).map((x) => x.sha256), [info.tokenizerHash]);
+  check.close();
+});
+
+test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer or a missing database exit 1, saying what is missing', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+  store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: 2, meta: { config: configToHf(config) }, data: encodeParams(initAlbertParams(config, 1)) });
+  store.close();
+  const out = path.join(dataDir, 'out');
+  const cases: Array<[string[], number, RegExp]> = [
+    [['--from', 'yesterday', '--out', out], 2, /--from: invalid value "yesterday"; accepted: latest, an epoch \(an integer ≥ 0\) or a model directory/],
+    [[], 2, /--out/],
+    [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*cohort\.db \(epochs held: 2\)/],
+    [['--out', out], 1, /checkpoint \d+ \(model, epoch 2\) carries no tokenizer, and .* has no prepared data with its vocabulary of 64 tokens: prepare the run's data/],
+  ];
+  for (const [args, code, message] of cases) {
+    const r = await cohortInProcess(['model', 'export', ...args, '--data-dir', dataDir]);
+    assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
+  }
+  assert.equal(fs.existsSync(out), false, 'a failed export wrote nothing');
+  const none = await cohortInProcess(['model', 'export', '--out', out, '--data-dir', path.join(dataDir, 'nothing-here')]);
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /no Cohort database in .*nothing-here/);
+});
