@@ -24,7 +24,10 @@ export type TrainingEvent =
   | { readonly type: 'stepped'; readonly epoch: number; readonly loss: number; readonly alone: boolean; readonly contributed: { readonly samples: number; readonly seconds: number }; readonly at: number }
   /** A step of one of the swarm's averagers (gradients, state): matchmaking, group, result. */
   | { readonly type: 'averaging'; readonly round: string; readonly event: AveragingEvent; readonly at: number }
-  /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
-  | { readonly type: 'halted'; readonly reason: string; readonly at: number };
+  /** Training stopped itself (the memory limit, an error) and stays stopped until the volunteer's next Start. */
+  | { readonly type: 'halted'; readonly cause: HaltCause; readonly reason: string; readonly at: number };
+
+/** Why training stopped itself: the memory watchdog, or an error it could not go on from. */
+export type HaltCause = 'memory' | 'error';
 
 export type EmitTrainingEvent = (event: TrainingEvent) => void;

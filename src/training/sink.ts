@@ -55,7 +55,8 @@ export class TrainingSink {
         this.log.debug({ round: e.round, event: e.event.type }, 'averaging');
         return;
       case 'halted':
-        this.log.warn(`training stopped: ${e.reason}`);
+        if (e.cause === 'error') this.log.error(e.reason);
+        else this.log.warn(`training stopped: ${e.reason}`);
         return;
     }
   };
