@@ -19,5 +19,8 @@ if (!electron.found) {
 }
 buildApp();
 const cli = path.join(path.dirname(require.resolve('electron-builder/package.json')), 'cli.js');
-const result = spawnSync(process.execPath, [cli, '--config', 'electron-builder.yml', ...process.argv.slice(2)], { stdio: 'inherit' });
+// The update feed is set at build time (COHORT_UPDATE_URL: a folder served over HTTPS holding what
+// `dist/` produced, latest*.yml included); without it the installers carry no update configuration.
+const feed = process.env.COHORT_UPDATE_URL ? ['-c.publish.provider=generic', `-c.publish.url=${process.env.COHORT_UPDATE_URL}`] : [];
+const result = spawnSync(process.execPath, [cli, '--config', 'electron-builder.yml', ...feed, ...process.argv.slice(2)], { stdio: 'inherit' });
 process.exit(result.status ?? 1);

@@ -1,9 +1,10 @@
-import type { AppSettings, Snapshot } from '../shared/api.js';
+import type { AppSettings, Result, Snapshot, SwarmDescription } from '../shared/api.js';
+import { linkFromArgv } from './links.js';
 import { PolicyMonitor, type MachineState } from './policy.js';
 import type { RuntimeClient } from './runtime-rpc.js';
-import { trayModel, type TrayAction, type TrayModel } from './tray-model.js';
+import { stopNotice, trayModel, type TrayAction, type TrayModel } from './tray-model.js';
 
-/** How often the battery / idle policies are checked. */
+/** How often the battery / idle / schedule policies are checked. */
 export const POLICY_TICK_MS = 5_000;
 
 /** The few Electron facilities the shell uses, behind an interface so the shell is tested under plain Node. */
@@ -13,17 +14,26 @@ export interface DesktopPlatform {
   hideWindow(): void;
   notify(title: string, body: string): void;
   setOpenAtLogin(enabled: boolean): void;
+  /** Keeps the machine from sleeping while on (Electron's powerSaveBlocker). */
+  setKeepAwake(enabled: boolean): void;
   machineState(): MachineState;
+  /** Asks the volunteer whether to join the swarm a `cohort:` link names. */
+  confirmJoin(swarm: SwarmDescription): Promise<boolean>;
+  /** Opens a folder in the system's file manager. */
+  openFolder(dir: string): void;
   /** Wall-clock time in ms (injected so snoozes are testable). */
   now(): number;
   quit(): void;
   /** Pushes a snapshot to the open windows. */
   sendSnapshot(snapshot: Snapshot): void;
+  /** Tells the open windows whether the node runtime answers, and if not why. */
+  sendConnection(connected: boolean, detail?: string): void;
 }
 
 /**
  * The desktop app's behaviour around the runtime: the tray's state and menu, closing to the tray
- * (with a one-time notice), start at login, and the battery / idle policies.
+ * (with a one-time notice), start at login, the battery / idle / schedule policies, keeping the
+ * machine awake, `cohort:` links, and what the volunteer sees while a crashed runtime restarts.
  */
 export class DesktopShell {
   private snapshot: Snapshot | undefined;
@@ -32,6 +42,9 @@ export class DesktopShell {
   private hold: string | undefined;
   private snoozeUntil: number | undefined;
   private quitting = false;
+  private keepAwake = false;
+  /** Why the runtime does not answer (it crashed and restarts); undefined while it is up. */
+  private runtimeDown: string | undefined;
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -42,17 +55,57 @@ export class DesktopShell {
     platform.renderTray(trayModel(undefined));
   }
 
-  /** Loads settings and the first snapshot; call once the runtime is up. */
+  /** Loads settings and the first snapshot; call once the runtime is up, and again after it restarted. */
   async start(): Promise<void> {
     this.applySettings(await this.runtime.getSettings());
+    if (this.runtimeDown !== undefined) {
+      this.runtimeDown = undefined;
+      this.platform.sendConnection(true);
+    }
+    // a restarted runtime knows no policy hold: send the current one again
+    this.hold = undefined;
+    this.tickPolicy(this.platform.now());
     this.onSnapshot(await this.runtime.getSnapshot());
   }
 
-  /** An API call from the window (already sender-checked); settings changes are applied here too. */
+  /** The runtime process exited unexpectedly and restarts in `restartInMs`: say so in the tray, the window and a notification. */
+  onRuntimeExit(code: number, restartInMs: number): void {
+    const first = this.runtimeDown === undefined;
+    this.runtimeDown = `Node runtime stopped (exit code ${code}); restarting in ${Math.ceil(restartInMs / 1000)} s`;
+    this.setKeepAwake(false);
+    this.platform.renderTray(trayModel(this.snapshot, this.runtimeDown));
+    this.platform.sendConnection(false, this.runtimeDown);
+    if (first && !this.quitting) this.platform.notify('Cohort’s node runtime stopped', `${this.runtimeDown}. Contribution resumes where it was once it is back.`);
+  }
+
+  /** An API call from the window (already sender-checked); settings changes are applied here too, and the log folder is opened here. */
   async call(method: string, input: unknown): Promise<unknown> {
+    if (method === 'openLogFolder') return this.openLogFolder();
     const value = await this.runtime.call(method, input);
     if (method === 'updateSettings' && (value as { ok: boolean }).ok) this.applySettings((value as { value: AppSettings }).value);
     return value;
+  }
+
+  /**
+   * A `cohort:` link opened from outside (argv at launch, a second instance, macOS open-url): shows the
+   * swarm it names and asks before joining; on yes, the link becomes the join code and contribution starts.
+   */
+  async openLink(link: string): Promise<void> {
+    this.platform.showWindow();
+    const swarm = await this.runtime.describeJoinCode({ code: link });
+    if (!swarm.ok) return this.platform.notify('Cohort cannot open this link', swarm.error);
+    if (!(await this.platform.confirmJoin(swarm.value))) return;
+    const saved = (await this.call('updateSettings', { joinCode: link })) as Result<AppSettings>;
+    if (!saved.ok) return this.platform.notify('Cohort could not join', saved.error);
+    const started = await this.runtime.startContribution();
+    if (!started.ok) this.platform.notify('Cohort could not start', started.error);
+  }
+
+  /** Another launch of the app (its argv may hold a `cohort:` link): this instance answers it. */
+  async onSecondInstance(argv: readonly string[]): Promise<void> {
+    const link = linkFromArgv(argv);
+    if (link) await this.openLink(link);
+    else this.platform.showWindow();
   }
 
   async onTrayAction(action: TrayAction): Promise<void> {
@@ -65,6 +118,11 @@ export class DesktopShell {
       case 'open':
         this.platform.showWindow();
         return;
+      case 'logs': {
+        const r = this.openLogFolder();
+        if (!r.ok) this.platform.notify('Cohort', r.error);
+        return;
+      }
       case 'quit':
         this.requestQuit();
         return;
@@ -72,8 +130,12 @@ export class DesktopShell {
         const phase = this.snapshot?.contribution.phase;
         this.snoozeUntil = undefined; // an explicit start or pause ends a snooze
         this.tickPolicy(this.platform.now());
-        const r = phase === 'running' || phase === 'waiting' ? await this.runtime.pauseContribution() : await this.runtime.startContribution();
-        if (!r.ok) this.platform.notify('Cohort', r.error);
+        try {
+          const r = phase === 'running' || phase === 'waiting' ? await this.runtime.pauseContribution() : await this.runtime.startContribution();
+          if (!r.ok) this.platform.notify('Cohort', r.error);
+        } catch (err) {
+          this.platform.notify('Cohort', (err as Error).message);
+        }
         return;
       }
     }
@@ -89,7 +151,7 @@ export class DesktopShell {
     if (this.settings && !this.settings.trayNoticeShown) {
       this.platform.notify('Cohort keeps running', 'Cohort is still contributing in the tray. Use the tray icon to open the dashboard, pause or quit.');
       this.settings = { ...this.settings, trayNoticeShown: true };
-      void this.runtime.updateSettings({ trayNoticeShown: true });
+      void this.runtime.updateSettings({ trayNoticeShown: true }).catch(() => undefined); // shown again next time if it was not stored
     }
     return true;
   }
@@ -104,9 +166,9 @@ export class DesktopShell {
     this.quitting = true;
   }
 
-  /** Checks the snooze and the battery / idle policies and tells the runtime when the hold changes. */
+  /** Checks the snooze and the policies and tells the runtime when the hold changes. */
   tickPolicy(now: number): void {
-    if (!this.settings) return;
+    if (!this.settings || this.runtimeDown !== undefined) return;
     if (this.snoozeUntil !== undefined && now >= this.snoozeUntil) this.snoozeUntil = undefined;
     const policyHold = this.policy.evaluate(this.platform.machineState(), this.settings.policies, now);
     const hold = this.snoozeUntil !== undefined ? `snoozed until ${new Date(this.snoozeUntil).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}` : policyHold;
@@ -117,16 +179,39 @@ export class DesktopShell {
 
   dispose(): void {
     this.unsubscribe();
+    this.setKeepAwake(false);
+  }
+
+  private openLogFolder(): Result<null> {
+    const dir = this.snapshot?.about.logDir;
+    if (!dir) return { ok: false, error: 'the log folder is not known until the node runtime has started' };
+    this.platform.openFolder(dir);
+    return { ok: true, value: null };
   }
 
   private onSnapshot(snapshot: Snapshot): void {
+    const notice = stopNotice(this.snapshot, snapshot);
     this.snapshot = snapshot;
-    this.platform.renderTray(trayModel(snapshot));
+    if (notice) this.platform.notify(notice.title, notice.body);
+    this.platform.renderTray(trayModel(snapshot, this.runtimeDown));
     this.platform.sendSnapshot(snapshot);
+    this.updateKeepAwake();
   }
 
   private applySettings(next: AppSettings): void {
     if (this.settings?.startAtLogin !== next.startAtLogin) this.platform.setOpenAtLogin(next.startAtLogin);
     this.settings = next;
+    this.updateKeepAwake();
+  }
+
+  /** Awake while contributing (not while waiting: a held node lets the machine sleep), if the volunteer wants it. */
+  private updateKeepAwake(): void {
+    this.setKeepAwake(this.runtimeDown === undefined && this.settings?.policies.keepAwake === true && this.snapshot?.contribution.phase === 'running');
+  }
+
+  private setKeepAwake(on: boolean): void {
+    if (on === this.keepAwake) return;
+    this.keepAwake = on;
+    this.platform.setKeepAwake(on);
   }
 }

@@ -1,11 +1,15 @@
-// Electron main process: the window, the tray and the IPC bridge. The node runtime runs in a utility
-// process (runtime-process.ts); the behaviour lives in DesktopShell, tested without Electron.
+// Electron main process: the window, the tray, the IPC bridge and `cohort:` links. The node runtime
+// runs in a utility process (runtime-process.ts), restarted after a crash (runtime-supervisor.ts);
+// the behaviour lives in DesktopShell, tested without Electron.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BrowserWindow, Menu, Notification, Tray, app, ipcMain, nativeImage, powerMonitor, session, shell, utilityProcess } from 'electron';
-import { SNAPSHOT_CHANNEL, METHOD_NAMES, ipcChannel } from '../shared/channels.js';
+import { BrowserWindow, Menu, Notification, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, powerSaveBlocker, session, shell, utilityProcess } from 'electron';
+import { CONNECTION_CHANNEL, SNAPSHOT_CHANNEL, METHOD_NAMES, ipcChannel } from '../shared/channels.js';
+import { startAutoUpdate } from './auto-update.js';
 import { DesktopShell, POLICY_TICK_MS, type DesktopPlatform } from './desktop-shell.js';
-import { runtimeClient, type FromRuntime } from './runtime-rpc.js';
+import { LINK_SCHEME, linkFromArgv } from './links.js';
+import { RuntimeSupervisor, type RuntimeProcess } from './runtime-supervisor.js';
+import type { FromRuntime } from './runtime-rpc.js';
 import type { TrayAction, TrayModel } from './tray-model.js';
 import { dashboardWindowOptions, isAppUrl, isFromAppWindow } from './window-options.js';
 
@@ -17,8 +21,11 @@ const STARTED_AT_LOGIN = '--started-at-login';
 
 let win: BrowserWindow | undefined;
 let tray: Tray | undefined;
+let desktop: DesktopShell | undefined;
+/** Links opened before the shell is ready (macOS sends open-url before `ready`). */
+const pendingLinks: string[] = [];
 
-function createWindow(desktop: DesktopShell): BrowserWindow {
+function createWindow(cohortShell: DesktopShell): BrowserWindow {
   const w = new BrowserWindow(dashboardWindowOptions(path.join(here, '../preload/index.cjs')));
   const devUrl = process.env.ELECTRON_RENDERER_URL;
   const appOrigin = devUrl ? new URL(devUrl).origin : 'file://';
@@ -30,7 +37,7 @@ function createWindow(desktop: DesktopShell): BrowserWindow {
     if (!isAppUrl(url, appOrigin)) event.preventDefault();
   });
   w.on('close', (event) => {
-    if (desktop.onWindowClose()) event.preventDefault();
+    if (cohortShell.onWindowClose()) event.preventDefault();
   });
   w.once('ready-to-show', () => w.show());
   if (devUrl) void w.loadURL(devUrl);
@@ -52,33 +59,46 @@ function renderTray(model: TrayModel, onAction: (action: TrayAction) => void): v
   );
 }
 
-function startRuntime() {
+/** The node runtime as a utility process, seen through the supervisor's interface. */
+function forkRuntime(): RuntimeProcess {
   const child = utilityProcess.fork(path.join(here, 'runtime.js'), [], {
     serviceName: 'Cohort node runtime',
     // same data directory as the headless node (COHORT_DATA_DIR or the platform default), so both show one history
-    env: { ...process.env, COHORT_APP_VERSION: app.getVersion() },
+    env: process.env,
     stdio: 'inherit',
   });
-  const client = runtimeClient({ postMessage: (m) => child.postMessage(m), onMessage: (l) => child.on('message', (m: FromRuntime) => l(m)) });
-  child.on('exit', (code) => {
-    client.failPending(`the node runtime exited (code ${code})`);
-    if (!quitting) new Notification({ title: 'Cohort stopped', body: `The node runtime exited unexpectedly (code ${code}).` }).show();
-  });
-  return { child, client };
+  return {
+    postMessage: (m) => child.postMessage(m),
+    onMessage: (l) => child.on('message', (m: FromRuntime) => l(m)),
+    onExit: (l) => child.on('exit', l),
+    kill: () => child.kill(),
+  };
 }
 
-let quitting = false;
+function openLink(link: string): void {
+  if (desktop) void desktop.openLink(link);
+  else pendingLinks.push(link);
+}
+
+// registered before `ready`: macOS delivers a link that launched the app as open-url right away
+app.on('open-url', (event, url) => {
+  event.preventDefault();
+  openLink(url);
+});
 
 if (!app.requestSingleInstanceLock()) {
   app.quit();
 } else {
+  // a source checkout registers electron + its entry script; an installed app registers itself
+  if (process.defaultApp && process.argv[1]) app.setAsDefaultProtocolClient(LINK_SCHEME, process.execPath, [path.resolve(process.argv[1])]);
+  else app.setAsDefaultProtocolClient(LINK_SCHEME);
   void app.whenReady().then(async () => {
     session.defaultSession.setPermissionRequestHandler((_wc, _permission, callback) => callback(false));
-    const { child, client } = startRuntime();
+    let blocker: number | undefined;
     const platform: DesktopPlatform = {
-      renderTray: (model) => renderTray(model, (action) => void desktop.onTrayAction(action)),
+      renderTray: (model) => renderTray(model, (action) => void cohortShell.onTrayAction(action)),
       showWindow: () => {
-        if (!win || win.isDestroyed()) win = createWindow(desktop);
+        if (!win || win.isDestroyed()) win = createWindow(cohortShell);
         else {
           if (win.isMinimized()) win.restore();
           win.show();
@@ -88,31 +108,62 @@ if (!app.requestSingleInstanceLock()) {
       hideWindow: () => win?.hide(),
       notify: (title, body) => new Notification({ title, body }).show(),
       setOpenAtLogin: (enabled) => app.setLoginItemSettings({ openAtLogin: enabled, args: [STARTED_AT_LOGIN] }),
-      machineState: () => ({ onBattery: powerMonitor.isOnBatteryPower(), idleSeconds: powerMonitor.getSystemIdleTime() }),
+      setKeepAwake: (enabled) => {
+        if (enabled && blocker === undefined) blocker = powerSaveBlocker.start('prevent-app-suspension');
+        else if (!enabled && blocker !== undefined) {
+          powerSaveBlocker.stop(blocker);
+          blocker = undefined;
+        }
+      },
+      machineState: () => ({ onBattery: powerMonitor.isOnBatteryPower(), idleSeconds: powerMonitor.getSystemIdleTime(), localHour: new Date().getHours() }),
+      confirmJoin: async (swarm) => {
+        const options = {
+          type: 'question' as const,
+          buttons: ['Join this swarm', 'Cancel'],
+          defaultId: 0,
+          cancelId: 1,
+          title: 'Join a Cohort swarm?',
+          message: `Join the swarm "${swarm.runId}"?`,
+          detail: `${swarm.closed ? 'A closed swarm (only holders of this link can connect). ' : ''}Bootstrap peers:\n${swarm.peers.join('\n')}\n\nCohort will contribute to this swarm from now on instead of the one in Settings.`,
+        };
+        const { response } = win && !win.isDestroyed() ? await dialog.showMessageBox(win, options) : await dialog.showMessageBox(options);
+        return response === 0;
+      },
+      openFolder: (dir) => void shell.openPath(dir),
       now: () => Date.now(),
       quit: () => app.quit(),
       sendSnapshot: (snapshot) => {
         if (win && !win.isDestroyed()) win.webContents.send(SNAPSHOT_CHANNEL, snapshot);
       },
+      sendConnection: (connected, detail) => {
+        if (win && !win.isDestroyed()) win.webContents.send(CONNECTION_CHANNEL, { connected, detail });
+      },
     };
-    const desktop = new DesktopShell(platform, client);
+    const supervisor = new RuntimeSupervisor(forkRuntime, {
+      onExit: (code, delay) => cohortShell.onRuntimeExit(code, delay),
+      onRestart: () => void cohortShell.start().catch((err: unknown) => platform.notify('Cohort', `the restarted node runtime did not answer: ${(err as Error).message}`)),
+    });
+    const cohortShell = new DesktopShell(platform, supervisor.client);
+    desktop = cohortShell;
+    supervisor.start();
     for (const method of METHOD_NAMES) {
       ipcMain.handle(ipcChannel(method), (event, input: unknown) => {
         if (!isFromAppWindow(event, win)) throw new Error('refused: IPC from a frame that is not the app window');
-        return desktop.call(method, input);
+        return cohortShell.call(method, input);
       });
     }
-    app.on('second-instance', () => platform.showWindow());
+    app.on('second-instance', (_event, argv) => void cohortShell.onSecondInstance(argv));
     app.on('activate', () => platform.showWindow());
-    app.on('before-quit', () => {
-      quitting = true;
-      desktop.markQuitting();
-    });
-    app.on('will-quit', () => child.kill());
-    setInterval(() => desktop.tickPolicy(platform.now()), POLICY_TICK_MS).unref();
-    await desktop.start();
+    app.on('before-quit', () => cohortShell.markQuitting());
+    app.on('will-quit', () => supervisor.stop());
+    setInterval(() => cohortShell.tickPolicy(platform.now()), POLICY_TICK_MS).unref();
+    await cohortShell.start();
+    const link = linkFromArgv(process.argv);
+    if (link) pendingLinks.push(link);
+    for (const l of pendingLinks.splice(0)) void cohortShell.openLink(l);
+    if (app.isPackaged) startAutoUpdate(process.resourcesPath, (message) => process.stderr.write(`Cohort: ${message}\n`));
     // started at login: stay in the tray; otherwise open the dashboard
-    if (!process.argv.includes(STARTED_AT_LOGIN) && !app.getLoginItemSettings().wasOpenedAtLogin) platform.showWindow();
+    if (!link && !process.argv.includes(STARTED_AT_LOGIN) && !app.getLoginItemSettings().wasOpenedAtLogin) platform.showWindow();
   });
   // the app lives in the tray: closing every window does not quit
   app.on('window-all-closed', () => undefined);

@@ -9,7 +9,17 @@ export interface MachineState {
   readonly onBattery: boolean;
   /** Seconds since the last keyboard or mouse input (Electron's powerMonitor.getSystemIdleTime). */
   readonly idleSeconds: number;
+  /** The hour of the day in local time (0–23), for the schedule. */
+  readonly localHour: number;
 }
+
+/** Whether `hour` falls in the window [from, to) of the day; a window may wrap past midnight; from = to is all day. */
+export function inSchedule(hour: number, from: number, to: number): boolean {
+  if (from === to) return true;
+  return from < to ? hour >= from && hour < to : hour >= from || hour < to;
+}
+
+const hh = (h: number): string => `${String(h).padStart(2, '0')}:00`;
 
 /**
  * Decides whether the volunteer's policies hold contribution, with hysteresis on both signals:
@@ -22,10 +32,13 @@ export class PolicyMonitor {
   private power: { onBattery: boolean; pending?: { onBattery: boolean; since: number } } | undefined;
 
   /** The reason contribution is held now, or undefined when it may run. */
-  evaluate(machine: MachineState, policies: Pick<Policies, 'pauseOnBattery' | 'onlyWhenIdle' | 'idleMinutes'>, now: number): string | undefined {
+  evaluate(machine: MachineState, policies: Pick<Policies, 'pauseOnBattery' | 'onlyWhenIdle' | 'idleMinutes' | 'scheduleEnabled' | 'scheduleFromHour' | 'scheduleToHour'>, now: number): string | undefined {
     const onBattery = this.settledPower(machine.onBattery, now);
     if (machine.idleSeconds >= policies.idleMinutes * 60) this.idle = true;
     else if (machine.idleSeconds < IN_USE_BELOW_SECONDS) this.idle = false;
+    if (policies.scheduleEnabled && !inSchedule(machine.localHour, policies.scheduleFromHour, policies.scheduleToHour)) {
+      return `outside the schedule (computes from ${hh(policies.scheduleFromHour)} to ${hh(policies.scheduleToHour)})`;
+    }
     if (policies.pauseOnBattery && onBattery) return 'the computer runs on battery (resumes on mains power)';
     if (policies.onlyWhenIdle && !this.idle) return `the computer is in use (runs after ${policies.idleMinutes} min without input)`;
     return undefined;

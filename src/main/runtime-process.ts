@@ -1,8 +1,11 @@
 // The node runtime inside Electron's utility process, off the UI thread: opens the store, runs the
-// controller and answers main over the parent port (see runtime-rpc.ts).
+// controller and answers main over the parent port (see runtime-rpc.ts). Its log goes to stderr and
+// to a rotating file in the data directory ("Open log folder").
 import { resolveConfig } from '../config/load.js';
+import { logDirOf, openLogFile, teeStream } from '../log/log-file.js';
 import { createLogger } from '../log/logger.js';
 import { dispatch } from '../node/api-dispatch.js';
+import { PACKAGE_INFO } from '../node/package-info.js';
 import { volunteerParts } from '../training/volunteer.js';
 import { createNodeController } from '../node/host.js';
 import { openStore } from '../store/index.js';
@@ -11,12 +14,12 @@ import { serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js
 const parentPort = process.parentPort;
 if (!parentPort) throw new Error('runtime-process must run as an Electron utility process (process.parentPort is missing)');
 
-const version = process.env.COHORT_APP_VERSION ?? '0.0.0';
 const config = resolveConfig({ env: process.env });
-const log = createLogger(config);
+const logDir = logDirOf(config.dataDir);
+const log = createLogger(config, teeStream(process.stderr, await openLogFile(logDir)));
 const store = openStore(config.dataDir, { moveAside: config.moveAside, onInvalidMetric: (m) => log.warn(m) });
-const controller = createNodeController({ store, log, version, parts: volunteerParts(config) });
-log.info(`runtime up: data directory ${config.dataDir}`);
+const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, logDir, parts: volunteerParts(config) });
+log.info(`runtime up: data directory ${config.dataDir}, log files in ${logDir}`);
 
 serveRuntime(
   {

@@ -58,7 +58,14 @@ export function runtimeClient(port: Port<FromRuntime, ToRuntime>): RuntimeClient
         reject(new Error(`the node runtime did not answer ${method} within ${CALL_TIMEOUT_MS / 1000} s`));
       }, CALL_TIMEOUT_MS);
       pending.set(id, { resolve, reject, timer });
-      port.postMessage({ type: 'call', id, method, input });
+      try {
+        port.postMessage({ type: 'call', id, method, input });
+      } catch (err) {
+        // no runtime to post to (it is restarting): fail now rather than at the timeout
+        clearTimeout(timer);
+        pending.delete(id);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
     });
   const verbs = Object.fromEntries(METHOD_NAMES.map((m) => [m, (input?: unknown) => call(m, input)])) as unknown as CohortCalls;
   return {

@@ -4,7 +4,7 @@ import type { Snapshot } from '../shared/api.js';
 const SNOOZE_MINUTES = [15, 60] as const;
 export type SnoozeMinutes = (typeof SNOOZE_MINUTES)[number];
 
-export type TrayAction = 'toggle' | 'open' | 'quit' | { readonly snooze: SnoozeMinutes };
+export type TrayAction = 'toggle' | 'open' | 'logs' | 'quit' | { readonly snooze: SnoozeMinutes };
 
 export type TrayItem = { readonly kind: 'status'; readonly label: string } | { readonly kind: 'action'; readonly action: TrayAction; readonly label: string } | { readonly kind: 'separator' };
 
@@ -26,6 +26,10 @@ export function statusLine(snapshot: Snapshot | undefined): string {
       return 'Paused by you';
     case 'waiting':
       return `Waiting: ${c.detail.replace(/^waiting: /, '')}`;
+    case 'halted':
+      return `Halted: ${c.detail.replace(/^halted: /, '')}`;
+    case 'error':
+      return `Error: ${c.detail.replace(/^error: /, '')}`;
     case 'running': {
       const parts = ['Contributing'];
       if (snapshot.mine.samplesPerSecond !== null) parts.push(`${snapshot.mine.samplesPerSecond.toFixed(1)} samples/s`);
@@ -35,11 +39,27 @@ export function statusLine(snapshot: Snapshot | undefined): string {
   }
 }
 
-/** The tray icon, tooltip and menu for a snapshot; pure, so the tray's states are unit-tested. */
-export function trayModel(snapshot: Snapshot | undefined): TrayModel {
-  const phase = snapshot?.contribution.phase;
+/**
+ * The notification when training stops by itself (the memory limit, an error), from the phase before
+ * and after a snapshot; undefined when nothing stopped by itself (a pause, a policy hold).
+ */
+export function stopNotice(before: Snapshot | undefined, after: Snapshot): { title: string; body: string } | undefined {
+  const { phase, detail } = after.contribution;
+  if (before?.contribution.phase === phase || (phase !== 'halted' && phase !== 'error')) return undefined;
+  const why = detail.replace(/^(halted: memory limit — |error: )/, '');
+  return phase === 'halted'
+    ? { title: 'Cohort stopped: memory limit', body: `${why}. Raise the memory limit in Settings, then press Start.` }
+    : { title: 'Cohort stopped on an error', body: `${why}. The log has the details; press Start to try again.` };
+}
+
+/**
+ * The tray icon, tooltip and menu for a snapshot; pure, so the tray's states are unit-tested.
+ * `runtimeDown` says why the node runtime is not answering (it crashed and is being restarted).
+ */
+export function trayModel(snapshot: Snapshot | undefined, runtimeDown?: string): TrayModel {
+  const phase = runtimeDown === undefined ? snapshot?.contribution.phase : undefined;
   const contributing = phase === 'running' || phase === 'waiting';
-  const status = statusLine(snapshot);
+  const status = runtimeDown ?? statusLine(snapshot);
   return {
     icon: phase === 'running' ? 'active' : 'paused',
     // the tooltip says why it is not running, as volunteers asked of BOINC
@@ -50,6 +70,7 @@ export function trayModel(snapshot: Snapshot | undefined): TrayModel {
       { kind: 'action', action: 'toggle', label: contributing ? 'Pause contributing' : 'Start contributing' },
       ...(phase === 'running' ? SNOOZE_MINUTES.map((m): TrayItem => ({ kind: 'action', action: { snooze: m }, label: `Snooze for ${m < 60 ? `${m} minutes` : `${m / 60} hour`}` })) : []),
       { kind: 'action', action: 'open', label: 'Open dashboard' },
+      { kind: 'action', action: 'logs', label: 'Open log folder' },
       { kind: 'separator' },
       { kind: 'action', action: 'quit', label: 'Quit Cohort' },
     ],

@@ -1,4 +1,11 @@
 import type { ContributionPhase, ContributionStatus } from '../shared/api.js';
+import type { HaltCause } from '../training/events.js';
+
+/** Why training stopped by itself (the memory limit, an error); the volunteer's Start clears it. */
+export interface StopReason {
+  readonly cause: HaltCause;
+  readonly reason: string;
+}
 
 /** What the volunteer asked for; a policy hold never changes it, so a user pause stays paused. */
 export type Intent = 'never-started' | 'contribute' | 'paused';
@@ -9,8 +16,8 @@ export interface ContributionInput {
   readonly hold: string | undefined;
   /** What limits a running node in this version (e.g. no engine yet); undefined = nothing. */
   readonly limitation: string | undefined;
-  /** Why training paused itself (the memory limit), when it did; the volunteer's Start clears it. */
-  readonly stopReason?: string | undefined;
+  /** Why training stopped itself, when it did; the volunteer's Start clears it. */
+  readonly stopped?: StopReason | undefined;
 }
 
 /** The phase the volunteer sees, from their intent and the policies. Pure, so every transition is testable. */
@@ -19,7 +26,8 @@ export function contributionPhase(input: ContributionInput): { phase: Contributi
     case 'never-started':
       return { phase: 'stopped', detail: 'not started yet: press Start to contribute' };
     case 'paused':
-      if (input.stopReason !== undefined) return { phase: 'paused', detail: `paused: ${input.stopReason}` };
+      if (input.stopped?.cause === 'memory') return { phase: 'halted', detail: `halted: memory limit — ${input.stopped.reason}` };
+      if (input.stopped?.cause === 'error') return { phase: 'error', detail: `error: ${input.stopped.reason}` };
       return { phase: 'paused', detail: 'paused by you: stays paused until you resume' };
     case 'contribute':
       if (input.hold !== undefined) return { phase: 'waiting', detail: `waiting: ${input.hold}` };
@@ -32,8 +40,8 @@ export class ContributionMachine {
   private input: ContributionInput;
   private current: ContributionStatus;
 
-  constructor(intent: Intent, limitation: string | undefined, now = Date.now()) {
-    this.input = { intent, hold: undefined, limitation };
+  constructor(intent: Intent, limitation: string | undefined, now = Date.now(), stopped?: StopReason) {
+    this.input = { intent, hold: undefined, limitation, stopped };
     this.current = { ...contributionPhase(this.input), since: now };
   }
 

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../log/logger.js';
 import {
@@ -18,20 +19,26 @@ import {
   type SeriesQuery,
   type SettingsPatch,
   type Snapshot,
+  type SwarmDescription,
   type SwarmState,
+  type JoinCodeQuery,
 } from '../shared/api.js';
 import type { Store } from '../store/index.js';
-import { ContributionMachine } from './contribution-machine.js';
+import { ContributionMachine, type StopReason } from './contribution-machine.js';
 import { withLeaderboard } from './leaderboard-view.js';
 import { LogRing } from './log-ring.js';
 import { teeLogger } from './log-tee.js';
 import type { TrainingEvent } from '../training/events.js';
 import type { CoordinatorRole, SwarmPresence, TrainingService, TrainingSettings } from '../training/service.js';
 import { swarmStateUpdate } from '../training/sink.js';
+import { describeJoinCode } from '../training/swarm-target.js';
 import { StoreView } from './store-view.js';
 
 const SETTINGS_KEY = 'app.settings';
 const INTENT_KEY = 'app.contributing';
+/** Why training last stopped itself; kept so a restart still says why instead of "paused by you". */
+const STOPPED_KEY = 'app.stopped';
+const StopReasonSchema = z.strictObject({ cause: z.enum(['memory', 'error']), reason: z.string() });
 
 export interface NodeControllerInit {
   readonly store: Store;
@@ -43,6 +50,12 @@ export interface NodeControllerInit {
    */
   readonly logs?: LogRing;
   readonly version: string;
+  /** The licence the About panel names. @default 'Apache-2.0' */
+  readonly licence?: string;
+  /** The folder of the node's log file, where it writes one (the desktop app). */
+  readonly logDir?: string;
+  /** The swarm an empty join code joins (the node's default run); absent: an empty code trains alone. */
+  readonly defaultSwarm?: SwarmDescription;
   /** What Start drives; absent on a node with training off. */
   readonly training?: TrainingService;
   /** The coordinator switch; absent on a node with training off. */
@@ -85,7 +98,8 @@ export class NodeController implements CohortCalls {
     this.settings = this.loadSettings();
     const wasContributing = this.store.settings.get(INTENT_KEY, z.boolean());
     const limitation = init.training ? undefined : 'nothing is computed: training is off on this node (--training off)';
-    this.machine = new ContributionMachine(wasContributing === undefined ? 'never-started' : wasContributing ? 'contribute' : 'paused', limitation);
+    const stopped = wasContributing === false ? this.store.settings.get(STOPPED_KEY, StopReasonSchema.nullable()) : undefined;
+    this.machine = new ContributionMachine(wasContributing === undefined ? 'never-started' : wasContributing ? 'contribute' : 'paused', limitation, Date.now(), stopped ?? undefined);
     this.coordinator = init.coordinator
       ? { available: true, enabled: false }
       : { available: false, enabled: false, reason: 'coordinator mode needs the swarm, which is off on this node (--training off)' };
@@ -124,17 +138,34 @@ export class NodeController implements CohortCalls {
     let next: AppSettings;
     try {
       next = applySettingsPatch(this.settings, patch);
+      if (next.joinCode !== '') describeJoinCode(next.joinCode);
     } catch (err) {
       return { ok: false, error: `settings rejected: ${(err as Error).message}` };
     }
     this.store.settings.set(SETTINGS_KEY, next, AppSettingsSchema);
     const changed = Object.keys(patch).filter((k) => JSON.stringify(next[k as keyof AppSettings]) !== JSON.stringify(this.settings[k as keyof AppSettings]));
     const trainingChanged = JSON.stringify(trainingSettings(next)) !== JSON.stringify(trainingSettings(this.settings));
+    const swarmChanged = next.joinCode !== this.settings.joinCode;
     this.settings = next;
     if (trainingChanged) this.training?.configure(trainingSettings(next));
     if (changed.length > 0) this.note('info', `settings changed: ${changed.join(', ')}`);
+    if (swarmChanged && this.machine.status.phase === 'running') this.restartTraining();
     this.refresh();
     return { ok: true, value: next };
+  }
+
+  async openLogFolder(): Promise<Result<null>> {
+    return { ok: false, error: 'this node logs to its stderr (run by a service manager: its journal); only the desktop app keeps a log folder' };
+  }
+
+  async describeJoinCode(query: JoinCodeQuery): Promise<Result<SwarmDescription>> {
+    const code = query.code.trim();
+    if (code === '') return { ok: false, error: 'no join code: paste the code a coordinator gave you (it starts with "cohort:")' };
+    try {
+      return { ok: true, value: describeJoinCode(code) };
+    } catch (err) {
+      return { ok: false, error: (err as Error).message };
+    }
   }
 
   async startContribution(): Promise<Result<ContributionStatus>> {
@@ -198,15 +229,16 @@ export class NodeController implements CohortCalls {
     this.events.emit('snapshot', next);
   }
 
-  private setIntent(contribute: boolean, stopReason?: string): Result<ContributionStatus> {
+  private setIntent(contribute: boolean, stopped?: StopReason): Result<ContributionStatus> {
     const wasRunning = this.machine.status.phase === 'running';
-    this.machine.update({ intent: contribute ? 'contribute' : 'paused', stopReason });
+    this.machine.update({ intent: contribute ? 'contribute' : 'paused', stopped });
     this.store.settings.set(INTENT_KEY, contribute, z.boolean());
+    this.store.settings.set(STOPPED_KEY, stopped ?? null, StopReasonSchema.nullable());
     if (contribute && !this.settings.firstRunDone) {
       this.settings = { ...this.settings, firstRunDone: true };
       this.store.settings.set(SETTINGS_KEY, this.settings, AppSettingsSchema);
     }
-    if (stopReason === undefined) this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
+    if (stopped === undefined) this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
     this.applyToTraining(wasRunning);
     this.refresh();
     return { ok: true, value: this.machine.status };
@@ -219,10 +251,21 @@ export class NodeController implements CohortCalls {
     (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.note('error', `training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
   }
 
+  /** The swarm changed while training: pause (it checkpoints) and start again on the new one. */
+  private restartTraining(): void {
+    const training = this.training;
+    if (!training) return;
+    this.note('info', 'the join code changed: restarting contribution on the new swarm');
+    training
+      .pause()
+      .then(() => (this.machine.status.phase === 'running' ? training.start() : undefined))
+      .catch((err: unknown) => this.note('error', `training could not restart on the new swarm: ${(err as Error).message}`));
+  }
+
   private onTrainingEvent(event: TrainingEvent): void {
     if (event.type === 'halted') {
-      // training stopped itself; it stays paused (across restarts too) until the volunteer's Start
-      if (this.machine.intent === 'contribute') this.setIntent(false, event.reason);
+      // training stopped itself; it stays stopped (across restarts too) until the volunteer's Start
+      if (this.machine.intent === 'contribute') this.setIntent(false, { cause: event.cause, reason: event.reason });
       return;
     }
     const update = swarmStateUpdate(event);
@@ -258,6 +301,8 @@ export class NodeController implements CohortCalls {
       peers: this.view.peers(),
       lastLogSeq: this.logs.lastSeq,
       firstRunDone: this.settings.firstRunDone,
+      defaultSwarm: this.init.defaultSwarm ?? null,
+      about: { version: this.init.version, licence: this.init.licence ?? 'Apache-2.0', dataDir: path.dirname(this.store.file), logDir: this.init.logDir ?? null },
     };
   }
 }

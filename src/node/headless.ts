@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/settings.js';
@@ -12,11 +11,11 @@ import type { MakeNodeParts } from '../training/service.js';
 import { createNodeController } from './host.js';
 import { checkListenAccess } from './access-token.js';
 import { startDashboardServer } from './dashboard-server.js';
+import { PACKAGE_INFO } from './package-info.js';
 
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
 const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
 
-const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
 export interface HeadlessNode {
   readonly url: string;
@@ -31,7 +30,7 @@ export async function startHeadlessNode(config: Config, log: Logger, parts?: Mak
   checkListenAccess(config.dashboardHost, token, '--dashboard-host', '--dashboard-token (or set COHORT_DASHBOARD_TOKEN)');
   const store = openStore(config.dataDir, { moveAside: config.moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`), onInvalidMetric: (message) => log.warn(message) });
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
-  const controller = createNodeController({ store, log, version, parts });
+  const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, parts });
   let server;
   try {
     server = await startDashboardServer({ host: config.dashboardHost, port: config.dashboardPort, token, rendererDir, api: controller, log, metrics: metricsRegistry(trainingMetrics(store), { processMetrics: true }) });

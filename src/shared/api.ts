@@ -15,10 +15,13 @@ export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok
  * Contribution state as the volunteer sees it:
  * - `stopped`: never started (first run) — nothing is computed
  * - `running`: contributing
- * - `waiting`: the volunteer wants to contribute but a policy holds it (on battery, machine in use)
+ * - `waiting`: the volunteer wants to contribute but a policy holds it (on battery, machine in use, outside the schedule, snoozed)
  * - `paused`: paused by the volunteer; stays paused until they resume
+ * - `halted`: training stopped itself at the memory limit; stays stopped until the volunteer's Start
+ * - `error`: training stopped on an error; stays stopped until the volunteer's Start
  */
-export type ContributionPhase = 'stopped' | 'running' | 'waiting' | 'paused';
+export const CONTRIBUTION_PHASES = ['stopped', 'running', 'waiting', 'paused', 'halted', 'error'] as const;
+export type ContributionPhase = (typeof CONTRIBUTION_PHASES)[number];
 
 export interface ContributionStatus {
   readonly phase: ContributionPhase;
@@ -107,6 +110,24 @@ export interface LogLine {
   readonly msg: string;
 }
 
+/** What a join code (or a list of bootstrap multiaddrs) names, shown before the volunteer joins. */
+export interface SwarmDescription {
+  readonly runId: string;
+  /** The bootstrap peers' multiaddrs. */
+  readonly peers: readonly string[];
+  /** A closed swarm: the code carries its pre-shared key. */
+  readonly closed: boolean;
+}
+
+/** Facts about this installation, for the About panel. */
+export interface AboutInfo {
+  readonly version: string;
+  readonly licence: string;
+  readonly dataDir: string;
+  /** The rotating log file's folder; null where the node logs to stderr only (headless). */
+  readonly logDir: string | null;
+}
+
 /** Everything the dashboard shows at a glance, pushed on every change. */
 export interface Snapshot {
   readonly version: string;
@@ -118,6 +139,13 @@ export interface Snapshot {
   /** Sequence number of the newest log line, so the UI knows when to fetch logs. */
   readonly lastLogSeq: number;
   readonly firstRunDone: boolean;
+  /**
+   * The swarm an empty join code joins: the build's default run (assets/default-swarm.json) or the
+   * node's initial peers (`--initial-peers`, COHORT_INITIAL_PEERS, the config file); null: none, so
+   * Start without a join code trains on this machine alone.
+   */
+  readonly defaultSwarm: SwarmDescription | null;
+  readonly about: AboutInfo;
 }
 
 /** Chart series the dashboard can ask for. */
@@ -145,6 +173,9 @@ const LogQuerySchema = z
   .strict();
 export type LogQuery = z.infer<typeof LogQuerySchema>;
 
+const JoinCodeQuerySchema = z.object({ code: z.string().max(8192, 'a join code is at most 8192 characters') }).strict();
+export type JoinCodeQuery = z.infer<typeof JoinCodeQuerySchema>;
+
 const CoordinatorToggleSchema = z.object({ enabled: z.boolean() }).strict();
 export type CoordinatorToggle = z.infer<typeof CoordinatorToggleSchema>;
 
@@ -158,6 +189,10 @@ export interface CohortCalls {
   startContribution(): Promise<Result<ContributionStatus>>;
   pauseContribution(): Promise<Result<ContributionStatus>>;
   setCoordinator(toggle: CoordinatorToggle): Promise<Result<CoordinatorStatus>>;
+  /** Decodes a join code without joining: the swarm it names, or why it is not a valid code. */
+  describeJoinCode(query: JoinCodeQuery): Promise<Result<SwarmDescription>>;
+  /** Opens the log folder in the file manager (the desktop app; a headless node says where its log goes). */
+  openLogFolder(): Promise<Result<null>>;
 }
 
 export type MethodName = keyof CohortCalls;
@@ -166,9 +201,9 @@ export type MethodName = keyof CohortCalls;
 export interface CohortApi extends CohortCalls {
   /**
    * Calls `listener` with every new snapshot; returns the unsubscribe function. `onConnection` hears
-   * when a transport that can drop (HTTP) loses or regains the node.
+   * when the node is lost or regained (HTTP drops; the desktop runtime crashed and restarts), and why.
    */
-  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean) => void): () => void;
+  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean, detail?: string) => void): () => void;
 }
 
 /** The schema of each verb's one argument (null = takes none), used by every transport's receiving side. */
@@ -181,4 +216,6 @@ export const METHOD_INPUTS = {
   startContribution: null,
   pauseContribution: null,
   setCoordinator: CoordinatorToggleSchema,
+  describeJoinCode: JoinCodeQuerySchema,
+  openLogFolder: null,
 } as const satisfies Record<MethodName, z.ZodType | null>;

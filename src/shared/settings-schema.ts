@@ -24,11 +24,22 @@ export const PoliciesSchema = z
      * cores, no faster on CPUs). Defaulted so settings stored before it existed still load.
      */
     precision: z.enum(['fp32', 'fp16']).default('fp32'),
+    /** Keep the machine from sleeping while contributing (Folding@home's keep_awake). */
+    keepAwake: z.boolean().default(true),
+    /** Compute only between these hours of the day (BOINC's cpu_times). */
+    scheduleEnabled: z.boolean().default(false),
+    /** Hour of the day (0–23, local time) the schedule opens; a window may wrap past midnight (22 → 7). */
+    scheduleFromHour: z.number().int().min(0, 'an hour from 0 to 23').max(23, 'an hour from 0 to 23').default(22),
+    /** Hour of the day (0–23) the schedule closes; equal to the opening hour means all day. */
+    scheduleToHour: z.number().int().min(0, 'an hour from 0 to 23').max(23, 'an hour from 0 to 23').default(7),
   })
   .strict();
 export type Policies = z.infer<typeof PoliciesSchema>;
 
-/** A join code names a swarm; its exact form arrives with the swarm layer, so only its shape is checked here. */
+/**
+ * A join code's shape, checked where the swarm layer's decoder cannot run (the page); the node decodes
+ * it fully (run id, addresses, checksum) before storing it.
+ */
 export const JoinCodeSchema = z
   .string()
   .trim()
@@ -38,7 +49,7 @@ export const JoinCodeSchema = z
 export const AppSettingsSchema = z
   .object({
     policies: PoliciesSchema,
-    /** Join code of the swarm to contribute to; '' = the default swarm. */
+    /** Join code of the swarm to contribute to; '' = the build's default run if it has one, else training alone. */
     joinCode: JoinCodeSchema,
     /** Name shown for this volunteer in the contribution table. */
     displayName: z.string().trim().max(64, 'a display name is at most 64 characters'),
@@ -66,6 +77,10 @@ export const DEFAULT_SETTINGS: AppSettings = {
     maxMemoryMiB: 4096,
     bandwidthCapKiBps: 0,
     precision: 'fp32',
+    keepAwake: true,
+    scheduleEnabled: false,
+    scheduleFromHour: 22,
+    scheduleToHour: 7,
   },
   joinCode: '',
   displayName: '',

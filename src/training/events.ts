@@ -28,7 +28,10 @@ export type TrainingEvent =
   | { readonly type: 'skipped'; readonly reason: string; readonly total: number; readonly at: number }
   /** A step left non-finite parameters and the backup of `epoch` was restored; `total` restores so far. */
   | { readonly type: 'restored'; readonly epoch: number; readonly reason: string; readonly total: number; readonly at: number }
-  /** Training stopped itself (the memory limit) and stays stopped until the volunteer's next Start. */
-  | { readonly type: 'halted'; readonly reason: string; readonly at: number };
+  /** Training stopped itself (the memory limit, an error) and stays stopped until the volunteer's next Start. */
+  | { readonly type: 'halted'; readonly cause: HaltCause; readonly reason: string; readonly at: number };
+
+/** Why training stopped itself: the memory watchdog, or an error it could not go on from. */
+export type HaltCause = 'memory' | 'error';
 
 export type EmitTrainingEvent = (event: TrainingEvent) => void;

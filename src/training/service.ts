@@ -3,7 +3,7 @@
  * Pause drive, the coordinator switch, and this node's presence in a swarm.
  */
 import type { Logger } from '../log/logger.js';
-import type { AppSettings, NodeReachability } from '../shared/api.js';
+import type { AppSettings, NodeReachability, SwarmDescription } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { TrainingEvent } from './events.js';
 
@@ -49,6 +49,8 @@ export interface NodeParts {
   readonly training?: TrainingService;
   readonly coordinator?: CoordinatorRole;
   readonly swarm?: SwarmPresence;
+  /** The swarm an empty join code joins (the node's default run); absent: none, an empty code trains alone. */
+  readonly defaultSwarm?: SwarmDescription;
 }
 
 /** Makes the parts with the node's store and logger (whose lines also reach the dashboard's log panel). */

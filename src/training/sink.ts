@@ -62,7 +62,8 @@ export class TrainingSink {
         this.store.metrics.record([{ series: METRIC.backupsRestored, value: e.total, epoch: e.epoch, ts: e.at }]);
         return;
       case 'halted':
-        this.log.warn(`training stopped: ${e.reason}`);
+        if (e.cause === 'error') this.log.error(e.reason);
+        else this.log.warn(`training stopped: ${e.reason}`);
         return;
     }
   };

@@ -8,7 +8,7 @@ import type { Logger } from '../log/logger.js';
 import type { PrepareOptions } from '../data/index.js';
 import type { Store } from '../store/index.js';
 import { ensureDataset } from './data.js';
-import type { TrainingEvent } from './events.js';
+import type { HaltCause, TrainingEvent } from './events.js';
 import { MemoryLimitError, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
 import { openTrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
@@ -30,8 +30,8 @@ export class SoloTraining implements TrainingService {
   private readonly sink: TrainingSink;
   private loop: Promise<void> | undefined;
   private stopRequested = false;
-  /** Why training stopped itself (the memory watchdog); reported when the loop has wound down. */
-  private halt: string | undefined;
+  /** Why training stopped itself (the memory watchdog, an error); reported when the loop has wound down. */
+  private halt: { cause: HaltCause; reason: string } | undefined;
 
   constructor(private readonly init: SoloTrainingInit) {
     this.sink = new TrainingSink(init.store, init.log);
@@ -47,12 +47,11 @@ export class SoloTraining implements TrainingService {
     this.halt = undefined;
     this.loop = this.run()
       .catch((err: unknown) => {
-        if (err instanceof MemoryLimitError) this.halt = err.message;
-        else this.init.log.error(`local training stopped: ${(err as Error).message}`);
+        this.halt = err instanceof MemoryLimitError ? { cause: 'memory', reason: err.message } : { cause: 'error', reason: `local training stopped: ${(err as Error).message}` };
       })
       .finally(() => {
         this.loop = undefined;
-        if (this.halt !== undefined) this.emit({ type: 'halted', reason: this.halt, at: Date.now() });
+        if (this.halt !== undefined) this.emit({ type: 'halted', ...this.halt, at: Date.now() });
       });
   }
 
@@ -92,7 +91,7 @@ export class SoloTraining implements TrainingService {
       limitBytes: limitMiB * 2 ** 20,
       ...(this.init.memoryProbe ? { probe: this.init.memoryProbe } : {}),
       onExceeded: (reason) => {
-        this.halt = reason;
+        this.halt = { cause: 'memory', reason };
         this.stopRequested = true;
       },
     });

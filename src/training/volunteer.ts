@@ -1,7 +1,8 @@
 /**
- * What Start and the coordinator switch do in the app and the headless node: with a join code, train
- * with that swarm (adopting its run settings); without one, or when the swarm cannot be reached, train
- * alone and say so. The coordinator switch runs a Coordinator on the same swarm node.
+ * What Start and the coordinator switch do in the app and the headless node: with a join code (or,
+ * without one, the node's default run), train with that swarm (adopting its run settings); without
+ * either, or when the swarm cannot be reached, train alone and say so. The coordinator switch runs a
+ * Coordinator on the same swarm node.
  */
 import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunSettings, type CollaborativeOptions, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
@@ -15,13 +16,16 @@ import { trainerSettings } from './options.js';
 import type { CoordinatorRole, FoundLeaderboard, MakeNodeParts, SwarmPresence, TrainingService, TrainingSettings } from './service.js';
 import { SoloTraining } from './solo.js';
 import { runSwarmPeer } from './swarm-peer.js';
+import { DEFAULT_RUN_ID, defaultSwarmTarget, describeSwarm, swarmInitOf, type SwarmTarget } from './swarm-target.js';
 
 export interface VolunteerOptions extends WatchdogOptions {
   readonly store: Store;
   readonly dataDir: string;
   readonly log: Logger;
-  /** Run id of a swarm this node starts itself (coordinator on, no join code). @default 'cohort-albert' */
+  /** Run id of a swarm this node starts itself (coordinator on, no join code). @default DEFAULT_RUN_ID */
   readonly runId?: string;
+  /** The swarm an empty join code joins (the node's default run); absent: an empty code trains alone. */
+  readonly defaultSwarm?: SwarmTarget;
   /** The run this node founds (coordinator on, no join code); a swarm it joins has its own. @default DEFAULT_RUN_SETTINGS */
   readonly run?: Partial<RunSettings>;
   /** This node's micro-batch. @default DEFAULT_LOCAL_TRAINER's */
@@ -48,10 +52,10 @@ export class SharedSwarm implements SwarmPresence {
 
   constructor(private readonly o: VolunteerOptions) {}
 
-  /** The node for `joinCode` (or a new swarm when there is none); the first caller decides. */
-  async acquire(joinCode: string | undefined): Promise<SwarmNode> {
+  /** The node for `target` (or a new swarm when there is none); the first caller decides. */
+  async acquire(target: SwarmTarget | undefined): Promise<SwarmNode> {
     this.users++;
-    this.node ??= createSwarmNode({ ...(joinCode ? { initialPeers: joinCode } : { runId: this.o.runId ?? 'cohort-albert' }), ...(this.o.listen ? { listen: this.o.listen } : {}), log: this.o.log }, this.o.store);
+    this.node ??= createSwarmNode({ ...(target ? swarmInitOf(target) : { runId: this.o.runId ?? DEFAULT_RUN_ID }), ...(this.o.listen ? { listen: this.o.listen } : {}), log: this.o.log }, this.o.store);
     try {
       const node = await this.node;
       if (this.started !== node) {
@@ -123,9 +127,10 @@ export class VolunteerTraining implements TrainingService {
     this.solo.subscribe((e) => this.emit(e));
   }
 
-  /** The join code the volunteer configured (empty: none). */
-  get joinCode(): string | undefined {
-    return this.settings?.joinCode?.trim() || undefined;
+  /** The swarm Start joins: the volunteer's join code, else the node's default run; undefined: none. */
+  get target(): SwarmTarget | undefined {
+    const code = this.settings?.joinCode?.trim();
+    return code ? { initialPeers: [code] } : this.o.defaultSwarm;
   }
 
   configure(settings: TrainingSettings): void {
@@ -135,14 +140,14 @@ export class VolunteerTraining implements TrainingService {
 
   async start(): Promise<void> {
     if (this.mode) return;
-    const joinCode = this.joinCode;
-    if (!joinCode) {
+    const target = this.target;
+    if (!target) {
       this.o.log.info('no swarm configured (set a join code to train with volunteers): training alone');
       return this.startSolo();
     }
     let node: SwarmNode;
     try {
-      node = await this.swarm.acquire(joinCode);
+      node = await this.swarm.acquire(target);
       const report = await node.ready;
       if (report.connected.length === 0) {
         await this.swarm.release();
@@ -153,9 +158,11 @@ export class VolunteerTraining implements TrainingService {
       this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
       return this.startSolo();
     }
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(joinCode), log: this.o.log });
+    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), log: this.o.log });
+    this.o.log.info(`training with the swarm "${node.runId}"`);
     this.mode = 'swarm';
-    this.abort = new AbortController();
+    const abort = new AbortController();
+    this.abort = abort;
     const policies = this.settings?.policies;
     this.loop = runSwarmPeer({
       node,
@@ -167,14 +174,17 @@ export class VolunteerTraining implements TrainingService {
       memoryLimitMiB: policies?.maxMemoryMiB ?? trainerSettings().maxMemoryMiB,
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
-      signal: this.abort.signal,
+      signal: abort.signal,
       collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined },
       emit: (e) => this.emit(e),
     })
       .then(() => undefined)
       .catch((err: unknown) => {
-        if (!(err instanceof MemoryLimitError)) return this.o.log.error(`collaborative training stopped: ${(err as Error).message}`);
-        this.emit({ type: 'halted', reason: err.message, at: Date.now() });
+        if (err instanceof MemoryLimitError) return this.emit({ type: 'halted', cause: 'memory', reason: err.message, at: Date.now() });
+        const reason = `collaborative training stopped: ${(err as Error).message}`;
+        // a failure while winding down for a pause is the pause's, not a stop the volunteer must act on
+        if (abort.signal.aborted) return this.o.log.warn(reason);
+        this.emit({ type: 'halted', cause: 'error', reason, at: Date.now() });
       })
       .finally(async () => {
         this.mode = undefined;
@@ -219,14 +229,14 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
   constructor(
     private readonly o: VolunteerOptions,
     private readonly swarm: SharedSwarm,
-    private readonly joinCode: () => string | undefined,
+    private readonly target: () => SwarmTarget | undefined,
   ) {}
 
   async start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }> {
-    const joinCode = this.joinCode();
-    const node = await this.swarm.acquire(joinCode);
+    const target = this.target();
+    const node = await this.swarm.acquire(target);
     await node.ready;
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinCode === undefined ? undefined : joinPeerIds(joinCode), log: this.o.log });
+    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), log: this.o.log });
     this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: run.targetBatchSize });
     this.coordinator.start();
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
@@ -248,14 +258,16 @@ function foundingRunSettings(o: VolunteerOptions): RunSettings {
 
 /**
  * The parts both hosts (headless CLI, desktop utility process) attach: Start trains (with the swarm
- * of the configured join code, or alone), the coordinator switch, sharing one swarm node.
+ * of the configured join code or the default run, or alone), the coordinator switch, sharing one swarm
+ * node. The default run is the configured initial peers, else the build's `defaultSwarmFile`.
  */
-export function volunteerParts(config: Pick<Config, 'dataDir' | 'training'>): MakeNodeParts {
+export function volunteerParts(config: Pick<Config, 'dataDir' | 'training' | 'initialPeers'>, defaultSwarmFile?: string): MakeNodeParts {
   return ({ log, store }) => {
     if (config.training !== 'local') return {};
-    const options = { store, log, dataDir: config.dataDir };
+    const defaultSwarm = defaultSwarmTarget(config.initialPeers, defaultSwarmFile);
+    const options = { store, log, dataDir: config.dataDir, ...(defaultSwarm ? { defaultSwarm } : {}) };
     const swarm = new SharedSwarm(options);
     const training = new VolunteerTraining(options, swarm);
-    return { training, coordinator: new SwarmCoordinatorRole(options, swarm, () => training.joinCode), swarm };
+    return { training, coordinator: new SwarmCoordinatorRole(options, swarm, () => training.target), swarm, ...(defaultSwarm ? { defaultSwarm: describeSwarm(defaultSwarm) } : {}) };
   };
 }

@@ -40,9 +40,9 @@ export const cohortStart = (dataDir: string): string[] => [CLI, 'start', '--dash
 export const cohortStartTraining = (dataDir: string): string[] => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
 
 /** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
-export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart): Promise<RunningNode> {
+export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart, env: NodeJS.ProcessEnv = {}): Promise<RunningNode> {
   const dataDir = scratchDir('cohort-e2e-');
-  const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -124,7 +124,7 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await toggle.focus(WAIT);
     await page.keyboard.press('Space');
     await page.locator('[role="switch"][aria-checked="true"]').waitFor(WAIT);
-    assert.equal(await page.getByLabel('Join code', { exact: true }).inputValue(), joinCode);
+    assert.equal(await page.getByLabel('Join code to share').inputValue(), joinCode);
     await page.getByRole('log').getByText(`test coordinator up; join code ${joinCode}`).waitFor(WAIT); // the role's own log line reaches the panel
     const qr = page.getByRole('img', { name: 'QR code of the join code' });
     const modules = await qr.locator('path').getAttribute('d');
@@ -144,6 +144,6 @@ describe('dashboard in headless Chromium', { skip }, () => {
     await mine.screenshot({ path: path.join(ARTEFACTS, 'leaderboard.png') });
     await toggle.click();
     await page.locator('[role="switch"][aria-checked="false"]').waitFor(WAIT);
-    assert.equal(await page.getByLabel('Join code', { exact: true }).count(), 0, 'the join code goes away with the role');
+    assert.equal(await page.getByLabel('Join code to share').count(), 0, 'the join code goes away with the role');
   });
 });

@@ -62,7 +62,7 @@ describe('dashboard of a node that trains', { skip }, () => {
     const toggle = page.getByRole('switch', { name: 'Act as coordinator' });
     await toggle.click(WAIT);
     await page.locator('[role="switch"][aria-checked="true"]').waitFor(TRAINING);
-    const code = await page.getByLabel('Join code', { exact: true }).inputValue(WAIT);
+    const code = await page.getByLabel('Join code to share').inputValue(WAIT);
     assert.match(code, /^cohort:/, `a join code to share (${code.slice(0, 40)}…)`);
     const modules = await page.getByRole('img', { name: 'QR code of the join code' }).locator('path').getAttribute('d');
     assert.ok((modules?.match(/M/g) ?? []).length > 100, 'the QR code has modules drawn');

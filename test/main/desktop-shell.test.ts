@@ -1,14 +1,23 @@
 import assert from 'node:assert/strict';
+import { fork } from 'node:child_process';
+import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { multiaddr } from '@multiformats/multiaddr';
 import { DesktopShell, type DesktopPlatform } from '../../src/main/desktop-shell.js';
+import { linkFromArgv } from '../../src/main/links.js';
 import { POWER_SETTLE_MS } from '../../src/main/policy.js';
-import { runtimeClient, serveRuntime, type RuntimeClient } from '../../src/main/runtime-rpc.js';
+import { runtimeClient, serveRuntime, type FromRuntime, type RuntimeClient } from '../../src/main/runtime-rpc.js';
+import { RuntimeSupervisor, type RuntimeProcess } from '../../src/main/runtime-supervisor.js';
+import { encodeJoinCode } from '../../src/swarm/index.js';
+import type { TrainingEvent } from '../../src/training/events.js';
+import type { TrainingService } from '../../src/training/service.js';
+import { ROOT } from '../helpers/cli.js';
 import type { TrayModel } from '../../src/main/tray-model.js';
 import { createLogger } from '../../src/log/logger.js';
 import { dispatch } from '../../src/node/api-dispatch.js';
 import { NodeController } from '../../src/node/controller.js';
-import type { Snapshot } from '../../src/shared/api.js';
+import type { Snapshot, SwarmDescription } from '../../src/shared/api.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -17,9 +26,9 @@ function port<In, Out>(p: MessagePort) {
 }
 
 /** A real controller on a real store, reached the way Electron main reaches the utility process: over a message port. */
-function runtime(t: TestContext, dataDir = tmpDir(t)): { client: RuntimeClient; controller: NodeController } {
+function runtime(t: TestContext, dataDir = tmpDir(t), training?: TrainingService): { client: RuntimeClient; controller: NodeController } {
   const store = openStore(dataDir);
-  const controller = new NodeController({ store, log: createLogger({ logLevel: 'silent', logFormat: 'json' }), version: '1', refreshMs: 60_000 });
+  const controller = new NodeController({ store, log: createLogger({ logLevel: 'silent', logFormat: 'json' }), version: '1', refreshMs: 60_000, logDir: path.join(dataDir, 'logs'), ...(training ? { training } : {}) });
   const { port1, port2 } = new MessageChannel();
   serveRuntime(port(port2), controller, dispatch);
   const client = runtimeClient(port(port1));
@@ -40,7 +49,12 @@ class FakePlatform implements DesktopPlatform {
   shown = 0;
   hidden = 0;
   quits = 0;
-  machine = { onBattery: false, idleSeconds: 0 };
+  machine = { onBattery: false, idleSeconds: 0, localHour: 12 };
+  keepAwake: boolean[] = [];
+  asked: SwarmDescription[] = [];
+  answer = true;
+  folders: string[] = [];
+  connection: Array<{ connected: boolean; detail?: string | undefined }> = [];
   clock = 1_000_000;
   now() {
     return this.clock;
@@ -69,7 +83,38 @@ class FakePlatform implements DesktopPlatform {
   sendSnapshot(s: Snapshot) {
     this.snapshots.push(s);
   }
+  setKeepAwake(enabled: boolean) {
+    this.keepAwake.push(enabled);
+  }
+  async confirmJoin(swarm: SwarmDescription) {
+    this.asked.push(swarm);
+    return this.answer;
+  }
+  openFolder(dir: string) {
+    this.folders.push(dir);
+  }
+  sendConnection(connected: boolean, detail?: string) {
+    this.connection.push({ connected, detail });
+  }
 }
+
+/** A training service that only starts, pauses and stops itself when told. */
+class FakeTraining implements TrainingService {
+  private listener: ((e: TrainingEvent) => void) | undefined;
+  configure() {}
+  async start() {}
+  async pause() {}
+  subscribe(listener: (e: TrainingEvent) => void) {
+    this.listener = listener;
+    return () => (this.listener = undefined);
+  }
+  halt(cause: 'memory' | 'error', reason: string) {
+    this.listener?.({ type: 'halted', cause, reason, at: Date.now() });
+  }
+}
+
+const PEER = '12D3KooWDhgHNEpmtGWPq3nXBZLSxAMwHF82uXYFP7tG3m3c8iGK';
+const CODE = encodeJoinCode({ runId: 'linked-run', bootstrap: [multiaddr(`/ip4/203.0.113.5/tcp/31337/p2p/${PEER}`)] });
 
 /** Resolves once `predicate` holds, polling the event loop (bounded). */
 async function until(predicate: () => boolean | Promise<boolean>, what: string): Promise<void> {
@@ -145,12 +190,12 @@ test('battery policy ticks hold a running node and release it on mains', async (
   t.after(() => shell.dispose());
   await shell.start();
   await client.startContribution();
-  platform.machine = { onBattery: true, idleSeconds: 0 };
+  platform.machine = { onBattery: true, idleSeconds: 0, localHour: 12 };
   shell.tickPolicy(0);
   shell.tickPolicy(POWER_SETTLE_MS);
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'waiting', 'the hold to reach the runtime');
   await until(() => platform.trays.at(-1)!.tooltip.includes('battery'), 'the tray to say why');
-  platform.machine = { onBattery: false, idleSeconds: 0 };
+  platform.machine = { onBattery: false, idleSeconds: 0, localHour: 12 };
   shell.tickPolicy(POWER_SETTLE_MS + 1);
   shell.tickPolicy(2 * POWER_SETTLE_MS + 1);
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
@@ -179,4 +224,140 @@ test('a snooze from the tray holds contribution and lifts by itself; Pause or St
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'paused', 'the pause');
   await shell.onTrayAction('toggle');
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'Start runs at once, not after the snooze');
+});
+
+test('a cohort: link from the launch argv or a second instance reaches the confirm dialog; yes joins and starts, no changes nothing', async (t) => {
+  const { client, controller } = runtime(t);
+  const platform = new FakePlatform();
+  const shell = new DesktopShell(platform, client);
+  t.after(() => shell.dispose());
+  await shell.start();
+
+  // how Windows and Linux hand over a link: somewhere in argv, maybe as cohort://CODE/
+  const argv = ['/opt/Cohort/cohort', '--no-sandbox', CODE.replace('cohort:', 'cohort://') + '/'];
+  assert.equal(linkFromArgv(argv), CODE);
+  assert.equal(linkFromArgv(['/opt/Cohort/cohort', '--started-at-login']), undefined);
+
+  platform.answer = false;
+  await shell.openLink(linkFromArgv(argv)!);
+  assert.deepEqual(platform.asked, [{ runId: 'linked-run', peers: [`/ip4/203.0.113.5/tcp/31337/p2p/${PEER}`], closed: false }]);
+  assert.equal((await controller.getSettings()).joinCode, '', 'declined: the join code is unchanged');
+  assert.equal((await controller.getSnapshot()).contribution.phase, 'stopped', 'declined: nothing started');
+
+  platform.answer = true;
+  await shell.onSecondInstance(argv);
+  assert.equal(platform.asked.length, 2, 'the second instance asked too');
+  assert.equal((await controller.getSettings()).joinCode, CODE);
+  assert.equal((await controller.getSnapshot()).contribution.phase, 'running');
+  assert.ok(platform.shown >= 2, 'the window is shown with the question');
+
+  // a damaged link never reaches the dialog: the notification says what is wrong
+  await shell.onSecondInstance(['/opt/Cohort/cohort', CODE.slice(0, -3)]);
+  assert.equal(platform.asked.length, 2);
+  assert.match(platform.notices.at(-1) ?? '', /^Cohort cannot open this link: join code checksum does not match/);
+  // a second instance without a link just shows the window
+  const shown = platform.shown;
+  await shell.onSecondInstance(['/opt/Cohort/cohort']);
+  assert.equal(platform.shown, shown + 1);
+});
+
+test('training that stops by itself is told apart: halted at the memory limit, error, each with its tray line and one notification; keep-awake follows running', async (t) => {
+  const training = new FakeTraining();
+  const { client } = runtime(t, tmpDir(t), training);
+  const platform = new FakePlatform();
+  const shell = new DesktopShell(platform, client);
+  t.after(() => shell.dispose());
+  await shell.start();
+  await client.startContribution();
+  await until(() => platform.trays.at(-1)!.icon === 'active', 'running');
+  assert.deepEqual(platform.keepAwake, [true], 'kept awake while contributing');
+
+  training.halt('memory', 'memory use 8.0 GiB stayed over the 4.0 GiB limit');
+  await until(() => /Halted: memory limit/.test(platform.trays.at(-1)!.tooltip), 'the halted tray line');
+  assert.deepEqual(platform.notices, ['Cohort stopped: memory limit: memory use 8.0 GiB stayed over the 4.0 GiB limit. Raise the memory limit in Settings, then press Start.']);
+  assert.deepEqual(platform.keepAwake, [true, false], 'the machine may sleep again');
+  assert.equal(platform.snapshots.at(-1)?.contribution.phase, 'halted', 'the window gets the halted phase');
+
+  await client.startContribution();
+  await until(() => platform.trays.at(-1)!.icon === 'active', 'running again');
+  training.halt('error', 'local training stopped: ENOSPC: no space left on device');
+  await until(() => /^Cohort — Error: local training stopped: ENOSPC/.test(platform.trays.at(-1)!.tooltip), 'the error tray line');
+  assert.equal(platform.notices.length, 2);
+  assert.match(platform.notices[1]!, /^Cohort stopped on an error: local training stopped: ENOSPC: no space left on device\. The log has the details/);
+
+  // a pause by the volunteer never notifies; keep-awake switched off stays off while running
+  await client.startContribution();
+  await until(() => platform.trays.at(-1)!.icon === 'active', 'running a third time');
+  await shell.call('updateSettings', { policies: { keepAwake: false } });
+  assert.equal(platform.keepAwake.at(-1), false);
+  await client.pauseContribution();
+  await until(() => /Paused by you/.test(platform.trays.at(-1)!.tooltip), 'paused');
+  assert.equal(platform.notices.length, 2);
+
+  await shell.onTrayAction('logs');
+  assert.equal(platform.folders.length, 1);
+  assert.match(platform.folders[0]!, /logs$/, 'Open log folder opens the runtime’s log folder');
+  assert.deepEqual(await shell.call('openLogFolder', undefined), { ok: true, value: null }, 'the window’s button too');
+});
+
+test('a crashed runtime process is restarted with back-off that doubles per crash in a row; the tray and the window say so; state survives', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const fixture = path.join(ROOT, 'test', 'fixtures', 'runtime-child.ts');
+  const children: ReturnType<typeof fork>[] = [];
+  const spawnChild = (): RuntimeProcess => {
+    const child = fork(fixture, [dataDir], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    children.push(child);
+    return {
+      postMessage: (m) => child.connected && child.send(m),
+      onMessage: (l) => child.on('message', (m) => l(m as FromRuntime)),
+      onExit: (l) => child.on('exit', (code, signal) => l(code ?? (signal ? 128 : 1))),
+      kill: () => child.kill(),
+    };
+  };
+  const delays: number[] = [];
+  const platform = new FakePlatform();
+  const restarted: Array<() => void> = [];
+  const supervisor = new RuntimeSupervisor(
+    spawnChild,
+    {
+      onExit: (code, delay) => {
+        delays.push(delay);
+        shell.onRuntimeExit(code, delay);
+      },
+      onRestart: () => void shell.start().then(() => restarted.shift()?.()),
+    },
+    { initialMs: 200, maxMs: 5_000, healthyMs: 60_000 },
+  );
+  const shell = new DesktopShell(platform, supervisor.client); // the hooks above run only after this
+  t.after(() => {
+    supervisor.stop();
+    shell.dispose();
+  });
+  supervisor.start();
+  await shell.start();
+  await supervisor.client.startContribution();
+  await until(() => platform.snapshots.at(-1)?.contribution.phase === 'running', 'running before the crash');
+
+  const back = () => new Promise<void>((resolve) => restarted.push(resolve));
+  let up = back();
+  children.at(-1)!.kill('SIGKILL');
+  await until(() => delays.length === 1, 'the exit to be seen');
+  assert.match(platform.trays.at(-1)!.tooltip, /Node runtime stopped \(exit code 128\); restarting in 1 s/);
+  assert.deepEqual(platform.connection.at(-1), { connected: false, detail: 'Node runtime stopped (exit code 128); restarting in 1 s' });
+  assert.match(platform.notices.at(-1) ?? '', /^Cohort’s node runtime stopped/);
+  await assert.rejects(supervisor.client.getSnapshot(), /the node runtime is not running \(it is being restarted\)/, 'calls fail at once while it is down');
+  await up;
+  assert.equal(children.length, 2, 'a new process');
+  assert.deepEqual(platform.connection.at(-1), { connected: true, detail: undefined });
+  assert.equal((await supervisor.client.getSnapshot()).contribution.phase, 'running', 'the restarted runtime resumes what the volunteer chose');
+  assert.match(platform.trays.at(-1)!.tooltip, /Contributing/);
+
+  up = back();
+  children.at(-1)!.kill('SIGKILL');
+  await up;
+  up = back();
+  children.at(-1)!.kill('SIGKILL');
+  await up;
+  assert.deepEqual(delays, [200, 400, 800], 'each crash in a row waits twice as long');
+  assert.equal(platform.notices.filter((n) => n.startsWith('Cohort’s node runtime stopped')).length, 3);
 });

@@ -8,6 +8,13 @@ import type { TrainingEvent } from '../../src/training/events.js';
 import type { CoordinatorRole, TrainingService, TrainingSettings } from '../../src/training/service.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
+import { multiaddr } from '@multiformats/multiaddr';
+import { encodeJoinCode } from '../../src/swarm/index.js';
+
+const PEER = '12D3KooWDhgHNEpmtGWPq3nXBZLSxAMwHF82uXYFP7tG3m3c8iGK';
+const ADDR = `/ip4/203.0.113.5/tcp/31337/p2p/${PEER}`;
+const CODE = encodeJoinCode({ runId: 'run-a', bootstrap: [multiaddr(ADDR)] });
+const OTHER_CODE = encodeJoinCode({ runId: 'run-b', bootstrap: [multiaddr(ADDR)] });
 
 const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
 
@@ -98,10 +105,10 @@ test('the training runtime is configured with the volunteer\'s limits at start a
   const training = new FakeTraining();
   const c = controller(t, storeIn(t), { training });
   assert.equal(training.configured.length, 1);
-  await c.updateSettings({ policies: { maxCpuThreads: 5 }, joinCode: 'cohort1-abc' });
+  await c.updateSettings({ policies: { maxCpuThreads: 5 }, joinCode: CODE });
   assert.equal(training.configured.length, 2);
   assert.equal(training.configured[1]!.policies.maxCpuThreads, 5);
-  assert.equal(training.configured[1]!.joinCode, 'cohort1-abc');
+  assert.equal(training.configured[1]!.joinCode, CODE);
   await c.updateSettings({ startAtLogin: true });
   assert.equal(training.configured.length, 2, 'a desktop-only setting does not reconfigure training');
 });
@@ -239,4 +246,71 @@ test('the snapshot carries this node\'s reachability as the swarm presence repor
   c.refresh();
   assert.equal((await c.getSnapshot()).swarm.reachability, 'public');
   assert.equal((await controller(t, store).getSnapshot()).swarm.reachability, null, 'a node without a swarm part is in no swarm');
+});
+
+test('a join code is decoded before it is stored: its swarm is described, a bad one is refused with the reason', async (t) => {
+  const c = controller(t, storeIn(t));
+  assert.deepEqual(await c.describeJoinCode({ code: `  ${CODE} ` }), { ok: true, value: { runId: 'run-a', peers: [ADDR], closed: false } });
+  const truncated = await c.describeJoinCode({ code: CODE.slice(0, -4) });
+  assert.deepEqual(truncated, { ok: false, error: 'join code checksum does not match: it was truncated or mistyped' });
+  assert.match(((await c.describeJoinCode({ code: 'abc' })) as { error: string }).error, /^join code must start with "cohort:"/);
+  assert.match(((await c.describeJoinCode({ code: '' })) as { error: string }).error, /no join code: paste the code a coordinator gave you/);
+  const bad = await c.updateSettings({ joinCode: 'cohort:AAAA' });
+  assert.equal(bad.ok, false);
+  assert.match(!bad.ok ? bad.error : '', /^settings rejected: join code is too short; was it copied whole\?/);
+  assert.equal((await c.getSettings()).joinCode, '', 'nothing stored');
+  assert.ok((await c.updateSettings({ joinCode: CODE })).ok);
+  assert.ok((await c.updateSettings({ joinCode: '' })).ok, 'an empty code is allowed: the default run, or alone');
+});
+
+test('changing the join code while contributing restarts training on the new swarm; while paused it only reconfigures', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  assert.deepEqual(training.calls, ['start']);
+  await c.updateSettings({ joinCode: CODE });
+  for (let i = 0; i < 100 && training.calls.length < 3; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual(training.calls, ['start', 'pause', 'start'], 'paused, then started on the new swarm');
+  assert.equal(training.configured.at(-1)!.joinCode, CODE, 'configured with the new code before the start');
+  await c.updateSettings({ displayName: 'ada' });
+  assert.equal(training.calls.length, 3, 'other settings do not restart');
+  await c.pauseContribution();
+  await c.updateSettings({ joinCode: OTHER_CODE });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(training.calls, ['start', 'pause', 'start', 'pause'], 'paused: no restart');
+});
+
+test('the snapshot names the default run and the About facts', async (t) => {
+  const dir = tmpDir(t);
+  const none = controller(t, storeIn(t, dir));
+  const s = await none.getSnapshot();
+  assert.equal(s.defaultSwarm, null);
+  assert.deepEqual(s.about, { version: '9.9.9', licence: 'Apache-2.0', dataDir: dir, logDir: null });
+  await none.close();
+  const swarm = { runId: 'public-run', peers: [ADDR], closed: false };
+  const withDefault = controller(t, storeIn(t, dir), { defaultSwarm: swarm, logDir: `${dir}/logs`, licence: 'MIT' });
+  const s2 = await withDefault.getSnapshot();
+  assert.deepEqual(s2.defaultSwarm, swarm);
+  assert.deepEqual(s2.about, { version: '9.9.9', licence: 'MIT', dataDir: dir, logDir: `${dir}/logs` });
+});
+
+test('training that stops by itself shows as halted (memory) or error, not as a pause by the volunteer, across a restart too; Start clears it', async (t) => {
+  const dir = tmpDir(t);
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t, dir), { training });
+  await c.startContribution();
+  training.emit({ type: 'halted', cause: 'memory', reason: 'memory use 8.0 GiB stayed over the 4.0 GiB limit', at: Date.now() });
+  assert.deepEqual({ ...(await c.getSnapshot()).contribution, since: 0 }, { phase: 'halted', detail: 'halted: memory limit — memory use 8.0 GiB stayed over the 4.0 GiB limit', since: 0 });
+  await c.close();
+  const again = controller(t, storeIn(t, dir), { training: new FakeTraining() });
+  assert.equal((await again.getSnapshot()).contribution.phase, 'halted', 'still says why after a restart');
+  await again.startContribution();
+  assert.equal((await again.getSnapshot()).contribution.phase, 'running');
+  const t2 = new FakeTraining();
+  await again.close();
+  const third = controller(t, storeIn(t, dir), { training: t2 });
+  t2.emit({ type: 'halted', cause: 'error', reason: 'collaborative training stopped: ENOSPC', at: Date.now() });
+  assert.equal((await third.getSnapshot()).contribution.detail, 'error: collaborative training stopped: ENOSPC');
+  await third.pauseContribution();
+  assert.equal((await third.getSnapshot()).contribution.detail, 'paused by you: stays paused until you resume');
 });

@@ -118,10 +118,10 @@ test('the memory limit: Start refuses a model that cannot fit, saying what it ne
   const refusing = new NodeController({ store, log, version: '0', training: base, refreshMs: 60_000 });
   t.after(() => refusing.close());
   assert.ok((await refusing.updateSettings({ policies: { maxMemoryMiB: 512 } })).ok);
-  const refused = contributionWhere(refusing, (s) => s.contribution.phase === 'paused');
+  const refused = contributionWhere(refusing, (s) => s.contribution.phase === 'halted');
   await refusing.startContribution();
   const { contribution } = await refused;
-  assert.match(contribution.detail, /^paused: needs about \d+ MiB; memory limit is 512 MiB — raise it in Settings$/);
+  assert.match(contribution.detail, /^halted: memory limit — needs about \d+ MiB; memory limit is 512 MiB — raise it in Settings$/);
   assert.equal(store.metrics.query(METRIC.samples).length, 0, 'nothing was trained');
   await refusing.close();
 
@@ -131,7 +131,7 @@ test('the memory limit: Start refuses a model that cannot fit, saying what it ne
   t.after(() => guarded.close());
   await guarded.startContribution();
   assert.equal((await guarded.getSnapshot()).contribution.phase, 'running');
-  const paused = await contributionWhere(guarded, (s) => s.contribution.phase === 'paused');
-  assert.match(paused.contribution.detail, /^paused: memory use 8\.0 GiB stayed over the 512 MiB limit/);
+  const paused = await contributionWhere(guarded, (s) => s.contribution.phase === 'halted');
+  assert.match(paused.contribution.detail, /^halted: memory limit — memory use 8\.0 GiB stayed over the 512 MiB limit/);
   assert.equal((await guarded.getSettings()).policies.maxMemoryMiB, 512, 'the limit is the stored setting');
 });

@@ -30,7 +30,7 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const options = { store, log, dataDir: dir!, run: { targetBatchSize: 16 }, optimizer: { matchmakingTime: 1 }, listen: LISTEN, memoryProbe: { rssBytes: () => rss }, watchdogIntervalMs: 20 };
   const swarm = new SharedSwarm(options);
   const runtime = new VolunteerTraining(options, swarm);
-  const role = new SwarmCoordinatorRole(options, swarm, () => runtime.joinCode);
+  const role = new SwarmCoordinatorRole(options, swarm, () => runtime.target);
   t.after(() => Promise.all([runtime.pause(), role.stop()]));
   runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: code!, displayName: 'volunteer' });
   const events: TrainingEvent[] = [];
@@ -104,7 +104,7 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
   const coDir = tmpDir(t);
   const coStore = openStore(coDir);
   const coOptions = { store: coStore, log, dataDir: coDir, listen: LISTEN, run: { targetBatchSize: 512 } };
-  const role = new SwarmCoordinatorRole(coOptions, new SharedSwarm(coOptions), () => code);
+  const role = new SwarmCoordinatorRole(coOptions, new SharedSwarm(coOptions), () => ({ initialPeers: [code] }));
   t.after(async () => {
     await Promise.all([runtime.pause(), role.stop()]);
     store.close();
