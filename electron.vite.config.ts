@@ -7,9 +7,9 @@ const external = ['better-sqlite3', 'onnxruntime-node'];
 
 export default defineConfig({
   main: {
-    // index: the Electron main process; runtime: the node runtime in its utility process; ort-worker,
+    // index: the Electron main process; runtime: the node runtime in its utility process; ort-worker, full-state-worker,
     // stream-worker and prepare-worker: its worker threads, loaded from next to the module that starts them (src/util/worker-thread.ts)
-    build: { outDir: 'out/main', lib: { entry: { index: 'src/main/index.ts', runtime: 'src/main/runtime-process.ts', 'ort-worker': 'src/engine/ort-worker.ts', 'stream-worker': 'src/data/stream-worker.ts', 'prepare-worker': 'src/data/prepare-worker.ts' }, formats: ['es'] }, rollupOptions: { external } },
+    build: { outDir: 'out/main', lib: { entry: { index: 'src/main/index.ts', runtime: 'src/main/runtime-process.ts', 'ort-worker': 'src/engine/ort-worker.ts', 'stream-worker': 'src/data/stream-worker.ts', 'prepare-worker': 'src/data/prepare-worker.ts', 'full-state-worker': 'src/collab/full-state-worker.ts' }, formats: ['es'] }, rollupOptions: { external } },
   },
   preload: {
     // sandboxed preloads must be CommonJS
