@@ -29,8 +29,8 @@ export const PEER_STATE_CHECKPOINT = 'state';
 export const SWARM_STATE_CHECKPOINT = 'swarm-state';
 export type FullStateKind = typeof PEER_STATE_CHECKPOINT | typeof SWARM_STATE_CHECKPOINT;
 
-/** Elements copied between two yields to the event loop while snapshotting (16 MiB of float32). */
-const SNAPSHOT_SLICE_ELEMENTS = 4 * 1024 * 1024;
+/** Elements copied between two yields to the event loop while snapshotting (4 MiB of float32; a larger tensor is copied alone). */
+const SNAPSHOT_SLICE_ELEMENTS = 1024 * 1024;
 
 /** What a full-state checkpoint's meta holds besides what the caller adds (e.g. the donor). */
 const metaSchema = z.looseObject({
@@ -148,7 +148,11 @@ export class FullStateSaver {
     return { snapshotted, written: this.finish(written) };
   }
 
-  /** Writes an already encoded training state (a coordinator's download) as a checkpoint of `kind`. Undefined while a save is running. */
+  /**
+   * Writes an already encoded training state (a coordinator's download) as a checkpoint of `kind`.
+   * Bytes that fill their whole buffer are handed to the worker (detached here, not copied). Undefined
+   * while a save is running.
+   */
   saveBytes(kind: FullStateKind, epoch: number, bytes: Uint8Array, meta: FullStateMeta, keep: number): Promise<CheckpointInfo> | undefined {
     if (this.busy) return undefined;
     this.busy = true;
@@ -202,7 +206,8 @@ export class FullStateSaver {
     const worker = (this.worker ??= this.start());
     return new Promise<CheckpointInfo>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      worker.postMessage({ ...message, id }, message.type === 'bytes' ? [message.bytes.buffer as ArrayBuffer] : []);
+      const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
+      worker.postMessage({ ...message, id }, owned ? [message.bytes.buffer] : []);
     });
   }
 

@@ -87,7 +87,7 @@ export class CheckpointStore {
     const createdAt = Date.now();
     const meta = checkpoint.meta ?? {};
     const staging = PARTIAL_PREFIX + checkpoint.kind;
-    this.db.prepare('DELETE FROM checkpoints WHERE kind = ?').run(staging);
+    this.dropStaged(staging);
     const id = Number(
       this.db
         .prepare("INSERT INTO checkpoints (kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (?, ?, ?, 0, '', 0, ?)")
@@ -105,9 +105,25 @@ export class CheckpointStore {
     const sha256 = hash.digest('hex');
     this.db.transaction(() => {
       this.db.prepare('UPDATE checkpoints SET kind = ?, size = ?, sha256 = ?, chunk_count = ? WHERE id = ?').run(checkpoint.kind, size, sha256, seq, id);
-      if (checkpoint.keep !== undefined) this.prune(checkpoint.kind, checkpoint.keep);
+      // pruned ones go back to staging (hidden at once), their chunks are deleted below a few at a time
+      if (checkpoint.keep !== undefined) {
+        this.db
+          .prepare('UPDATE checkpoints SET kind = ? WHERE kind = ? AND id NOT IN (SELECT id FROM checkpoints WHERE kind = ? ORDER BY id DESC LIMIT ?)')
+          .run(staging, checkpoint.kind, checkpoint.kind, Math.max(0, checkpoint.keep));
+      }
     })();
+    this.dropStaged(staging);
     return { id, kind: checkpoint.kind, epoch: checkpoint.epoch, createdAt, size, sha256, meta };
+  }
+
+  /** Deletes the checkpoints of a staging kind, a few chunks per transaction (deleting a large one at once would hold the write lock as long as writing it). */
+  private dropStaged(staging: string): void {
+    const ids = this.db.prepare('SELECT id FROM checkpoints WHERE kind = ?').pluck().all(staging) as number[];
+    const batch = this.db.prepare('DELETE FROM checkpoint_chunks WHERE rowid IN (SELECT rowid FROM checkpoint_chunks WHERE checkpoint_id = ? LIMIT 4)');
+    for (const id of ids) {
+      while (batch.run(id).changes > 0);
+      this.db.prepare('DELETE FROM checkpoints WHERE id = ?').run(id);
+    }
   }
 
   /** Newest first; chunked saves still being written are left out. */

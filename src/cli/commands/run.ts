@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
-import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunParams, RunSettingsConflictError, resolveCollaborativeOptions, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunParams, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { PRESET_NAMES } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
@@ -8,7 +8,7 @@ import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { REACHABILITY_MODES } from '../../swarm/reachability/reachability.js';
 import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
-import { runSwarmPeer } from '../../training/swarm-peer.js';
+import { DEFAULT_SAVE_STATE_MINUTES, runSwarmPeer } from '../../training/swarm-peer.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { intFlag, positiveFloatFlag } from '../flags.js';
 import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
@@ -59,6 +59,7 @@ interface RunOptions {
   out?: string;
   throttle?: string;
   faultInflateClaims?: string;
+  saveStateEvery?: string;
 }
 
 export function registerRun(program: Command): void {
@@ -103,7 +104,9 @@ export function registerRun(program: Command): void {
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
     .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
-    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
+    // ckpt flags
+    .option('--save-state-every <minutes>', 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)', String(DEFAULT_SAVE_STATE_MINUTES));
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -126,6 +129,7 @@ export function registerRun(program: Command): void {
     const refresh = positiveFloatFlag('--refresh', opts.refresh)!;
     const throttle = positiveFloatFlag('--throttle', opts.throttle);
     const inflateClaims = positiveFloatFlag('--fault-inflate-claims', opts.faultInflateClaims);
+    const saveStateMinutes = intFlag('--save-state-every', opts.saveStateEvery, 0, 10_080)!;
     if (opts.displayName !== undefined && (opts.displayName.length === 0 || opts.displayName.length > 64)) throw new ConfigError('--display-name', 'must be 1–64 characters');
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
@@ -144,10 +148,11 @@ export function registerRun(program: Command): void {
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const run = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, log, stop.signal);
+      const record = await runRecord(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, storedRunRecord(store, node.runId), log, stop.signal);
+      const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
-        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
+        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints, run: record });
         coordinator.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
         await coordinator.stop();
@@ -166,7 +171,7 @@ export function registerRun(program: Command): void {
           uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
           fault: inflateClaims === undefined ? undefined : { inflateClaims },
         };
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab });
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab, run: record, saveStateMinutes });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -178,10 +183,10 @@ export function registerRun(program: Command): void {
   });
 }
 
-/** The run's settings (see resolveRunSettings); an explicit flag that contradicts the swarm's exits 2 naming it. */
-async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, log: Parameters<typeof resolveRunSettings>[1]['log'], signal: AbortSignal): Promise<RunSettings> {
+/** The run's record (see resolveRunParams; `stored`: the one this data directory's checkpoints keep); an explicit flag that contradicts it exits 2 naming it. */
+async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, stored: RunParams | undefined, log: Parameters<typeof resolveRunParams>[1]['log'], signal: AbortSignal): Promise<RunParams> {
   try {
-    return await resolveRunSettings(node, { own: flags.settings, joinPeers, explicit: flags.explicit, log, signal });
+    return await resolveRunParams(node, { own: flags.settings, joinPeers, explicit: flags.explicit, stored, log, signal });
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(RUN_SETTING_FLAGS[err.field as keyof RunSettings].flag, err.message);
     throw err;
