@@ -11,9 +11,11 @@
  * encodes them and writes them with its own database connection, chunk by chunk (CheckpointStore's
  * saveChunked: a kill mid-write leaves the previous checkpoint).
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import type { DynamicLossScaler, Optimizer } from '../engine/index.js';
+import { decodeOptimizerState, encodeOptimizerState, loadModel, saveModel, type DynamicLossScaler, type Optimizer } from '../engine/index.js';
 import { describeConfig } from '../engine/optim/config.js';
 import { ParameterSet } from '../engine/params.js';
 import type { Logger } from '../log/logger.js';
@@ -81,6 +83,57 @@ export function storedRunRecord(store: Store, runId: string): RunParams | undefi
     .filter((m) => m?.runId === runId && m.run !== undefined)
     .sort((a, b) => b!.run!.created - a!.run!.created)[0];
   return newest?.run;
+}
+
+/** Files of a state directory besides the model's config.json and model.safetensors (docs/collab.md). */
+export const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
+export const STATE_INFO_FILE = 'cohort-state.json';
+
+const stateInfoSchema = z.strictObject({
+  /** The swarm epoch the parameters are at. */
+  epoch: z.number().int().min(0),
+});
+
+/**
+ * Writes a full state as a directory: the model as Hugging Face loads it (config.json +
+ * model.safetensors), the optimizer state (optimizer.safetensors: LAMB moments, step, loss scaler)
+ * and cohort-state.json ({ epoch }). What `cohort run --resume-from` reads.
+ */
+export function saveStateDir(dir: string, state: TrainingState): void {
+  saveModel(dir, state.config, state.params);
+  if (state.optimizer) fs.writeFileSync(path.join(dir, OPTIMIZER_STATE_FILE), encodeOptimizerState(state.optimizer));
+  fs.writeFileSync(path.join(dir, STATE_INFO_FILE), JSON.stringify({ epoch: state.epoch }, null, 2) + '\n');
+}
+
+/**
+ * Reads a state directory (saveStateDir's, or a bare model directory: then the optimizer starts
+ * fresh at epoch 0). Errors name the file at fault.
+ */
+export function loadStateDir(dir: string): TrainingState {
+  const { config, params } = loadModel(dir);
+  const optimizerFile = path.join(dir, OPTIMIZER_STATE_FILE);
+  let optimizer: TrainingState['optimizer'];
+  if (fs.existsSync(optimizerFile)) {
+    try {
+      optimizer = decodeOptimizerState(fs.readFileSync(optimizerFile), params);
+    } catch (err) {
+      throw new TrainingStateError(`${optimizerFile}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const infoFile = path.join(dir, STATE_INFO_FILE);
+  let info: z.infer<typeof stateInfoSchema> = { epoch: 0 };
+  if (fs.existsSync(infoFile)) {
+    let json: unknown;
+    try {
+      json = JSON.parse(fs.readFileSync(infoFile, 'utf8'));
+    } catch (err) {
+      throw new TrainingStateError(`${infoFile}: not valid JSON: ${(err as Error).message}`, { cause: err });
+    }
+    const parsed = stateInfoSchema.safeParse(json);
+    if (!parsed.success) throw new TrainingStateError(`${infoFile}: ${z.prettifyError(parsed.error)}`);
+    info = parsed.data;
+  }
+  return { epoch: info.epoch, config, params, ...(optimizer ? { optimizer } : {}) };
 }
 
 /** What a training peer saves: its parameters with their epoch, its optimizer and loss scaler. */

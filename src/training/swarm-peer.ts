@@ -6,7 +6,7 @@
  * continues from it when the swarm is not ahead (full-state.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { CollaborativeOptimizer, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, type CollaborativeOptions, type RunParams, type StepOutcome } from '../collab/index.js';
+import { CollaborativeOptimizer, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -39,6 +39,8 @@ export interface SwarmPeerInit extends WatchdogOptions {
   readonly collab: CollaborativeOptions;
   /** The run's signed record, kept in this peer's checkpoints (a restart resumes only a checkpoint of the same record). */
   readonly run?: RunParams | undefined;
+  /** Found the run from this state (`cohort run --resume-from`) instead of new weights or this peer's checkpoint. */
+  readonly resumeFrom?: TrainingState | undefined;
   /** Save the full state after an epoch ends once this many minutes passed since the last save, and on stop; 0: after every epoch. @default DEFAULT_SAVE_STATE_MINUTES */
   readonly saveStateMinutes?: number | undefined;
   /** Stop after the swarm reaches this epoch. */
@@ -89,7 +91,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true },
     onWarning: (m) => log.warn(m),
   });
-  const resumeEpoch = resumeOwnState(init, session);
+  const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, init.collab, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   const saver = new FullStateSaver(store, log);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
@@ -183,15 +185,27 @@ function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number |
     log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
     return undefined;
   }
-  if (!isDeepStrictEqual(configToHf(state.config), configToHf(session.config))) {
+  if (!sameModel(state, session)) {
     log.warn(`${where} holds another model (${JSON.stringify(configToHf(state.config))}): not resuming from it`);
     return undefined;
   }
-  session.params.data.set(state.params.data);
-  session.optimizer.importState(state.optimizer!);
-  if (session.scaler && state.optimizer?.lossScaler) session.scaler.importState(state.optimizer.lossScaler);
   log.info(`resuming from ${where}; the swarm's state replaces it if the swarm is ahead`);
+  return resumeFrom(state, session, where);
+}
+
+/** Puts `state` into the session (parameters, optimizer and loss scaler when it has them); returns its epoch. */
+function resumeFrom(state: TrainingState, session: TrainingSession, where: string): number {
+  if (!sameModel(state, session)) {
+    throw new TrainingStateError(`${where} holds a model (${JSON.stringify(configToHf(state.config))}) other than the run's (${JSON.stringify(configToHf(session.config))})`);
+  }
+  session.params.data.set(state.params.data);
+  if (state.optimizer) session.optimizer.importState(state.optimizer);
+  if (session.scaler && state.optimizer?.lossScaler) session.scaler.importState(state.optimizer.lossScaler);
   return state.epoch;
+}
+
+function sameModel(state: TrainingState, session: TrainingSession): boolean {
+  return isDeepStrictEqual(configToHf(state.config), configToHf(session.config));
 }
 
 function sleep(ms: number): Promise<void> {

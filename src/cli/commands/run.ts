@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
-import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunParams, RunSettingsConflictError, resolveCollaborativeOptions, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunParams, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, resolveCollaborativeOptions, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunParams, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { PRESET_NAMES } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
@@ -60,6 +60,7 @@ interface RunOptions {
   throttle?: string;
   faultInflateClaims?: string;
   saveStateEvery?: string;
+  resumeFrom?: string;
 }
 
 export function registerRun(program: Command): void {
@@ -106,7 +107,8 @@ export function registerRun(program: Command): void {
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
     .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
     // ckpt flags
-    .option('--save-state-every <minutes>', 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)', String(DEFAULT_SAVE_STATE_MINUTES));
+    .option('--save-state-every <minutes>', 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)', String(DEFAULT_SAVE_STATE_MINUTES))
+    .option('--resume-from <dir>', 'found the run from a state directory (config.json + model.safetensors, optionally optimizer.safetensors and cohort-state.json with its epoch) instead of new weights; a training peer founding the run only');
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -136,6 +138,7 @@ export function registerRun(program: Command): void {
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts, settings.initialPeers);
+    const resumeFrom = resumeState(opts, founding);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
@@ -171,7 +174,7 @@ export function registerRun(program: Command): void {
           uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
           fault: inflateClaims === undefined ? undefined : { inflateClaims },
         };
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab, run: record, saveStateMinutes });
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab, run: record, saveStateMinutes, resumeFrom });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -190,6 +193,17 @@ async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(RUN_SETTING_FLAGS[err.field as keyof RunSettings].flag, err.message);
     throw err;
+  }
+}
+
+/** The state `--resume-from` names, read before anything starts; a bad directory or use exits 2 naming the flag. */
+function resumeState(opts: RunOptions, founding: boolean): ReturnType<typeof loadStateDir> | undefined {
+  if (opts.resumeFrom === undefined) return undefined;
+  if (opts.coordinator || !founding) throw new ConfigError('--resume-from', 'founds a run from a state: give it to a training peer without --coordinator, --join or --initial-peers');
+  try {
+    return loadStateDir(opts.resumeFrom);
+  } catch (err) {
+    throw new ConfigError('--resume-from', (err as Error).message);
   }
 }
 
