@@ -257,6 +257,7 @@ export class FullStateSaver {
   private request(message: StateSaveRequest): Promise<CheckpointInfo> {
     const id = this.nextId++;
     const worker = (this.worker ??= this.start());
+    worker.ref(); // a save being written keeps the process alive; an idle worker does not
     return new Promise<CheckpointInfo>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
@@ -270,6 +271,7 @@ export class FullStateSaver {
     worker.on('message', (reply: StateSaveReply) => {
       const waiting = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
+      if (this.waiting.size === 0) worker.unref();
       if (reply.ok) waiting?.resolve(reply.info);
       else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${reply.error}`));
     });
