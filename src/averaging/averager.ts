@@ -351,14 +351,14 @@ export class Averager {
     return result;
   }
 
-  /** Serves this peer's state to newcomers and advertises its epoch; returns a function that re-advertises at once. */
-  async serveState(provider: StateProvider): Promise<{ advertise: () => Promise<void> }> {
+  /** Serves this peer's state to newcomers and advertises its epoch; returns functions that re-advertise at once and that stop serving (withdrawing the advertisement). */
+  async serveState(provider: StateProvider): Promise<{ advertise: () => Promise<void>; withdraw: () => Promise<void> }> {
     await this.ready();
     const { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs } = this.cfg.state;
     const server = new StateServer(this.hub, this.cfg.prefix, provider, { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs }, this.log);
     await server.start();
     this.server = server;
-    return { advertise: () => server.advertise() };
+    return { advertise: () => server.advertise(), withdraw: () => server.withdraw() };
   }
 
   /** Downloads the newest state any peer serves for this prefix (falls back donor by donor). Throws StateDownloadError. */

@@ -81,6 +81,19 @@ export class StateServer {
     this.hub.stateServers.delete(this.prefix);
   }
 
+  /**
+   * Stops serving and replaces this peer's advertisement with one saying it no longer serves, so
+   * peers stop choosing it now rather than when the advertisement expires.
+   */
+  async withdraw(): Promise<void> {
+    this.stop();
+    try {
+      await this.hub.donors.store(stateKey(this.prefix), '', { epoch: this.provider.epoch(), canServe: false }, Date.now() + 3 * this.opts.advertiseIntervalMs);
+    } catch (err) {
+      this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not withdraw the state advertisement');
+    }
+  }
+
   /** Publishes the current epoch now (call after each epoch change so newcomers find the newest state). */
   async advertise(): Promise<void> {
     try {

@@ -10,6 +10,7 @@ import { COLLABORATIVE_OPTION_FIELDS as OPTION, DEFAULT_RUN_SETTINGS, RUN_SETTIN
 import { ConfigError } from '../config/load.js';
 import { PRECISIONS } from '../engine/index.js';
 import { DEFAULT_LOCAL_TRAINER } from '../training/options.js';
+import { DEFAULT_SAVE_STATE_MINUTES } from '../training/swarm-peer.js';
 import { flagOf, flagRow, givenFlags, tagged, type FlagRow, type FlagValues } from './flag-table.js';
 import { PRECISION_NOTE } from './commands/model.js';
 import { METRICS_FLAGS } from './metrics-endpoint.js';
@@ -72,6 +73,8 @@ const PEER_FLAGS = {
   keepCheckpoints: flagRow({ schema: int.min(1).max(1000), default: 3, description: 'coordinator: checkpoints kept' }),
   refresh: flagRow({ schema: OPTION.maxRefresh, default: 2, arg: '<s>', description: 'seconds between progress looks: coordinator polls; peers’ longest wait' }),
   out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
+  saveStateEvery: flagRow({ schema: int.min(0).max(10_080), default: DEFAULT_SAVE_STATE_MINUTES, arg: '<minutes>', description: 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)' }),
+  resumeFrom: flagRow({ schema: z.string(), arg: '<dir>', description: 'found the run from a state directory (config.json + model.safetensors, optionally optimizer.safetensors and cohort-state.json with its epoch) instead of new weights; a training peer founding the run only' }),
   throttle: flagRow({ schema: positive, arg: '<factor>', description: 'testing: run at 1/factor of this machine’s speed' }),
   backupEverySteps: flagRow({ schema: OPTION.backupEverySteps, description: 'keep an in-memory copy of the state every N epochs; a step that leaves non-finite parameters restores it (backup_every_steps)' }),
   maxBadMicroBatches: flagRow({ schema: OPTION.maxBadMicroBatches, description: 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one' }),

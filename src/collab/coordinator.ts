@@ -1,15 +1,16 @@
 /**
  * Coordinator mode (hivemind's training monitor): a peer that computes nothing, bootstraps others,
  * records every peer's signed progress per epoch in the store, credits contributions (capping and
- * flagging inflated claims), and checkpoints the model every N epochs by loading state from peers.
- * Credits and throughput baselines live in the store, so a restarted coordinator (same data dir)
- * continues them and never credits a step twice.
+ * flagging inflated claims), and checkpoints the swarm's full state (parameters and optimizer) every N
+ * epochs by loading state from peers. Credits and throughput baselines live in the store, so a
+ * restarted coordinator (same data dir) continues them and never credits a step twice; it serves its
+ * last checkpoint as state, so a run whose peers all left resumes there (full-state.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { createAverager, type Averager } from '../averaging/index.js';
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
-import { saveModel, configToHf, encodeParams } from '../engine/index.js';
+import { saveModel } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { METRIC } from '../store/metric-series.js';
 import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
@@ -19,7 +20,9 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
+import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
+import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
 
 export interface CoordinatorInit {
@@ -34,10 +37,11 @@ export interface CoordinatorInit {
   readonly checkpointEvery?: number;
   /** Checkpoints kept. @default 3 */
   readonly keepCheckpoints?: number;
+  /** The run's signed record, kept in each checkpoint (a restarted coordinator re-publishes it). */
+  readonly run?: RunParams | undefined;
 }
 
-/** Store checkpoint kind and metric series the coordinator writes besides METRIC's. */
-export const SWARM_MODEL_CHECKPOINT = 'swarm-model';
+/** Metric series the coordinator writes besides METRIC's. */
 export const CREDITED_SERIES = 'credited_samples';
 export const FLAGGED_SERIES = 'flagged_claim';
 /** Epochs behind the swarm for which the all-reduce weights peers reported are kept. */
@@ -86,6 +90,9 @@ export class Coordinator {
   private lastCheckpointEpoch = 0;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
+  private readonly saver: FullStateSaver;
+  /** The last checkpoint served as state after a restart, until the swarm has a state as new (withdraw). */
+  private served: Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> = Promise.resolve(undefined);
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
   private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
@@ -107,11 +114,16 @@ export class Coordinator {
     this.unpublished = totals.length > 0;
     // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
-    this.lastCheckpointEpoch = checkpoints.list(SWARM_MODEL_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    this.lastCheckpointEpoch = checkpoints.list(SWARM_STATE_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    this.saver = new FullStateSaver(init.store, init.log);
     if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
   start(): void {
+    this.served = this.serveLastCheckpoint().catch((err: unknown) => {
+      this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
+      return undefined;
+    });
     this.timer = setInterval(() => {
       this.busy ??= this.poll()
         .catch((err: unknown) => this.init.log.warn(`coordinator poll failed: ${(err as Error).message}`))
@@ -122,7 +134,33 @@ export class Coordinator {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.busy;
+    await this.served;
+    await this.saver.close();
     await this.state.stop();
+  }
+
+  /**
+   * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
+   * load it from this coordinator (the optimizer loads a served state ahead of its own).
+   */
+  private async serveLastCheckpoint(): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
+    const last = loadFullState(this.init.store, SWARM_STATE_CHECKPOINT, { runId: this.init.node.runId, onSkip: (m) => this.init.log.warn(m) });
+    if (!last) return undefined;
+    const { epoch } = last.state;
+    const { withdraw } = await this.state.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: last.bytes }) });
+    this.init.log.info(`serving the checkpoint of epoch ${epoch} (${last.info.id} in ${this.init.store.file}) as the run's state until the swarm has one as new`);
+    return { epoch, withdraw };
+  }
+
+  /** Stops serving the restart's checkpoint once another peer serves a state at least as new (two servers of different epochs would leave the newer unbacked: state-download.ts). */
+  private async withdrawWhenOvertaken(): Promise<void> {
+    const served = await this.served;
+    if (!served) return;
+    const newest = await this.state.advertisedStateEpoch();
+    if (newest === undefined || newest < served.epoch) return;
+    this.served = Promise.resolve(undefined);
+    await served.withdraw();
+    this.init.log.info(`stopped serving the checkpoint of epoch ${served.epoch}: the swarm serves epoch ${newest}`);
   }
 
   /** Contributions credited in this run so far (before a restart too), ranked (display name, else peer id). */
@@ -181,6 +219,7 @@ export class Coordinator {
       this.init.store.metrics.prunePeers(now - PEER_METRICS_RETENTION_MS);
     }
     if (this.unpublished) await this.publishLeaderboard(now);
+    await this.withdrawWhenOvertaken();
     if (this.o.checkpointEvery > 0 && g.epoch >= this.lastCheckpointEpoch + this.o.checkpointEvery) await this.checkpoint(g.epoch);
   }
 
@@ -275,7 +314,7 @@ export class Coordinator {
     }
   }
 
-  /** Downloads the swarm's state and keeps it as a checkpoint (store + a model folder `cohort model loss` reads). */
+  /** Downloads the swarm's state and keeps it as a full-state checkpoint (store) and a model folder (`cohort model loss` reads it). */
   private async checkpoint(epoch: number): Promise<void> {
     try {
       const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
@@ -284,13 +323,17 @@ export class Coordinator {
       // last checkpoint's and put off every later checkpoint until the swarm got there
       if (s.epoch > epoch + 1) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch}, but the swarm is at epoch ${epoch}`);
       const keep = this.o.keepCheckpoints;
+      if (!s.optimizer) throw new Error(`peer ${loaded.donor} sent a state without optimizer state`);
       // the tokenizer goes with the checkpoint, so `cohort model export` makes a directory HF loads whole
       const tokenizerSha256 = keepTokenizer(this.init.store, s.config.vocabSize);
       if (tokenizerSha256 === undefined && !this.warnedNoTokenizer) {
         this.warnedNoTokenizer = true;
         this.init.log.warn(`checkpoints carry no tokenizer: this data directory has no prepared data with the model's vocabulary of ${s.config.vocabSize} tokens (prepare the run's data here: cohort data prepare)`);
       }
-      this.init.store.checkpoints.save({ kind: SWARM_MODEL_CHECKPOINT, epoch: s.epoch, meta: { config: configToHf(s.config), donor: loaded.donor, runId: this.init.node.runId, ...(tokenizerSha256 ? { tokenizerSha256 } : {}) }, data: encodeParams(s.params), keep });
+      const meta = { runId: this.init.node.runId, ...(this.init.run ? { run: this.init.run } : {}), donor: loaded.donor, ...(tokenizerSha256 ? { tokenizerSha256 } : {}) };
+      const saving = this.saver.saveBytes(SWARM_STATE_CHECKPOINT, s.epoch, loaded.data, meta, keep);
+      if (!saving) return; // the previous checkpoint is still being written: the next look tries again
+      await saving;
       const root = path.join(this.init.dataDir, 'checkpoints');
       const dir = path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`);
       saveModel(dir, s.config, s.params);

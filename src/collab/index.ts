@@ -3,13 +3,15 @@
  * optimizer and its options, the run's published parameters, the coordinator, and the swarm records
  * others read (progress, leaderboards). Code outside collab/ imports from here.
  */
-export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, SWARM_MODEL_CHECKPOINT, type CoordinatorInit } from './coordinator.js';
+export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
 export { RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
+export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { latestLeaderboard } from './leaderboard.js';
+export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, type StepOutcome } from './optimizer.js';
 export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, DEFAULT_RUN_SETTINGS, describeRunSettings, joinPeerIds, readRunParams, resolveRunSettings, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type RunSettings } from './run-params.js';
+export { collabOptionsOf, DEFAULT_RUN_SETTINGS, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, resolveRunSettings, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type RunParams, type RunSettings } from './run-params.js';

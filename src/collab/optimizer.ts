@@ -122,6 +122,8 @@ export class CollaborativeOptimizer {
   private lastStep: LastStep | undefined;
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
   private advertise: () => Promise<void> = async () => {};
+  /** Stops serving this peer's state and says so in its advertisement (set once serving). */
+  private withdraw: () => Promise<void> = async () => {};
   private totals = { samples: 0, seconds: 0 };
   /** Micro-batches skipped for a non-finite loss or gradient: in this peer's life, and in a row. */
   private badMicroBatches = 0;
@@ -194,6 +196,16 @@ export class CollaborativeOptimizer {
     return this.delayed.overlap(work);
   }
 
+  /**
+   * Takes a pending delayed step, then tells the epoch whose parameters `params` hold: the epoch
+   * itself, or while delay_grad_averaging's round runs, the epoch it averages (its step is not taken
+   * yet). What a checkpoint of this moment is labelled with.
+   */
+  settledEpoch(): number {
+    this.delayed.run();
+    return this.inFlight?.ended.finished ?? this.epochValue;
+  }
+
   /** Cumulative samples and compute seconds this peer contributed (resumable). */
   get contributed(): { samples: number; seconds: number } {
     return { ...this.totals };
@@ -212,9 +224,14 @@ export class CollaborativeOptimizer {
       },
     });
     this.advertise = served.advertise;
+    this.withdraw = served.withdraw;
     await this.publish(true);
     const g = await this.fetchProgress();
     if (g.epoch > this.epochValue) return this.loadState(g.epoch);
+    // nobody trains ahead, but a state ahead is served: a restarted coordinator's checkpoint of a run
+    // whose peers all left (advertised epochs are backed as in donors(): one peer alone cannot lure many)
+    const servedEpoch = await this.state.advertisedStateEpoch().catch(() => undefined);
+    if (servedEpoch !== undefined && servedEpoch > this.epochValue) return this.loadState(servedEpoch);
     // nobody ahead: this peer trains with the swarm from here, as its first peer does; unless reports
     // ahead were left out (peers asleep, or a bogus report): then it trains on its own until it can load
     this.synced = this.followable.leftOut === 0;
@@ -305,12 +322,14 @@ export class CollaborativeOptimizer {
   }
 
   /**
-   * Stops averaging and serving state, and tells the swarm this peer left (a last progress record), so
-   * peers behind it stop trying to catch up with it instead of waiting for its record to expire. A
-   * pending step is dropped (flush() first to keep it).
+   * Stops averaging and serving state (withdrawing its advertisement), and tells the swarm this peer
+   * left (a last progress record), so peers behind it stop trying to catch up with it instead of
+   * waiting for its records to expire. A pending step is dropped (flush() first to keep it).
    */
   async stop(): Promise<void> {
     this.delayed.discard();
+    // its state advertisement would otherwise outlive it, and a peer starting alone would try to load it
+    await Promise.race([this.withdraw(), new Promise((r) => setTimeout(r, LEAVE_PUBLISH_TIMEOUT_MS).unref())]);
     await Promise.all([this.grads.stop(), this.state.stop(), this.stateAverager?.stop()]);
     this.left = true;
     await Promise.race([this.publish(true), new Promise((r) => setTimeout(r, LEAVE_PUBLISH_TIMEOUT_MS).unref())]);

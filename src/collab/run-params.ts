@@ -256,37 +256,62 @@ export interface ResolveRunSettings {
   readonly joinPeers: readonly string[] | undefined;
   /** Settings the user chose explicitly: one that contradicts the swarm's is a RunSettingsConflictError. */
   readonly explicit?: ReadonlyArray<keyof RunSettings>;
+  /**
+   * The run's record as this peer's checkpoints keep it (a restart on the same data directory): a
+   * founder re-publishes it instead of founding the run anew, and a joiner that finds no record in
+   * the swarm uses it instead of its own settings.
+   */
+  readonly stored?: RunParams | undefined;
   readonly log: Logger;
   readonly signal?: AbortSignal;
 }
 
-/**
- * The run's settings on `node`, for a founder and a joiner alike. A founder publishes its own (in the
- * background: a lone founder's first DHT lookup only ends at its timeout). A joiner adopts the swarm's
- * published ones and keeps re-publishing them (so the record outlives the founder), or trains with
- * its own, warned, when no record is found in time.
- */
+/** The settings of `resolveRunParams`' record (what the peer trains with). */
 export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings): Promise<RunSettings> {
+  return runSettingsOf(await resolveRunParams(node, r));
+}
+
+/**
+ * The run's record on `node`, for a founder and a joiner alike. A founder publishes its own (in the
+ * background: a lone founder's first DHT lookup only ends at its timeout), or the stored one it
+ * resumes. A joiner adopts the swarm's published one and keeps re-publishing it (so the record
+ * outlives the founder), or trains with the stored one, else its own, warned, when no record is
+ * found in time.
+ */
+export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<RunParams> {
   if (r.joinPeers === undefined) {
-    r.log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(r.own)}`);
-    publishRunParams(node, newRunParams(r.own), r.log).then(
+    const params = r.stored ?? newRunParams(r.own);
+    if (r.stored) {
+      checkExplicit(r, r.stored, node.peerId.toString());
+      r.log.info(`resuming run "${node.runId}" (founded ${new Date(r.stored.created).toISOString()}) with its stored run parameters: ${describeRunSettings(runSettingsOf(r.stored))}`);
+    } else r.log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(r.own)}`);
+    publishRunParams(node, params, r.log).then(
       (result) => r.log.debug(`run parameters published (${result.replicas} replica(s) so far; re-published while this node runs)`),
       (err: unknown) => r.log.error(`could not publish the run parameters: ${(err as Error).message}`),
     );
-    return r.own;
+    return params;
   }
   const swarm = await readRunParams(node, { joinPeers: r.joinPeers, log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
   if (swarm === undefined) {
+    if (r.stored) {
+      r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored))})`);
+      return r.stored;
+    }
     r.log.warn(`no run parameters published in swarm "${node.runId}" (a founder running an older Cohort?): training with this peer's own (${describeRunSettings(r.own)}); every peer must use the same ones`);
-    return r.own;
+    return newRunParams(r.own);
   }
-  const theirs = runSettingsOf(swarm.params);
-  for (const key of r.explicit ?? []) {
-    if (r.own[key] !== theirs[key]) throw new RunSettingsConflictError(key, r.own[key], theirs[key], swarm.owner);
-  }
-  r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(theirs)}`);
+  checkExplicit(r, swarm.params, swarm.owner);
+  r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(runSettingsOf(swarm.params))}`);
   publishRunParams(node, swarm.params, r.log).catch((err: unknown) => r.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
-  return theirs;
+  return swarm.params;
+}
+
+/** Throws RunSettingsConflictError for the first explicit setting that contradicts `params` (signed by `owner`). */
+function checkExplicit(r: ResolveRunSettings, params: RunParams, owner: string): void {
+  const theirs = runSettingsOf(params);
+  for (const key of r.explicit ?? []) {
+    if (r.own[key] !== theirs[key]) throw new RunSettingsConflictError(key, r.own[key], theirs[key], owner);
+  }
 }
 
 /** Peer ids named by a join code or by `/p2p/<id>` multiaddrs (the peers a joiner trusts first). */

@@ -5,6 +5,9 @@ import { CheckpointCorruptError } from './errors.js';
 /** Chunk size of stored checkpoint blobs: large enough for few rows, small enough to stream. */
 export const CHECKPOINT_CHUNK_BYTES = 4 * 1024 * 1024;
 
+/** Kind prefix of a chunked save still being written (saveChunked). */
+const PARTIAL_PREFIX = 'partial:';
+
 export interface CheckpointInfo {
   readonly id: number;
   readonly kind: string;
@@ -73,10 +76,60 @@ export class CheckpointStore {
     return run();
   }
 
-  /** Newest first. */
+  /**
+   * Saves like `save`, but commits chunk by chunk, so a large checkpoint never holds SQLite's write
+   * lock for long (other connections keep writing metrics meanwhile). The chunks are written under a
+   * staging row of kind `partial:<kind>` that `list`/`load` never return; one last small transaction
+   * gives the row its kind, size and hash (and prunes). A process killed before that leaves the
+   * previous checkpoints as they were and a staging row, which the next chunked save of the kind deletes.
+   */
+  saveChunked(checkpoint: SaveCheckpoint): CheckpointInfo {
+    const createdAt = Date.now();
+    const meta = checkpoint.meta ?? {};
+    const staging = PARTIAL_PREFIX + checkpoint.kind;
+    this.dropStaged(staging);
+    const id = Number(
+      this.db
+        .prepare("INSERT INTO checkpoints (kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (?, ?, ?, 0, '', 0, ?)")
+        .run(staging, checkpoint.epoch, createdAt, JSON.stringify(meta)).lastInsertRowid,
+    );
+    const insertChunk = this.db.prepare('INSERT INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (?, ?, ?)');
+    const hash = createHash('sha256');
+    let size = 0;
+    let seq = 0;
+    for (const chunk of rechunk(checkpoint.data, CHECKPOINT_CHUNK_BYTES)) {
+      hash.update(chunk);
+      insertChunk.run(id, seq++, chunk); // its own transaction (autocommit)
+      size += chunk.byteLength;
+    }
+    const sha256 = hash.digest('hex');
+    this.db.transaction(() => {
+      this.db.prepare('UPDATE checkpoints SET kind = ?, size = ?, sha256 = ?, chunk_count = ? WHERE id = ?').run(checkpoint.kind, size, sha256, seq, id);
+      // pruned ones go back to staging (hidden at once), their chunks are deleted below a few at a time
+      if (checkpoint.keep !== undefined) {
+        this.db
+          .prepare('UPDATE checkpoints SET kind = ? WHERE kind = ? AND id NOT IN (SELECT id FROM checkpoints WHERE kind = ? ORDER BY id DESC LIMIT ?)')
+          .run(staging, checkpoint.kind, checkpoint.kind, Math.max(0, checkpoint.keep));
+      }
+    })();
+    this.dropStaged(staging);
+    return { id, kind: checkpoint.kind, epoch: checkpoint.epoch, createdAt, size, sha256, meta };
+  }
+
+  /** Deletes the checkpoints of a staging kind, a few chunks per transaction (deleting a large one at once would hold the write lock as long as writing it). */
+  private dropStaged(staging: string): void {
+    const ids = this.db.prepare('SELECT id FROM checkpoints WHERE kind = ?').pluck().all(staging) as number[];
+    const batch = this.db.prepare('DELETE FROM checkpoint_chunks WHERE rowid IN (SELECT rowid FROM checkpoint_chunks WHERE checkpoint_id = ? LIMIT 4)');
+    for (const id of ids) {
+      while (batch.run(id).changes > 0);
+      this.db.prepare('DELETE FROM checkpoints WHERE id = ?').run(id);
+    }
+  }
+
+  /** Newest first; chunked saves still being written are left out. */
   list(kind?: string): CheckpointInfo[] {
     const rows = (kind === undefined
-      ? this.db.prepare('SELECT * FROM checkpoints ORDER BY id DESC').all()
+      ? this.db.prepare('SELECT * FROM checkpoints WHERE kind NOT LIKE ? ORDER BY id DESC').all(`${PARTIAL_PREFIX}%`)
       : this.db.prepare('SELECT * FROM checkpoints WHERE kind = ? ORDER BY id DESC').all(kind)) as Row[];
     return rows.map(toInfo);
   }

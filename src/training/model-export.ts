@@ -7,14 +7,16 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { SWARM_MODEL_CHECKPOINT } from '../collab/index.js';
+import { decodeTrainingState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT } from '../collab/index.js';
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
 import type { CheckpointInfo, Store } from '../store/index.js';
 import { MODEL_CHECKPOINT } from './session.js';
 
-/** Checkpoint kinds that hold a model (parameters as safetensors, meta.config the HF config). */
-const MODEL_KINDS = [MODEL_CHECKPOINT, SWARM_MODEL_CHECKPOINT];
+/** Checkpoint kinds that hold a full training state (collab/full-state.ts): a coordinator's and a peer's. */
+const STATE_KINDS: readonly string[] = [SWARM_STATE_CHECKPOINT, PEER_STATE_CHECKPOINT];
+/** Checkpoint kinds that hold a model: a training session's (parameters as safetensors, meta.config the HF config) and the full states. */
+const MODEL_KINDS = [MODEL_CHECKPOINT, ...STATE_KINDS];
 
 export class ModelExportError extends Error {
   override readonly name = 'ModelExportError';
@@ -67,8 +69,8 @@ function fromStore(store: Store, epoch: number | undefined): Source {
     throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
   }
   const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
-  const config = configFromHf(info.meta['config'], what);
-  const { params } = decodeParams(config, store.checkpoints.load(info.id).data, what);
+  const bytes = store.checkpoints.load(info.id).data;
+  const { config, params } = STATE_KINDS.includes(info.kind) ? decodeTrainingState(bytes, what) : modelOf(info, bytes, what);
   const sha = tokenizerNamed(info);
   let tokenizer: Source['tokenizer'];
   if (sha !== undefined) {
@@ -80,6 +82,11 @@ function fromStore(store: Store, epoch: number | undefined): Source {
 }
 
 /** The sha256 of the tokenizer a checkpoint's meta names (coordinator checkpoints), if any. */
+function modelOf(info: CheckpointInfo, bytes: Uint8Array, what: string): { config: AlbertConfig; params: ParameterSet } {
+  const config = configFromHf(info.meta['config'], what);
+  return { config, params: decodeParams(config, bytes, what).params };
+}
+
 function tokenizerNamed(info: CheckpointInfo): string | undefined {
   const sha = info.meta['tokenizerSha256'];
   return typeof sha === 'string' ? sha : undefined;

@@ -1,10 +1,13 @@
 /**
  * A training peer of a collaborative run: its micro-batches from the prepared dataset (its own
  * shard order), forward/backward on the engine, and the collaborative optimizer deciding when the
- * swarm steps. What happens is reported as training events.
+ * swarm steps. What happens is reported as training events. The peer keeps its full state in its
+ * store every few minutes of training and on stop, and a peer restarted on its data directory
+ * continues from it when the swarm is not ahead (full-state.ts).
  */
-import { CollaborativeOptimizer, type CollaborativeOptions, type StepOutcome } from '../collab/index.js';
-import { LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
+import { isDeepStrictEqual } from 'node:util';
+import { CollaborativeOptimizer, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
@@ -12,8 +15,13 @@ import { ensureDataset } from './data.js';
 import type { EmitTrainingEvent } from './events.js';
 import { MemoryLimitError, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
-import { openTrainingSession } from './session.js';
+import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
+
+/** Minutes of training between two saves of the peer's full state. */
+export const DEFAULT_SAVE_STATE_MINUTES = 5;
+/** The peer's own full-state checkpoints kept (the newest and one before it, should it be damaged). */
+const KEPT_STATES = 2;
 
 export interface SwarmPeerInit extends WatchdogOptions {
   readonly node: SwarmNode;
@@ -29,6 +37,12 @@ export interface SwarmPeerInit extends WatchdogOptions {
    */
   readonly memoryLimitMiB?: number | undefined;
   readonly collab: CollaborativeOptions;
+  /** The run's signed record, kept in this peer's checkpoints (a restart resumes only a checkpoint of the same record). */
+  readonly run?: RunParams | undefined;
+  /** Found the run from this state (`cohort run --resume-from`) instead of new weights or this peer's checkpoint. */
+  readonly resumeFrom?: TrainingState | undefined;
+  /** Save the full state after an epoch ends once this many minutes passed since the last save, and on stop; 0: after every epoch. @default DEFAULT_SAVE_STATE_MINUTES */
+  readonly saveStateMinutes?: number | undefined;
   /** Stop after the swarm reaches this epoch. */
   readonly maxEpochs?: number | undefined;
   /** onnxruntime threads. */
@@ -81,7 +95,27 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true },
     onWarning: (m) => log.warn(m),
   });
+  const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, init.collab, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
+  const saver = new FullStateSaver(store, log);
+  const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
+  let lastSave = performance.now();
+  let savedEpoch = resumeEpoch ?? 0;
+  let writing: Promise<void> = Promise.resolve();
+  /** Snapshots the state (awaited: nothing may step meanwhile) and writes it in the background. */
+  const saveState = async (): Promise<void> => {
+    const epoch = collab.settledEpoch();
+    if (epoch === savedEpoch) return;
+    const save = saver.save(PEER_STATE_CHECKPOINT, { epoch, config: session.config, params: session.params, optimizer: session.optimizer, scaler: session.scaler }, { runId: node.runId, ...(init.run ? { run: init.run } : {}) }, KEPT_STATES);
+    if (!save) return; // the previous save is still being written: the next epoch tries again
+    lastSave = performance.now();
+    savedEpoch = epoch;
+    await save.snapshotted;
+    writing = save.written.then(
+      (info) => log.info(`saved this peer's state of epoch ${info.epoch} (${(info.size / 2 ** 20).toFixed(1)} MiB) in ${store.file}`),
+      (err: unknown) => log.warn(`could not save this peer's state of epoch ${epoch}: ${(err as Error).message}`),
+    );
+  };
   let watchdog: MemoryWatchdog | undefined;
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0, badMicroBatches: 0, restoredBackups: 0 };
   /** The fp16 loss scaler backed off as far as it can: gradients are non-finite at any scale (see below). */
@@ -116,7 +150,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   try {
     log.info(`training a ${t.preset} ALBERT (${session.params.size} parameters) with the swarm on ${session.data.description}; target batch size ${init.collab.targetBatchSize}`);
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
-    observe(await collab.start(sink.contributed()));
+    observe(await collab.start({ ...sink.contributed(), ...(resumeEpoch !== undefined ? { epoch: resumeEpoch } : {}) }));
     let halt: string | undefined;
     watchdog = limit === undefined ? undefined : new MemoryWatchdog({ limitBytes: limit * 2 ** 20, ...(init.memoryProbe ? { probe: init.memoryProbe } : {}), onExceeded: (reason) => (halt = reason) });
     watchdog?.start(init.watchdogIntervalMs);
@@ -142,18 +176,63 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       }
       if (init.throttle && init.throttle > 1) await sleep((performance.now() - started) * (init.throttle - 1));
       const seconds = (performance.now() - started) / 1000;
-      observe(await collab.step(session.grads, batch.batchSize, seconds, result.loss), batch.batchSize / seconds);
+      const outcome = await collab.step(session.grads, batch.batchSize, seconds, result.loss);
+      observe(outcome, batch.batchSize / seconds);
+      if (outcome.type === 'stepped' && performance.now() - lastSave >= savePeriodMs) await saveState();
     }
     if (halt !== undefined) throw new MemoryLimitError(halt);
     // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
+    await writing;
+    await saveState();
+    await writing;
     if (init.out) saveModel(init.out, session.config, session.params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
   } finally {
     watchdog?.stop();
+    await writing;
+    await saver.close();
     await collab.stop();
     await session.close();
   }
+}
+
+/**
+ * Loads this peer's newest full-state checkpoint of the run into the session (parameters, optimizer,
+ * loss scaler) and returns its epoch; undefined when there is none that fits (another run record,
+ * another model), which is logged.
+ */
+function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number | undefined {
+  const { store, log, node } = init;
+  const own = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: node.runId, onSkip: (m) => log.warn(m) });
+  if (!own) return undefined;
+  const { state } = own;
+  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.file})`;
+  if (init.run && own.run && !isDeepStrictEqual(own.run, init.run)) {
+    log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
+    return undefined;
+  }
+  if (!sameModel(state, session)) {
+    log.warn(`${where} holds another model (${JSON.stringify(configToHf(state.config))}): not resuming from it`);
+    return undefined;
+  }
+  log.info(`resuming from ${where}; the swarm's state replaces it if the swarm is ahead`);
+  return resumeFrom(state, session, where);
+}
+
+/** Puts `state` into the session (parameters, optimizer and loss scaler when it has them); returns its epoch. */
+function resumeFrom(state: TrainingState, session: TrainingSession, where: string): number {
+  if (!sameModel(state, session)) {
+    throw new TrainingStateError(`${where} holds a model (${JSON.stringify(configToHf(state.config))}) other than the run's (${JSON.stringify(configToHf(session.config))})`);
+  }
+  session.params.data.set(state.params.data);
+  if (state.optimizer) session.optimizer.importState(state.optimizer);
+  if (session.scaler && state.optimizer?.lossScaler) session.scaler.importState(state.optimizer.lossScaler);
+  return state.epoch;
+}
+
+function sameModel(state: TrainingState, session: TrainingSession): boolean {
+  return isDeepStrictEqual(configToHf(state.config), configToHf(session.config));
 }
 
 function sleep(ms: number): Promise<void> {

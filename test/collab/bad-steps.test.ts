@@ -91,6 +91,7 @@ test('a step that leaves non-finite parameters restores the in-memory backup, th
     },
     exportState: () => lamb.exportState(),
     importState: (s) => lamb.importState(s),
+    copyMoments: (into, first, end) => lamb.copyMoments(into, first, end),
   });
   const a = unstarted(t, nodeA!, 1, { backupEverySteps: 1 }, log, breaking);
   const b = unstarted(t, nodeB!, 1, { backupEverySteps: 1 });

@@ -2,10 +2,13 @@
 // on loopback, an honest peer serving its state, and the coordinator polled in-process.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Coordinator, SWARM_MODEL_CHECKPOINT } from '../../src/collab/coordinator.js';
+import { Coordinator } from '../../src/collab/coordinator.js';
+import { loadFullState, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
+import { DEFAULT_RUN_SETTINGS, newRunParams } from '../../src/collab/run-params.js';
 import { encodeTrainingState } from '../../src/collab/state.js';
 import { PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { createOptimizer } from '../../src/engine/index.js';
 import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { createAverager } from '../../src/averaging/index.js';
 import { METRIC } from '../../src/store/metric-series.js';
@@ -57,18 +60,75 @@ test('a state whose content claims epoch 10⁹ is not checkpointed and does not 
     store.close();
   });
   const config = PRESETS.tiny;
+  const params = initAlbertParams(config, 1);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
   let claimed = 1_000_000_000;
   const state = createAverager(donor!, { prefix: STATE_PREFIX });
   t.after(() => state.stop());
   // advertised and sent as epoch 2 (the swarm's), but the state inside says `claimed`
-  const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: claimed, config, params: initAlbertParams(config, 1) }) }) });
+  const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: claimed, config, params, optimizer }) }) });
   await advertise();
   await publishProgress(donor!, { epoch: 2, samples: 8 });
 
   await coordinator.poll();
-  assert.deepEqual(store.checkpoints.list(SWARM_MODEL_CHECKPOINT), []);
+  assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT), []);
   assert.ok(warnings.some((w) => w.includes('sent a state of epoch 1000000000, but the swarm is at epoch 2')), warnings.join('\n'));
   claimed = 2;
   await coordinator.poll();
-  assert.deepEqual(store.checkpoints.list(SWARM_MODEL_CHECKPOINT).map((c) => c.epoch), [2], 'the next look checkpoints the honest state');
+  assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT).map((c) => c.epoch), [2], 'the next look checkpoints the honest state');
+});
+
+test('the coordinator checkpoints the full state with the run record; restarted on its store, it serves the checkpoint until the swarm serves a state as new', { timeout: 90_000 }, async (t) => {
+  const run = `${RUN}-restart`;
+  const [coordinatorNode, donor, joiner] = await startSwarm(t, 3, { runId: run });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  const { log } = warningLog();
+  const record = newRunParams(DEFAULT_RUN_SETTINGS, 1_700_000_000_000);
+  const config = PRESETS.tiny;
+  const params = initAlbertParams(config, 2);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 });
+  const grads = params.zerosLike();
+  grads.data.fill(1e-3);
+  optimizer.step(params, grads, 1e-3);
+  const bytes = encodeTrainingState({ epoch: 4, config, params, optimizer: optimizer.exportState() });
+  const served = createAverager(donor!, { prefix: STATE_PREFIX });
+  const { advertise } = await served.serveState({ epoch: () => 4, snapshot: () => ({ epoch: 4, data: bytes }) });
+  await advertise();
+  await publishProgress(donor!, { epoch: 4, samples: 8 });
+
+  const first = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 2, run: record });
+  await first.poll();
+  await first.stop();
+  const saved = loadFullState(store, SWARM_STATE_CHECKPOINT, { runId: run });
+  assert.equal(saved?.state.epoch, 4);
+  assert.deepEqual(saved.run, record);
+  assert.equal(saved.state.optimizer?.step, 1);
+  assert.deepEqual(saved.state.optimizer?.expAvg.data, optimizer.exportState().expAvg.data);
+  // every peer leaves: nobody serves a state any more
+  await served.stop();
+  await new Promise((r) => setTimeout(r, 50));
+
+  const restarted = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 2, run: record });
+  restarted.start();
+  t.after(() => restarted.stop());
+  const loader = createAverager(joiner!, { prefix: STATE_PREFIX });
+  t.after(() => loader.stop());
+  let loaded: Awaited<ReturnType<typeof loader.loadStateFromPeers>> | undefined;
+  for (let i = 0; i < 100 && !loaded; i++) {
+    loaded = await loader.loadStateFromPeers({ minEpoch: 4 }).catch(() => undefined);
+    if (!loaded) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(loaded?.donor, coordinatorNode!.peerId.toString(), 'the first joiner loads the checkpoint from the coordinator');
+  assert.equal(loaded.epoch, 4);
+  assert.deepEqual(Buffer.from(loaded.data), Buffer.from(saved.bytes));
+
+  // the joiner trained on and serves a newer state: the coordinator stops serving its own at its next look
+  const { advertise: joinerAdvertises } = await loader.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: bytes }) });
+  await joinerAdvertises();
+  await restarted.poll();
+  const observer = createAverager(donor!, { prefix: STATE_PREFIX });
+  t.after(() => observer.stop());
+  assert.equal(await observer.advertisedStateEpoch(), 6, 'the coordinator withdrew its advertisement of epoch 4 (else the joiner’s epoch 6 would be unbacked)');
 });

@@ -5,12 +5,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { createAverager } from '../../src/averaging/index.js';
-import { Coordinator, SWARM_MODEL_CHECKPOINT } from '../../src/collab/coordinator.js';
+import { Coordinator } from '../../src/collab/coordinator.js';
+import { SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
 import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { encodeTrainingState } from '../../src/collab/state.js';
 import { prepareDataset } from '../../src/data/prepare.js';
 import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { createOptimizer } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
 import { cohortInProcess } from '../helpers/cli.js';
 import { warningLog } from '../helpers/log.js';
@@ -33,12 +35,14 @@ for (const prepared of [true, false]) {
     const config = checkConfig({ ...PRESETS.tiny, vocabSize: info?.vocabSize ?? 64 });
     const state = createAverager(donor!, { prefix: STATE_PREFIX });
     t.after(() => state.stop());
-    const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: 2, config, params: initAlbertParams(config, 1) }) }) });
+    const params = initAlbertParams(config, 1);
+    const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
+    const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: 2, config, params, optimizer }) }) });
     await advertise();
     await publishProgress(donor!, { epoch: 2, samples: 8 });
 
     await coordinator.poll();
-    const [checkpoint] = store.checkpoints.list(SWARM_MODEL_CHECKPOINT);
+    const [checkpoint] = store.checkpoints.list(SWARM_STATE_CHECKPOINT);
     assert.equal(checkpoint?.epoch, 2, warnings.join('\n'));
     const folder = path.join(dataDir, 'checkpoints', 'epoch-000002');
     if (!prepared) {

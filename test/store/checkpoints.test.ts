@@ -55,9 +55,9 @@ test('a damaged checkpoint fails its checksum; loadLatest falls back to an older
   assert.throws(() => store.checkpoints.load(good.id), /has 0 of 1 chunks/);
 });
 
-test('SIGKILL in the middle of writing a checkpoint leaves the previous one loadable', async (t) => {
-  const dir = tmpDir(t);
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'test/fixtures/checkpoint-writer.ts'), dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs the checkpoint-writer fixture and SIGKILLs it once it is in the middle of writing its second checkpoint. */
+async function killMidWrite(dir: string, how: 'save' | 'saveChunked'): Promise<string> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'test/fixtures/checkpoint-writer.ts'), dir, how], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -75,6 +75,12 @@ test('SIGKILL in the middle of writing a checkpoint leaves the previous one load
   });
   child.kill('SIGKILL');
   assert.equal(await exited, 'SIGKILL');
+  return out;
+}
+
+test('SIGKILL in the middle of writing a checkpoint leaves the previous one loadable', async (t) => {
+  const dir = tmpDir(t);
+  const out = await killMidWrite(dir, 'save');
 
   const walBytes = fs.statSync(path.join(dir, `${DATABASE_FILE}-wal`)).size;
   assert.ok(walBytes > 2 * CHECKPOINT_CHUNK_BYTES, `uncommitted pages reached the disk before the kill (${walBytes} bytes of WAL)`);
@@ -87,4 +93,25 @@ test('SIGKILL in the middle of writing a checkpoint leaves the previous one load
   assert.equal(latest?.info.id, Number(id));
   assert.equal(sha(latest.data), digest);
   assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'no orphan chunks remain');
+});
+
+test('SIGKILL in the middle of a chunked save leaves the previous checkpoint loadable; the next save clears the staged chunks', async (t) => {
+  const dir = tmpDir(t);
+  const out = await killMidWrite(dir, 'saveChunked');
+  const [, id, digest] = /saved (\d+) ([0-9a-f]{64})/.exec(out)!;
+  const store = openStore(dir);
+  t.after(() => store.close());
+  assert.equal(store.db.pragma('integrity_check', { simple: true }), 'ok');
+  // the six chunks written before the kill were committed, under the staging row
+  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4 + 6);
+  assert.deepEqual(store.checkpoints.list().map((c) => [c.kind, c.epoch]), [['model', 1]], 'the staged checkpoint is not listed');
+  const latest = store.checkpoints.loadLatest('model');
+  assert.equal(latest?.info.id, Number(id));
+  assert.equal(sha(latest.data), digest);
+
+  const data = new Uint8Array(CHECKPOINT_CHUNK_BYTES + 5).fill(7);
+  const next = store.checkpoints.saveChunked({ kind: 'model', epoch: 3, data, keep: 1 });
+  assert.deepEqual(store.checkpoints.list('model').map((c) => c.epoch), [3]);
+  assert.equal(sha(store.checkpoints.load(next.id).data), sha(data));
+  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 2, 'the staged and the pruned chunks are deleted');
 });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { collabOptionsOf, Coordinator, joinPeerIds, trainingMetrics, resolveRunSettings, RunSettingsConflictError, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunParams } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
@@ -11,7 +11,7 @@ import { addSettingOptions, commandContext, describeCommandEnv } from '../contex
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
-import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags } from '../run-flags.js';
+import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
 
 export function registerRun(program: Command): void {
   const cmd = program
@@ -33,6 +33,7 @@ export function registerRun(program: Command): void {
     if (founding) checkRunSettings(flags.settings, local);
     const init = swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
+    const resumeFrom = resumeState(opts, founding);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
@@ -47,11 +48,12 @@ export function registerRun(program: Command): void {
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const run = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, log, stop.signal);
+      const record = await runRecord(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, storedRunRecord(store, node.runId), log, stop.signal);
+      const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
         const { refresh, checkpointEvery, keepCheckpoints } = opts;
-        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
+        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints, run: record });
         coordinator.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
         await coordinator.stop();
@@ -71,8 +73,8 @@ export function registerRun(program: Command): void {
           maxBadMicroBatches: opts.maxBadMicroBatches,
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
-        const { batchSize, precision, threads, maxEpochs, throttle, out } = opts;
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, collab });
+        const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes } = opts;
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, collab, run: record, saveStateMinutes, resumeFrom });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -85,13 +87,24 @@ export function registerRun(program: Command): void {
   });
 }
 
-/** The run's settings (see resolveRunSettings); an explicit flag that contradicts the swarm's exits 2 naming it. */
-async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, log: Parameters<typeof resolveRunSettings>[1]['log'], signal: AbortSignal): Promise<RunSettings> {
+/** The run's record (see resolveRunParams; `stored`: the one this data directory's checkpoints keep); an explicit flag that contradicts it exits 2 naming it. */
+async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, stored: RunParams | undefined, log: Parameters<typeof resolveRunParams>[1]['log'], signal: AbortSignal): Promise<RunParams> {
   try {
-    return await resolveRunSettings(node, { own: flags.settings, joinPeers, explicit: flags.explicit, log, signal });
+    return await resolveRunParams(node, { own: flags.settings, joinPeers, explicit: flags.explicit, stored, log, signal });
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, err.field), err.message);
     throw err;
+  }
+}
+
+/** The state `--resume-from` names, read before anything starts; a bad directory or use exits 2 naming the flag. */
+function resumeState(opts: RunFlags, founding: boolean): ReturnType<typeof loadStateDir> | undefined {
+  if (opts.resumeFrom === undefined) return undefined;
+  if (opts.coordinator || !founding) throw new ConfigError('--resume-from', 'founds a run from a state: give it to a training peer without --coordinator, --join or --initial-peers');
+  try {
+    return loadStateDir(opts.resumeFrom);
+  } catch (err) {
+    throw new ConfigError('--resume-from', (err as Error).message);
   }
 }
 

@@ -64,10 +64,13 @@ export class MomentMemory {
     });
   }
 
-  /** Copies m (`which` = 'm') or v out into a set with the parameters' layout. */
-  copyOut(which: 'm' | 'v', into: ParameterSet): void {
+  /** Copies m (`which` = 'm') or v of the tensors [first, end) out into a set with the parameters' layout. */
+  copyOut(which: 'm' | 'v', into: ParameterSet, first = 0, end = this.specs.length): void {
     const shift = which === 'm' ? 0 : this.vOffset / 4;
-    this.specs.forEach((s, k) => into.data.set(this.heap.subarray(this.mStart[k]! + shift, this.mStart[k]! + shift + s.size), s.offset));
+    for (let k = first; k < end; k++) {
+      const s = this.specs[k]!;
+      into.data.set(this.heap.subarray(this.mStart[k]! + shift, this.mStart[k]! + shift + s.size), s.offset);
+    }
   }
 
   /** Replaces m or v with the values of a set with the parameters' layout (padding stays zero). */

@@ -34,6 +34,11 @@ export interface Optimizer {
   step(params: ParameterSet, grads: ParameterSet, lr: number): void;
   /** A copy of the state (safe to serialize while training continues). */
   exportState(): OptimizerState;
+  /**
+   * Copies the moments of the tensors [first, end) (layout order) into sets of the parameters'
+   * layout: a large state can be snapshotted a few tensors at a time, yielding in between.
+   */
+  copyMoments(into: { readonly expAvg: ParameterSet; readonly expAvgSq: ParameterSet }, first: number, end: number): void;
   /** Replaces the state with a copy of `state`; throws naming the first tensor whose layout differs. */
   importState(state: OptimizerState): void;
 }
@@ -82,6 +87,13 @@ export abstract class MomentOptimizer implements Optimizer {
     this.moments.copyOut('m', expAvg);
     this.moments.copyOut('v', expAvgSq);
     return { kind: this.config.kind, step: this.steps, expAvg, expAvgSq, config: describeConfig(this.config) };
+  }
+
+  copyMoments(into: { readonly expAvg: ParameterSet; readonly expAvgSq: ParameterSet }, first: number, end: number): void {
+    assertSameLayout(this.layout, into.expAvg, 'moment copy exp_avg');
+    assertSameLayout(this.layout, into.expAvgSq, 'moment copy exp_avg_sq');
+    this.moments.copyOut('m', into.expAvg, first, end);
+    this.moments.copyOut('v', into.expAvgSq, first, end);
   }
 
   importState(state: OptimizerState): void {

@@ -1,0 +1,291 @@
+/**
+ * Full-state checkpoints: everything a run needs to continue after every peer left — parameters,
+ * LAMB moments and step, the swarm epoch, the loss scaler's state (fp16) — stored in the SQLite store
+ * as the training state peers send each other (state.ts), with the run id and the signed run record
+ * in the checkpoint's meta. A training peer keeps its own (kind `state`), the coordinator the swarm's
+ * (kind `swarm-state`), and a restarted coordinator serves its bytes as they are to the first
+ * joiners. See docs/collab.md ("Checkpoints and resume").
+ *
+ * Saving never blocks the event loop for long (averaging and state serving go on): the parameters
+ * and moments are copied a few tensors at a time into buffers shared with a worker thread, which
+ * encodes them and writes them with its own database connection, chunk by chunk (CheckpointStore's
+ * saveChunked: a kill mid-write leaves the previous checkpoint).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Worker } from 'node:worker_threads';
+import { z } from 'zod';
+import { decodeOptimizerState, encodeOptimizerState, loadModel, saveModel, type DynamicLossScaler, type Optimizer } from '../engine/index.js';
+import { describeConfig } from '../engine/optim/config.js';
+import { ParameterSet } from '../engine/params.js';
+import type { Logger } from '../log/logger.js';
+import type { CheckpointInfo, Store } from '../store/index.js';
+import { siblingEntry, startWorker } from '../util/worker-thread.js';
+import { TrainingStateError } from './errors.js';
+import type { StateSaveReply, StateSaveRequest } from './full-state-worker.js';
+import { runParamsSchema, type RunParams } from './run-params.js';
+import { decodeTrainingState, type TrainingState } from './state.js';
+
+/** Store checkpoint kinds: a training peer's own state, and the swarm's as the coordinator keeps it. */
+export const PEER_STATE_CHECKPOINT = 'state';
+export const SWARM_STATE_CHECKPOINT = 'swarm-state';
+export type FullStateKind = typeof PEER_STATE_CHECKPOINT | typeof SWARM_STATE_CHECKPOINT;
+
+/** Elements copied between two yields to the event loop while snapshotting (4 MiB of float32; a larger tensor is copied alone). */
+const SNAPSHOT_SLICE_ELEMENTS = 1024 * 1024;
+
+/** What a full-state checkpoint's meta holds besides what the caller adds (e.g. the donor). */
+const metaSchema = z.looseObject({
+  runId: z.string().min(1),
+  /** The signed run record's value when the saver knew it. */
+  run: runParamsSchema.optional(),
+});
+export type FullStateMeta = z.input<typeof metaSchema>;
+
+export interface FullStateCheckpoint {
+  readonly info: CheckpointInfo;
+  /** Epoch, model config, parameters and optimizer state (with the loss scaler's, when saved by an fp16 peer). */
+  readonly state: TrainingState;
+  readonly runId: string;
+  readonly run: RunParams | undefined;
+  /** The stored bytes: the training state's wire encoding, servable as is. */
+  readonly bytes: Uint8Array;
+}
+
+/**
+ * The newest full-state checkpoint of `kind` (of run `runId` when given) that verifies and decodes:
+ * what resume and exporters read. Damaged ones are skipped and reported through `onSkip`.
+ */
+export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?: string; onSkip?: (message: string) => void } = {}): FullStateCheckpoint | undefined {
+  for (const info of store.checkpoints.list(kind)) {
+    const meta = metaSchema.safeParse(info.meta);
+    if (!meta.success) {
+      opts.onSkip?.(`checkpoint ${info.id} (${kind}, epoch ${info.epoch}) has no valid run id or run record: ${z.prettifyError(meta.error)}`);
+      continue;
+    }
+    if (opts.runId !== undefined && meta.data.runId !== opts.runId) continue;
+    try {
+      const { data } = store.checkpoints.load(info.id);
+      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.file}`);
+      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.file} holds no optimizer state`);
+      return { info, state, runId: meta.data.runId, run: meta.data.run, bytes: data };
+    } catch (err) {
+      opts.onSkip?.(`skipping checkpoint ${info.id} (${kind}, epoch ${info.epoch}): ${(err as Error).message}`);
+    }
+  }
+  return undefined;
+}
+
+/** The run record the newest full-state checkpoint of run `runId` carries (either kind), if any. */
+export function storedRunRecord(store: Store, runId: string): RunParams | undefined {
+  const newest = [...store.checkpoints.list(PEER_STATE_CHECKPOINT), ...store.checkpoints.list(SWARM_STATE_CHECKPOINT)]
+    .map((info) => metaSchema.safeParse(info.meta).data)
+    .filter((m) => m?.runId === runId && m.run !== undefined)
+    .sort((a, b) => b!.run!.created - a!.run!.created)[0];
+  return newest?.run;
+}
+
+/** Files of a state directory besides the model's config.json and model.safetensors (docs/collab.md). */
+export const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
+export const STATE_INFO_FILE = 'cohort-state.json';
+
+const stateInfoSchema = z.strictObject({
+  /** The swarm epoch the parameters are at. */
+  epoch: z.number().int().min(0),
+});
+
+/**
+ * Writes a full state as a directory: the model as Hugging Face loads it (config.json +
+ * model.safetensors), the optimizer state (optimizer.safetensors: LAMB moments, step, loss scaler)
+ * and cohort-state.json ({ epoch }). What `cohort run --resume-from` reads.
+ */
+export function saveStateDir(dir: string, state: TrainingState): void {
+  saveModel(dir, state.config, state.params);
+  if (state.optimizer) fs.writeFileSync(path.join(dir, OPTIMIZER_STATE_FILE), encodeOptimizerState(state.optimizer));
+  fs.writeFileSync(path.join(dir, STATE_INFO_FILE), JSON.stringify({ epoch: state.epoch }, null, 2) + '\n');
+}
+
+/**
+ * Reads a state directory (saveStateDir's, or a bare model directory: then the optimizer starts
+ * fresh at epoch 0). Errors name the file at fault.
+ */
+export function loadStateDir(dir: string): TrainingState {
+  const { config, params } = loadModel(dir);
+  const optimizerFile = path.join(dir, OPTIMIZER_STATE_FILE);
+  let optimizer: TrainingState['optimizer'];
+  if (fs.existsSync(optimizerFile)) {
+    try {
+      optimizer = decodeOptimizerState(fs.readFileSync(optimizerFile), params);
+    } catch (err) {
+      throw new TrainingStateError(`${optimizerFile}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const infoFile = path.join(dir, STATE_INFO_FILE);
+  let info: z.infer<typeof stateInfoSchema> = { epoch: 0 };
+  if (fs.existsSync(infoFile)) {
+    let json: unknown;
+    try {
+      json = JSON.parse(fs.readFileSync(infoFile, 'utf8'));
+    } catch (err) {
+      throw new TrainingStateError(`${infoFile}: not valid JSON: ${(err as Error).message}`, { cause: err });
+    }
+    const parsed = stateInfoSchema.safeParse(json);
+    if (!parsed.success) throw new TrainingStateError(`${infoFile}: ${z.prettifyError(parsed.error)}`);
+    info = parsed.data;
+  }
+  return { epoch: info.epoch, config, params, ...(optimizer ? { optimizer } : {}) };
+}
+
+/** What a training peer saves: its parameters with their epoch, its optimizer and loss scaler. */
+export interface LiveState {
+  readonly epoch: number;
+  readonly config: TrainingState['config'];
+  readonly params: ParameterSet;
+  readonly optimizer: Optimizer;
+  readonly scaler?: DynamicLossScaler | undefined;
+}
+
+interface Shared {
+  readonly params: Float32Array;
+  readonly expAvg: ParameterSet;
+  readonly expAvgSq: ParameterSet;
+}
+
+/**
+ * Writes full-state checkpoints off the event loop, one at a time, through a worker thread (started
+ * on first use) with its own connection to the store's database.
+ */
+export class FullStateSaver {
+  private worker: Worker | undefined;
+  private shared: Shared | undefined;
+  private busy = false;
+  private nextId = 0;
+  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo) => void; reject: (err: Error) => void }>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly log: Logger,
+  ) {}
+
+  /** A save is being written. */
+  get saving(): boolean {
+    return this.busy;
+  }
+
+  /**
+   * Snapshots `live` and writes it as a checkpoint of `kind`, keeping the newest `keep`. Resolves
+   * `snapshotted` once the values are copied (nothing may change `live` before: the caller awaits it
+   * before its next step), then `written` with the checkpoint. Undefined while a save is running.
+   */
+  save(kind: FullStateKind, live: LiveState, meta: FullStateMeta, keep: number): { snapshotted: Promise<void>; written: Promise<CheckpointInfo> } | undefined {
+    if (this.busy) return undefined;
+    this.busy = true;
+    const snapshotted = this.snapshot(live);
+    const written = snapshotted.then(() => {
+      const shared = this.shared!;
+      const o = live.optimizer;
+      return this.request({
+        type: 'state',
+        kind,
+        epoch: live.epoch,
+        keep,
+        meta,
+        config: live.config,
+        specs: live.params.specs,
+        params: shared.params,
+        expAvg: shared.expAvg.data,
+        expAvgSq: shared.expAvgSq.data,
+        optimizer: { kind: o.config.kind, step: o.stepCount, config: describeConfig(o.config), ...(live.scaler ? { lossScaler: live.scaler.exportState() } : {}) },
+      });
+    });
+    return { snapshotted, written: this.finish(written) };
+  }
+
+  /**
+   * Writes an already encoded training state (a coordinator's download) as a checkpoint of `kind`.
+   * Bytes that fill their whole buffer are handed to the worker (detached here, not copied). Undefined
+   * while a save is running.
+   */
+  saveBytes(kind: FullStateKind, epoch: number, bytes: Uint8Array, meta: FullStateMeta, keep: number): Promise<CheckpointInfo> | undefined {
+    if (this.busy) return undefined;
+    this.busy = true;
+    return this.finish(this.request({ type: 'bytes', kind, epoch, keep, meta, bytes }));
+  }
+
+  /** Ends the worker (after the save being written, if any). */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    if (!worker) return;
+    await new Promise<void>((resolve) => {
+      const poll = (): void => {
+        if (this.waiting.size === 0) resolve();
+        else setTimeout(poll, 20);
+      };
+      poll();
+    });
+    await worker.terminate();
+  }
+
+  private finish(written: Promise<CheckpointInfo>): Promise<CheckpointInfo> {
+    return written.finally(() => (this.busy = false));
+  }
+
+  /** Copies the parameters and moments into the shared buffers, a slice of tensors per event-loop turn. */
+  private async snapshot(live: LiveState): Promise<void> {
+    const n = live.params.size;
+    if (this.shared?.params.length !== n) {
+      // allocated once per saver and reused: the pages are touched (faulted in) only on the first save
+      const wrap = (): ParameterSet => ParameterSet.wrap(live.params.specs, new Float32Array(new SharedArrayBuffer(n * 4)));
+      this.shared = { params: wrap().data, expAvg: wrap(), expAvgSq: wrap() };
+    }
+    const shared = this.shared;
+    const specs = live.params.specs;
+    for (let first = 0; first < specs.length; ) {
+      let end = first;
+      let elements = 0;
+      while (end < specs.length && (end === first || elements + specs[end]!.size <= SNAPSHOT_SLICE_ELEMENTS)) elements += specs[end++]!.size;
+      const from = specs[first]!.offset;
+      const to = specs[end - 1]!.offset + specs[end - 1]!.size;
+      shared.params.set(live.params.data.subarray(from, to), from);
+      live.optimizer.copyMoments(shared, first, end);
+      first = end;
+      if (first < specs.length) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private request(message: StateSaveRequest): Promise<CheckpointInfo> {
+    const id = this.nextId++;
+    const worker = (this.worker ??= this.start());
+    worker.ref(); // a save being written keeps the process alive; an idle worker does not
+    return new Promise<CheckpointInfo>((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
+      worker.postMessage({ ...message, id }, owned ? [message.bytes.buffer] : []);
+    });
+  }
+
+  private start(): Worker {
+    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.file } });
+    worker.unref();
+    worker.on('message', (reply: StateSaveReply) => {
+      const waiting = this.waiting.get(reply.id);
+      this.waiting.delete(reply.id);
+      if (this.waiting.size === 0) worker.unref();
+      if (reply.ok) waiting?.resolve(reply.info);
+      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${reply.error}`));
+    });
+    worker.on('error', (err) => this.failAll(err));
+    worker.on('exit', (code) => {
+      if (this.worker === worker) this.worker = undefined;
+      this.failAll(new Error(`the checkpoint worker exited (code ${code})`));
+    });
+    return worker;
+  }
+
+  private failAll(err: Error): void {
+    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${err.message}`, { cause: err }));
+    this.waiting.clear();
+    this.log.debug({ err: err.message }, 'checkpoint worker ended');
+  }
+}

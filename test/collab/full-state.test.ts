@@ -1,0 +1,93 @@
+// Full-state checkpoints through the worker thread: what is saved (parameters, LAMB moments and step,
+// epoch, loss scaler, run record) is what loads, the snapshot is the values at the save's start, and
+// a checkpoint of another run is never resumed from.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, storedRunRecord, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
+import { DEFAULT_RUN_SETTINGS, newRunParams } from '../../src/collab/run-params.js';
+import { encodeTrainingState } from '../../src/collab/state.js';
+import { checkConfig, createOptimizer, DynamicLossScaler, initAlbertParams, PRESETS } from '../../src/engine/index.js';
+import { createLogger } from '../../src/log/logger.js';
+import { openStore } from '../../src/store/index.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
+const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+
+function trained(seed: number) {
+  const params = initAlbertParams(config, seed);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 });
+  const grads = params.zerosLike();
+  for (let step = 0; step < 2; step++) {
+    grads.data.forEach((_, i) => (grads.data[i] = Math.sin(i * (step + 1)) * 1e-2));
+    optimizer.step(params, grads, 1e-3);
+  }
+  const scaler = new DynamicLossScaler();
+  scaler.update(false); // one overflow: scale backed off, one skipped step
+  return { params, optimizer, scaler };
+}
+
+test('a full-state checkpoint saved off the event loop loads back exactly, with the run record; another run’s is not resumed', { timeout: 60_000 }, async (t) => {
+  const store = openStore(tmpDir(t));
+  const saver = new FullStateSaver(store, log);
+  t.after(async () => {
+    await saver.close();
+    store.close();
+  });
+  const run = newRunParams(DEFAULT_RUN_SETTINGS, 1_700_000_000_000);
+  const live = trained(1);
+  const expected = { params: live.params.data.slice(), moments: live.optimizer.exportState(), scaler: live.scaler.exportState() };
+  const save = saver.save(PEER_STATE_CHECKPOINT, { epoch: 7, config, ...live }, { runId: 'run-a', run }, 2);
+  assert.ok(save);
+  assert.equal(saver.save(PEER_STATE_CHECKPOINT, { epoch: 7, config, ...live }, { runId: 'run-a', run }, 2), undefined, 'one save at a time');
+  await save.snapshotted;
+  // changed once the snapshot is taken: the checkpoint keeps the values of the save's start
+  live.params.data.fill(0.5);
+  const info = await save.written;
+  assert.equal(info.epoch, 7);
+
+  const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'run-a' });
+  assert.ok(loaded);
+  assert.equal(loaded.info.id, info.id);
+  assert.equal(loaded.state.epoch, 7);
+  assert.deepEqual(loaded.state.config, config);
+  assert.deepEqual(loaded.state.params.data, expected.params);
+  assert.equal(loaded.state.optimizer?.step, 2);
+  assert.deepEqual(loaded.state.optimizer?.expAvg.data, expected.moments.expAvg.data);
+  assert.deepEqual(loaded.state.optimizer?.expAvgSq.data, expected.moments.expAvgSq.data);
+  assert.deepEqual(loaded.state.optimizer?.lossScaler, expected.scaler);
+  assert.deepEqual(loaded.run, run);
+  assert.deepEqual(storedRunRecord(store, 'run-a'), run);
+  assert.equal(loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'run-b' }), undefined, 'a checkpoint of another run');
+  assert.equal(storedRunRecord(store, 'run-b'), undefined);
+
+  // already encoded bytes (a coordinator's download), pruned to the newest `keep`
+  const other = trained(2);
+  for (const epoch of [8, 9]) {
+    const bytes = encodeTrainingState({ epoch, config, params: other.params, optimizer: other.optimizer.exportState() });
+    await saver.saveBytes(SWARM_STATE_CHECKPOINT, epoch, bytes, { runId: 'run-a', donor: 'peer-x' }, 1);
+  }
+  assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT).map((c) => [c.epoch, c.meta['donor']]), [[9, 'peer-x']]);
+  const swarm = loadFullState(store, SWARM_STATE_CHECKPOINT);
+  assert.equal(swarm?.state.epoch, 9);
+  assert.deepEqual(swarm.state.params.data, other.params.data);
+  assert.equal(swarm.run, undefined);
+});
+
+test('a damaged newest checkpoint is skipped with its reason; the previous one loads', { timeout: 60_000 }, async (t) => {
+  const store = openStore(tmpDir(t));
+  const saver = new FullStateSaver(store, log);
+  t.after(async () => {
+    await saver.close();
+    store.close();
+  });
+  const live = trained(3);
+  for (const epoch of [1, 2]) await saver.save(PEER_STATE_CHECKPOINT, { epoch, config, ...live }, { runId: 'r' }, 3)!.written;
+  const newest = store.checkpoints.list(PEER_STATE_CHECKPOINT)[0]!;
+  store.db.prepare('UPDATE checkpoint_chunks SET data = zeroblob(length(data)) WHERE checkpoint_id = ? AND seq = 0').run(newest.id);
+  const skipped: string[] = [];
+  const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'r', onSkip: (m) => skipped.push(m) });
+  assert.equal(loaded?.state.epoch, 1);
+  assert.equal(skipped.length, 1);
+  assert.match(skipped[0]!, /checksum/);
+});
