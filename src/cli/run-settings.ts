@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import { AGGREGATIONS, COMPRESSIONS } from '../averaging/index.js';
-import { DEFAULT_RUN_SETTINGS, runSettingsProblem, type RunSettings } from '../collab/index.js';
+import { DEFAULT_RUN_SETTINGS, defaultRunSettings, runSettingsProblem, type RunSettings } from '../collab/index.js';
 import { ConfigError } from '../config/load.js';
 import { PRESET_NAMES, PRESETS, type PresetName } from '../engine/index.js';
 import { choiceFlag, intFlag, positiveFloatFlag } from './flags.js';
@@ -26,6 +26,12 @@ export const RUN_SETTING_FLAGS: { readonly [K in keyof RunSettings]-?: { readonl
   useLocalUpdates: { flag: '--use-local-updates', option: 'useLocalUpdates' },
   batchSizeLead: { flag: '--batch-size-lead', option: 'batchSizeLead' },
   aggregation: { flag: '--aggregation', option: 'aggregation' },
+  adamBeta1: { flag: '--adam-beta1', option: 'adamBeta1' },
+  adamBeta2: { flag: '--adam-beta2', option: 'adamBeta2' },
+  adamEpsilon: { flag: '--adam-epsilon', option: 'adamEpsilon' },
+  weightDecay: { flag: '--weight-decay', option: 'weightDecay' },
+  clampValue: { flag: '--clamp-value', option: 'clampValue' },
+  maxGradNorm: { flag: '--max-grad-norm', option: 'maxGradNorm' },
 };
 
 export interface RunSettingFlags {
@@ -37,7 +43,7 @@ export interface RunSettingFlags {
 
 type Raw = Record<string, string | boolean | undefined>;
 
-/** Parses the run-setting flags (each value's own range; combinations are checked by `checkRunSettings`). */
+/** Parses the run-setting flags (a number's range and combinations are checked by `checkRunSettings`); omitted ones take the preset's defaults. */
 export function runSettingFlags(cmd: Command, opts: Raw): RunSettingFlags {
   const str = (key: keyof RunSettings): string | undefined => opts[RUN_SETTING_FLAGS[key].option] as string | undefined;
   const preset = choiceFlag<PresetName>('--preset', str('preset'), PRESET_NAMES) ?? DEFAULT_RUN_SETTINGS.preset;
@@ -58,12 +64,22 @@ export function runSettingFlags(cmd: Command, opts: Raw): RunSettingFlags {
     useLocalUpdates: opts['useLocalUpdates'] === true,
     batchSizeLead: intFlag('--batch-size-lead', str('batchSizeLead'), 0, 10_000_000)!,
     aggregation: choiceFlag('--aggregation', str('aggregation'), AGGREGATIONS)!,
+    adamBeta1: positiveFloatFlag('--adam-beta1', str('adamBeta1')) ?? DEFAULT_RUN_SETTINGS.adamBeta1,
+    adamBeta2: positiveFloatFlag('--adam-beta2', str('adamBeta2')) ?? DEFAULT_RUN_SETTINGS.adamBeta2,
+    adamEpsilon: positiveFloatFlag('--adam-epsilon', str('adamEpsilon')) ?? DEFAULT_RUN_SETTINGS.adamEpsilon,
+    // weight decay 0 (none) is a valid recipe, which positiveFloatFlag refuses
+    weightDecay: str('weightDecay')?.trim() === '0' ? 0 : (positiveFloatFlag('--weight-decay', str('weightDecay')) ?? DEFAULT_RUN_SETTINGS.weightDecay),
+    clampValue: positiveFloatFlag('--clamp-value', str('clampValue')) ?? DEFAULT_RUN_SETTINGS.clampValue,
+    maxGradNorm: positiveFloatFlag('--max-grad-norm', str('maxGradNorm')) ?? DEFAULT_RUN_SETTINGS.maxGradNorm,
   };
   const explicit = (Object.keys(RUN_SETTING_FLAGS) as Array<keyof RunSettings>).filter((key) => {
     const source = cmd.getOptionValueSource(RUN_SETTING_FLAGS[key].option);
     return source !== undefined && source !== 'default';
   });
-  return { settings, explicit };
+  // what the user left out is the preset's default (`--preset large` runs hivemind's ALBERT recipe)
+  const defaults = defaultRunSettings(preset);
+  const omitted = Object.fromEntries((Object.keys(RUN_SETTING_FLAGS) as Array<keyof RunSettings>).filter((k) => !explicit.includes(k) && defaults[k] !== undefined).map((k) => [k, defaults[k]]));
+  return { settings: { ...settings, ...omitted }, explicit };
 }
 
 /** This peer's own flags that constrain which run settings it can train with. */

@@ -12,4 +12,4 @@ export { resolveCollaborativeOptions, type CollaborativeOptions } from './option
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingPrometheus } from './prometheus.js';
 export { currentProgress, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, DEFAULT_RUN_SETTINGS, describeRunSettings, joinPeerIds, readRunParams, resolveRunSettings, runSettingsOf, runSettingsProblem, type RunSettings } from './run-params.js';
+export { collabOptionsOf, DEFAULT_RUN_SETTINGS, defaultRunSettings, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunSettings, runSettingsOf, runSettingsProblem, type ResolvedRun, type RunData, type RunSettings } from './run-params.js';

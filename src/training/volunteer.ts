@@ -14,6 +14,7 @@ import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
 import { trainerSettings } from './options.js';
 import type { CoordinatorRole, FoundLeaderboard, MakeNodeParts, SwarmPresence, TrainingService, TrainingSettings } from './service.js';
 import { SoloTraining } from './solo.js';
+import { ownRunData } from './run-data.js';
 import { runSwarmPeer } from './swarm-peer.js';
 
 export interface VolunteerOptions extends WatchdogOptions {
@@ -153,7 +154,7 @@ export class VolunteerTraining implements TrainingService {
       this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
       return this.startSolo();
     }
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(joinCode), log: this.o.log });
+    const { settings: run, data } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(joinCode), log: this.o.log });
     this.mode = 'swarm';
     this.abort = new AbortController();
     const policies = this.settings?.policies;
@@ -168,6 +169,7 @@ export class VolunteerTraining implements TrainingService {
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: this.abort.signal,
+      data,
       collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined },
       emit: (e) => this.emit(e),
     })
@@ -226,7 +228,7 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const joinCode = this.joinCode();
     const node = await this.swarm.acquire(joinCode);
     await node.ready;
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinCode === undefined ? undefined : joinPeerIds(joinCode), log: this.o.log });
+    const { settings: run } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: joinCode === undefined ? undefined : joinPeerIds(joinCode), log: this.o.log });
     this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: run.targetBatchSize });
     this.coordinator.start();
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import { AGGREGATIONS, COMPRESSIONS } from '../../averaging/index.js';
-import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type RunSettings } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, DEFAULT_RUN_SETTINGS, joinPeerIds, resolveRunSettings, RunSettingsConflictError, resolveCollaborativeOptions, type CollaborativeOptions, type ResolvedRun, type RunData, type RunSettings } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { PRESET_NAMES } from '../../engine/index.js';
+import { ShardServer } from '../../shards/index.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { createSwarmNode, isJoinCode, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
@@ -14,6 +15,7 @@ import { intFlag, positiveFloatFlag } from '../flags.js';
 import { checkRunSettings, RUN_SETTING_FLAGS, runSettingFlags } from '../run-settings.js';
 import { PRECISION_HELP, precisionFlag } from './model.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
+import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 
 /** The optimizer's own defaults, shown in --help. */
 const OPTIMIZER_DEFAULTS = resolveCollaborativeOptions({ ...collabOptionsOf(DEFAULT_RUN_SETTINGS) });
@@ -59,6 +61,8 @@ interface RunOptions {
   out?: string;
   throttle?: string;
   faultInflateClaims?: string;
+  dataSource?: string;
+  tokenizer?: string;
 }
 
 export function registerRun(program: Command): void {
@@ -103,7 +107,16 @@ export function registerRun(program: Command): void {
     .option('--refresh <s>', 'seconds between progress looks: coordinator polls; peers’ longest wait', '2')
     .option('--out <dir>', 'save the final model here (config.json + model.safetensors) when training ends')
     .option('--throttle <factor>', 'testing: run at 1/factor of this machine’s speed')
-    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)');
+    .option('--fault-inflate-claims <factor>', 'testing only: claim factor× the samples processed (contribution checks must catch it)')
+    // pinning flags
+    .option('--data-source <path|url>', 'founder: prepare this corpus (FILE, DIR, URL; .zip/.tar/.tar.gz/.gz read as they ship) and pin it in the run record; joiners fetch it from the swarm')
+    .option('--tokenizer <file>', 'founder: the Hugging Face tokenizer.json of --data-source (default: a WordPiece tokenizer trained on it)')
+    .option('--adam-beta1 <x>', `LAMB β₁ (adam_beta1; default ${RUN.adamBeta1}) [run-wide]`)
+    .option('--adam-beta2 <x>', `LAMB β₂ (adam_beta2; default ${RUN.adamBeta2}) [run-wide]`)
+    .option('--adam-epsilon <x>', `LAMB ε (adam_epsilon; default ${RUN.adamEpsilon}) [run-wide]`)
+    .option('--weight-decay <x>', `LAMB weight decay, 0 to 1 (weight_decay; default ${RUN.weightDecay}) [run-wide]`)
+    .option('--clamp-value <x>', `LAMB's clamp on each tensor's weight norm (clamp_value; default ${RUN.clampValue}) [run-wide]`)
+    .option('--max-grad-norm <x>', `global gradient-norm clip before each step (max_grad_norm; default ${RUN.maxGradNorm}) [run-wide]`);
   addSettingOptions(cmd, ['initialPeers']);
   describeCommandEnv(cmd);
   cmd.action(async (opts: RunOptions) => {
@@ -131,6 +144,7 @@ export function registerRun(program: Command): void {
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
+    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
     const init = swarmInit(opts, settings.initialPeers);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
@@ -140,16 +154,22 @@ export function registerRun(program: Command): void {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     try {
+      // a founder's data is ready before its join code is printed: joiners find the run's record at once
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const run = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, log, stop.signal);
+      const { settings: run, data } = await runSettings(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, ownData, log, stop.signal);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
         const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints });
         coordinator.start();
+        // the founder is the first holder of the run's data
+        const shards = data === null ? undefined : new ShardServer(node, store, log);
+        await shards?.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        await shards?.stop();
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
@@ -166,7 +186,7 @@ export function registerRun(program: Command): void {
           uploadLimit: uploadLimitKiB === undefined ? undefined : uploadLimitKiB * 1024,
           fault: inflateClaims === undefined ? undefined : { inflateClaims },
         };
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, collab });
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out: opts.out, data, collab });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -178,10 +198,10 @@ export function registerRun(program: Command): void {
   });
 }
 
-/** The run's settings (see resolveRunSettings); an explicit flag that contradicts the swarm's exits 2 naming it. */
-async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, log: Parameters<typeof resolveRunSettings>[1]['log'], signal: AbortSignal): Promise<RunSettings> {
+/** The run's settings and data (see resolveRunSettings); an explicit flag that contradicts the swarm's exits 2 naming it. */
+async function runSettings(node: SwarmNode, joinPeers: string[] | undefined, flags: ReturnType<typeof runSettingFlags>, ownData: RunData | null, log: Parameters<typeof resolveRunSettings>[1]['log'], signal: AbortSignal): Promise<ResolvedRun> {
   try {
-    return await resolveRunSettings(node, { own: flags.settings, joinPeers, explicit: flags.explicit, log, signal });
+    return await resolveRunSettings(node, { own: flags.settings, ownData, joinPeers, explicit: flags.explicit, log, signal });
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(RUN_SETTING_FLAGS[err.field as keyof RunSettings].flag, err.message);
     throw err;

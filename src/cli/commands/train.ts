@@ -41,7 +41,7 @@ export function registerTrain(program: Command): void {
     .option('--lr <x>', `peak learning rate (default ${DEFAULT_RUN_SETTINGS.peakLr})`)
     .option('--warmup-steps <n>', 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)')
     .option('--optimizer <name>', `accepted: ${OPTIMIZERS.join(', ')} (default lamb)`)
-    .option('--max-grad-norm <x>', `global gradient-norm clip (default ${DEFAULT_LOCAL_TRAINER.maxGradNorm})`)
+    .option('--max-grad-norm <x>', `global gradient-norm clip (default ${DEFAULT_RUN_SETTINGS.maxGradNorm})`)
     .option('--seed <n>', 'seed for the initial weights and the synthetic data (default 0)')
     .option('--vocab-size <n>', "vocabulary size (default: the preset's)")
     .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto)`)
@@ -61,7 +61,7 @@ export function registerTrain(program: Command): void {
     const peakLr = positiveFloatFlag('--lr', opts.lr) ?? DEFAULT_RUN_SETTINGS.peakLr;
     const warmupSteps = intFlag('--warmup-steps', opts.warmupSteps, 0, steps - 1) ?? Math.floor(steps / 10);
     const kind = choiceFlag('--optimizer', opts.optimizer, OPTIMIZERS) ?? 'lamb';
-    const maxGradNorm = positiveFloatFlag('--max-grad-norm', opts.maxGradNorm) ?? DEFAULT_LOCAL_TRAINER.maxGradNorm;
+    const maxGradNorm = positiveFloatFlag('--max-grad-norm', opts.maxGradNorm) ?? DEFAULT_RUN_SETTINGS.maxGradNorm;
     const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1) ?? 0;
     const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
     const threads = intFlag('--threads', opts.threads, 1, 1024);
@@ -70,7 +70,7 @@ export function registerTrain(program: Command): void {
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;
     try {
-      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1 }, { batchSize, precision, maxGradNorm });
+      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision });
       session = await openTrainingSession({ store, log, trainer, provider, threads, optimizer: kind, data: dataChoice, dataPeerId: 'local', vocabSize, onWarning: (m) => log.warn(m) });
     } catch (err) {
       store.close();
