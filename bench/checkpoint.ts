@@ -27,7 +27,7 @@ try {
   grads.data.fill(1e-4);
   optimizer.step(params, grads, 1e-3); // moments that are not all zeros
   const live = { config, params, optimizer, scaler: new DynamicLossScaler() };
-  const meta = { runId: 'bench', run: newRunParams(DEFAULT_RUN_SETTINGS) };
+  const meta = { runId: 'bench', run: newRunParams(DEFAULT_RUN_SETTINGS, null) };
   const rssBefore = rssMiB();
   console.log(`large preset: ${params.size} parameters, ${((3 * params.size * 4) / 2 ** 20).toFixed(0)} MiB of parameters and moments; RSS ${rssBefore} MiB before saving`);
 

@@ -10,6 +10,7 @@ import { AGGREGATIONS, type Aggregation } from './reducer.js';
 import { groupKey, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
+import type { DataPins } from './messages.js';
 import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
@@ -55,6 +56,11 @@ export interface AveragerInit {
    * can do to the average, `mean` is hivemind's weighted mean. @default DEFAULT_AGGREGATION
    */
   aggregation?: Aggregation;
+  /**
+   * What this peer trains on (its dataset's id and tokenizer's sha256): matchmaking never groups it
+   * with peers declaring other data. @default null (no pinned data: groups only with peers without)
+   */
+  data?: DataPins | null;
   state?: {
     /** @default DEFAULT_MAX_CONCURRENT_DOWNLOADS */
     maxConcurrentDownloads?: number;
@@ -157,6 +163,7 @@ function resolve(init: AveragerInit): Resolved {
     uploadLimitBytesPerS: init.uploadLimitBytesPerS,
     maxAbs: init.maxAbs ?? C.DEFAULT_MAX_ABS_VALUE,
     aggregation: init.aggregation ?? C.DEFAULT_AGGREGATION,
+    data: init.data ?? null,
     state: {
       maxConcurrentDownloads: init.state?.maxConcurrentDownloads ?? C.DEFAULT_MAX_CONCURRENT_DOWNLOADS,
       chunkBytes: init.state?.chunkBytes ?? C.DEFAULT_STATE_CHUNK_BYTES,
@@ -305,6 +312,7 @@ export class Averager {
         {
           key,
           schema,
+          data: this.cfg.data,
           self: { peer: this.node.peerId.toString(), bandwidth: this.cfg.bandwidthBytesPerS, clientMode: this.node.clientMode },
           weight,
           targetGroupSize: this.cfg.targetGroupSize,

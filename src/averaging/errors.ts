@@ -7,6 +7,8 @@ export const JOIN_REFUSALS = [
   'NOT_LOOKING_FOR_GROUP',
   'ALREADY_RUNNING',
   'BAD_SCHEMA_HASH',
+  /** The joiner trains on another dataset or tokenizer (the message names both). */
+  'DATA_MISMATCH',
   'EPOCH_MISMATCH',
   'BAD_REQUEST',
   'NOT_ENOUGH_PEERS',

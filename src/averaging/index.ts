@@ -28,5 +28,5 @@ export type { Fault } from './faults.js';
 export { AGGREGATIONS, type Aggregation } from './reducer.js';
 export { DEFAULT_AGGREGATION } from './constants.js';
 export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
-export type { StateMetadata } from './messages.js';
+export { dataPinsSchema, type DataPins, type StateMetadata } from './messages.js';
 export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal } from './errors.js';

@@ -7,7 +7,7 @@ import { MatchmakingError, ProtocolError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
-import { joinResponseSchema, readySchema, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member, type Ready } from './messages.js';
+import { joinResponseSchema, readySchema, type DataPins, type Declaration, type GroupWire, type JoinRequest, type JoinResponse, type Member, type Ready } from './messages.js';
 
 /**
  * This peer's weight (samples behind its vector): known when matchmaking starts (a plain step), or
@@ -42,6 +42,8 @@ export interface MatchmakingParams {
   /** Record key of this round, `averaging/<prefix>:<epoch>`. */
   readonly key: string;
   readonly schema: string;
+  /** What this peer trains on: peers declaring other data are never grouped with it (null: none pinned). */
+  readonly data: DataPins | null;
   readonly self: Omit<Member, 'weight'>;
   readonly weight: MemberWeight;
   /** Most peers in a group: joins beyond it are refused. */
@@ -95,7 +97,7 @@ interface Follower {
 const DIAL_TIMEOUT_MS = 5000;
 
 /** Refusals after which a leader is not asked again in this round. */
-const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
+const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'DATA_MISMATCH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
 /** Polls after which a leader alone asks a declared peer that never joined it (see probeSilent). */
 const SILENT_POLLS = 4;
@@ -110,6 +112,15 @@ const VERIFY_READ_TIMEOUT_MS = 3000;
  */
 export function leaderRank(key: string, peer: string): string {
   return createHash('sha256').update(`${key}\n${peer}`).digest('hex');
+}
+
+function sameData(a: DataPins | null, b: DataPins | null): boolean {
+  return a === null || b === null ? a === b : a.datasetId === b.datasetId && a.tokenizerSha256 === b.tokenizerSha256;
+}
+
+/** Both hashes of a peer's data, for messages that tell a volunteer which side holds what. */
+export function describeDataPins(d: DataPins | null): string {
+  return d === null ? 'no pinned data' : `tokenizer sha256 ${d.tokenizerSha256}, dataset ${d.datasetId}`;
 }
 
 /**
@@ -130,6 +141,8 @@ export class Matchmaker {
   /** Peers probed by probeSilent (once each). */
   private readonly probed = new Set<string>();
   private readonly refusedBy = new Map<string, string>();
+  /** Peers declared under the key with other data than ours: never grouped with (and told why once). */
+  private readonly mismatched = new Map<string, DataPins | null>();
   /** leaders that said NOT_A_LEADER: skipped until this time (ms) */
   private readonly backoff = new Map<string, number>();
   private changed: (() => void) | undefined;
@@ -222,7 +235,7 @@ export class Matchmaker {
     const { bandwidth, clientMode } = this.p.self;
     const weight = this.p.weight.value;
     try {
-      const stored = await this.hub.groups.store(this.p.key, '', { ...(weight === undefined ? {} : { weight }), bandwidth, clientMode, schema: this.p.schema }, this.expiration);
+      const stored = await this.hub.groups.store(this.p.key, '', { ...(weight === undefined ? {} : { weight }), bandwidth, clientMode, schema: this.p.schema, data: this.p.data }, this.expiration);
       if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
     } catch (err) {
       this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
@@ -241,14 +254,22 @@ export class Matchmaker {
       new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
     ]);
     clearTimeout(timer);
-    // a banned peer is neither asked to lead nor waited for: to this node it is not in the swarm
-    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema && this.hub.banned(entry.owner) === undefined);
+    // a banned peer is neither asked to lead nor waited for: to this node it is not in the swarm; a peer on other data is never grouped with
+    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema && this.hub.banned(entry.owner) === undefined && this.dataMatches(entry.owner, entry.value.data));
     for (const entry of matching) {
       this.seen.add(entry.owner);
       if (!this.firstSeen.has(entry.owner)) this.firstSeen.set(entry.owner, Date.now());
       this.declared.set(entry.owner, entry.value);
     }
     return matching;
+  }
+
+  /** Whether `peer` trains on our data; the first time it does not, says so with both hashes. */
+  private dataMatches(peer: string, data: DataPins | null): boolean {
+    if (peer === this.self || sameData(data, this.p.data)) return true;
+    if (!this.mismatched.has(peer)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it trains on ${describeDataPins(data)}, this peer on ${describeDataPins(this.p.data)}`);
+    this.mismatched.set(peer, data);
+    return false;
   }
 
   /** The declared non-client peer of lowest leaderRank that has not refused us. */
@@ -289,7 +310,7 @@ export class Matchmaker {
     try {
       framed = new FramedStream(await this.node.dial(peer, MATCHMAKING_PROTOCOL, { signal }), MAX_CONTROL_BYTES, `matchmaking answer from ${peer}`);
       const { bandwidth, clientMode } = this.p.self;
-      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, bandwidth, clientMode } satisfies JoinRequest, signal);
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, data: this.p.data, bandwidth, clientMode } satisfies JoinRequest, signal);
       const answer = await framed.expect(joinResponseSchema, signal, 'the answer to a probe');
       if (answer.t === 'refused') this.onRefused(peer, answer.code, answer.message, answer.leader);
     } catch (err) {
@@ -432,7 +453,7 @@ export class Matchmaker {
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
       const { bandwidth, clientMode } = this.p.self;
       const weight = this.p.weight.value;
-      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
+      await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, data: this.p.data, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
       for (;;) {
         const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
         if (answer.t === 'accepted') {
@@ -487,6 +508,10 @@ export class Matchmaker {
       await framed.close(AbortSignal.timeout(2000));
     };
     if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${request.schema.slice(0, 12)}… differs from ours (${this.p.schema.slice(0, 12)}…)`);
+    if (!sameData(request.data, this.p.data)) {
+      this.dataMatches(peer, request.data); // logged once, and never chosen as a leader
+      return refuse('DATA_MISMATCH', `${peer} trains on ${describeDataPins(request.data)}; ${this.self} on ${describeDataPins(this.p.data)}`);
+    }
     if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.leader);
     if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is in client mode and cannot lead`);
     if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
@@ -549,6 +574,14 @@ export class Matchmaker {
   private noGroup(): MatchmakingError {
     const seconds = ((Date.now() - this.started) / 1000).toFixed(1);
     const refusals = [...this.refusedBy].map(([peer, why]) => `${peer}: ${why}`).join('; ');
+    // every other peer trains on other data: this peer's volunteer must change that, not wait
+    const dataRefusal = [...this.refusedBy.values()].find((why) => why.startsWith('DATA_MISMATCH'));
+    const matchingOthers = [...this.seen].filter((p) => p !== this.self && !this.refusedBy.get(p)?.startsWith('DATA_MISMATCH'));
+    if (matchingOthers.length === 0 && (this.mismatched.size > 0 || dataRefusal !== undefined)) {
+      const theirs = [...new Set([...this.mismatched.values()].map(describeDataPins))];
+      const what = theirs.length > 0 ? `${this.mismatched.size} peer(s) declared under key ${this.p.key} train on other data (${theirs.join('; ')})` : `a leader refused it (${dataRefusal})`;
+      return new MatchmakingError('DATA_MISMATCH', `no group formed: this peer trains on ${describeDataPins(this.p.data)}, but ${what}; peers with other data never average together`);
+    }
     const seen = [...this.seen];
     const what =
       seen.length < this.p.minGroupSize

@@ -21,18 +21,26 @@ const groupKey = z.string().min(1).max(256);
 /** Hex SHA-256 of the tensor schema: peers averaging different shapes must never meet. */
 const schemaHash = z.string().regex(/^[0-9a-f]{64}$/);
 const reason = z.string().max(1000);
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
+
+/**
+ * What a peer trains on: its dataset's content id and its tokenizer.json's sha256. Peers whose data
+ * differs never average: their gradients mean different token ids. null: no pinned data.
+ */
+export const dataPinsSchema = z.strictObject({ datasetId: sha256Hex, tokenizerSha256: sha256Hex });
+export type DataPins = z.infer<typeof dataPinsSchema>;
 
 // ---- records ----------------------------------------------------------------------------------
 
 /** Value of a group declaration under `averaging/<prefix>:<epoch>` (subkey '' of its owner); no weight while pre-scheduled. */
-export const declarationSchema = z.strictObject({ weight: weight.optional(), bandwidth, clientMode: z.boolean(), schema: schemaHash });
+export const declarationSchema = z.strictObject({ weight: weight.optional(), bandwidth, clientMode: z.boolean(), schema: schemaHash, data: dataPinsSchema.nullable() });
 export type Declaration = z.infer<typeof declarationSchema>;
 
 /** Value of a donor advertisement under `state/<prefix>`. */
 export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
-// ---- matchmaking/3.0.0 ------------------------------------------------------------------------
+// ---- matchmaking/4.0.0 ------------------------------------------------------------------------
 
 export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
@@ -50,7 +58,7 @@ export const groupSchema = z.strictObject({
 export type GroupWire = z.infer<typeof groupSchema>;
 
 /** `weight` absent: a pre-scheduled member, which sends it in a Ready once its caller has it. */
-export const joinRequestSchema = z.strictObject({ t: z.literal('join'), key: groupKey, schema: schemaHash, weight: weight.optional(), bandwidth, clientMode: z.boolean() });
+export const joinRequestSchema = z.strictObject({ t: z.literal('join'), key: groupKey, schema: schemaHash, data: dataPinsSchema.nullable(), weight: weight.optional(), bandwidth, clientMode: z.boolean() });
 export type JoinRequest = z.infer<typeof joinRequestSchema>;
 
 /** A pre-scheduled follower's weight, sent after `accepted`: the leader sends the group description once every member is ready. */

@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { COLLABORATIVE_OPTION_FIELDS as OPTION, DEFAULT_RUN_SETTINGS, RUN_SETTING_FIELDS as SETTING, runSettingsProblem, type RunSettings } from '../collab/index.js';
+import { COLLABORATIVE_OPTION_FIELDS as OPTION, DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS as SETTING, runSettingsProblem, type RunSettings } from '../collab/index.js';
 import { ConfigError } from '../config/load.js';
 import { PRECISIONS } from '../engine/index.js';
 import { DEFAULT_LOCAL_TRAINER } from '../training/options.js';
@@ -28,7 +28,7 @@ function wide<K extends Exclude<keyof RunSettings, 'averageStateEvery'>>(key: K,
 
 /** The run settings' flags (`cohort train` uses some of them for its own run). */
 export const RUN_SETTING_FLAGS = {
-  preset: wide('preset', 'model size'),
+  preset: wide('preset', 'model size; large runs hivemind’s ALBERT recipe where the other run-wide flags are omitted (sequence 512, warmup 5000 of 125000 epochs, fp16 gradient and state compression)'),
   targetBatchSize: wide('targetBatchSize', 'samples the swarm gathers per optimizer step (target_batch_size)'),
   seqLen: wide('seqLen', 'tokens per sequence, at most the preset’s positions'),
   gradCompression: wide('gradCompression', 'gradient wire compression (grad_compression)'),
@@ -42,6 +42,12 @@ export const RUN_SETTING_FLAGS = {
   warmupSteps: wide('warmupSteps', 'warmup in swarm epochs'),
   totalSteps: wide('totalSteps', 'swarm epochs at which the learning rate has decayed to 0'),
   seed: wide('seed', 'seed of the initial weights (the same on every peer)'),
+  adamBeta1: wide('adamBeta1', 'LAMB β₁ (adam_beta1)'),
+  adamBeta2: wide('adamBeta2', 'LAMB β₂ (adam_beta2)'),
+  adamEpsilon: wide('adamEpsilon', 'LAMB ε (adam_epsilon)'),
+  weightDecay: wide('weightDecay', 'LAMB weight decay (weight_decay)'),
+  clampValue: wide('clampValue', 'LAMB’s clamp on each tensor’s weight norm (clamp_value)'),
+  maxGradNorm: wide('maxGradNorm', 'global gradient-norm clip before each step (max_grad_norm)'),
 } satisfies { [K in keyof RunSettings]-?: FlagRow };
 const RUN_WIDE_FLAGS = tagged(RUN_SETTING_FLAGS, '[run-wide]');
 
@@ -72,6 +78,8 @@ const PEER_FLAGS = {
   checkpointEvery: flagRow({ schema: int.min(0), default: 10, description: 'coordinator: checkpoint every N epochs (0: never)' }),
   keepCheckpoints: flagRow({ schema: int.min(1).max(1000), default: 3, description: 'coordinator: checkpoints kept' }),
   refresh: flagRow({ schema: OPTION.maxRefresh, default: 2, arg: '<s>', description: 'seconds between progress looks: coordinator polls; peers’ longest wait' }),
+  dataSource: flagRow({ schema: z.string().min(1), arg: '<path|url>', description: 'founder: prepare this corpus (FILE, DIR, URL; .zip/.tar/.tar.gz/.gz read as they ship) and pin it in the run record; joiners fetch it from the swarm' }),
+  tokenizer: flagRow({ schema: z.string().min(1), arg: '<file>', description: 'founder: the Hugging Face tokenizer.json of --data-source (default: a WordPiece tokenizer trained on it)' }),
   out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
   saveStateEvery: flagRow({ schema: int.min(0).max(10_080), default: DEFAULT_SAVE_STATE_MINUTES, arg: '<minutes>', description: 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)' }),
   resumeFrom: flagRow({ schema: z.string(), arg: '<dir>', description: 'found the run from a state directory (config.json + model.safetensors, optionally optimizer.safetensors and cohort-state.json with its epoch) instead of new weights; a training peer founding the run only' }),
@@ -94,11 +102,14 @@ export interface RunSettingFlags {
   readonly explicit: ReadonlyArray<keyof RunSettings>;
 }
 
-/** The run settings among the parsed flags, and which of them the user gave. */
+/**
+ * The run settings among the parsed flags, and which of them the user gave; what the user left out is
+ * the preset's default (`--preset large` runs hivemind's ALBERT recipe).
+ */
 export function runSettingFlags(cmd: Command, flags: RunFlags): RunSettingFlags {
-  const keys = Object.keys(RUN_SETTING_FLAGS) as Array<keyof RunSettings>;
-  const settings = Object.fromEntries(keys.filter((key) => flags[key] !== undefined).map((key) => [key, flags[key]])) as unknown as RunSettings;
-  return { settings, explicit: givenFlags(cmd, RUN_SETTING_FLAGS) };
+  const explicit = givenFlags(cmd, RUN_SETTING_FLAGS);
+  const given = Object.fromEntries(explicit.map((key) => [key, flags[key]]));
+  return { settings: { ...defaultRunSettings(flags.preset), ...given }, explicit };
 }
 
 /** This peer's own flags that constrain which run settings it can train with. */

@@ -69,6 +69,10 @@ interface EndedEpoch {
 }
 
 /** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
+/** What a volunteer whose data differs from the swarm's should do (logged with the refusal naming both hashes). */
+const DATA_MISMATCH_ADVICE =
+  "this peer trains on other data than the swarm's peers, so it never averages with them. When the run pins its data (`cohort status --join CODE` shows it), restart this peer with an empty data directory (`cohort run --join CODE --data-dir NEW_DIR`) to fetch it; when it pins none, prepare the same data as the others (`cohort data prepare --source … --tokenizer …`) or found the run on one (`cohort run --coordinator --data-source …`)";
+
 type Reduced = StepResult | { readonly ok: false; readonly reason: string };
 
 interface Averaged {
@@ -159,6 +163,7 @@ export class CollaborativeOptimizer {
     const observe = (label: string): Pick<AveragerInit, 'label' | 'onEvent'> => ({ label, ...(onAveraging ? { onEvent: (e: AveragingEvent) => onAveraging(label, e) } : {}) });
     const timing = {
       aggregation: this.o.aggregation,
+      data: this.o.data,
       targetGroupSize: this.o.targetGroupSize,
       matchmakingTimeMs: Math.round(this.o.matchmakingTime * 1000),
       averagingExpirationMs: Math.round(this.o.averagingExpiration * 1000),
@@ -397,6 +402,7 @@ export class CollaborativeOptimizer {
       averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
     } else {
       this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
+      if ('code' in result && result.code === 'DATA_MISMATCH') this.log.error(DATA_MISMATCH_ADVICE);
       averaged = { averagedWith: 1, reason: result.reason };
     }
     const lr = this.lr(s.next);

@@ -4,7 +4,7 @@
  * `undefined` means "the default". See docs/collab.md for what each does.
  */
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, DEFAULT_AGGREGATION } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION } from '../averaging/index.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
 
@@ -79,6 +79,8 @@ const collaborativeOptionsObject = z.object({
   /** Upper bound on how long a peer trusts its last view of the swarm. */
   maxRefresh: seconds.default(30),
   maxGradNorm: positive.default(1),
+  /** The run's data (dataset id and tokenizer sha256), which this peer trains on: peers with other data are never averaged with. null: none pinned. */
+  data: dataPinsSchema.nullable().default(null),
   displayName: z.string().min(1).max(64).optional(),
   /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
   uploadLimit: positive.optional(),

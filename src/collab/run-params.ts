@@ -5,7 +5,7 @@
  * ("The `run` record") for who is authoritative and the limits of that rule.
  */
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, DEFAULT_AGGREGATION } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, type DataPins } from '../averaging/index.js';
 import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
@@ -43,15 +43,35 @@ const runSettingsSchema = z.strictObject({
   averageOptStatistics: z.boolean(),
   useLocalUpdates: z.boolean(),
   batchSizeLead: int.min(0),
-  /** How reducers combine their parts (averaging/reducer.ts). Absent in records of Cohort before it: the default. */
+  /** How reducers combine their parts (averaging/reducer.ts). Absent: the default. */
   aggregation: z.enum(AGGREGATIONS).optional(),
+  /** LAMB's recipe beside the learning rate (hivemind's adam_beta1, adam_beta2, adam_epsilon, weight_decay, clamp_value). */
+  adamBeta1: z.number().min(0).lt(1),
+  adamBeta2: z.number().min(0).lt(1),
+  adamEpsilon: z.number().positive().max(1),
+  weightDecay: z.number().min(0).max(1),
+  clampValue: z.number().finite().positive(),
+  /** The global gradient-norm clip before each step (max_grad_norm). */
+  maxGradNorm: z.number().finite().positive(),
 });
 export type RunSettings = z.infer<typeof runSettingsSchema>;
 /** Each run setting's schema (`cohort run`'s run-wide flags are rows over these). */
 export const RUN_SETTING_FIELDS = runSettingsSchema.shape;
 
-/** Why a combination of settings is invalid, by field (the CLI names the flag), or undefined. */
-export function runSettingsProblem(s: RunSettings): { field: keyof RunSettings; message: string } | undefined {
+type SettingsProblem = { field: keyof RunSettings; message: string } | undefined;
+
+/** Why settings are invalid (a value out of its range, or a combination), by field (the CLI names the flag), or undefined. */
+export function runSettingsProblem(s: RunSettings): SettingsProblem {
+  const parsed = runSettingsSchema.safeParse(s);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    return { field: issue.path[0] as keyof RunSettings, message: `${String(s[issue.path[0] as keyof RunSettings])}: ${issue.message}` };
+  }
+  return combinationProblem(s);
+}
+
+/** Why a combination of (individually valid) settings is invalid. */
+function combinationProblem(s: RunSettings): SettingsProblem {
   const maxSeq = PRESETS[s.preset].maxPositionEmbeddings;
   if (s.seqLen > maxSeq) return { field: 'seqLen', message: `${s.seqLen} exceeds the ${s.preset} preset's ${maxSeq} positions` };
   if (s.warmupSteps >= s.totalSteps) return { field: 'warmupSteps', message: `${s.warmupSteps} is not an integer from 0 to ${s.totalSteps - 1} (less than the total steps ${s.totalSteps})` };
@@ -59,15 +79,26 @@ export function runSettingsProblem(s: RunSettings): { field: keyof RunSettings; 
   return undefined;
 }
 
-/** The signed value under the `run` key: version, when the run was founded, and its settings. */
+/**
+ * The data a run trains on: its prepared dataset's content id and the sha256 of the tokenizer.json
+ * its token ids come from (store/dataset-id.ts), as matchmaking compares them.
+ */
+export type RunData = DataPins;
+
+/** The record's version: 2 added the data and LAMB's recipe; peers of one version ignore the other's records. */
+const RUN_PARAMS_VERSION = 2;
+
+/** The signed value under the `run` key: version, when the run was founded, its data and its settings. */
 export const runParamsSchema = runSettingsSchema
   .extend({
-    v: z.literal(1),
+    v: z.literal(RUN_PARAMS_VERSION),
     /** When the founder created the run (ms since the Unix epoch); re-publishers keep it. */
     created: z.number().int().nonnegative(),
+    /** null: the founder had no prepared dataset, so each peer trains on its own (warned). */
+    data: dataPinsSchema.nullable(),
   })
   .superRefine((p, ctx) => {
-    const problem = runSettingsProblem(p);
+    const problem = combinationProblem(p);
     if (problem) ctx.addIssue({ code: 'custom', path: [problem.field], message: problem.message });
   });
 export type RunParams = z.infer<typeof runParamsSchema>;
@@ -87,22 +118,51 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = {
   useLocalUpdates: false,
   batchSizeLead: 0,
   aggregation: DEFAULT_AGGREGATION,
+  adamBeta1: LAMB_DEFAULTS.betas[0],
+  adamBeta2: LAMB_DEFAULTS.betas[1],
+  adamEpsilon: LAMB_DEFAULTS.eps,
+  weightDecay: LAMB_DEFAULTS.weightDecay,
+  clampValue: LAMB_DEFAULTS.clampValue,
+  maxGradNorm: 1,
 };
 
-export function newRunParams(settings: RunSettings, created = Date.now()): RunParams {
-  return runParamsSchema.parse({ ...settings, v: 1, created });
+/**
+ * Where a preset's defaults differ from DEFAULT_RUN_SETTINGS: `large` runs hivemind's examples/albert
+ * recipe (its LAMB values are LAMB_DEFAULTS, so DEFAULT_RUN_SETTINGS' already).
+ */
+const PRESET_RUN_DEFAULTS: { readonly [P in PresetName]?: Partial<RunSettings> } = {
+  large: { seqLen: 512, targetBatchSize: 4096, warmupSteps: 5000, totalSteps: 125_000, gradCompression: 'fp16', stateAveragingCompression: 'fp16' },
+};
+
+/** The settings a founder of `preset` runs where it chose none. */
+export function defaultRunSettings(preset: PresetName): RunSettings {
+  return { ...DEFAULT_RUN_SETTINGS, ...PRESET_RUN_DEFAULTS[preset], preset };
+}
+
+export function newRunParams(settings: RunSettings, data: RunData | null, created = Date.now()): RunParams {
+  return runParamsSchema.parse({ ...settings, v: RUN_PARAMS_VERSION, created, data });
 }
 
 /** The settings part of a record (what the peer trains with). */
 export function runSettingsOf(p: RunParams): RunSettings {
-  const { v: _v, created: _created, ...settings } = p;
+  const { v: _v, created: _created, data: _data, ...settings } = p;
   return settings;
+}
+
+/** What peers must share in a record (settings and data), as one comparable string. */
+function pinnedOf(p: RunParams): string {
+  return JSON.stringify({ ...runSettingsOf(p), data: p.data });
+}
+
+/** One line naming a run's data, for logs and `cohort status`. */
+export function describeRunData(data: RunData | null): string {
+  return data === null ? 'no pinned data (each peer trains on its own)' : `dataset ${data.datasetId}, tokenizer sha256 ${data.tokenizerSha256}`;
 }
 
 /** The optimizer options the settings decide. */
 export function collabOptionsOf(s: RunSettings): Pick<
   CollaborativeOptions,
-  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead' | 'aggregation'
+  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead' | 'aggregation' | 'maxGradNorm'
 > {
   return {
     targetBatchSize: s.targetBatchSize,
@@ -116,6 +176,7 @@ export function collabOptionsOf(s: RunSettings): Pick<
     useLocalUpdates: s.useLocalUpdates,
     batchSizeLead: s.batchSizeLead,
     aggregation: s.aggregation,
+    maxGradNorm: s.maxGradNorm,
   };
 }
 
@@ -136,6 +197,8 @@ export function describeRunSettings(s: RunSettings): string {
     `local updates ${s.useLocalUpdates ? 'on' : 'off'}`,
     `batch size lead ${s.batchSizeLead}`,
     `aggregation ${s.aggregation ?? DEFAULT_AGGREGATION}`,
+    `LAMB betas ${s.adamBeta1}/${s.adamBeta2}, eps ${s.adamEpsilon}, weight decay ${s.weightDecay}, clamp ${s.clampValue}`,
+    `grad clip ${s.maxGradNorm}`,
   ].join(', ');
 }
 
@@ -215,8 +278,8 @@ export function chooseRunParams(entries: Iterable<RecordEntry<RunParams>>, joinP
   const fromJoinPeer = all.find((e) => joinPeers.includes(e.owner));
   const chosen = fromJoinPeer ?? all[0];
   if (chosen === undefined) return undefined;
-  const same = JSON.stringify(runSettingsOf(chosen.value));
-  const conflicts = all.filter((e) => JSON.stringify(runSettingsOf(e.value)) !== same).map((e) => ({ owner: e.owner, params: e.value }));
+  const same = pinnedOf(chosen.value);
+  const conflicts = all.filter((e) => pinnedOf(e.value) !== same).map((e) => ({ owner: e.owner, params: e.value }));
   return { params: chosen.value, owner: chosen.owner, rule: fromJoinPeer ? 'join-peer' : 'earliest', conflicts };
 }
 
@@ -243,7 +306,7 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
   }
   if (found) {
     for (const c of found.conflicts) {
-      opts.log?.warn(`conflicting run parameters: ${c.owner} publishes (${describeRunSettings(runSettingsOf(c.params))}); adopted those of ${found.owner} (${found.rule === 'join-peer' ? 'a peer of the join code' : 'the earliest created'})`);
+      opts.log?.warn(`conflicting run parameters: ${c.owner} publishes (${describeRunSettings(runSettingsOf(c.params))}; ${describeRunData(c.params.data)}); adopted those of ${found.owner} (${found.rule === 'join-peer' ? 'a peer of the join code' : 'the earliest created'})`);
     }
   }
   return found;
@@ -252,6 +315,8 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
 export interface ResolveRunSettings {
   /** This peer's settings: the run's when it founds it, the fallback when a joiner finds no record. */
   readonly own: RunSettings;
+  /** The data this peer holds (null: none prepared): the run's when it founds it. @default null */
+  readonly ownData?: RunData | null;
   /** Peers of the join code or initial peers; undefined: this peer founds the run. */
   readonly joinPeers: readonly string[] | undefined;
   /** Settings the user chose explicitly: one that contradicts the swarm's is a RunSettingsConflictError. */
@@ -266,9 +331,16 @@ export interface ResolveRunSettings {
   readonly signal?: AbortSignal;
 }
 
-/** The settings of `resolveRunParams`' record (what the peer trains with). */
-export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings): Promise<RunSettings> {
-  return runSettingsOf(await resolveRunParams(node, r));
+/** A run as this peer trains it: the settings, and the data every peer must hold (null: none pinned). */
+export interface ResolvedRun {
+  readonly settings: RunSettings;
+  readonly data: RunData | null;
+}
+
+/** The settings and data of `resolveRunParams`' record (what the peer trains with, on what). */
+export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings): Promise<ResolvedRun> {
+  const params = await resolveRunParams(node, r);
+  return { settings: runSettingsOf(params), data: params.data };
 }
 
 /**
@@ -279,12 +351,16 @@ export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings)
  * found in time.
  */
 export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<RunParams> {
+  const ownData = r.ownData ?? null;
   if (r.joinPeers === undefined) {
-    const params = r.stored ?? newRunParams(r.own);
+    const params = r.stored ?? newRunParams(r.own, ownData);
     if (r.stored) {
       checkExplicit(r, r.stored, node.peerId.toString());
-      r.log.info(`resuming run "${node.runId}" (founded ${new Date(r.stored.created).toISOString()}) with its stored run parameters: ${describeRunSettings(runSettingsOf(r.stored))}`);
-    } else r.log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(r.own)}`);
+      r.log.info(`resuming run "${node.runId}" (founded ${new Date(r.stored.created).toISOString()}) with its stored run parameters: ${describeRunSettings(runSettingsOf(r.stored))}; ${describeRunData(r.stored.data)}`);
+    } else {
+      r.log.info(`founding run "${node.runId}" with run parameters: ${describeRunSettings(r.own)}; ${describeRunData(ownData)}`);
+      if (ownData === null) r.log.warn('this run pins no data: every peer trains on the dataset it prepared itself; found the run on a prepared dataset (`cohort run --data-source …`) so that peers share one');
+    }
     publishRunParams(node, params, r.log).then(
       (result) => r.log.debug(`run parameters published (${result.replicas} replica(s) so far; re-published while this node runs)`),
       (err: unknown) => r.log.error(`could not publish the run parameters: ${(err as Error).message}`),
@@ -294,14 +370,14 @@ export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): 
   const swarm = await readRunParams(node, { joinPeers: r.joinPeers, log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
   if (swarm === undefined) {
     if (r.stored) {
-      r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored))})`);
+      r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored))}; ${describeRunData(r.stored.data)})`);
       return r.stored;
     }
-    r.log.warn(`no run parameters published in swarm "${node.runId}" (a founder running an older Cohort?): training with this peer's own (${describeRunSettings(r.own)}); every peer must use the same ones`);
-    return newRunParams(r.own);
+    r.log.warn(`no run parameters published in swarm "${node.runId}" (a founder running another version of Cohort, whose record this one cannot read?): training with this peer's own (${describeRunSettings(r.own)}; ${describeRunData(ownData)}); every peer must use the same ones`);
+    return newRunParams(r.own, ownData);
   }
   checkExplicit(r, swarm.params, swarm.owner);
-  r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(runSettingsOf(swarm.params))}`);
+  r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(runSettingsOf(swarm.params))}; ${describeRunData(swarm.params.data)}`);
   publishRunParams(node, swarm.params, r.log).catch((err: unknown) => r.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
   return swarm.params;
 }

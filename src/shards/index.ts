@@ -8,7 +8,7 @@
  * const r = await fetchDataset(node, store, { datasetId, dataDir, quotaBytes, log, onProgress });
  * await server.advertise();                               // the newcomer now serves what it fetched
  */
-export { ShardServer, holdingsOf, manifestOf, type ShardServerOptions } from './server.js';
+export { ShardServer, holdersPerShard, holdingsOf, manifestOf, type ShardServerOptions } from './server.js';
 export { fetchDataset, chooseShards, type FetchOptions, type FetchProgress, type FetchResult } from './fetch.js';
 export { ShardExchangeError } from './errors.js';
 export { SHARDS_PROTOCOL, SHARDS_NAMESPACE, type Manifest } from './messages.js';

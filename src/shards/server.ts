@@ -14,6 +14,7 @@ import {
   SHARDS_NAMESPACE,
   SHARDS_PROTOCOL,
   encodeBits,
+  hasBit,
   holdingSchema,
   manifestSchema,
   shardRequestSchema,
@@ -38,6 +39,14 @@ export function holdingsOf(node: SwarmNode): RecordNamespace<Holding> {
 
 export function holdingKey(datasetId: string): string {
   return `${SHARDS_NAMESPACE}/${datasetId}`;
+}
+
+/** How many peers advertise each shard of `datasetId` (by manifest index); empty when nobody does. */
+export async function holdersPerShard(node: SwarmNode, datasetId: string): Promise<number[]> {
+  const holdings = [...(await holdingsOf(node).get(holdingKey(datasetId))).values()].map((e) => e.value);
+  // every honest holder advertises the manifest's shard count; a record of another count is not counted
+  const shards = Math.max(0, ...holdings.map((h) => h.shards));
+  return Array.from({ length: shards }, (_, i) => holdings.filter((h) => h.shards === shards && hasBit(h.have, i)).length);
 }
 
 /** The manifest of a dataset this store holds: the one it was fetched by, or built from its own shards. */

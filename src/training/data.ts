@@ -46,9 +46,9 @@ export function dataSource(store: Store, choice: DataChoice): TrainingData['kind
   return choice === 'prepared' || (choice === 'auto' && hasDataset(store)) ? 'prepared' : 'synthetic';
 }
 
-/** The prepared dataset's vocabulary; a different one asked for is a VocabularyMismatchError. */
-export function preparedVocabSize(store: Store, asked: number | undefined): number {
-  const { vocabSize } = findDataset(store);
+/** The prepared dataset's vocabulary (`cacheKey`'s, else the newest's); a different one asked for is a VocabularyMismatchError. */
+export function preparedVocabSize(store: Store, asked: number | undefined, cacheKey?: string): number {
+  const { vocabSize } = findDataset(store, cacheKey);
   if (asked !== undefined && asked !== vocabSize) throw new VocabularyMismatchError(asked, vocabSize);
   return vocabSize;
 }
@@ -61,6 +61,8 @@ export interface OpenTrainingData {
   readonly batchSize: number;
   readonly seqLen: number;
   readonly seed: number;
+  /** The prepared dataset to read. @default the most recently used */
+  readonly cacheKey?: string | undefined;
   /** Each peer reads the shared data in its own order. */
   readonly peerId: string;
   readonly onWarning: (message: string) => void;
@@ -68,7 +70,7 @@ export interface OpenTrainingData {
 
 export function openTrainingData(o: OpenTrainingData): TrainingData {
   if (o.source === 'prepared') {
-    const stream = openBatchStream({ store: o.store, batchSize: o.batchSize, seqLen: o.seqLen, seed: o.seed, peerId: o.peerId, onWarning: o.onWarning });
+    const stream = openBatchStream({ store: o.store, ...(o.cacheKey !== undefined ? { cacheKey: o.cacheKey } : {}), batchSize: o.batchSize, seqLen: o.seqLen, seed: o.seed, peerId: o.peerId, onWarning: o.onWarning });
     return {
       kind: 'prepared',
       description: `prepared dataset ${stream.dataset.cacheKey} (${stream.dataset.source})`,

@@ -7,12 +7,14 @@ import { DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
 import type { Precision } from '../engine/index.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 
-export interface TrainerSettings extends Pick<RunSettings, 'preset' | 'seqLen' | 'seed' | 'peakLr' | 'warmupSteps' | 'totalSteps'> {
+/** The run settings a training loop reads (the rest are the collaborative optimizer's). */
+const TRAINER_RUN_KEYS = ['preset', 'seqLen', 'seed', 'peakLr', 'warmupSteps', 'totalSteps', 'adamBeta1', 'adamBeta2', 'adamEpsilon', 'weightDecay', 'clampValue', 'maxGradNorm'] as const;
+
+export interface TrainerSettings extends Pick<RunSettings, (typeof TRAINER_RUN_KEYS)[number]> {
   /** Micro-batch size (samples per forward/backward); smaller when the memory limit needs it. */
   readonly batchSize: number;
   /** fp32, or fp16 with dynamic loss scaling (an overflowing micro-batch contributes nothing). */
   readonly precision: Precision;
-  readonly maxGradNorm: number;
   /** Solo: optimizer steps between checkpoints, and how many of each kind the store keeps. */
   readonly checkpointEvery: number;
   readonly keepCheckpoints: number;
@@ -26,7 +28,6 @@ export type LocalTrainerSettings = Omit<TrainerSettings, keyof RunSettings>;
 export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
   batchSize: 4,
   precision: 'fp32',
-  maxGradNorm: 1,
   checkpointEvery: 50,
   keepCheckpoints: 3,
   maxMemoryMiB: DEFAULT_SETTINGS.policies.maxMemoryMiB,
@@ -34,8 +35,8 @@ export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
 
 /** The trainer for `run` (default: the settings a founder publishes) with this node's choices over the defaults. */
 export function trainerSettings(run: RunSettings = DEFAULT_RUN_SETTINGS, local: Partial<LocalTrainerSettings> = {}): TrainerSettings {
-  const { preset, seqLen, seed, peakLr, warmupSteps, totalSteps } = run;
-  return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), preset, seqLen, seed, peakLr, warmupSteps, totalSteps };
+  const fromRun = Object.fromEntries(TRAINER_RUN_KEYS.map((k) => [k, run[k]])) as Pick<RunSettings, (typeof TRAINER_RUN_KEYS)[number]>;
+  return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), ...fromRun };
 }
 
 /** Leaves out keys whose value is undefined, so they take the default. */

@@ -26,6 +26,8 @@ export interface SessionSpec {
   /** @default 'lamb' */
   readonly optimizer?: OptimizerKind;
   readonly data: DataChoice;
+  /** The prepared dataset to read (the run's). @default the most recently used */
+  readonly dataset?: string | undefined;
   /** Shuffles the shared data independently per peer (hivemind's TrainerWithIndependentShuffling). */
   readonly dataPeerId: string;
   /** A vocabulary asked for explicitly; must match prepared data's tokenizer. */
@@ -60,7 +62,7 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
   const t = spec.trainer;
   const source = dataSource(spec.store, spec.data);
   // the model's vocabulary follows the tokenizer
-  const vocabSize = source === 'prepared' ? preparedVocabSize(spec.store, spec.vocabSize) : (spec.vocabSize ?? PRESETS[t.preset].vocabSize);
+  const vocabSize = source === 'prepared' ? preparedVocabSize(spec.store, spec.vocabSize, spec.dataset) : (spec.vocabSize ?? PRESETS[t.preset].vocabSize);
   const resumed = spec.resume ? resumeFromStore(spec.store, vocabSize, spec.onWarning) : undefined;
   const config = resumed?.config ?? checkConfig({ ...PRESETS[t.preset], vocabSize });
   // refuses (MemoryLimitError) before anything big is allocated
@@ -70,10 +72,11 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
   // on a GPU the activations live in its memory: the micro-batch must fit there too
   const gpu = spec.provider !== 'cpu' && missingCudaProvider() === undefined ? (queryGpus()?.[0] ?? null) : null;
   const batchSize = fitGpuMicroBatch(config, t, hostFit, gpu, spec.log);
-  const data = openTrainingData({ source, store: spec.store, config, batchSize, seqLen: t.seqLen, seed: t.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
+  const data = openTrainingData({ source, store: spec.store, cacheKey: spec.dataset, config, batchSize, seqLen: t.seqLen, seed: t.seed, peerId: spec.dataPeerId, onWarning: spec.onWarning });
   try {
     const params = resumed?.params ?? initAlbertParams(config, t.seed);
-    const optimizer = createOptimizer(params, { kind: spec.optimizer ?? 'lamb', lr: t.peakLr });
+    // the run's recipe is LAMB's; AdamW (`cohort train --optimizer adamw`) keeps torch's defaults
+    const optimizer = createOptimizer(params, spec.optimizer === 'adamw' ? { kind: 'adamw', lr: t.peakLr } : { kind: 'lamb', lr: t.peakLr, betas: [t.adamBeta1, t.adamBeta2], eps: t.adamEpsilon, weightDecay: t.weightDecay, clampValue: t.clampValue });
     const state = resumed?.optimizerState ? decodeOptimizerState(resumed.optimizerState, params) : undefined;
     if (state) optimizer.importState(state);
     const scaler = t.precision === 'fp16' ? new DynamicLossScaler() : undefined;

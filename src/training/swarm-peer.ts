@@ -6,15 +6,16 @@
  * continues from it when the swarm is not ahead (full-state.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { CollaborativeOptimizer, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { CollaborativeOptimizer, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
-import { ensureDataset } from './data.js';
 import type { EmitTrainingEvent } from './events.js';
 import { MemoryLimitError, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
+import { ShardServer } from '../shards/index.js';
+import { pinsOf, runDataset } from './run-data.js';
 import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
 
@@ -36,7 +37,9 @@ export interface SwarmPeerInit extends WatchdogOptions {
    * reject with MemoryLimitError). Absent: no limit.
    */
   readonly memoryLimitMiB?: number | undefined;
-  readonly collab: CollaborativeOptions;
+  /** The run's data: fetched from the swarm when this store lacks it; null: the run pins none (this store's own is used). */
+  readonly data: RunData | null;
+  readonly collab: Omit<CollaborativeOptions, 'data'>;
   /** The run's signed record, kept in this peer's checkpoints (a restart resumes only a checkpoint of the same record). */
   readonly run?: RunParams | undefined;
   /** Found the run from this state (`cohort run --resume-from`) instead of new weights or this peer's checkpoint. */
@@ -82,7 +85,9 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     sink.handle(e);
     init.emit?.(e);
   };
-  await ensureDataset(store, init.dataDir, log);
+  const dataset = await runDataset({ node, store, dataDir: init.dataDir, log, data: init.data, signal: init.signal });
+  const pins = pinsOf(dataset);
+  log.info(`training on ${describeRunData(pins)}`);
   const limit = init.memoryLimitMiB;
   const session = await openTrainingSession({
     store,
@@ -91,12 +96,13 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     provider: init.provider ?? 'auto',
     threads: init.threads,
     data: 'prepared',
+    dataset: dataset.cacheKey,
     dataPeerId: node.peerId.toString(),
     memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true },
     onWarning: (m) => log.warn(m),
   });
   const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
-  const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, init.collab, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
+  const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   const saver = new FullStateSaver(store, log);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
   let lastSave = performance.now();
@@ -147,6 +153,10 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       emit({ type: 'progress', samplesPerSecond, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at });
     }
   };
+  // every peer holding the data serves it, so newcomers do not all fetch from the founder
+  const shards = new ShardServer(node, store, log);
+  // in the background: its first advertisement is a DHT store, which training need not wait for
+  const serving = shards.start().catch((err: unknown) => log.warn(`could not serve the run's data to other peers: ${(err as Error).message}`));
   try {
     log.info(`training a ${t.preset} ALBERT (${session.params.size} parameters) with the swarm on ${session.data.description}; target batch size ${init.collab.targetBatchSize}`);
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
@@ -194,6 +204,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     await saver.close();
     await collab.stop();
     await session.close();
+    await serving;
+    await shards.stop();
   }
 }
 

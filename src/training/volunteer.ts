@@ -15,6 +15,7 @@ import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
 import { trainerSettings } from './options.js';
 import type { CoordinatorRole, FoundLeaderboard, MakeNodeParts, SwarmPresence, TrainingService, TrainingSettings } from './service.js';
 import { SoloTraining } from './solo.js';
+import { ownRunData } from './run-data.js';
 import { runSwarmPeer } from './swarm-peer.js';
 import { DEFAULT_RUN_ID, defaultSwarmTarget, describeSwarm, swarmInitOf, type SwarmTarget } from './swarm-target.js';
 
@@ -158,7 +159,7 @@ export class VolunteerTraining implements TrainingService {
       this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
       return this.startSolo();
     }
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), log: this.o.log });
+    const { settings: run, data } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), log: this.o.log });
     this.o.log.info(`training with the swarm "${node.runId}"`);
     this.mode = 'swarm';
     const abort = new AbortController();
@@ -175,6 +176,7 @@ export class VolunteerTraining implements TrainingService {
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: abort.signal,
+      data,
       collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined },
       emit: (e) => this.emit(e),
     })
@@ -236,7 +238,7 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const target = this.target();
     const node = await this.swarm.acquire(target);
     await node.ready;
-    const run = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), log: this.o.log });
+    const { settings: run } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), log: this.o.log });
     this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: run.targetBatchSize });
     this.coordinator.start();
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };

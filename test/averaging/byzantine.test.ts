@@ -129,7 +129,7 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
     for (const j of joined) void j.send(wire).catch(() => undefined);
   }
   // valid for 5 s: earlier than any honest declaration (12 s)
-  await hub.groups.store(key, '', { weight: 1e15, bandwidth: 1e6, clientMode: false, schema }, Date.now() + 5000);
+  await hub.groups.store(key, '', { weight: 1e15, bandwidth: 1e6, clientMode: false, schema, data: null }, Date.now() + 5000);
   return { joins: () => joins };
 }
 

@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 import { test } from 'node:test';
+import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from '../../src/averaging/constants.js';
+import { FramedStream } from '../../src/averaging/framing.js';
+import { schemaHash } from '../../src/averaging/group.js';
+import { joinResponseSchema, type JoinRequest, type JoinResponse } from '../../src/averaging/messages.js';
 import { ROOT } from '../helpers/cli.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
@@ -128,3 +132,41 @@ test('a peer killed with SIGKILL mid-round: the others finish without it, and th
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+test('a peer on another tokenizer never enters an average: leaders refuse its join naming both hashes, it fails with DATA_MISMATCH, the others average', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'mm-data' });
+  const runData = { datasetId: 'a'.repeat(64), tokenizerSha256: 'b'.repeat(64) };
+  const otherTokenizer = { ...runData, tokenizerSha256: 'c'.repeat(64) };
+  // a group stays open for the whole matchmaking time (target 8 > peers), so the raw join below finds the leaders looking
+  const avg = averagers(t, nodes.slice(0, 4), (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 8, data: i === 3 ? otherTokenizer : runData }));
+  const vectors = avg.map((_, i) => randomVector(100, i + 1));
+  const steps = avg.map((a, i) => a.step(vectors[i]!, { epoch: 0, weight: 1 }));
+
+  // the same request a peer on the other tokenizer sends, to a peer looking for a group
+  let refusal: JoinResponse | undefined;
+  await waitFor('a peer looking for a group to refuse a join on another tokenizer', async () => {
+    const framed = new FramedStream(await nodes[4]!.dial(nodes[0]!.peerId, MATCHMAKING_PROTOCOL, { signal: AbortSignal.timeout(2000) }), MAX_CONTROL_BYTES, 'test join');
+    await framed.write({ t: 'join', key: 'averaging/grad:0', schema: schemaHash(100), data: otherTokenizer, weight: 1, bandwidth: 1e6, clientMode: false } satisfies JoinRequest, AbortSignal.timeout(2000));
+    const answer = await framed.expect(joinResponseSchema, AbortSignal.timeout(2000), 'the answer');
+    framed.abort(new Error('test done'));
+    if (answer.t !== 'refused' || answer.code !== 'DATA_MISMATCH') return false;
+    refusal = answer;
+    return true;
+  });
+  assert.ok(refusal?.t === 'refused');
+  assert.ok(refusal.message.includes('b'.repeat(64)) && refusal.message.includes('c'.repeat(64)), `the refusal names both tokenizer hashes: ${refusal.message}`);
+
+  const results = await Promise.all(steps);
+  const peers = nodes.map((n) => n.peerId.toString());
+  // the three on the run's data go on without it (all three together, unless a starved machine left one behind)
+  const grouped = results.slice(0, 3).filter((r) => r.ok);
+  assert.ok(grouped.length >= 2, `the peers on the run’s data average: ${results.map((r) => (r.ok ? 'ok' : r.reason)).join(' | ')}`);
+  for (const r of grouped) {
+    const members = r.group.members.map((m) => peers.indexOf(m.peer));
+    assert.ok(members.every((i) => i >= 0 && i < 3), `only peers on the run’s data are members: ${members.join(', ')}`);
+    assert.ok(maxAbsDiff(r.vector, weightedMean(members.map((i) => vectors[i]!), members.map(() => 1))) < 1e-5, 'the average is its members’ alone');
+  }
+  const odd = results[3]!;
+  assert.ok(!odd.ok && odd.code === 'DATA_MISMATCH', odd.ok ? 'the odd peer grouped' : `${odd.code}: ${odd.reason}`);
+  assert.ok(odd.reason.includes('b'.repeat(64)) && odd.reason.includes('c'.repeat(64)), `the odd peer is told both tokenizer hashes: ${odd.reason}`);
+});

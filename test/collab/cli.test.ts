@@ -21,6 +21,9 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--delay-grad-averaging', '--use-local-updates'], /--delay-grad-averaging.*--use-local-updates/],
     [['run', '--precision', 'fp8'], /--precision.*accepted: fp32, fp16/],
     [['run', '--upload-limit', '0'], /--upload-limit.*integer from 1/],
+    [['run', '--adam-beta2', '1'], /--adam-beta2/],
+    [['run', '--initial-peers', '/ip4/127.0.0.1/tcp/1', '--data-source', 'corpus.zip'], /--data-source.*joiner gets the run’s data/],
+    [['run', '--data-source', 'corpus.zip', '--tokenizer', '/nonexistent/tokenizer.json'], /--tokenizer.*existing tokenizer\.json/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

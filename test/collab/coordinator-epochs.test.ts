@@ -85,7 +85,7 @@ test('the coordinator checkpoints the full state with the run record; restarted 
   const store = openStore(dataDir);
   t.after(() => store.close());
   const { log } = warningLog();
-  const record = newRunParams(DEFAULT_RUN_SETTINGS, 1_700_000_000_000);
+  const record = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_700_000_000_000);
   const config = PRESETS.tiny;
   const params = initAlbertParams(config, 2);
   const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 });

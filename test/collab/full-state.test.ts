@@ -34,7 +34,7 @@ test('a full-state checkpoint saved off the event loop loads back exactly, with 
     await saver.close();
     store.close();
   });
-  const run = newRunParams(DEFAULT_RUN_SETTINGS, 1_700_000_000_000);
+  const run = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_700_000_000_000);
   const live = trained(1);
   const expected = { params: live.params.data.slice(), moments: live.optimizer.exportState(), scaler: live.scaler.exportState() };
   const save = saver.save(PEER_STATE_CHECKPOINT, { epoch: 7, config, ...live }, { runId: 'run-a', run }, 2);

@@ -1,9 +1,11 @@
 // CollaborativeOptimizer options on in-process swarm nodes with synthetic gradients (no engine):
 // average_state_every re-converges peers whose parameters differ; use_local_updates steps every
 // micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch
-// ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds.
+// ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds; a
+// peer on other data is never averaged with and is told what to do.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { pino, type Logger } from 'pino';
 import type { StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
@@ -12,12 +14,13 @@ import { warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
 
-async function peers(t: TestContext, runId: string, seeds: readonly number[], options: Partial<CollaborativeOptions>): Promise<Peer[]> {
+/** Peers on in-process nodes; `options` and `log` may differ per peer (by index). */
+async function peers(t: TestContext, runId: string, seeds: readonly number[], options: Partial<CollaborativeOptions> | ((i: number) => Partial<CollaborativeOptions>), log?: (i: number) => Logger): Promise<Peer[]> {
   const nodes = await startSwarm(t, seeds.length, { runId });
   return Promise.all(
     nodes.map(async (node, i) => {
       // each peer's own gradient direction, so local steps move the peers apart
-      const peer = unstarted(t, node, seeds[i]!, options);
+      const peer = unstarted(t, node, seeds[i]!, typeof options === 'function' ? options(i) : options, log?.(i));
       peer.grads.data.set(randomVector(peer.grads.size, 100 + i, 0.01));
       await peer.collab.start();
       return peer;
@@ -222,4 +225,18 @@ test('a peer restarted behind its own earlier record (crashed after its last che
   const s = await trainOneEpoch(peer);
   assert.equal(s.epoch, 4);
   assert.deepEqual(warnings.filter((w) => !w.startsWith('Averaging gradients failed')), [], 'no download tried, no report left out');
+});
+
+test('a peer on another tokenizer steps alone, told both hashes and what to do; the peers on the run’s data average together', { timeout: 90_000 }, async (t) => {
+  const runData = { datasetId: 'a'.repeat(64), tokenizerSha256: 'b'.repeat(64) };
+  const other = { ...runData, tokenizerSha256: 'c'.repeat(64) };
+  const odd = warningLog();
+  const [a, b, c] = await peers(t, 'opt-data', [1, 1, 1], (i) => ({ data: i === 2 ? other : runData }), (i) => (i === 2 ? odd.log : pino({ level: 'silent' })));
+  const [sa, sb, sc] = await Promise.all([trainOneEpoch(a!), trainOneEpoch(b!), trainOneEpoch(c!)]);
+  assert.equal(sa.averagedWith, 2, sa.reason);
+  assert.equal(sb.averagedWith, 2, sb.reason);
+  assert.equal(sc.averagedWith, 1, 'the odd peer averaged with nobody');
+  assert.ok(sc.reason?.includes('b'.repeat(64)) && sc.reason.includes('c'.repeat(64)), `its reason names both tokenizer hashes: ${sc.reason}`);
+  assert.ok(odd.warnings.some((w) => w.includes('--data-dir NEW_DIR')), `it is told what to do: ${odd.warnings.join('\n')}`);
+  assert.ok(maxAbsDiff(a!.params.data, b!.params.data) <= 1e-6, 'the two peers took the same averaged step');
 });

@@ -4,12 +4,15 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import test from 'node:test';
 import { z } from 'zod';
-import { DEFAULT_RUN_SETTINGS, chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
+import { DEFAULT_RUN_SETTINGS, chooseRunParams, defaultRunSettings, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, runSettingsProblem, type RunParams } from '../../src/collab/run-params.js';
+import { encodeCbor } from '../../src/swarm/cbor-message.js';
 import { createLogger } from '../../src/log/logger.js';
 import type { RecordEntry } from '../../src/swarm/index.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
 
 const RUN = 'params-test';
+/** A run's data pins (any two sha256s). */
+const DATA = { datasetId: 'a'.repeat(64), tokenizerSha256: 'b'.repeat(64) };
 
 /** A logger whose lines are kept (JSON), to assert on what was logged. */
 function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: string[] } {
@@ -32,9 +35,9 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
   await waitFor('the founder and the early peer to see each other as servers', () => early.isClientMode(founder.peerId) === false && founder.isClientMode(early.peerId) === false);
   assert.equal(await readRunParams(early, { waitMs: 0 }), undefined, 'nothing published yet');
   assert.deepEqual(joinPeerIds(founder.multiaddrs()), [founder.peerId.toString()], 'the peer ids of --initial-peers');
-  const founded = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 });
+  const founded = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 512, peakLr: 0.01 }, DATA);
   assert.equal((await publishRunParams(founder, founded)).replicas, 2, 'the founder and the early peer hold the founder’s record');
-  const conflicting = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 64 }, founded.created - 3_600_000);
+  const conflicting = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 64 }, DATA, founded.created - 3_600_000);
   assert.equal((await publishRunParams(early, conflicting)).replicas, 2);
 
   // a peer whose own schema lets anything through: the founder refuses its value
@@ -77,10 +80,20 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
 });
 
 test('the run record schema rejects malformed and inconsistent values', () => {
-  const good = newRunParams(DEFAULT_RUN_SETTINGS, 1000);
+  const good = newRunParams(DEFAULT_RUN_SETTINGS, DATA, 1000);
   assert.equal(runParamsSchema.safeParse(good).success, true);
+  assert.equal(runParamsSchema.safeParse({ ...good, data: null }).success, true, 'a run may pin no data');
+  assert.ok(encodeCbor(good).length <= 1024, `the record fits the namespace's 1 KiB: ${encodeCbor(good).length} bytes`);
+  const { data: _data, adamBeta1: _b1, adamBeta2: _b2, adamEpsilon: _e, weightDecay: _w, clampValue: _c, maxGradNorm: _m, ...v1 } = good;
   const bad: Array<[string, unknown]> = [
-    ['another version', { ...good, v: 2 }],
+    ['a version 1 record (no data, no LAMB recipe)', { ...v1, v: 1 }],
+    ['another version', { ...good, v: 3 }],
+    ['a tokenizer hash that is not a sha256', { ...good, data: { ...DATA, tokenizerSha256: 'abc' } }],
+    ['a missing dataset id', { ...good, data: { tokenizerSha256: DATA.tokenizerSha256 } }],
+    ['a β₁ of 1', { ...good, adamBeta1: 1 }],
+    ['a negative weight decay', { ...good, weightDecay: -0.01 }],
+    ['an infinite clamp value', { ...good, clampValue: Infinity }],
+    ['a zero gradient clip', { ...good, maxGradNorm: 0 }],
     ['an unknown preset', { ...good, preset: 'gigantic' }],
     ['a sequence longer than the preset’s positions', { ...good, seqLen: 129 }],
     ['warmup not shorter than the schedule', { ...good, warmupSteps: 10, totalSteps: 10 }],
@@ -98,7 +111,7 @@ test('without a join peer’s entry every peer picks the same one: earliest crea
     owner,
     subkey: '',
     expiration: 0,
-    value: newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize }, created),
+    value: newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize }, DATA, created),
   });
   const entries = [entry('peer-c', 2000, 32), entry('peer-b', 1000, 64), entry('peer-a', 1000, 128)];
   assert.equal(chooseRunParams(entries, [])?.owner, 'peer-a');
@@ -107,4 +120,18 @@ test('without a join peer’s entry every peer picks the same one: earliest crea
   assert.equal(viaJoin?.owner, 'peer-c');
   assert.deepEqual(viaJoin?.conflicts.map((c) => c.owner).sort(), ['peer-a', 'peer-b']);
   assert.equal(chooseRunParams([], ['peer-c']), undefined);
+  // the same settings on other data is a conflict too
+  const otherData = { owner: 'peer-d', subkey: '', expiration: 0, value: newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 128 }, { ...DATA, tokenizerSha256: 'c'.repeat(64) }, 500) };
+  assert.deepEqual(chooseRunParams([entries[2]!, otherData], ['peer-a'])?.conflicts.map((c) => c.owner), ['peer-d']);
+});
+
+test('the large preset runs hivemind’s ALBERT recipe unless a setting is given; the others keep the defaults', () => {
+  const large = defaultRunSettings('large');
+  assert.deepEqual(
+    { seqLen: large.seqLen, targetBatchSize: large.targetBatchSize, peakLr: large.peakLr, warmupSteps: large.warmupSteps, totalSteps: large.totalSteps, betas: [large.adamBeta1, large.adamBeta2], eps: large.adamEpsilon, weightDecay: large.weightDecay, clampValue: large.clampValue, maxGradNorm: large.maxGradNorm, grad: large.gradCompression, state: large.stateAveragingCompression },
+    { seqLen: 512, targetBatchSize: 4096, peakLr: 0.00176, warmupSteps: 5000, totalSteps: 125_000, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10_000, maxGradNorm: 1, grad: 'fp16', state: 'fp16' },
+  );
+  assert.equal(runSettingsProblem(large), undefined, 'the recipe is a valid record');
+  assert.deepEqual(defaultRunSettings('tiny'), DEFAULT_RUN_SETTINGS);
+  assert.deepEqual(runSettingsProblem({ ...large, adamBeta2: 1.5 })?.field, 'adamBeta2');
 });

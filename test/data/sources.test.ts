@@ -9,6 +9,7 @@ import type { Document } from '../../src/data/document.js';
 import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
 import { MAX_PLAIN_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
+import { writeZip } from '../helpers/archives.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const WIKI = [
@@ -121,54 +122,6 @@ async function writeTar(file: string, gzip: boolean, files: Record<string, strin
   for (const [name, body] of Object.entries(files)) pack.entry({ name }, body);
   pack.finalize();
   await (gzip ? pipeline(pack, createGzip(), fs.createWriteStream(file)) : pipeline(pack, fs.createWriteStream(file)));
-}
-
-/** A zip written by hand (stored entries, no compression): the format is simple and the test then does not depend on a zip writer. */
-function writeZip(file: string, files: Record<string, string | Buffer>): void {
-  const parts: Buffer[] = [];
-  const central: Buffer[] = [];
-  let offset = 0;
-  for (const [name, body] of Object.entries(files)) {
-    const data = Buffer.from(body);
-    const nameBytes = Buffer.from(name);
-    const crc = crc32(data);
-    const local = Buffer.alloc(30);
-    local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(20, 4);
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(data.length, 18);
-    local.writeUInt32LE(data.length, 22);
-    local.writeUInt16LE(nameBytes.length, 26);
-    const entry = Buffer.alloc(46);
-    entry.writeUInt32LE(0x02014b50, 0);
-    entry.writeUInt16LE(20, 4);
-    entry.writeUInt16LE(20, 6);
-    entry.writeUInt32LE(crc, 16);
-    entry.writeUInt32LE(data.length, 20);
-    entry.writeUInt32LE(data.length, 24);
-    entry.writeUInt16LE(nameBytes.length, 28);
-    entry.writeUInt32LE(offset, 42);
-    central.push(entry, nameBytes);
-    parts.push(local, nameBytes, data);
-    offset += local.length + nameBytes.length + data.length;
-  }
-  const dir = Buffer.concat(central);
-  const end = Buffer.alloc(22);
-  end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(Object.keys(files).length, 8);
-  end.writeUInt16LE(Object.keys(files).length, 10);
-  end.writeUInt32LE(dir.length, 12);
-  end.writeUInt32LE(offset, 16);
-  fs.writeFileSync(file, Buffer.concat([...parts, dir, end]));
-}
-
-function crc32(data: Buffer): number {
-  let crc = ~0;
-  for (const byte of data) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
-  }
-  return ~crc >>> 0;
 }
 
 for (const [suffix, write] of [

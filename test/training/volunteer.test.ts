@@ -93,7 +93,7 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
   const founder = await startNode(t, { runId: 'runtime-params' });
   await waitUntil('the founder to serve the DHT', () => !founder.clientMode);
   // in the background: a lone node's first lookup only ends at its timeout (it holds its entry at once)
-  const published = publishRunParams(founder, newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 24 }));
+  const published = publishRunParams(founder, newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 24 }, null));
   const code = founder.joinCode();
 
   const dir = tmpDir(t);

@@ -23,7 +23,7 @@ function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<voi
 const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
 
 /** One progress line on stderr: rewritten in place on a terminal, at most every few seconds otherwise. */
-function preparationProgress(): { update: (e: PrepareEvent) => void; done: () => void } {
+export function preparationProgress(): { update: (e: PrepareEvent) => void; done: () => void } {
   const tty = process.stderr.isTTY === true;
   let last = 0;
   let shown = '';

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunParams } from '../../collab/index.js';
+import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
+import { ShardServer } from '../../shards/index.js';
 import { ConfigError } from '../../config/load.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
@@ -9,6 +10,7 @@ import { trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
+import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
 import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
@@ -31,6 +33,7 @@ export function registerRun(program: Command): void {
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
+    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
     const init = swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = resumeState(opts, founding);
@@ -43,19 +46,25 @@ export function registerRun(program: Command): void {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     try {
+      // a founder's data is ready before its join code is printed: joiners find the run's record at once
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const record = await runRecord(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, storedRunRecord(store, node.runId), log, stop.signal);
+      const record = await runRecord(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, ownData, storedRunRecord(store, node.runId), log, stop.signal);
       const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
         const { refresh, checkpointEvery, keepCheckpoints } = opts;
         const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints, run: record });
         coordinator.start();
+        // the founder is the first holder of the run's data
+        const shards = record.data === null ? undefined : new ShardServer(node, store, log);
+        await shards?.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        await shards?.stop();
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
@@ -74,7 +83,7 @@ export function registerRun(program: Command): void {
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
         const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes } = opts;
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, collab, run: record, saveStateMinutes, resumeFrom });
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, resumeFrom });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
@@ -88,9 +97,9 @@ export function registerRun(program: Command): void {
 }
 
 /** The run's record (see resolveRunParams; `stored`: the one this data directory's checkpoints keep); an explicit flag that contradicts it exits 2 naming it. */
-async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, stored: RunParams | undefined, log: Parameters<typeof resolveRunParams>[1]['log'], signal: AbortSignal): Promise<RunParams> {
+async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, ownData: RunData | null, stored: RunParams | undefined, log: Parameters<typeof resolveRunParams>[1]['log'], signal: AbortSignal): Promise<RunParams> {
   try {
-    return await resolveRunParams(node, { own: flags.settings, joinPeers, explicit: flags.explicit, stored, log, signal });
+    return await resolveRunParams(node, { own: flags.settings, ownData, joinPeers, explicit: flags.explicit, stored, log, signal });
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, err.field), err.message);
     throw err;

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
+import { currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
+import { holdersPerShard } from '../../shards/index.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
 import { intFlag, positiveFloatFlag } from '../flags.js';
@@ -12,7 +13,7 @@ import { intFlag, positiveFloatFlag } from '../flags.js';
 export function registerStatus(program: Command): void {
   const cmd = program
     .command('status')
-    .description('join a swarm briefly as a client and print its epoch, peers, samples/s, ETA and top contributors')
+    .description('join a swarm briefly as a client and print its epoch, peers, samples/s, ETA, run parameters, data (dataset id, tokenizer sha256, peers holding each shard) and top contributors')
     .requiredOption('--join <code>', 'join code of the swarm (cohort:…)')
     .option('--target-batch-size <n>', 'the run’s target batch size, for the ETA (default: the swarm’s published one, else 4096)')
     .option('--top <n>', 'contributors to list', '5')
@@ -43,6 +44,8 @@ export function registerStatus(program: Command): void {
       const reports = currentProgress(entries, now).map((e) => ({ peerId: e.owner, ...e.value }));
       const g = globalProgress(reports, now, { targetBatchSize });
       const board = await latestLeaderboard(node);
+      const pinned = run?.params.data ?? null;
+      const holders = pinned === null ? [] : await holdersPerShard(node, pinned.datasetId);
       // without a coordinator, only the peers' own (unverified) totals exist
       const contributors = board
         ? board.rows.slice(0, top).map((r) => ({ name: r.name, samples: r.samples, share: r.share, verified: true, ...(r.computeHours === undefined ? {} : { computeHours: r.computeHours }) }))
@@ -51,12 +54,13 @@ export function registerStatus(program: Command): void {
             .sort((a, b) => b.samples - a.samples)
             .slice(0, top)
             .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
-      const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, contributors };
+      const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
       if (opts.json) process.stdout.write(JSON.stringify(view) + '\n');
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
         process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : 'run parameters: none published (peers use their own flags)\n');
+        if (run) process.stdout.write(`data: ${describeRunData(pinned)}${pinned === null ? '' : `; ${holders.length === 0 ? 'no peer advertises its shards' : `peers holding each of its ${holders.length} shard(s): ${holders.join(' ')}`}`}\n`);
         process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
         for (const [i, c] of contributors.entries()) {
           const hours = 'computeHours' in c && typeof c.computeHours === 'number' ? `, ${c.computeHours.toFixed(2)} compute-hours` : '';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
 import { z } from 'zod';
-import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
+import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
 import { linearWarmupDecay, type LocalStep, PRESETS, saveModel, trainStep, type OptimizerKind } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
@@ -24,7 +24,7 @@ const TRAIN_FLAGS = {
   peakLr: RUN_SETTING_FLAGS.peakLr,
   warmupSteps: flagRow({ schema: RUN_SETTING_FLAGS.warmupSteps.schema, description: 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)' }),
   optimizer: flagRow({ schema: z.enum(OPTIMIZERS), default: 'lamb', arg: '<name>', description: 'the optimizer' }),
-  maxGradNorm: flagRow({ schema: COLLABORATIVE_OPTION_FIELDS.maxGradNorm, description: 'global gradient-norm clip' }),
+  maxGradNorm: RUN_SETTING_FLAGS.maxGradNorm,
   seed: flagRow({ ...RUN_SETTING_FLAGS.seed, description: 'seed for the initial weights and the synthetic data' }),
   vocabSize: flagRow({ schema: int.min(8).max(1_000_000), description: "vocabulary size (default: the preset's)" }),
   provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider' }),
@@ -51,7 +51,7 @@ export function registerTrain(program: Command): void {
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;
     try {
-      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1 }, { batchSize, precision, maxGradNorm });
+      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision });
       session = await openTrainingSession({ store, log, trainer, provider, threads, optimizer: kind, data: dataChoice, dataPeerId: 'local', vocabSize, onWarning: (m) => log.warn(m) });
     } catch (err) {
       store.close();

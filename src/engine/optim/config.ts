@@ -37,8 +37,8 @@ export interface LambInit extends CommonInit {
   readonly kind: 'lamb';
   /**
    * Upper clamp on each tensor's weight norm ‖w‖ before the trust ratio ‖w‖/‖update‖ is formed
-   * (`torch_optimizer.Lamb(clamp_value=…)`; hivemind's ALBERT run passes 10000). `Infinity` disables it.
-   * @default 10
+   * (`torch_optimizer.Lamb(clamp_value=…)`, whose own default is 10). `Infinity` disables it.
+   * @default 10000, as hivemind's ALBERT run passes
    */
   readonly clampValue?: number;
   /** Scale the step by √(1−β₂ᵗ)/(1−β₁ᵗ) (`debias=True` in hivemind's run). @default true */
@@ -75,8 +75,8 @@ export interface ResolvedAdamWConfig {
 
 export type ResolvedOptimizerConfig = ResolvedLambConfig | ResolvedAdamWConfig;
 
-/** hivemind's ALBERT-large run (examples/albert): LAMB lr 0.00176, eps 1e-6, weight decay 0.01. */
-export const LAMB_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10, biasCorrection: true } as const;
+/** hivemind's ALBERT-large run (examples/albert): LAMB lr 0.00176, eps 1e-6, weight decay 0.01, clamp value 10000. */
+export const LAMB_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10000, biasCorrection: true } as const;
 
 /** torch.optim.AdamW's betas and eps; lr and weight decay as the ALBERT run. */
 export const ADAMW_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 } as const;

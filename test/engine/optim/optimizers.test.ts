@@ -65,12 +65,12 @@ function compareWithReference(config: OptimizerConfig, ref: (tensors: { name: st
   assert.ok(err < TOLERANCE, `max relative error ${err} ≥ ${TOLERANCE}`);
 }
 
-test('LAMB matches a float64 reference of torch_optimizer.Lamb (debias, clamp 10) over six steps', () => {
-  compareWithReference({ kind: 'lamb', weightDecay: 0.01, eps: 1e-6 }, (t) => new RefOptimizer('lamb', t, { beta1: 0.9, beta2: 0.999, eps: 1e-6, weightDecay: 0.01, noDecay: hfNoDecay, clamp: 10 }), 1);
+test('LAMB matches a float64 reference of torch_optimizer.Lamb (debias, default clamp 10000) over six steps', () => {
+  compareWithReference({ kind: 'lamb', weightDecay: 0.01, eps: 1e-6 }, (t) => new RefOptimizer('lamb', t, { beta1: 0.9, beta2: 0.999, eps: 1e-6, weightDecay: 0.01, noDecay: hfNoDecay, clamp: 10000 }), 1);
 });
 
 test('LAMB without bias correction and with large weight decay matches the reference', () => {
-  compareWithReference({ kind: 'lamb', weightDecay: 0.3, biasCorrection: false, betas: [0.8, 0.99] }, (t) => new RefOptimizer('lamb', t, { beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.3, noDecay: hfNoDecay, clamp: 10, debias: false }), 2);
+  compareWithReference({ kind: 'lamb', weightDecay: 0.3, biasCorrection: false, betas: [0.8, 0.99], clampValue: 10 }, (t) => new RefOptimizer('lamb', t, { beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.3, noDecay: hfNoDecay, clamp: 10, debias: false }), 2);
 });
 
 test('AdamW matches a float64 reference of torch.optim.AdamW over six steps', () => {
@@ -87,7 +87,7 @@ const BLOCKY: ParamSpec[] = [
 ];
 
 test('LAMB and AdamW match the references on tensors spanning several blocks and ending mid-vector', () => {
-  compareWithReference({ kind: 'lamb', weightDecay: 0.05 }, (t) => new RefOptimizer('lamb', t, { beta1: 0.9, beta2: 0.999, eps: 1e-6, weightDecay: 0.05, noDecay: hfNoDecay, clamp: 10 }), 4, BLOCKY);
+  compareWithReference({ kind: 'lamb', weightDecay: 0.05, clampValue: 10 }, (t) => new RefOptimizer('lamb', t, { beta1: 0.9, beta2: 0.999, eps: 1e-6, weightDecay: 0.05, noDecay: hfNoDecay, clamp: 10 }), 4, BLOCKY);
   compareWithReference({ kind: 'adamw', weightDecay: 0.05 }, (t) => new RefOptimizer('adamw', t, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.05, noDecay: hfNoDecay }), 5, BLOCKY);
 });
 
@@ -134,11 +134,11 @@ test('LAMB moves each tensor by lr·c·min(‖w‖, clamp): the weight norm is c
   const big = [60, 80, 0, 0]; // ‖w‖ = 100
   const small = [1.2, 0, -1.6, 0]; // ‖w‖ = 2
   const rel = (a: number, b: number): number => Math.abs(a - b) / b;
-  const clamped = firstLambStep(big, g);
-  assert.ok(rel(clamped.delta, clamped.scale * 10) < 1e-5, `‖Δw‖ ${clamped.delta} vs ${clamped.scale * 10}`);
-  const loose = firstLambStep(big, g, 10000);
-  assert.ok(rel(loose.delta, loose.scale * 100) < 1e-5, `clamp 10000: ‖Δw‖ ${loose.delta} vs ${loose.scale * 100}`);
-  const unclamped = firstLambStep(small, g);
+  const clamped = firstLambStep(big, g, 10);
+  assert.ok(rel(clamped.delta, clamped.scale * 10) < 1e-5, `clamp 10: ‖Δw‖ ${clamped.delta} vs ${clamped.scale * 10}`);
+  const loose = firstLambStep(big, g);
+  assert.ok(rel(loose.delta, loose.scale * 100) < 1e-5, `default clamp 10000: ‖Δw‖ ${loose.delta} vs ${loose.scale * 100}`);
+  const unclamped = firstLambStep(small, g, 10);
   assert.ok(rel(unclamped.delta, unclamped.scale * 2) < 1e-5, `‖w‖ below the clamp: ‖Δw‖ ${unclamped.delta} vs ${unclamped.scale * 2}`);
 });
 
@@ -177,7 +177,7 @@ test('step rejects a bad learning rate, a foreign layout (naming the tensor) and
 
 test('configs resolve to the hivemind ALBERT defaults and invalid values name the field', () => {
   const lamb = createOptimizer(ParameterSet.allocate(LAYOUT), { kind: 'lamb' }).config;
-  assert.deepEqual({ ...lamb, decayExcluded: undefined }, { kind: 'lamb', lr: 0.00176, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10, biasCorrection: true, decayExcluded: undefined });
+  assert.deepEqual({ ...lamb, decayExcluded: undefined }, { kind: 'lamb', lr: 0.00176, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10000, biasCorrection: true, decayExcluded: undefined });
   assert.equal(createOptimizer(ParameterSet.allocate(LAYOUT), { kind: 'adamw' }).config.eps, 1e-8);
   assert.throws(() => createOptimizer(ParameterSet.allocate(LAYOUT), { kind: 'lamb', betas: [1, 0.999] }), /betas\[0\] must be in \[0, 1\); got 1/);
   assert.throws(() => createOptimizer(ParameterSet.allocate(LAYOUT), { kind: 'adamw', eps: 0 }), /eps must be/);

@@ -53,7 +53,7 @@ test('the encoding names tensors exp_avg.<param>/exp_avg_sq.<param> and records 
   assert.deepEqual(tensors.get('exp_avg.albert.pooler.weight')!.shape, [4, 3]);
   assert.equal(metadata.kind, 'lamb');
   assert.equal(metadata.step, '2');
-  assert.equal((JSON.parse(metadata.config!) as { clampValue: number }).clampValue, 10);
+  assert.equal((JSON.parse(metadata.config!) as { clampValue: number }).clampValue, 10000);
   const exported = opt.exportState();
   exported.expAvg.data.fill(123);
   assert.notEqual(opt.exportState().expAvg.data[0], 123, 'exportState returns a copy');

@@ -1,0 +1,53 @@
+/**
+ * The data a founder pins in its run record: a source it names with `--data-source` (prepared here,
+ * with progress, for the run's sequence length), else the dataset it holds (a training founder
+ * prepares the bundled corpus on its first start), else none.
+ */
+import fs from 'node:fs';
+import type { RunData } from '../collab/index.js';
+import { ConfigError } from '../config/load.js';
+import { prepareDatasetInWorker } from '../data/index.js';
+import type { Logger } from '../log/logger.js';
+import type { Store } from '../store/index.js';
+import { ensureDataset } from '../training/data.js';
+import { ownRunData, pinsOf } from '../training/run-data.js';
+import { preparationProgress } from './commands/data.js';
+
+export interface FoundingDataOptions {
+  readonly store: Store;
+  readonly dataDir: string;
+  readonly log: Logger;
+  /** A coordinator trains nothing, so it prepares nothing unless given a source. */
+  readonly coordinator: boolean;
+  /** `--data-source`: FILE, DIR or URL as `cohort data prepare --source` takes. */
+  readonly source?: string | undefined;
+  /** `--tokenizer`: a Hugging Face tokenizer.json; default: a WordPiece tokenizer trained on the source. */
+  readonly tokenizer?: string | undefined;
+  /** The run's sequence length: examples are built for it. */
+  readonly seqLen: number;
+}
+
+/** Checks `--data-source`/`--tokenizer` before anything starts (exit 2 naming the flag). */
+export function checkFoundingDataFlags(founding: boolean, source: string | undefined, tokenizer: string | undefined): void {
+  if (!founding && source !== undefined) throw new ConfigError('--data-source', 'founds a run on a dataset; a joiner gets the run’s data from the swarm (omit it)');
+  if (tokenizer !== undefined && source === undefined) throw new ConfigError('--tokenizer', 'is the tokenizer of --data-source; give both');
+  if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
+}
+
+export async function foundingData(o: FoundingDataOptions): Promise<RunData | null> {
+  if (o.source !== undefined) {
+    o.log.info(`preparing the run's data from ${o.source}`);
+    const progress = preparationProgress();
+    try {
+      const result = await prepareDatasetInWorker({ store: o.store, dataDir: o.dataDir, source: o.source, maxSeqLen: o.seqLen, ...(o.tokenizer !== undefined ? { tokenizerFile: o.tokenizer } : {}), onProgress: progress.update, onWarning: (m) => o.log.warn(m) });
+      progress.done();
+      const d = result.info;
+      o.log.info(`${result.reused ? 'reused' : 'prepared'} dataset ${d.datasetId}: ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards; tokenizer sha256 ${d.tokenizerHash}`);
+      return pinsOf(d);
+    } finally {
+      progress.done();
+    }
+  }
+  if (!o.coordinator) await ensureDataset(o.store, o.dataDir, o.log);
+  return ownRunData(o.store);
+}
