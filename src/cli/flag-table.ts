@@ -105,10 +105,8 @@ export function addFlags(command: Command, table: FlagTable): Command {
 export function parseFlags<T extends FlagTable>(command: Command, table: T): FlagValues<T> {
   const values: Record<string, unknown> = {};
   for (const [key, row] of Object.entries(table)) {
-    const flag = flagOf(table, key);
-    // commander names the value after the flag (`--lr` → `lr`), as do its variable and config key
-    const raw: unknown = command.getOptionValue(new Option(flag).attributeName());
-    values[key] = raw === undefined ? defaultOf(row) : parseFlagValue(flag, raw, row.schema, row.accepted);
+    const raw: unknown = command.getOptionValue(valueKeyOf(table, key));
+    values[key] = raw === undefined ? defaultOf(row) : parseFlagValue(flagOf(table, key), raw, row.schema, row.accepted);
   }
   return values as FlagValues<T>;
 }
@@ -131,7 +129,12 @@ function fromText(base: z.ZodType, raw: unknown): unknown {
 
 /** The table's keys whose flag the user gave: on the command line, by a variable or in the config file. */
 export function givenFlags<T extends FlagTable>(command: Command, table: T): Array<keyof T & string> {
-  return Object.keys(table).filter((key) => !['default', undefined].includes(command.getOptionValueSource(new Option(flagOf(table, key)).attributeName())));
+  return Object.keys(table).filter((key) => !['default', undefined].includes(command.getOptionValueSource(valueKeyOf(table, key))));
+}
+
+/** Where commander keeps a row's value: named after the flag (`--lr` → `lr`), as its variable and config key are. */
+function valueKeyOf(table: FlagTable, key: string): string {
+  return new Option(flagOf(table, key)).attributeName();
 }
 
 /** The flag of a table's key (for errors found after parsing, e.g. a combination). */

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { openStore } from '../../src/store/index.js';
-import { CLI, runCli, startProcess, type LongRunning } from '../helpers/cli.js';
+import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** Starts `cohort swarm start …`; returns its growing output and a stop() that sends SIGTERM and resolves with the exit code. */
-function startPeer(t: TestContext, args: string[]): LongRunning & { dataDir: string } {
+function startPeer(t: TestContext, args: string[]): Proc & { dataDir: string } {
   const dataDir = tmpDir(t);
   return { dataDir, ...startProcess(t, [CLI, 'swarm', 'start', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', dataDir, ...args]) };
 }

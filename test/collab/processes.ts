@@ -1,28 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
-import { CLI, ROOT, runCli } from '../helpers/cli.js';
+import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
 
-/** A `cohort` child process whose output is collected as it runs. */
-export interface Proc {
-  readonly child: ChildProcess;
-  stdout: string;
-  stderr: string;
-  readonly exited: Promise<number | null>;
-}
+export type { Proc };
 
 /** Spawns `cohort args…`, killed (SIGKILL) when the test ends if still running. */
 export function spawnCli(t: TestContext, args: readonly string[]): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc = { child, stdout: '', stderr: '' } as Proc;
-  child.stdout.on('data', (d: Buffer) => (proc.stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (proc.stderr += d.toString()));
-  (proc as { exited: Promise<number | null> }).exited = new Promise((resolve) => child.on('close', resolve));
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return proc;
+  return startProcess(t, [CLI, ...args]);
 }
 
 /** Resolves with the first match of `pattern` in the process's stdout (or stderr), bounded by `timeoutMs`. */

@@ -1,5 +1,6 @@
 // Archives written by tests.
 import fs from 'node:fs';
+import { crc32 } from 'node:zlib';
 
 /** A zip written by hand (stored entries, no compression): the format is simple and the test then does not depend on a zip writer. */
 export function writeZip(file: string, files: Record<string, string | Buffer>): void {
@@ -38,13 +39,4 @@ export function writeZip(file: string, files: Record<string, string | Buffer>): 
   end.writeUInt32LE(dir.length, 12);
   end.writeUInt32LE(offset, 16);
   fs.writeFileSync(file, Buffer.concat([...parts, dir, end]));
-}
-
-function crc32(data: Buffer): number {
-  let crc = ~0;
-  for (const byte of data) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
-  }
-  return ~crc >>> 0;
 }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,28 +31,41 @@ export function runCli(args: readonly string[], options: { env?: NodeJS.ProcessE
   });
 }
 
-export interface LongRunning {
+/** A long-running child process whose output is collected as it runs. */
+export interface Proc {
+  readonly child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  /** Resolves with the exit code once the process exited and its output was read. */
+  readonly exited: Promise<number | null>;
   /** stdout and stderr so far, interleaved. */
   out(): string;
   /** Sends SIGTERM and resolves with the exit code. */
   stop(): Promise<number | null>;
 }
 
-/** Starts a long-running command (`node …argv`), killed when the test ends if it is still running. */
-export function startProcess(t: TestContext, argv: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): LongRunning {
+/** Starts `node …argv` (e.g. `[CLI, 'run', …]`), killed (SIGKILL) when the test ends if it is still running. */
+export function startProcess(t: TestContext, argv: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Proc {
   const child = spawn(process.execPath, argv, { cwd: options.cwd ?? ROOT, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.after(() => child.kill('SIGKILL'));
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return {
-    out: () => out,
+  let all = '';
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const proc: Proc = {
+    child,
+    stdout: '',
+    stderr: '',
+    exited,
+    out: () => all,
     stop: () => {
       child.kill('SIGTERM');
       return exited;
     },
   };
+  child.stdout.on('data', (d: Buffer) => ((proc.stdout += d.toString()), (all += d.toString())));
+  child.stderr.on('data', (d: Buffer) => ((proc.stderr += d.toString()), (all += d.toString())));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return proc;
 }
 
 /** The CLI in this process (its argument checks need no child process): exit code and stderr. */

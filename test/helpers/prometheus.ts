@@ -7,7 +7,7 @@
  * line on the first violation.
  */
 import assert from 'node:assert/strict';
-import type { LongRunning } from './cli.js';
+import type { Proc } from './cli.js';
 import { waitFor } from './swarm.js';
 
 export interface ParsedFamily {
@@ -70,7 +70,7 @@ export function parsePrometheusText(text: string): Map<string, ParsedFamily> {
 const METRICS_URL = /Prometheus metrics on (http:\/\/\S+\/metrics)/;
 
 /** The /metrics address a `cohort` process logs once its metrics server listens. */
-export async function metricsUrl(proc: LongRunning): Promise<string> {
+export async function metricsUrl(proc: Proc): Promise<string> {
   await waitFor('the metrics server', () => METRICS_URL.test(proc.out()), 60_000);
   return METRICS_URL.exec(proc.out())![1]!;
 }
