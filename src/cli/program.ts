@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
+import { NonFiniteTrainingError } from '../training/session.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
 import { registerStatus } from './commands/status.js';
@@ -56,7 +57,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`cohort: ${origin ? `${origin} (${err.message})` : err.message}\n`);
       return EXIT_USAGE;
     }
-    if (err instanceof StoreError) {
+    // the message says all: what went wrong and what to do
+    if (err instanceof StoreError || err instanceof NonFiniteTrainingError) {
       process.stderr.write(`cohort: ${err.message}\n`);
       return 1;
     }

@@ -3,7 +3,7 @@
  * (a swarm's published run settings; alone, the same defaults a founder publishes) and this node's
  * own choices. One set of defaults, so Start alone and Start with a swarm train the same way.
  */
-import { DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
+import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
 import type { Precision } from '../engine/index.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 
@@ -20,6 +20,8 @@ export interface TrainerSettings extends Pick<RunSettings, (typeof TRAINER_RUN_K
   readonly keepCheckpoints: number;
   /** The memory limit when the volunteer's settings give none. */
   readonly maxMemoryMiB: number;
+  /** Alone: steps in a row with a non-finite loss or gradient (each skipped) before training stops. */
+  readonly maxBadSteps: number;
 }
 
 /** This node's own choices, which may differ between the peers of a run. */
@@ -31,6 +33,8 @@ export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
   checkpointEvery: 50,
   keepCheckpoints: 3,
   maxMemoryMiB: DEFAULT_SETTINGS.policies.maxMemoryMiB,
+  // as many as a swarm peer tolerates before it leaves averaging
+  maxBadSteps: COLLABORATIVE_OPTION_FIELDS.maxBadMicroBatches.parse(undefined),
 };
 
 /** The trainer for `run` (default: the settings a founder publishes) with this node's choices over the defaults. */

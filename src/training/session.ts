@@ -4,10 +4,10 @@
  * data stream, the parameters (new or from the store's checkpoint), the optimizer, the onnxruntime
  * backend in a worker thread and, for fp16, the loss scaler. The loops differ only in when they step.
  */
-import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertConfig, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, missingCudaProvider, queryGpus, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
+import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertBatch, type AlbertConfig, gradNorm, type LocalStep, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, missingCudaProvider, queryGpus, trainStep, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
-import { fitGpuMicroBatch, fitMicroBatch } from './memory-limit.js';
+import { fitGpuMicroBatch, fitMicroBatch, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
 import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
 
@@ -32,8 +32,11 @@ export interface SessionSpec {
   readonly dataPeerId: string;
   /** A vocabulary asked for explicitly; must match prepared data's tokenizer. */
   readonly vocabSize?: number | undefined;
-  /** Fit the micro-batch to this limit (MiB; MemoryLimitError when one sample does not fit). */
-  readonly memory?: { readonly limitMiB: number; readonly trainer: TrainingShape['trainer']; readonly delayOptimizerStep?: boolean } | undefined;
+  /**
+   * Fit the micro-batch to this limit (MiB; MemoryLimitError when one sample does not fit), and
+   * watch the process stay under it while training (`watchMemory`).
+   */
+  readonly memory?: ({ readonly limitMiB: number; readonly trainer: TrainingShape['trainer']; readonly delayOptimizerStep?: boolean } & WatchdogOptions) | undefined;
   /** Continue from the store's newest checkpoint that fits the data's vocabulary. */
   readonly resume?: boolean;
   readonly onWarning: (message: string) => void;
@@ -53,7 +56,25 @@ export interface TrainingSession {
   readonly batchSize: number;
   /** The optimizer step the parameters are at (0 unless resumed). */
   readonly resumedStep: number;
-  /** Saves parameters and optimizer state (with the loss scaler's) at `step`, keeping the newest `keep` of each. */
+  /**
+   * One step of a loop that trains alone (solo, `cohort train`) at learning rate `lr`. A step with a
+   * non-finite loss or gradient is skipped and counted; NonFiniteTrainingError once
+   * `trainer.maxBadSteps` come in a row (the parameters themselves went bad, or the learning rate is
+   * too high: skipping more would only spin).
+   */
+  localStep(batch: AlbertBatch, lr: number): Promise<LocalStep>;
+  /** Steps skipped for a non-finite loss or gradient so far (fp16 overflows are the scaler's). */
+  readonly badSteps: number;
+  /**
+   * Calls `onExceeded` once when the process stays over the memory limit, until close (nothing
+   * without a limit).
+   */
+  watchMemory(onExceeded: (reason: string) => void): void;
+  /**
+   * Saves parameters and optimizer state (with the loss scaler's) at `step`, keeping the newest
+   * `keep` of each; parameters that are no longer finite are not saved (warned), so a restart
+   * resumes from the last good checkpoint.
+   */
   checkpoint(step: number, keep: number): void;
   close(): Promise<void>;
 }
@@ -82,21 +103,47 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
     const scaler = t.precision === 'fp16' ? new DynamicLossScaler() : undefined;
     if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
     const backend = new WorkerBackend(config, { provider: spec.provider, intraOpThreads: spec.threads, log: spec.log, precision: t.precision });
+    const grads = params.zerosLike();
+    let badSteps = 0;
+    let badInARow = 0;
+    let watchdog: MemoryWatchdog | undefined;
     return {
       config,
       params,
-      grads: params.zerosLike(),
+      grads,
       optimizer,
       backend,
       scaler,
       data,
       batchSize,
       resumedStep: resumed?.step ?? 0,
+      get badSteps() {
+        return badSteps;
+      },
+      async localStep(batch, lr) {
+        const result = await trainStep(backend, optimizer, params, grads, batch, lr, t.maxGradNorm, scaler);
+        if (result.skipped !== 'non-finite') {
+          badInARow = 0;
+          return result;
+        }
+        badSteps++;
+        spec.log.warn(`skipped a step: its loss is ${result.loss}${Number.isFinite(result.loss) ? ' but a gradient is not finite' : ''} (${++badInARow} in a row, ${badSteps} in total)`);
+        if (badInARow >= t.maxBadSteps) throw new NonFiniteTrainingError(badInARow, t.peakLr);
+        return result;
+      },
+      watchMemory(onExceeded) {
+        if (!spec.memory) return;
+        watchdog?.stop();
+        watchdog = new MemoryWatchdog({ limitBytes: spec.memory.limitMiB * 2 ** 20, ...(spec.memory.memoryProbe ? { probe: spec.memory.memoryProbe } : {}), onExceeded });
+        watchdog.start(spec.memory.watchdogIntervalMs);
+      },
       checkpoint(step, keep) {
+        if (!Number.isFinite(gradNorm(params))) return spec.log.warn(`not checkpointing step ${step}: the parameters are no longer finite`);
         spec.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: step, meta: { config: configToHf(config) }, data: encodeParams(params), keep });
         spec.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: step, data: encodeOptimizerState({ ...optimizer.exportState(), ...(scaler ? { lossScaler: scaler.exportState() } : {}) }), keep });
       },
       async close() {
+        watchdog?.stop();
         await data.close();
         await backend.close();
       },
@@ -104,6 +151,14 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
   } catch (err) {
     await data.close();
     throw err;
+  }
+}
+
+/** Training alone kept meeting a non-finite loss or gradient: going on would only skip every step. */
+export class NonFiniteTrainingError extends Error {
+  constructor(inARow: number, lr: number) {
+    super(`the last ${inARow} steps had a non-finite loss or gradient (each skipped); the parameters or the data are broken, or the learning rate ${lr} is too high`);
+    this.name = 'NonFiniteTrainingError';
   }
 }
 

@@ -3,14 +3,14 @@
  * prepared on first start, the model and optimizer resume from the store's latest checkpoints, and
  * every figure it reports was measured.
  */
-import { linearWarmupDecay, trainStep } from '../engine/index.js';
+import { linearWarmupDecay } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { PrepareOptions } from '../data/index.js';
 import type { Store } from '../store/index.js';
 import { ensureDataset } from './data.js';
 import type { HaltCause, TrainingEvent } from './events.js';
-import { MemoryLimitError, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
-import { openTrainingSession } from './session.js';
+import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
+import { NonFiniteTrainingError, openTrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
 import type { TrainingService, TrainingSettings } from './service.js';
 import type { TrainerSettings } from './options.js';
@@ -79,7 +79,7 @@ export class SoloTraining implements TrainingService {
       threads: policies?.maxCpuThreads,
       data: 'prepared',
       dataPeerId: 'local',
-      memory: { limitMiB, trainer: 'local' },
+      memory: { limitMiB, trainer: 'local', memoryProbe: this.init.memoryProbe, watchdogIntervalMs: this.init.watchdogIntervalMs },
       resume: true,
       onWarning: (m) => log.warn(m),
     });
@@ -87,22 +87,19 @@ export class SoloTraining implements TrainingService {
     log.info(step > 0 ? `resumed from the checkpoint of step ${step}` : `training a new ${t.preset} ALBERT (${session.params.size} parameters) on ${session.data.description}`);
     const contributed = this.sink.contributed();
     let rate: number | undefined;
-    const watchdog = new MemoryWatchdog({
-      limitBytes: limitMiB * 2 ** 20,
-      ...(this.init.memoryProbe ? { probe: this.init.memoryProbe } : {}),
-      onExceeded: (reason) => {
-        this.halt = { cause: 'memory', reason };
-        this.stopRequested = true;
-      },
+    let broken = false;
+    session.watchMemory((reason) => {
+      this.halt = { cause: 'memory', reason };
+      this.stopRequested = true;
     });
-    watchdog.start(this.init.watchdogIntervalMs);
     try {
       while (!this.stopRequested) {
         const started = performance.now();
         const batch = await session.data.next();
         const lr = linearWarmupDecay(step + 1, { peakLr: t.peakLr, warmupSteps: t.warmupSteps, totalSteps: t.totalSteps });
-        const result = await trainStep(session.backend, session.optimizer, session.params, session.grads, batch, lr, t.maxGradNorm, session.scaler);
-        // an fp16 overflow: nothing was learned from this batch (the scaler has backed off)
+        const result = await session.localStep(batch, lr);
+        if (result.skipped === 'non-finite') this.emit({ type: 'skipped', reason: `its loss is ${result.loss} or a gradient is not finite`, total: session.badSteps, at: Date.now() });
+        // nothing was learned from this batch (an fp16 overflow: the scaler has backed off)
         if (result.skipped) continue;
         step++;
         const seconds = (performance.now() - started) / 1000;
@@ -115,9 +112,12 @@ export class SoloTraining implements TrainingService {
         this.emit({ type: 'progress', samplesPerSecond: rate, swarm: { epoch: step, peers: 1, samplesPerSecond: rate, samplesAccumulated: 0, targetBatchSize: session.batchSize, etaSeconds: batch.batchSize / rate }, at });
         if (step % t.checkpointEvery === 0) session.checkpoint(step, t.keepCheckpoints);
       }
+    } catch (err) {
+      // weights that give only non-finite losses are not worth keeping: a restart resumes from the last good checkpoint
+      if (err instanceof NonFiniteTrainingError) broken = true;
+      throw err;
     } finally {
-      watchdog.stop();
-      session.checkpoint(step, t.keepCheckpoints);
+      if (!broken) session.checkpoint(step, t.keepCheckpoints);
       await session.close();
     }
   }

@@ -12,7 +12,7 @@ import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import type { EmitTrainingEvent } from './events.js';
-import { MemoryLimitError, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
+import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
 import { ShardServer } from '../shards/index.js';
 import { pinsOf, runDataset } from './run-data.js';
@@ -98,7 +98,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     data: 'prepared',
     dataset: dataset.cacheKey,
     dataPeerId: node.peerId.toString(),
-    memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true },
+    memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true, memoryProbe: init.memoryProbe, watchdogIntervalMs: init.watchdogIntervalMs },
     onWarning: (m) => log.warn(m),
   });
   const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
@@ -122,7 +122,6 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       (err: unknown) => log.warn(`could not save this peer's state of epoch ${epoch}: ${(err as Error).message}`),
     );
   };
-  let watchdog: MemoryWatchdog | undefined;
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0, badMicroBatches: 0, restoredBackups: 0 };
   /** The fp16 loss scaler backed off as far as it can: gradients are non-finite at any scale (see below). */
   let scalerGaveUp = false;
@@ -162,8 +161,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
     observe(await collab.start({ ...sink.contributed(), ...(resumeEpoch !== undefined ? { epoch: resumeEpoch } : {}) }));
     let halt: string | undefined;
-    watchdog = limit === undefined ? undefined : new MemoryWatchdog({ limitBytes: limit * 2 ** 20, ...(init.memoryProbe ? { probe: init.memoryProbe } : {}), onExceeded: (reason) => (halt = reason) });
-    watchdog?.start(init.watchdogIntervalMs);
+    session.watchMemory((reason) => (halt = reason));
     while (halt === undefined && !init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = await session.data.next();
@@ -199,7 +197,6 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     if (init.out) saveModel(init.out, session.config, session.params);
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
   } finally {
-    watchdog?.stop();
     await writing;
     await saver.close();
     await collab.stop();

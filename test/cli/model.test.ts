@@ -157,6 +157,17 @@ test('train runs a few steps on the labelled synthetic source and can save the m
   assert.ok(fs.existsSync(path.join(dir, 'out', 'model.safetensors')));
 });
 
+test('train skips steps whose loss is not finite and stops with advice after --max-bad-steps in a row', async (t) => {
+  const dir = tmpDir(t);
+  // an absurd learning rate blows the weights up after the first step: every later loss is NaN
+  const r = await runCli(['train', '--preset', 'tiny', '--steps', '20', '--batch-size', '2', '--seq-len', '16', '--lr', '1e30', '--max-bad-steps', '3', '--out', path.join(dir, 'out'), '--data-dir', dir, '--log-level', 'warn']);
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal((r.stderr.match(/skipped a step: its loss is NaN/g) ?? []).length, 3, r.stderr);
+  assert.match(r.stderr, /cohort: the last 3 steps had a non-finite loss or gradient \(each skipped\); .*learning rate 1e\+30 is too high/);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, 'a message, not a stack trace');
+  assert.equal(fs.existsSync(path.join(dir, 'out')), false, 'no broken model is saved');
+});
+
 test('after `data prepare`, train reads the prepared dataset and sizes the vocabulary by its tokenizer', async (t) => {
   const dir = tmpDir(t);
   const prepared = await runCli(['data', 'prepare', '--max-documents', '3', '--vocab-size', '300', '--data-dir', dir, '--log-level', 'error'], { timeoutMs: 120_000 });

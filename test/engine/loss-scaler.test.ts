@@ -64,7 +64,7 @@ test('fp16 training with an absurd initial scale: overflowing steps are skipped 
   const scaler = new DynamicLossScaler({ initScale: 2 ** 40 });
   try {
     const first = await trainStep(backend, optimizer, params, grads, batch, 1e-3, 1, scaler);
-    assert.equal(first.skipped, true);
+    assert.equal(first.skipped, 'overflow');
     assert.ok(Number.isNaN(first.gradNorm));
     assert.deepEqual(params.data, before, 'a skipped step leaves the weights unchanged');
     assert.equal(optimizer.stepCount, 0, 'and the optimizer untouched');
@@ -82,6 +82,33 @@ test('fp16 training with an absurd initial scale: overflowing steps are skipped 
     assert.equal(optimizer.stepCount, 1);
     assert.ok(Number.isFinite(last.gradNorm) && last.gradNorm > 0);
     assert.notDeepEqual(params.data, before, 'the first finite step updates the weights');
+  } finally {
+    await backend.close();
+  }
+});
+
+test('fp32 training: a step whose loss and gradients are not finite is skipped untouched, the next finite one applies', async () => {
+  const config = PRESETS.tiny;
+  const params = initAlbertParams(config, 1);
+  const grads = params.zerosLike();
+  const batch = syntheticBatch(config, 2, 8, new Rng(5));
+  const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 1 });
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 });
+  const first = params.specs[0]!;
+  const good = params.data[first.offset]!;
+  params.data[first.offset] = Number.NaN; // one poisoned weight makes the loss and every gradient reaching it NaN
+  const poisoned = params.data.slice();
+  try {
+    const bad = await trainStep(backend, optimizer, params, grads, batch, 1e-3);
+    assert.equal(bad.skipped, 'non-finite');
+    assert.ok(Number.isNaN(bad.gradNorm));
+    assert.deepEqual(params.data, poisoned, 'the weights are untouched');
+    assert.equal(optimizer.stepCount, 0, 'and the optimizer too');
+    params.data[first.offset] = good;
+    const next = await trainStep(backend, optimizer, params, grads, batch, 1e-3);
+    assert.equal(next.skipped, false);
+    assert.ok(Number.isFinite(next.loss) && Number.isFinite(next.gradNorm));
+    assert.equal(optimizer.stepCount, 1);
   } finally {
     await backend.close();
   }

@@ -135,3 +135,30 @@ test('the memory limit: Start refuses a model that cannot fit, saying what it ne
   assert.match(paused.contribution.detail, /^halted: memory limit — memory use 8\.0 GiB stayed over the 512 MiB limit/);
   assert.equal((await guarded.getSettings()).policies.maxMemoryMiB, 512, 'the limit is the stored setting');
 });
+
+test('solo training skips non-finite steps, reports each, halts with the reason after maxBadSteps in a row, and checkpoints no broken weights', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  // an absurd learning rate blows the weights up at the first step: every later loss is NaN
+  const runtime = solo({ store, dataDir, prepare: { maxDocuments: 3, vocabSize: 300 } }, { peakLr: 1e30, warmupSteps: 0 }, { batchSize: 2, maxBadSteps: 3, checkpointEvery: 1000 });
+  const events: TrainingEvent[] = [];
+  const halted = new Promise<Extract<TrainingEvent, { type: 'halted' }>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no halt within 90 s: ${JSON.stringify(events.map((e) => e.type))}`)), 90_000);
+    runtime.subscribe((e) => {
+      events.push(e);
+      if (e.type !== 'halted') return;
+      clearTimeout(timer);
+      resolve(e);
+    });
+  });
+  await runtime.start();
+  const halt = await halted;
+  assert.equal(halt.cause, 'error');
+  assert.match(halt.reason, /the last 3 steps had a non-finite loss or gradient \(each skipped\)/);
+  const skipped = events.filter((e) => e.type === 'skipped');
+  // the third ends training: the halt reports it
+  assert.deepEqual(skipped.map((e) => e.total), [1, 2], 'each skipped step is reported with the running count');
+  assert.equal(events.filter((e) => e.type === 'stepped').length, 1, 'only the first step applied');
+  assert.equal(store.checkpoints.list(MODEL_CHECKPOINT).length, 0, 'the broken weights were not checkpointed');
+});

@@ -2,10 +2,10 @@ import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
 import { z } from 'zod';
 import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
-import { linearWarmupDecay, type LocalStep, PRESETS, saveModel, trainStep, type OptimizerKind } from '../../engine/index.js';
+import { linearWarmupDecay, type LocalStep, PRESETS, saveModel, type OptimizerKind } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
-import { trainerSettings } from '../../training/options.js';
+import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { openTrainingSession } from '../../training/session.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags } from '../flag-table.js';
@@ -25,6 +25,7 @@ const TRAIN_FLAGS = {
   warmupSteps: flagRow({ schema: RUN_SETTING_FLAGS.warmupSteps.schema, description: 'linear warmup steps before linear decay to 0 at --steps (default 10% of --steps)' }),
   optimizer: flagRow({ schema: z.enum(OPTIMIZERS), default: 'lamb', arg: '<name>', description: 'the optimizer' }),
   maxGradNorm: RUN_SETTING_FLAGS.maxGradNorm,
+  maxBadSteps: flagRow({ schema: int.min(1).max(1_000_000), default: DEFAULT_LOCAL_TRAINER.maxBadSteps, description: 'stop after N steps in a row with a non-finite loss or gradient (each is skipped)' }),
   seed: flagRow({ ...RUN_SETTING_FLAGS.seed, description: 'seed for the initial weights and the synthetic data' }),
   vocabSize: flagRow({ schema: int.min(8).max(1_000_000), description: "vocabulary size (default: the preset's)" }),
   provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider' }),
@@ -42,7 +43,7 @@ export function registerTrain(program: Command): void {
     const opts = parseFlags(cmd, TRAIN_FLAGS);
     const preset = requiredFlag('--preset', opts.preset);
     const steps = requiredFlag('--steps', opts.steps);
-    const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, seed, provider, threads, precision } = opts;
+    const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, maxBadSteps, seed, provider, threads, precision } = opts;
     const maxPositions = PRESETS[preset].maxPositionEmbeddings;
     if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
     const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
@@ -51,7 +52,7 @@ export function registerTrain(program: Command): void {
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;
     try {
-      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision });
+      const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision, maxBadSteps });
       session = await openTrainingSession({ store, log, trainer, provider, threads, optimizer: kind, data: dataChoice, dataPeerId: 'local', vocabSize, onWarning: (m) => log.warn(m) });
     } catch (err) {
       store.close();
@@ -67,8 +68,8 @@ export function registerTrain(program: Command): void {
     try {
       for (let step = 0; step < steps; step++) {
         const lr = linearWarmupDecay(step + 1, { peakLr, warmupSteps, totalSteps: steps + 1 });
-        last = await trainStep(session.backend, session.optimizer, params, session.grads, await data.next(), lr, maxGradNorm, session.scaler);
-        if (last.skipped) log.debug({ step: step + 1, lossScale: session.scaler!.scale }, 'fp16 gradients overflowed: step skipped, loss scale backed off');
+        last = await session.localStep(await data.next(), lr);
+        if (last.skipped === 'overflow') log.debug({ step: step + 1, lossScale: session.scaler!.scale }, 'fp16 gradients overflowed: step skipped, loss scale backed off');
         const elapsed = (performance.now() - started) / 1000;
         process.stderr.write(progressBar(step + 1, steps, elapsed, last.loss, last.mlmLoss, last.sopLoss, lr) + (process.stderr.isTTY ? '\r' : '\n'));
       }
@@ -80,7 +81,7 @@ export function registerTrain(program: Command): void {
     if (opts.out !== undefined) saveModel(opts.out, config, params);
     const seconds = (performance.now() - started) / 1000;
     if (!last) throw new Error('no training step was taken');
-    process.stdout.write(JSON.stringify({ steps, loss: last.loss, mlm_loss: last.mlmLoss, sop_loss: last.sopLoss, mlm_accuracy: last.mlmAccuracy, sop_accuracy: last.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');
+    process.stdout.write(JSON.stringify({ steps, loss: last.loss, mlm_loss: last.mlmLoss, sop_loss: last.sopLoss, mlm_accuracy: last.mlmAccuracy, sop_accuracy: last.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, bad_steps: session.badSteps, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');
   });
 }
 
