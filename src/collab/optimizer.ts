@@ -225,7 +225,9 @@ export class CollaborativeOptimizer {
       epoch: () => this.epochValue,
       snapshot: () => {
         this.delayed.run(); // a newcomer gets the parameters of the epoch it is told
-        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }) };
+        // a run that compresses state averaging sends newcomers its state in fp16 too (half the bytes of parameters and first moments)
+        const fp16 = this.o.stateAveragingCompression !== 'none';
+        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }, { fp16 }) };
       },
     });
     this.advertise = served.advertise;
