@@ -10,7 +10,7 @@ import { deadline, FramedStream, releasableDeadline } from './framing.js';
 import type { GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
-import { reducerMessageSchema, chunkSchema, type Begin, type Chunk } from './messages.js';
+import { reducerMessageSchema, chunkSchema, type Begin, type Chunk, type Member } from './messages.js';
 import { PartReducer, PeerFault, type Aggregation } from './reducer.js';
 
 export interface AllreduceOptions {
@@ -30,6 +30,12 @@ export interface AllreduceOptions {
    * @default no bound
    */
   readonly maxRelativeChange?: number;
+  /**
+   * The most weight (samples) each other member may carry in this peer's part, from the progress this
+   * peer has seen it make: a larger weight in the group description is lowered to it (clamped, not
+   * excluded; listed in the result). Every reducer applies its own view. @default no bound
+   */
+  readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
   /** Fault injection for tests; never set in production. */
   readonly fault?: Fault;
@@ -51,6 +57,8 @@ export interface AllreduceResult {
   readonly group: GroupInfo;
   /** Senders this peer's reducer dropped from its part, with the reason (stalled, disconnected, NaN…). */
   readonly excluded: ReadonlyArray<{ readonly peer: string; readonly reason: string }>;
+  /** Members whose weight this peer's reducer lowered to their bound (weightBound). */
+  readonly clamped: ReadonlyArray<{ readonly peer: string; readonly weight: number; readonly bound: number }>;
   readonly failedParts: readonly FailedPart[];
   /** Bytes this peer wrote and read on all-reduce streams (frames included). */
   readonly bytesSent: number;
@@ -127,6 +135,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     vector: output,
     group,
     excluded,
+    clamped: own?.clamped ?? [],
     failedParts,
     bytesSent: traffic.sent,
     bytesReceived: traffic.received,
@@ -246,6 +255,7 @@ interface SenderState {
 class ReducerSession {
   readonly reducer: PartReducer;
   readonly traffic = { sent: 0, received: 0 };
+  readonly clamped: Array<{ peer: string; weight: number; bound: number }> = [];
   /** Resolves with undefined when the part is averaged, else with why not. */
   readonly done: Promise<string | undefined>;
   private finish!: (reason: string | undefined) => void;
@@ -269,7 +279,13 @@ class ReducerSession {
     const [start, end] = group.parts[index]!;
     this.start = start;
     this.self = group.members[index]!.peer;
-    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, m.weight])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
+    const weight = (m: Member): number => {
+      const bound = m.peer === this.self ? undefined : opts.weightBound?.(m.peer);
+      if (bound === undefined || !(m.weight > bound)) return m.weight;
+      this.clamped.push({ peer: m.peer, weight: m.weight, bound });
+      return Math.max(0, bound);
+    };
+    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, weight(m)])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
     try {
       for (let i = 0; i < this.reducer.chunks; i++) {
         const [s, e] = chunkRange(end - start, group.chunkValues, i);
