@@ -138,7 +138,12 @@ try {
   // honest rounds: every aggregation in turn, so each sees the same load
   const times = new Map<Aggregation, number[]>(aggregations.map((a) => [a, []]));
   for (const a of aggregations) await round(averagers.get(a)!, grads); // warm-up: connections, JIT
-  for (let r = 0; r < rounds; r++) for (const a of aggregations) times.get(a)!.push((await round(averagers.get(a)!, grads)).ms);
+  // the order turns each round, so no aggregation always follows the same one (the garbage and the
+  // stragglers of a slow round land in the next)
+  for (let r = 0; r < rounds; r++) for (let k = 0; k < aggregations.length; k++) {
+    const a = aggregations[(r + k) % aggregations.length]!;
+    times.get(a)!.push((await round(averagers.get(a)!, grads)).ms);
+  }
   const honestMean = mean(grads);
   for (const a of aggregations) {
     const { results } = await round(averagers.get(a)!, grads);

@@ -6,13 +6,12 @@ import { decode, encode, type Compression } from './compression.js';
 import { ALLREDUCE_PROTOCOL, MAX_CHUNKS_IN_FLIGHT, MAX_DATA_FRAME_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
 import { corrupt, type Fault } from './faults.js';
-import { deadline, FramedStream } from './framing.js';
+import { deadline, FramedStream, releasableDeadline } from './framing.js';
 import type { GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
-import { reducerMessageSchema, chunkSchema, type Begin, type Chunk } from './messages.js';
+import { reducerMessageSchema, chunkSchema, type Begin, type Chunk, type Member } from './messages.js';
 import { PartReducer, PeerFault, type Aggregation } from './reducer.js';
-import type { UploadLimit } from './upload-limit.js';
 
 export interface AllreduceOptions {
   /** A reducer excludes a sender that delivered no chunk for this long (ms). */
@@ -31,6 +30,12 @@ export interface AllreduceOptions {
    * @default no bound
    */
   readonly maxRelativeChange?: number;
+  /**
+   * The most weight (samples) each other member may carry in this peer's part, from the progress this
+   * peer has seen it make: a larger weight in the group description is lowered to it (clamped, not
+   * excluded; listed in the result). Every reducer applies its own view. @default no bound
+   */
+  readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
   /** Fault injection for tests; never set in production. */
   readonly fault?: Fault;
@@ -52,6 +57,8 @@ export interface AllreduceResult {
   readonly group: GroupInfo;
   /** Senders this peer's reducer dropped from its part, with the reason (stalled, disconnected, NaN…). */
   readonly excluded: ReadonlyArray<{ readonly peer: string; readonly reason: string }>;
+  /** Members whose weight this peer's reducer lowered to their bound (weightBound). */
+  readonly clamped: ReadonlyArray<{ readonly peer: string; readonly weight: number; readonly bound: number }>;
   readonly failedParts: readonly FailedPart[];
   /** Bytes this peer wrote and read on all-reduce streams (frames included). */
   readonly bytesSent: number;
@@ -71,7 +78,9 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
   const index = group.members.findIndex((m) => m.peer === self);
   if (index < 0) throw new RangeError(`peer ${self} is not a member of group ${group.id}`);
   if (vector.length !== group.size) throw new RangeError(`vector has ${vector.length} values; group ${group.id} averages ${group.size}`);
-  const overall = deadline(opts.allreduceTimeoutMs, opts.signal);
+  // released when the round ends, so nothing of it (listeners, buffers) outlives it until the timeout
+  const round = releasableDeadline(opts.allreduceTimeoutMs, opts.signal);
+  const overall = round.signal;
   // every stream of the round (up to 2 per member) waits on this signal
   setMaxListeners(4 * group.members.length + 16, overall);
   const output = vector.slice();
@@ -97,7 +106,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
         if (reason !== undefined) fail(r, reason);
         return;
       }
-      const reason = await sendPart(node, hub.upload, group, r, vector, output, opts, overall, traffic);
+      const reason = await sendPart(node, hub, group, r, vector, output, opts, overall, traffic);
       if (reason !== undefined) {
         log.warn({ group: group.id, reducer: member.peer, reason }, 'part not averaged; keeping local values');
         fail(r, reason);
@@ -105,6 +114,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     });
     await Promise.all(jobs);
   } finally {
+    round.release();
     closeSession?.();
     node.libp2p.removeEventListener('peer:disconnect', onDisconnect);
   }
@@ -125,6 +135,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     vector: output,
     group,
     excluded,
+    clamped: own?.clamped ?? [],
     failedParts,
     bytesSent: traffic.sent,
     bytesReceived: traffic.received,
@@ -135,7 +146,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
 /** Streams our slice of part `r` to its reducer and writes the returned averages; the reason if it failed. */
 async function sendPart(
   node: SwarmNode,
-  upload: UploadLimit | undefined,
+  hub: AveragingHub,
   group: GroupInfo,
   r: number,
   vector: Float32Array,
@@ -155,7 +166,7 @@ async function sendPart(
   const signal = AbortSignal.any([overall, abort.signal]);
   try {
     const stream = await node.dial(reducer, ALLREDUCE_PROTOCOL, { signal: deadline(opts.reducerTimeoutMs, signal), allowRelayed: false });
-    framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce answer from reducer ${reducer}`, upload);
+    framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce answer from reducer ${reducer}`, hub.upload);
     const out = framed;
     await out.write({ t: 'begin', group: group.id, part: r, weight: self.weight } satisfies Begin, signal);
     // chunks sent but not yet answered: the averages are our acknowledgements. Bounding them keeps
@@ -180,7 +191,7 @@ async function sendPart(
       if (message.t === 'refused') throw new ProtocolError(`reducer ${reducer} refused us: ${message.code}: ${message.message}`);
       if (message.i !== i) throw new ProtocolError(`reducer ${reducer} sent averaged chunk ${message.i}, expected ${i}`);
       const [s, e] = chunkRange(size, group.chunkValues, i);
-      const values = decodeChunk(group.compression, message.d, e - s, opts.maxAbs, `averaged chunk ${i} from reducer ${reducer}`);
+      const values = decodeChunk(group.compression, message.d, e - s, opts.maxAbs, reducer, `averaged chunk ${i}`);
       output.set(values, start + s);
       answered = i + 1;
       wakeWriter?.();
@@ -192,6 +203,8 @@ async function sendPart(
     abort.abort();
     framed?.abort(err as Error);
     wakeWriter?.();
+    // an answer that would poison the average counts towards a ban, as a poisoned part from a sender does
+    if (err instanceof PeerFault && err.poisoned) return hub.recordOffence(reducer, err.message) ? `${err.message}; ${hub.banned(reducer)}` : err.message;
     if (overall.aborted) return opts.signal?.aborted ? 'cancelled' : `all-reduce timeout (${opts.allreduceTimeoutMs} ms) before reducer ${reducer} returned its part`;
     return (err as Error).name === 'TimeoutError' ? `reducer ${reducer} returned nothing for ${opts.reducerTimeoutMs} ms` : (err as Error).message;
   } finally {
@@ -213,17 +226,20 @@ function relativeChange(before: Float32Array, after: Float32Array): number {
   return moved === 0 ? 0 : Math.sqrt(moved / norm);
 }
 
-/** Decodes `n` values and refuses NaN/Inf and magnitudes beyond `maxAbs` (a reducer's answer is untrusted too). */
-function decodeChunk(compression: Compression, bytes: Uint8Array, n: number, maxAbs: number, what: string): Float32Array {
+/**
+ * Decodes `n` values of `reducer`'s answer and refuses NaN/Inf and magnitudes beyond `maxAbs` (a
+ * reducer's answer is untrusted too): a poisoned PeerFault, an offence like a sender's.
+ */
+function decodeChunk(compression: Compression, bytes: Uint8Array, n: number, maxAbs: number, reducer: string, what: string): Float32Array {
   let values: Float32Array;
   try {
     values = decode(compression, bytes, n);
   } catch (err) {
-    throw new ProtocolError(`${what}: ${(err as Error).message}`, { cause: err });
+    throw new ProtocolError(`${what} from reducer ${reducer}: ${(err as Error).message}`, { cause: err });
   }
   for (let i = 0; i < n; i++) {
     const v = values[i]!;
-    if (!Number.isFinite(v) || Math.abs(v) > maxAbs) throw new ProtocolError(`${what} holds ${v} at ${i}, not a finite value within ±${maxAbs}`);
+    if (!Number.isFinite(v) || Math.abs(v) > maxAbs) throw new PeerFault(reducer, `${what} holds ${v} at ${i}, not a finite value within ±${maxAbs}`, true);
   }
   return values;
 }
@@ -239,6 +255,7 @@ interface SenderState {
 class ReducerSession {
   readonly reducer: PartReducer;
   readonly traffic = { sent: 0, received: 0 };
+  readonly clamped: Array<{ peer: string; weight: number; bound: number }> = [];
   /** Resolves with undefined when the part is averaged, else with why not. */
   readonly done: Promise<string | undefined>;
   private finish!: (reason: string | undefined) => void;
@@ -262,7 +279,13 @@ class ReducerSession {
     const [start, end] = group.parts[index]!;
     this.start = start;
     this.self = group.members[index]!.peer;
-    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, m.weight])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
+    const weight = (m: Member): number => {
+      const bound = m.peer === this.self ? undefined : opts.weightBound?.(m.peer);
+      if (bound === undefined || !(m.weight > bound)) return m.weight;
+      this.clamped.push({ peer: m.peer, weight: m.weight, bound });
+      return Math.max(0, bound);
+    };
+    this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, weight(m)])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
     try {
       for (let i = 0; i < this.reducer.chunks; i++) {
         const [s, e] = chunkRange(end - start, group.chunkValues, i);
@@ -343,6 +366,7 @@ class ReducerSession {
         return;
       }
       if (this.opts.fault === 'lie-reducing') average.fill(1e7);
+      if (this.opts.fault === 'nan-reducing') average.fill(Number.NaN);
       const bytes = encode(this.group.compression, average);
       // every member must end with the same values, so we keep what the others decode
       const local = this.group.compression === 'none' ? average : decode(this.group.compression, bytes, average.length);

@@ -99,8 +99,9 @@ export interface ScheduleOptions {
   readonly expectedPeers?: number | (() => number);
   /**
    * The most weight (samples) each peer may carry in this round, from the progress the swarm has
-   * seen it make: larger declared weights are lowered to it when this peer leads, and a group
-   * description above it is refused. Read while the group forms. @default no bound
+   * seen it make: larger declared weights are lowered to it when this peer leads, and in the part
+   * this peer reduces (clamped, not excluded; logged and listed in the result's `clamped`). Read
+   * while the group forms and again when the all-reduce begins. @default no bound
    */
   readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
@@ -276,7 +277,7 @@ export class Averager {
           group = await this.match(round, new MemberWeight(w));
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
-        return { ok: true, ...(await this.reduce(group, vector, signal, maxRelativeChange)) };
+        return { ok: true, ...(await this.reduce(group, vector, signal, maxRelativeChange, opts.weightBound)) };
       } finally {
         this.running.delete(abort);
       }
@@ -341,13 +342,13 @@ export class Averager {
   }
 
   /** The all-reduce of `vector` with a formed group. */
-  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, maxRelativeChange: number | undefined): Promise<AllreduceResult> {
+  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, maxRelativeChange: number | undefined, weightBound: ((peer: string) => number) | undefined): Promise<AllreduceResult> {
     const result = await allreduce(
       this.node,
       this.hub,
       group,
       vector,
-      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), ...(weightBound ? { weightBound } : {}), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
       this.log,
     );
     const n = group.members.length;
@@ -355,6 +356,7 @@ export class Averager {
     if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${result.durationMs} ms)`);
     else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
     for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
+    for (const x of result.clamped) this.log.warn(`lowered the weight of peer ${x.peer} from ${x.weight} to ${x.bound} in the part this peer reduced: more than the progress it has been seen to make`);
     this.emit({ type: 'averaged', result });
     return result;
   }

@@ -12,7 +12,9 @@ export type Fault =
   /** as a reducer, accepts chunks but never returns an average */
   | 'stall-reducing'
   /** as a reducer, answers every chunk with 1e7 instead of the average */
-  | 'lie-reducing';
+  | 'lie-reducing'
+  /** as a reducer, answers every chunk with NaN */
+  | 'nan-reducing';
 
 /** What a faulty sender puts on the wire instead of `values` (chunk `index` of a part). */
 export function corrupt(fault: Fault | undefined, index: number, values: Float32Array): Float32Array | 'stall' {

@@ -195,3 +195,24 @@ export function deadline(ms: number | undefined, ...signals: Array<AbortSignal |
   if (ms !== undefined) all.push(AbortSignal.timeout(Math.max(0, ms)));
   return all.length === 1 ? all[0]! : AbortSignal.any(all);
 }
+
+/**
+ * Like `deadline`, but `release()` clears the timer and unhooks `signal` at once. For a deadline
+ * whose listeners hold large buffers (an all-reduce round): a timeout signal stays referenced until
+ * it fires (see the polyfill), so a round that ended early would keep its vectors for the whole
+ * timeout.
+ */
+export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly signal: AbortSignal; release(): void } {
+  const controller = new AbortController();
+  const onAbort = (): void => controller.abort(signal!.reason);
+  const timer = setTimeout(() => controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError')), Math.max(0, ms));
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    release: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}

@@ -66,8 +66,8 @@ export interface MatchmakingParams {
   readonly chunkValues: number;
   /**
    * The most weight (samples) a peer may carry in this round, from what the swarm has seen it do
-   * (the caller derives it from progress records). A leader lowers larger weights to it; a follower
-   * refuses a group description above it. @default no bound
+   * (the caller derives it from progress records). A leader lowers larger weights to it in the group
+   * description (logged). @default no bound
    */
   readonly weightBound?: (peer: string) => number;
   readonly signal?: AbortSignal;
@@ -320,18 +320,21 @@ export class Matchmaker {
     }
   }
 
-  /** `weight` lowered to what `peer` may carry (weightBound). */
+  /** `weight` lowered to what `peer` may carry (weightBound), logged when it is. */
   private bounded(peer: string, weight: number): number {
     const bound = this.p.weightBound?.(peer);
-    return bound === undefined || !(bound < weight) ? weight : Math.max(0, bound);
+    if (bound === undefined || !(bound < weight)) return weight;
+    this.log.warn({ peer, weight, bound }, `lowered the weight of ${peer} in the group from ${weight} to ${bound}, the progress it has been seen to make`);
+    return Math.max(0, bound);
   }
 
   /**
    * What is wrong with a group description from `leader`, if anything: it must match our round, be
    * led by `leader`, list us once as we joined (a weight no higher than ours), and list only peers
    * that declared under the key, with their declared bandwidth and mode and a weight within both
-   * their declaration and their bound. Parts are not on the wire: every member computes them
-   * (capped) from this list.
+   * their declaration. A weight above this peer's bound for it is no reason to refuse (peers see
+   * each other's progress at different moments): this peer's reducer lowers it (allreduce). Parts are
+   * not on the wire: every member computes them (capped) from this list.
    */
   private async verify(group: GroupInfo, leader: string): Promise<string | undefined> {
     if (group.key !== this.p.key || group.schema !== this.p.schema || group.size !== this.p.size) return `its key, schema or size (${group.key}, ${group.size} values) differs from ours`;
@@ -350,7 +353,6 @@ export class Matchmaker {
       if (d === undefined) return `member ${m.peer} never declared under ${this.p.key}`;
       if (m.bandwidth !== d.bandwidth || (d.clientMode && !m.clientMode)) return `member ${m.peer} is listed with bandwidth ${m.bandwidth}${m.clientMode ? ' in client mode' : ''}, but declared ${d.bandwidth}${d.clientMode ? ' in client mode' : ''}`;
       if (d.weight !== undefined && m.weight > d.weight) return `member ${m.peer} is given weight ${m.weight}, above the ${d.weight} it declared`;
-      if (this.bounded(m.peer, m.weight) < m.weight) return `member ${m.peer} is given weight ${m.weight}, above its bound ${this.p.weightBound!(m.peer)}`;
     }
     return undefined;
   }

@@ -36,8 +36,11 @@ export type DataPins = z.infer<typeof dataPinsSchema>;
 export const declarationSchema = z.strictObject({ weight: weight.optional(), bandwidth, clientMode: z.boolean(), schema: schemaHash, data: dataPinsSchema.nullable() });
 export type Declaration = z.infer<typeof declarationSchema>;
 
-/** Value of a donor advertisement under `state/<prefix>`. */
-export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
+/**
+ * Value of a donor advertisement under `state/<prefix>`: `sha256` (hex) of the bytes it serves at
+ * `epoch`, so newcomers download only a state that another peer advertises too.
+ */
+export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean(), sha256: sha256Hex.optional() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
 // ---- matchmaking/4.0.0 ------------------------------------------------------------------------
@@ -87,7 +90,7 @@ export type Chunk = z.infer<typeof chunkSchema>;
 export const allreduceRefusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(ALLREDUCE_REFUSALS), message: reason });
 export const reducerMessageSchema = z.discriminatedUnion('t', [chunkSchema, allreduceRefusedSchema]);
 
-// ---- state/1.0.0 ------------------------------------------------------------------------------
+// ---- state/2.0.0 ------------------------------------------------------------------------------
 
 export const stateRequestSchema = z.strictObject({ t: z.literal('get'), prefix: z.string().min(1).max(64) });
 export type StateRequest = z.infer<typeof stateRequestSchema>;

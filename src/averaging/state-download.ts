@@ -51,13 +51,16 @@ export function stateKey(prefix: string): string {
 }
 
 /**
- * Serves this peer's state on `state/1.0.0` for one prefix and advertises its epoch under
+ * Serves this peer's state on `state/2.0.0` for one prefix and advertises its epoch and hash under
  * `state/<prefix>`. At most `maxConcurrentDownloads` at a time; more are refused with BUSY so
  * newcomers spread over donors instead of swamping one (hivemind #169).
  */
 export class StateServer {
   private active = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** The sha256 of the state served at `epoch`, and the hashing under way. */
+  private hashed: { epoch: number; sha256: string } | undefined;
+  private hashing: Promise<void> | undefined;
   served = 0;
 
   constructor(
@@ -94,13 +97,33 @@ export class StateServer {
     }
   }
 
-  /** Publishes the current epoch now (call after each epoch change so newcomers find the newest state). */
+  /**
+   * Publishes the current epoch now (call after each epoch change so newcomers find the newest
+   * state), with the sha256 of the state served at that epoch once it is known: computed once per
+   * epoch in the background (a snapshot may wait for a pending step), then advertised again.
+   */
   async advertise(): Promise<void> {
+    const epoch = this.provider.epoch();
+    const sha256 = this.hashed?.epoch === epoch ? this.hashed.sha256 : undefined;
     try {
-      await this.hub.donors.store(stateKey(this.prefix), '', { epoch: this.provider.epoch(), canServe: true }, Date.now() + 3 * this.opts.advertiseIntervalMs);
+      await this.hub.donors.store(stateKey(this.prefix), '', { epoch, canServe: true, ...(sha256 ? { sha256 } : {}) }, Date.now() + 3 * this.opts.advertiseIntervalMs);
     } catch (err) {
       this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not advertise state');
     }
+    if (sha256 === undefined && this.hashing === undefined && this.hub.stateServers.has(this.prefix)) {
+      this.hashing = this.hash()
+        .then((hashed) => {
+          this.hashed = hashed;
+          if (hashed.epoch === this.provider.epoch() && this.hub.stateServers.has(this.prefix)) return this.advertise();
+        })
+        .catch((err: unknown) => this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not hash the state to advertise'))
+        .finally(() => (this.hashing = undefined));
+    }
+  }
+
+  private async hash(): Promise<{ epoch: number; sha256: string }> {
+    const snapshot = await this.provider.snapshot();
+    return { epoch: snapshot.epoch, sha256: createHash('sha256').update(snapshot.data).digest('hex') };
   }
 
   private async serve(framed: FramedStream, peer: string, _request: StateRequest): Promise<void> {
@@ -131,20 +154,38 @@ export class StateServer {
   }
 }
 
+interface Donor {
+  readonly peer: string;
+  readonly epoch: number;
+  /** The hash its state must have: the one it and its backers advertise (undefined: unbacked, see below). */
+  readonly sha256: string | undefined;
+}
+
 /**
  * Donors of `prefix` worth trying, newest epoch first; ties in random order so newcomers spread out.
- * An advertised epoch is only a claim: the newest one counts when a second donor backs it, i.e. the
- * backed epoch is the second highest advertised (the only one when a single donor advertises). A
- * donor advertising more than one epoch past it (an honest donor may have stepped once since) is
- * left out, so one peer claiming epoch 10⁹ is never downloaded from, nor followed.
+ * An advertisement is only a claim. A state (epoch + sha256) is backed when two peers advertise it:
+ * donors of backed states are the only ones tried, each checked against the advertised hash, so one
+ * identity can serve nothing nobody else vouches for. A donor alone in the swarm is trusted as it
+ * is. When several advertise but no two agree (peers whose last rounds differed), the backed epoch
+ * is the second highest advertised, and donors more than one past it are left out, so one peer
+ * claiming epoch 10⁹ is never downloaded from, nor followed.
  */
-async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<{ list: Array<{ peer: string; epoch: number }>; unbacked: string[] }> {
+async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<{ list: Donor[]; unbacked: string[] }> {
   const entries = await hub.donors.get(stateKey(prefix));
-  const all = [...entries.values()].filter((e) => e.owner !== self && e.subkey === '' && e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, tie: Math.random() }));
+  const adverts = [...entries.values()].filter((e) => e.owner !== self && e.subkey === '');
+  const all = adverts.filter((e) => e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, sha256: e.value.sha256, tie: Math.random() }));
   all.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
-  const limit = (all[Math.min(1, all.length - 1)]?.epoch ?? 0) + 1;
-  const list = all.filter((d) => d.epoch <= limit && d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch }));
-  return { list, unbacked: all.filter((d) => d.epoch > limit).map((d) => `${d.peer} (epoch ${d.epoch})`) };
+  // a peer that stopped serving still vouches for the state it advertised
+  const backers = new Map<string, number>();
+  for (const e of adverts) if (e.value.sha256 !== undefined) backers.set(`${e.value.epoch}:${e.value.sha256}`, (backers.get(`${e.value.epoch}:${e.value.sha256}`) ?? 0) + 1);
+  const backed = all.filter((d) => d.sha256 !== undefined && backers.get(`${d.epoch}:${d.sha256}`)! >= 2 && d.epoch >= minEpoch);
+  const describe = (d: (typeof all)[number]): string => `${d.peer} (epoch ${d.epoch}${d.sha256 ? `, sha256 ${d.sha256.slice(0, 12)}…` : ''})`;
+  if (backed.length > 0) return { list: backed.map(({ peer, epoch, sha256 }) => ({ peer, epoch, sha256 })), unbacked: all.filter((d) => !backed.includes(d) && d.epoch >= minEpoch).map(describe) };
+  // a lone donor's hash is only its own word: checked against its header, as any download is
+  if (all.length === 1) return { list: all.filter((d) => d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch, sha256: undefined })), unbacked: [] };
+  const limit = (all[1]?.epoch ?? 0) + 1;
+  const list = all.filter((d) => d.epoch <= limit && d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch, sha256: undefined }));
+  return { list, unbacked: all.filter((d) => d.epoch > limit).map(describe) };
 }
 
 /** The newest epoch any other peer advertises a state of (undefined when none does). */
@@ -159,14 +200,16 @@ export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, p
 export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, prefix: string, opts: LoadStateOptions, log: Logger): Promise<LoadedState> {
   const started = Date.now();
   const { list: found, unbacked } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0);
-  if (unbacked.length > 0) log.warn({ unbacked }, `left out ${unbacked.length} state donor(s) advertising an epoch no other donor backs: ${unbacked.join(', ')}`);
+  if (unbacked.length > 0) log.warn({ unbacked }, `left out ${unbacked.length} state donor(s) advertising a state no other peer backs: ${unbacked.join(', ')}`);
+  if (found.length > 1 && found[0]!.sha256 === undefined) log.warn(`no two peers advertise the same state of "${prefix}": trying donors at the second highest epoch advertised or one past it, unchecked against others`);
   if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}`, []);
   const failed: Array<{ peer: string; error: string }> = [];
   for (const donor of found.slice(0, opts.maxDonors)) {
     opts.signal?.throwIfAborted();
     try {
-      const state = await download(node, donor.peer, prefix, opts);
-      // it may have stepped once since it advertised, not more
+      const state = await download(node, donor.peer, prefix, donor.sha256, opts);
+      // a backed state is the advertised one; otherwise the donor may have stepped once since it advertised, not more
+      if (donor.sha256 !== undefined && state.epoch !== donor.epoch) throw new ProtocolError(`sent a state of epoch ${state.epoch} with the sha256 backed for epoch ${donor.epoch}`);
       if (state.epoch > donor.epoch + 1) throw new ProtocolError(`sent a state of epoch ${state.epoch}, but advertised epoch ${donor.epoch}`);
       log.info({ donor: donor.peer, epoch: state.epoch, bytes: state.data.byteLength }, `loaded state of epoch ${state.epoch} from ${donor.peer}`);
       return { ...state, donor: donor.peer, failed, durationMs: Date.now() - started };
@@ -180,7 +223,8 @@ export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, pre
   throw new StateDownloadError(`could not load state for "${prefix}" from ${failed.length} donor(s): ${failed.map((f) => `${f.peer}: ${f.error}`).join('; ')}`, failed);
 }
 
-async function download(node: SwarmNode, donor: string, prefix: string, opts: LoadStateOptions): Promise<StateSnapshot & { metadata: StateMetadata }> {
+/** The state `donor` serves; with `backed`, its bytes must have that sha256 (hex), whatever its header says. */
+async function download(node: SwarmNode, donor: string, prefix: string, backed: string | undefined, opts: LoadStateOptions): Promise<StateSnapshot & { metadata: StateMetadata }> {
   const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
   const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
   const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
@@ -191,6 +235,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, opts: Lo
     if (header.size > opts.maxStateBytes) throw new ProtocolError(`state of ${header.size} bytes exceeds the limit of ${opts.maxStateBytes}`);
     if (header.chunkBytes < MIN_STATE_CHUNK_BYTES) throw new ProtocolError(`chunk size ${header.chunkBytes} is below ${MIN_STATE_CHUNK_BYTES}`);
     if (header.sha256.byteLength !== 32) throw new ProtocolError(`checksum has ${header.sha256.byteLength} bytes, not 32`);
+    if (backed !== undefined && Buffer.from(header.sha256).toString('hex') !== backed) throw new ProtocolError(`serves a state with sha256 ${Buffer.from(header.sha256).toString('hex').slice(0, 16)}…, not the backed ${backed.slice(0, 16)}… it advertised`);
     if (cborEncode(header.metadata).byteLength > MAX_STATE_METADATA_BYTES) throw new ProtocolError(`metadata exceeds ${MAX_STATE_METADATA_BYTES} bytes`);
     // kept as they arrive and joined at the end: the header's size is only a claim, and allocating it
     // up front let a donor make a newcomer reserve 2 GiB by sending one frame

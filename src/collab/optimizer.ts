@@ -16,6 +16,7 @@ import { currentProgress, leaderboardRecords, PROGRESS_KEY, progressRecords, typ
 import { DelayedStep } from './delayed-step.js';
 import { resolveCollaborativeOptions, type CollaborativeOptions, type ResolvedCollaborativeOptions } from './options.js';
 import { FollowableReports } from './backed-progress.js';
+import { ObservedProgress } from './weight-bound.js';
 import { TrainingStateError } from './errors.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
 
@@ -122,6 +123,8 @@ export class CollaborativeOptimizer {
   private synced = false;
   /** Leaves out reports more than an epoch ahead that no advertised state backs (backed-progress.ts). */
   private readonly followable: FollowableReports;
+  /** The samples each peer has been seen to make per epoch: bounds its weight in gradient rounds. */
+  private readonly observed: ObservedProgress;
   private lossSum = 0;
   private lastStep: LastStep | undefined;
   /** Re-advertises this peer's state epoch at once (after a step, so checkpoints and newcomers find it). */
@@ -174,6 +177,7 @@ export class CollaborativeOptimizer {
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...timing });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
+    this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxRefreshSeconds: this.o.maxRefresh });
     if (this.o.averageStateEvery > 0) {
       this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, ...observe(this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters'), compression: this.o.stateAveragingCompression, ...timing });
     }
@@ -225,7 +229,9 @@ export class CollaborativeOptimizer {
       epoch: () => this.epochValue,
       snapshot: () => {
         this.delayed.run(); // a newcomer gets the parameters of the epoch it is told
-        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }) };
+        // a run that compresses state averaging sends newcomers its state in fp16 too (half the bytes of parameters and first moments)
+        const fp16 = this.o.stateAveragingCompression !== 'none';
+        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }, { fp16 }) };
       },
     });
     this.advertise = served.advertise;
@@ -309,7 +315,7 @@ export class CollaborativeOptimizer {
     this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
     const epoch = this.epochValue;
     // read again when this peer is ready: its view then is up to a micro-batch newer
-    this.scheduled = this.grads.schedule({ epoch, size: this.params.size, expectedPeers: () => this.peersAt(epoch), weightBound: this.weightBound });
+    this.scheduled = this.grads.schedule({ epoch, size: this.params.size, expectedPeers: () => this.peersAt(epoch), weightBound: this.weightBound(epoch) });
   }
 
   /** The pre-scheduled round of `epoch`, if there is one (a round scheduled for another epoch is given up). */
@@ -351,7 +357,7 @@ export class CollaborativeOptimizer {
     }
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
-    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound });
+    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) });
     // never rejects: a background round must not become an unhandled rejection
     const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     if (!this.o.delayGradAveraging) {
@@ -558,11 +564,13 @@ export class CollaborativeOptimizer {
   }
 
   /**
-   * The most gradient weight (samples) any member of a round may carry: an epoch's samples never
-   * legitimately pass the target batch by more than a micro-batch, so a member declaring 10¹⁵ cannot
-   * drown the others (twice the target leaves room for any micro-batch).
+   * The most gradient weight (samples) a member of `epoch`'s round may carry: the samples its progress
+   * records showed this peer in that epoch plus a small allowance, at most twice the target batch
+   * (weight-bound.ts), so a member declaring 10¹⁵ counts as what it was seen to compute.
    */
-  private readonly weightBound = (): number => 2 * this.o.targetBatchSize;
+  private weightBound(epoch: number): (peer: string) => number {
+    return (peer) => this.observed.bound(peer, epoch, Date.now());
+  }
 
   private lr(epoch: number): number {
     return linearWarmupDecay(epoch, { peakLr: this.o.peakLr, warmupSteps: this.o.warmupSteps, totalSteps: this.o.totalSteps });
@@ -607,6 +615,7 @@ export class CollaborativeOptimizer {
       const self = this.node.peerId.toString();
       const reports = currentProgress(entries, now).filter((e) => e.value.left !== true && e.owner !== self).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
       this.reports = await this.followable.filter(reports, this.epochValue + 1);
+      this.observed.observe(this.reports);
     } catch (err) {
       this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
     }

@@ -27,8 +27,14 @@ const wireSchema = z.strictObject({
 });
 type Wire = z.infer<typeof wireSchema>;
 
-export function encodeTrainingState(s: TrainingState): Uint8Array {
-  const wire: Wire = { v: 1, epoch: s.epoch, config: configToHf(s.config), params: encodeParams(s.params), ...(s.optimizer ? { optimizer: encodeOptimizerState(s.optimizer) } : {}) };
+/**
+ * `fp16`: parameters and first moments travel as F16 where their values fit in fp16's range (a
+ * tensor with a larger value stays F32, never ±Inf), second moments as F32: 8 bytes per parameter
+ * instead of 12. Decoding reads either.
+ */
+export function encodeTrainingState(s: TrainingState, { fp16 = false } = {}): Uint8Array {
+  const optimizer = s.optimizer ? { optimizer: encodeOptimizerState(s.optimizer, { halfFirstMoment: fp16 }) } : {};
+  const wire: Wire = { v: 1, epoch: s.epoch, config: configToHf(s.config), params: encodeParams(s.params, undefined, fp16), ...optimizer };
   return cborEncode(wire);
 }
 

@@ -1,4 +1,7 @@
 /** IEEE 754 binary16 conversions for fp16 checkpoints, mixed precision and fp16 wire compression. */
+/** The largest finite binary16 value: beyond it a value becomes ±Inf. */
+export const HALF_MAX = 65504;
+
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 

@@ -4,7 +4,7 @@
  * raw little-endian tensor bytes. Files come from strangers' peers and the internet, so every field
  * is checked before use.
  */
-import { halfToFloat } from './fp16.js';
+import { floatToHalf, HALF_MAX, halfToFloat } from './fp16.js';
 
 export type SafeDtype = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
@@ -114,6 +114,18 @@ export function toFloat32(name: string, t: SafeTensor): Float32Array {
     default:
       throw new SafetensorsError(`tensor ${name}: dtype ${t.dtype} is not a floating-point type`);
   }
+}
+
+/**
+ * float32 values as an F16 tensor (half the bytes), or as F32 when one of them lies beyond fp16's
+ * range: it would become ±Inf there (non-finite values stay what they are, and are refused on load).
+ */
+export function fromFloat32AsHalf(values: Float32Array, shape: readonly number[]): SafeTensor {
+  for (let i = 0; i < values.length; i++) if (Math.abs(values[i]!) > HALF_MAX) return fromFloat32(values, shape);
+  const bytes = new Uint8Array(values.length * 2);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < values.length; i++) view.setUint16(i * 2, floatToHalf(values[i]!), true);
+  return { dtype: 'F16', shape, bytes };
 }
 
 /** float32 values as an F32 safetensors tensor (copies into little-endian bytes). */

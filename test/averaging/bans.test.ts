@@ -52,3 +52,35 @@ test('peers sending NaN or 1e30 parts are excluded every round, then banned for 
     }
   }
 });
+
+test('a reducer answering NaN is an offence like a sender’s: its part keeps local values, and after 3 rounds it is banned', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'avg-reducer-bans' });
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 500, ...(i === 0 ? { fault: 'nan-reducing' as const } : {}) }));
+  const n = 3000;
+  const liar = nodes[0]!.peerId.toString();
+  const honestNodes = nodes.slice(1);
+  for (let epoch = 0; epoch <= BAN_AFTER_OFFENCES; epoch++) {
+    const vectors = nodes.map((_, i) => randomVector(n, 100 * epoch + i + 1, 0.1).map((v) => 1 + v));
+    const results = await Promise.all(avg.map((a, i) => a.step(vectors[i]!, { epoch, weight: 1 })));
+    const banned = epoch === BAN_AFTER_OFFENCES;
+    for (const [i, r] of results.slice(1).entries()) {
+      assert.ok(r.ok, `epoch ${epoch}, honest peer ${i}: ${r.ok ? '' : r.reason}`);
+      assert.ok(r.vector.every(Number.isFinite), `epoch ${epoch}: no NaN reached honest peer ${i}`);
+      if (banned) {
+        assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort(), `epoch ${epoch}: the banned reducer is not admitted`);
+        assert.equal(r.status, 'complete');
+        continue;
+      }
+      assert.equal(r.group.members.length, 4, `epoch ${epoch}: before the ban every peer is in the group`);
+      assert.deepEqual(r.failedParts.map((p) => p.reducer), [liar]);
+      assert.match(r.failedParts[0]!.reason, /averaged chunk 0 holds NaN at 0, not a finite value/);
+      const [s, e] = r.group.parts[r.group.members.findIndex((m) => m.peer === liar)]!;
+      assert.deepEqual(r.vector.subarray(s, e), vectors[i + 1]!.subarray(s, e), `epoch ${epoch}: the liar's part keeps local values`);
+    }
+    for (const node of honestNodes) {
+      const reason = AveragingHub.of(node).banned(liar);
+      if (epoch + 1 < BAN_AFTER_OFFENCES) assert.equal(reason, undefined, `epoch ${epoch}: banned too early`);
+      else assert.match(reason ?? '', /banned for this run after 3 poisoned parts \(last: peer .*averaged chunk 0 holds NaN/);
+    }
+  }
+});

@@ -7,7 +7,11 @@ import { leaderRank } from '../../src/averaging/matchmaking.js';
 import type { GroupWire, JoinRequest, Member } from '../../src/averaging/messages.js';
 import type { StepResult } from '../../src/averaging/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
-import { startSwarm } from '../helpers/swarm.js';
+import { ObservedProgress } from '../../src/collab/weight-bound.js';
+import type { PeerProgress } from '../../src/collab/progress.js';
+import { currentProgress, PROGRESS_KEY, progressRecords } from '../../src/collab/records.js';
+import { publishProgress } from '../helpers/progress.js';
+import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 /**
@@ -80,6 +84,57 @@ test('the same attack in a group of 8', async (t) => {
   await weightAttack(t, 8);
 });
 
+test('with the mean, a member declaring weight 1e15 counts as the samples its progress records showed, whether an honest leader or each honest reducer lowers it', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'byz-observed' });
+  // the plain mean, so the weight alone decides how far the attacker pulls
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000, aggregation: 'mean' as const }));
+  const target = 64;
+  const samples = 16; // what every peer made this epoch, the attacker included, as its signed progress record says
+  const attackerId = nodes[0]!.peerId.toString();
+  const n = 3000;
+  const honest = nodes.slice(1).map((_, i) => honestVector(n, 40 + i));
+  const expected = weightedMean(honest, [samples, samples, samples]);
+  const attacker = Float32Array.from(expected, (v) => v + 1); // one unit off on every coordinate
+  // ranked last, an honest peer leads and lowers the weight in the group description; ranked first,
+  // the attacker leads with 1e15 in it, and each honest reducer lowers it in its own part
+  for (const leads of [false, true]) {
+    const epoch = epochRanking(nodes, nodes[0]!, leads);
+    await Promise.all(nodes.map((node) => publishProgress(node, { epoch, samples, samplesPerSecond: 1 })));
+    const observed = await Promise.all(
+      nodes.slice(1).map(async (node) => {
+        const read = async (): Promise<PeerProgress[]> => currentProgress(await progressRecords(node).get(PROGRESS_KEY), Date.now()).map((e) => ({ peerId: e.owner, ...e.value }));
+        await waitFor('every peer’s progress record of this epoch', async () => (await read()).filter((r) => r.epoch === epoch).length === 4);
+        const o = new ObservedProgress({ targetBatchSize: target, maxRefreshSeconds: 30 });
+        o.observe(await read());
+        return o;
+      }),
+    );
+    const results = await Promise.all([
+      avg[0]!.step(attacker, { epoch, weight: 1e15 }),
+      ...avg.slice(1).map((a, i) => a.step(honest[i]!, { epoch, weight: samples, weightBound: (peer) => observed[i]!.bound(peer, epoch, Date.now()) })),
+    ]);
+    for (const [i, r] of results.slice(1).entries()) {
+      ok(r);
+      assert.equal(r.group.members.length, 4);
+      // stated bound: the attacker pulls as a peer of its observed samples plus the allowance would (at
+      // most its share of the weight × its distance, 1); twice the target batch, the bound before, let it pull 0.73
+      const bound = observed[i]!.bound(attackerId, epoch, Date.now());
+      const maxDeviation = bound / (bound + 3 * samples);
+      assert.ok(maxDeviation < 0.4, `the observed bound ${bound} is well below twice the target batch`);
+      const attackerAt = r.group.members.findIndex((m) => m.peer === attackerId);
+      // a part the attacker reduces is whatever it answers (docs/security.md): only honest reducers' parts are bounded
+      r.group.parts.forEach(([start, end], k) => {
+        if (k === attackerAt) return;
+        const deviation = maxAbsDiff(r.vector, expected, start, end);
+        assert.ok(deviation <= maxDeviation, `leads ${leads}, honest peer ${i}: part ${k} moved by ${deviation} (> ${maxDeviation.toFixed(3)})`);
+      });
+      if (leads) assert.equal(r.group.members[attackerAt]!.weight, 1e15, 'the attacker led with its declared weight');
+      else assert.ok(r.group.members[attackerAt]!.weight <= bound, 'the honest leader lowered the attacker’s weight');
+      assert.deepEqual(r.clamped.map((c) => c.peer), leads ? [attackerId] : [], `leads ${leads}, honest peer ${i}: its reducer lowered the attacker’s weight`);
+    }
+  }
+});
+
 test('declared bandwidth 1e12: the attacker reduces at most twice an equal share, whatever it declares', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-bandwidth' });
   const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 10_000, bandwidthBytesPerS: i === 0 ? 1e12 : 1e6 }));
@@ -133,9 +188,9 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
   return { joins: () => joins };
 }
 
-test('a forged group description (the leader gives itself weight 1e15, or lists a follower twice, or lies about a bandwidth) is refused; the honest peers average without it', async (t) => {
+test('a forged group description (a follower given more weight than it declared, or listed twice, or a bandwidth nobody declared) is refused; the honest peers average without it', async (t) => {
   const forgeries: Array<[string, (m: Member[]) => Member[]]> = [
-    ['weight 1e15 for the leader', (m) => m.map((x, i) => (i === 0 ? { ...x, weight: 1e15 } : x))],
+    ['a follower given more weight than it declared', (m) => m.map((x, i) => (i === 1 ? { ...x, weight: 1e15 } : x))],
     ['a follower listed twice', (m) => [...m, m[1]!]],
     ['a bandwidth nobody declared', (m) => m.map((x, i) => (i === 1 ? { ...x, bandwidth: 1e12 } : x))],
   ];

@@ -113,6 +113,11 @@ test('CenteredClip: honest inputs give their weighted mean, identical inputs the
   const { average, spread } = centeredClip(near);
   const deviation = Math.sqrt(average.reduce((a, v, j) => a + (v - mean(equal)[j]!) ** 2, 0));
   assert.ok(deviation > 1e-3 && deviation <= (3 * spread) / 7, `deviation ${deviation}: in (0, τ/7 = ${(3 * spread) / 7}]`);
+  // the fewest inputs where one can be told apart (3): the far one drags the mean, yet stays twice as
+  // far from it as the others, so the mean is not taken as is (MEAN_FAST_PATH) and it is left out
+  const two = around(0.5, 2, 300, 0.1);
+  const three = centeredClip([...two, { w: 1, x: new Float32Array(300).fill(50) }]);
+  assert.ok(maxAbsDiff(three.average, mean(two)) <= 1e-6, `2 honest + 1 far: ${maxAbsDiff(three.average, mean(two))} from the honest mean`);
 });
 
 test('trimmed mean drops the extremes per coordinate; a reducer with a robust aggregation holds chunks only until they are averaged', () => {

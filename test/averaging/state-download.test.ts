@@ -3,7 +3,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
-import { startSwarm } from '../helpers/swarm.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers } from './helpers.js';
 
 const STATE = { chunkBytes: 64 * 1024, stallTimeoutMs: 3000, advertiseIntervalMs: 5000 };
@@ -97,4 +98,56 @@ test('a donor advertising an epoch no other donor backs (10⁹) is skipped; one 
   assert.ok(Buffer.from(loaded.data).equals(truth));
   assert.deepEqual(loaded.failed.map((f) => [f.peer, f.error]), [[nodes[1]!.peerId.toString(), 'sent a state of epoch 1000000000, but advertised epoch 7']], 'the 10⁹ donor was not even tried');
   assert.equal(await newcomer!.advertisedStateEpoch(), 7, 'the newest advertised epoch is the backed one, not 10⁹');
+});
+
+/** Waits until `reader` sees `count` donor advertisements carrying a hash (each donor hashes its state in the background). */
+async function hashesAdvertised(reader: SwarmNode, count: number): Promise<void> {
+  const hub = AveragingHub.of(reader);
+  await waitFor(`${count} hashed state advertisements`, async () => [...(await hub.donors.get('state/state')).values()].filter((e) => e.value.sha256 !== undefined).length >= count);
+}
+
+test('a donor advertising a later epoch with a hash nobody else advertises is skipped: the state two peers back is loaded', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'state-backed' });
+  const [first, second, bogus, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const truth = randomBytes(80_000);
+  await first!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
+  await second!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
+  // one epoch ahead, as an honest peer that just stepped would be: the epoch rule alone tried it first
+  await bogus!.serveState({ epoch: () => 7, snapshot: () => ({ epoch: 7, data: randomBytes(80_000) }) });
+  await hashesAdvertised(nodes[3]!, 3);
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.epoch, 6);
+  assert.ok(Buffer.from(loaded.data).equals(truth));
+  assert.deepEqual(loaded.failed, [], 'the unbacked donor was not even tried');
+  assert.notEqual(loaded.donor, nodes[2]!.peerId.toString());
+  assert.equal(await newcomer!.advertisedStateEpoch(), 6, 'the newest advertised epoch is the backed one');
+});
+
+test('a donor serving other bytes than the backed hash it advertised is skipped for the next donor', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-backed-liar' });
+  const [liar, honest, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const truth = randomBytes(100_000);
+  // the liar advertises the true state's hash, then serves other bytes under a header consistent with them
+  await liar!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
+  await honest!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
+  await hashesAdvertised(nodes[2]!, 2);
+  AveragingHub.of(nodes[0]!).stateServers.set('state', async (framed) => {
+    const data = randomBytes(100_000);
+    await framed.write({ t: 'header', epoch: 6, size: data.byteLength, sha256: createHash('sha256').update(data).digest(), chunkBytes: 65536, metadata: {} });
+    for (let at = 0; at < data.byteLength; at += 65536) await framed.write({ t: 'data', d: data.subarray(at, at + 65536) });
+    await framed.close();
+  });
+  // donors of one state are tried in random order: load until the liar came first (20 tries: 2⁻²⁰ to miss it)
+  let liarTried = false;
+  for (let i = 0; i < 20 && !liarTried; i++) {
+    const loaded = await newcomer!.loadStateFromPeers();
+    assert.equal(loaded.donor, nodes[1]!.peerId.toString());
+    assert.ok(Buffer.from(loaded.data).equals(truth));
+    for (const f of loaded.failed) {
+      assert.equal(f.peer, nodes[0]!.peerId.toString());
+      assert.match(f.error, /^serves a state with sha256 [0-9a-f]{16}…, not the backed [0-9a-f]{16}… it advertised$/);
+      liarTried = true;
+    }
+  }
+  assert.ok(liarTried, 'the liar was tried first at least once');
 });

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ParameterSet } from '../params.js';
-import { decodeSafetensors, encodeSafetensors, fromFloat32, toFloat32, type SafeTensor } from '../safetensors.js';
+import { decodeSafetensors, encodeSafetensors, fromFloat32, fromFloat32AsHalf, toFloat32, type SafeTensor } from '../safetensors.js';
 import { configFromHf, configToHf, type AlbertConfig } from './config.js';
 import { albertParamSpecs } from './params.js';
 
@@ -20,10 +20,10 @@ const ALIASES: Readonly<Record<string, string>> = {
 };
 const BUFFERS = new Set(['albert.embeddings.position_ids', 'albert.embeddings.token_type_ids']);
 
-/** Parameters (or gradients) as safetensors bytes under their parameter names. */
-export function encodeParams(params: ParameterSet, metadata: Record<string, string> = { format: 'pt' }): Uint8Array {
+/** Parameters (or gradients) as safetensors bytes under their parameter names; `half`: F16 where the values fit (fromFloat32AsHalf). */
+export function encodeParams(params: ParameterSet, metadata: Record<string, string> = { format: 'pt' }, half = false): Uint8Array {
   const tensors = new Map<string, SafeTensor>();
-  for (const s of params.specs) tensors.set(s.name, fromFloat32(params.view(s.name), s.shape));
+  for (const s of params.specs) tensors.set(s.name, (half ? fromFloat32AsHalf : fromFloat32)(params.view(s.name), s.shape));
   return encodeSafetensors(tensors, metadata);
 }
 

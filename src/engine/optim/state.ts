@@ -7,7 +7,7 @@
 import { endianness } from 'node:os';
 import { checkState as checkLossScalerState, type LossScalerState } from '../loss-scaler.js';
 import type { ParameterSet } from '../params.js';
-import { decodeSafetensors, encodeSafetensors, fromFloat32, toFloat32, type SafeTensor } from '../safetensors.js';
+import { decodeSafetensors, encodeSafetensors, fromFloat32, fromFloat32AsHalf, toFloat32, type SafeTensor } from '../safetensors.js';
 import type { OptimizerKind } from './config.js';
 import type { OptimizerState } from './optimizer.js';
 
@@ -26,13 +26,19 @@ export class OptimizerStateError extends Error {
 // Float32Array bytes are the platform's; safetensors is little-endian (every platform Node ships on is)
 const LITTLE_ENDIAN = endianness() === 'LE';
 
-export function encodeOptimizerState(state: OptimizerState): Uint8Array {
+/**
+ * `halfFirstMoment`: exp_avg as F16 where its values fit (fromFloat32AsHalf). exp_avg_sq stays F32:
+ * its values span more orders of magnitude than fp16 holds, and one flushed to 0 would blow up the
+ * step that divides by its square root.
+ */
+export function encodeOptimizerState(state: OptimizerState, { halfFirstMoment = false } = {}): Uint8Array {
   const tensors = new Map<string, SafeTensor>();
   for (const [prefix, key] of MOMENTS) {
     const set = state[key];
     for (const spec of set.specs) {
       const values = set.data.subarray(spec.offset, spec.offset + spec.size);
-      tensors.set(`${prefix}.${spec.name}`, LITTLE_ENDIAN ? { dtype: 'F32', shape: spec.shape, bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) } : fromFloat32(values, spec.shape));
+      if (halfFirstMoment && key === 'expAvg') tensors.set(`${prefix}.${spec.name}`, fromFloat32AsHalf(values, spec.shape));
+      else tensors.set(`${prefix}.${spec.name}`, LITTLE_ENDIAN ? { dtype: 'F32', shape: spec.shape, bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) } : fromFloat32(values, spec.shape));
     }
   }
   return encodeSafetensors(tensors, {

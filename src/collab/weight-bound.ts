@@ -1,0 +1,54 @@
+import type { PeerProgress } from './progress.js';
+
+/** Epochs of progress kept per peer below the newest seen: a round averages the epoch just ended. */
+const EPOCHS_KEPT = 2;
+/**
+ * The allowance for samples a peer made but had not published when this peer last read its record:
+ * its reported rate over the time since (at most `maxRefreshSeconds`, the longest this peer's view
+ * can be stale), plus this share of the target batch (a last micro-batch).
+ */
+const ALLOWANCE_TARGET_SHARE = 1 / 16;
+
+interface Seen {
+  readonly samples: number;
+  readonly samplesPerSecond: number;
+  readonly time: number;
+}
+
+/**
+ * The most gradient weight (samples) each peer may carry in an epoch's round: what this peer has
+ * seen it make in that epoch (the most samples its signed progress records showed) plus a small
+ * allowance, and never more than twice the target batch. A member declaring more is clamped to it
+ * (issue 23: a peer's weight is bounded by the progress it has been seen to make).
+ */
+export class ObservedProgress {
+  /** peer → epoch → the report with the most samples seen at that epoch */
+  private readonly seen = new Map<string, Map<number, Seen>>();
+
+  constructor(private readonly opts: { readonly targetBatchSize: number; readonly maxRefreshSeconds: number }) {}
+
+  /** Takes the reports of one read of the swarm's progress; forgets epochs more than EPOCHS_KEPT behind the newest. */
+  observe(reports: readonly PeerProgress[]): void {
+    for (const r of reports) {
+      if (r.left === true) continue;
+      let epochs = this.seen.get(r.peerId);
+      if (epochs === undefined) this.seen.set(r.peerId, (epochs = new Map<number, Seen>()));
+      const before = epochs.get(r.epoch);
+      if (before === undefined || r.samples >= before.samples) epochs.set(r.epoch, { samples: r.samples, samplesPerSecond: r.samplesPerSecond, time: r.time });
+    }
+    let newest = 0;
+    for (const epochs of this.seen.values()) for (const e of epochs.keys()) newest = Math.max(newest, e);
+    for (const [peer, epochs] of this.seen) {
+      for (const e of epochs.keys()) if (e < newest - EPOCHS_KEPT) epochs.delete(e);
+      if (epochs.size === 0) this.seen.delete(peer);
+    }
+  }
+
+  /** The most weight `peer` may carry in `epoch`'s round, as of `now` (ms). */
+  bound(peer: string, epoch: number, now: number): number {
+    const { targetBatchSize, maxRefreshSeconds } = this.opts;
+    const s = this.seen.get(peer)?.get(epoch);
+    const unpublished = s === undefined ? 0 : s.samplesPerSecond * Math.min(maxRefreshSeconds, Math.max(0, (now - s.time) / 1000));
+    return Math.min(2 * targetBatchSize, (s?.samples ?? 0) + unpublished + ALLOWANCE_TARGET_SHARE * targetBatchSize);
+  }
+}
