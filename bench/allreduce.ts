@@ -5,6 +5,7 @@
 //     uncompressed, fp16 and 8-bit (blockwise8);
 // (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, same run.
 // `-- <MB>` changes the volume (default 72); `-- <MB> loopback` skips the shaped part.
+// COHORT_BENCH_PROFILE=<dir> runs every peer process under `node --cpu-prof` (profiles in <dir>).
 // Shaped rounds per group size: a first (cold) one, reported apart as efficiency_<n>_cold; then
 // uncompressed three times (efficiency_<n>: the median), fp16 and 8-bit on the same, warm, connections.
 // Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed) and loopback_vs_tcp_4 (raw TCP
@@ -121,7 +122,8 @@ interface Peer {
 }
 
 function startPeer(config: unknown, ns: string | undefined): Peer {
-  const node = [process.execPath, '--import', 'tsx', PEER, JSON.stringify(config)];
+  const profile = process.env.COHORT_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.COHORT_BENCH_PROFILE}`] : [];
+  const node = [process.execPath, ...profile, '--import', 'tsx', PEER, JSON.stringify(config)];
   const child = ns ? spawn('ip', ['netns', 'exec', ns, ...node], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn(node[0]!, node.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
   children.add(child);
   child.on('exit', () => children.delete(child));
@@ -142,10 +144,13 @@ function startPeer(config: unknown, ns: string | undefined): Peer {
   };
 }
 
+/** Ends the peers: stdin closed, they stop their nodes and exit (so `node --cpu-prof` writes its profile); killed after 10 s. */
 async function stopPeers(): Promise<void> {
   const exits = [...children].map((c) => new Promise((resolve) => c.once('exit', resolve)));
-  for (const c of children) c.kill('SIGKILL');
+  for (const c of children) c.stdin?.end();
+  const kill = setTimeout(() => children.forEach((c) => c.kill('SIGKILL')), 10_000);
   await Promise.all(exits);
+  clearTimeout(kill);
 }
 
 /** Starts n peers; returns them with their listen addresses. */
