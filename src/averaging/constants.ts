@@ -5,7 +5,7 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 /** Protocol suffixes under `/cohort/<run-id>/`. */
-export const MATCHMAKING_PROTOCOL = 'matchmaking/4.0.0';
+export const MATCHMAKING_PROTOCOL = 'matchmaking/5.0.0';
 export const ALLREDUCE_PROTOCOL = 'allreduce/3.0.0';
 export const STATE_PROTOCOL = 'state/1.0.0';
 

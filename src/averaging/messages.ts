@@ -41,7 +41,7 @@ export type Declaration = z.infer<typeof declarationSchema>;
 export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
-// ---- matchmaking/4.0.0 ------------------------------------------------------------------------
+// ---- matchmaking/5.0.0 ------------------------------------------------------------------------
 
 export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
