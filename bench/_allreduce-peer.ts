@@ -1,7 +1,8 @@
 // One peer of the all-reduce benchmark (a child process, possibly inside a network namespace).
 // argv[2]: JSON { mode: 'cohort' | 'tcp', host, initialPeers?, n, values, runId }.
 // stdout: one JSON line when listening ({ addr }), then one per round; stdin: one JSON line per round.
-//   cohort: { epoch, compression } → { ms, status, bytes }   (ms: the all-reduce, without matchmaking)
+//   cohort: { epoch, compression, bandwidth? (declared, bytes/s), label? (names the averager) } → { ms, status, bytes, cpuMs }   (ms: the all-reduce, without matchmaking;
+//           cpuMs: this process's CPU time over the whole step, matchmaking included)
 //   tcp:    { peers: [host:port…] } → { ms }                  (the same bytes over raw sockets)
 import net from 'node:net';
 import { pino } from 'pino';
@@ -26,15 +27,18 @@ if (cfg.mode === 'cohort') {
   const vector = Float32Array.from({ length: cfg.values }, (_, i) => Math.sin(i));
   const node = await createSwarmNode({ runId: cfg.runId, listen: [`/ip4/${cfg.host}/tcp/0`], initialPeers: cfg.initialPeers ?? [], initialQuerySelfIntervalMs: 50 });
   await node.ready;
-  const averagers = new Map<Compression, Averager>();
+  const averagers = new Map<string, Averager>();
   say({ addr: node.multiaddrs().find((a) => a.includes(cfg.host)) });
   for await (const line of lines) {
-    const { epoch, compression } = JSON.parse(line) as { epoch: number; compression: Compression };
-    let averager = averagers.get(compression);
+    const { epoch, compression, bandwidth, label } = JSON.parse(line) as { epoch: number; compression: Compression; bandwidth?: number; label?: string };
+    // one averager per compression and label (the peers' declared bandwidths differ, so it names the mode), all on the node's warm connections
+    const prefix = `bench-${compression}${label === undefined ? '' : `-${label}`}`;
+    let averager = averagers.get(prefix);
     if (averager === undefined) {
       averager = createAverager(node, {
-        prefix: `bench-${compression}`,
+        prefix,
         compression,
+        ...(bandwidth === undefined ? {} : { bandwidthBytesPerS: bandwidth }),
         targetGroupSize: cfg.n,
         minGroupSize: cfg.n,
         matchmakingTimeMs: 60_000,
@@ -44,10 +48,12 @@ if (cfg.mode === 'cohort') {
         reducerTimeoutMs: 40_000,
         log: pino({ level: 'warn', base: { peer: node.peerId.toString().slice(-6) } }, pino.destination(2)),
       });
-      averagers.set(compression, averager);
+      averagers.set(prefix, averager);
     }
+    const cpu = process.cpuUsage();
     const result = await averager.step(vector, { epoch, weight: 1 });
-    say(result.ok ? { ms: result.durationMs, status: result.status, bytes: result.bytesSent + result.bytesReceived } : { error: result.reason });
+    const { user, system } = process.cpuUsage(cpu);
+    say(result.ok ? { ms: result.durationMs, status: result.status, bytes: result.bytesSent + result.bytesReceived, cpuMs: (user + system) / 1000 } : { error: result.reason });
   }
   await Promise.all([...averagers.values()].map((a) => a.stop()));
   await node.stop();

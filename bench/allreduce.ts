@@ -3,12 +3,16 @@
 //     every link 100 Mbit/s each way + 20 ms delay (netem; where the kernel lacks netem, tbf rate only,
 //     and the output says so); bound = 2(n−1)/n × size ÷ link rate, efficiency = bound ÷ measured;
 //     uncompressed, fp16 and 8-bit (blockwise8);
-// (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, same run.
-// `-- <MB>` changes the volume (default 72); `-- <MB> loopback` skips the shaped part.
+// (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, same run;
+// (c) load balancing: 4 peers on 1 Gbit/s, 100, 50 and 20 Mbit/s links (a quarter of the volume),
+//     every peer declaring the same bandwidth (equal split) against each its link's rate (the LP's split).
+// `-- <MB>` changes the volume (default 72); `-- <MB> loopback` runs (b) only, `-- <MB> lb` (c) only.
+// COHORT_BENCH_PROFILE=<dir> runs every peer process under `node --cpu-prof` (profiles in <dir>).
 // Shaped rounds per group size: a first (cold) one, reported apart as efficiency_<n>_cold; then
 // uncompressed three times (efficiency_<n>: the median), fp16 and 8-bit on the same, warm, connections.
-// Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed) and loopback_vs_tcp_4 (raw TCP
-// time ÷ Cohort time on loopback, 4 peers: 1 = as fast as bare sockets).
+// Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed), loopback_vs_tcp_4 (raw TCP
+// time ÷ Cohort time on loopback, 4 peers: 1 = as fast as bare sockets) and cpu_s_per_gb_<n> (a
+// loopback peer's CPU-seconds per GB of its vector averaged).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,7 +22,8 @@ import { reportJson } from './_report.js';
 
 const MB = Number(process.argv[2] ?? 72);
 if (!Number.isFinite(MB) || MB <= 0) throw new Error(`volume must be a positive number of MB, got ${process.argv[2]}`);
-const skipShaped = process.argv[3] === 'loopback';
+const only = process.argv[3];
+if (only !== undefined && only !== 'loopback' && only !== 'lb') throw new Error(`the second argument must be "loopback" or "lb", got ${only}`);
 const VALUES = Math.round((MB * 1e6) / 4);
 const LINK_BYTES_PER_S = 100e6 / 8;
 const DELAY_MS = 20;
@@ -72,8 +77,8 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 }
 process.on('exit', cleanup);
 
-/** Creates `count` namespaces on one bridge; returns how the links are shaped. */
-function setupNamespaces(count: number): 'netem' | 'tbf' {
+/** Creates `count` namespaces on one bridge, peer i's link shaped to `mbits(i)` Mbit/s each way; returns how. */
+function setupNamespaces(count: number, mbits: (i: number) => number = () => 100): 'netem' | 'tbf' {
   cleanup();
   sh('ip', 'link', 'add', BRIDGE, 'type', 'bridge');
   sh('ip', 'link', 'set', BRIDGE, 'up');
@@ -89,7 +94,7 @@ function setupNamespaces(count: number): 'netem' | 'tbf' {
     sh('ip', 'netns', 'exec', ns, 'ip', 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', inner);
     sh('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', inner, 'up');
     // the peer's upload: delay + rate; its download: rate (shaped on the bridge side of its veth)
-    const rate = ['rate', '100mbit'];
+    const rate = ['rate', `${mbits(i)}mbit`];
     if (shaping === 'netem') {
       try {
         sh('ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', inner, 'root', 'netem', 'delay', `${DELAY_MS}ms`, ...rate, 'limit', '100000');
@@ -101,16 +106,17 @@ function setupNamespaces(count: number): 'netem' | 'tbf' {
           quiet('ip', 'netns', 'exec', NS(k), 'tc', 'qdisc', 'del', 'dev', `cbp${k}`, 'root');
           quiet('tc', 'qdisc', 'del', 'dev', `cbv${k}`, 'root');
         }
-        for (let k = 0; k < i; k++) shapeTbf(NS(k), k);
+        for (let k = 0; k < i; k++) shapeTbf(NS(k), k, mbits(k));
       }
     }
-    shapeTbf(ns, i);
+    shapeTbf(ns, i, mbits(i));
   }
   return shaping;
 }
 
-function shapeTbf(ns: string, i: number): void {
-  const tbf = ['tbf', 'rate', '100mbit', 'burst', '32kb', 'latency', '200ms'];
+function shapeTbf(ns: string, i: number, mbit: number): void {
+  // the bucket must hold at least one timer tick of traffic (rate ÷ HZ, HZ ≥ 100): 32 KiB up to 100 Mbit/s
+  const tbf = ['tbf', 'rate', `${mbit}mbit`, 'burst', `${Math.max(32, Math.ceil(mbit / 3))}kb`, 'latency', '200ms'];
   sh('ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', `cbp${i}`, 'root', ...tbf);
   sh('tc', 'qdisc', 'add', 'dev', `cbv${i}`, 'root', ...tbf);
 }
@@ -121,7 +127,8 @@ interface Peer {
 }
 
 function startPeer(config: unknown, ns: string | undefined): Peer {
-  const node = [process.execPath, '--import', 'tsx', PEER, JSON.stringify(config)];
+  const profile = process.env.COHORT_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.COHORT_BENCH_PROFILE}`] : [];
+  const node = [process.execPath, ...profile, '--import', 'tsx', PEER, JSON.stringify(config)];
   const child = ns ? spawn('ip', ['netns', 'exec', ns, ...node], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn(node[0]!, node.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
   children.add(child);
   child.on('exit', () => children.delete(child));
@@ -142,10 +149,13 @@ function startPeer(config: unknown, ns: string | undefined): Peer {
   };
 }
 
+/** Ends the peers: stdin closed, they stop their nodes and exit (so `node --cpu-prof` writes its profile); killed after 10 s. */
 async function stopPeers(): Promise<void> {
   const exits = [...children].map((c) => new Promise((resolve) => c.once('exit', resolve)));
-  for (const c of children) c.kill('SIGKILL');
+  for (const c of children) c.stdin?.end();
+  const kill = setTimeout(() => children.forEach((c) => c.kill('SIGKILL')), 10_000);
   await Promise.all(exits);
+  clearTimeout(kill);
 }
 
 /** Starts n peers; returns them with their listen addresses. */
@@ -163,14 +173,15 @@ async function startPeers(mode: 'cohort' | 'tcp', n: number, shaped: boolean, va
  * One all-reduce of `compression` among the peers: the slowest peer's all-reduce time (ms); `partial`
  * when some part kept local values (a dropped connection: the time then does not measure a full average).
  */
-async function cohortRound(peers: Peer[], epoch: number, compression: string): Promise<{ ms: number; bytes: number; partial: boolean }> {
-  peers.forEach((p) => p.send({ epoch, compression }));
+async function cohortRound(peers: Peer[], epoch: number, compression: string, declared?: { label: string; bandwidths: readonly number[] }): Promise<{ ms: number; bytes: number; cpuMs: number; partial: boolean }> {
+  peers.forEach((p, i) => p.send({ epoch, compression, ...(declared ? { label: declared.label, bandwidth: declared.bandwidths[i] } : {}) }));
   const answers = await Promise.all(peers.map((p) => p.next()));
   const failed = answers.find((a) => a.error !== undefined);
   if (failed) throw new Error(`all-reduce failed: ${String(failed.error)}`);
   return {
     ms: Math.max(...answers.map((a) => Number(a.ms))),
     bytes: answers.reduce((s, a) => s + Number(a.bytes), 0) / answers.length,
+    cpuMs: answers.reduce((s, a) => s + Number(a.cpuMs), 0) / answers.length,
     partial: answers.some((a) => a.status !== 'complete'),
   };
 }
@@ -186,17 +197,17 @@ const figures: Record<string, number | string | boolean | null> = { volume_mb: M
 const sizes = (process.env.COHORT_BENCH_PEERS ?? '2,4,8').split(',').map(Number);
 if (!sizes.every((n) => Number.isInteger(n) && n >= 2 && n <= 8)) throw new Error(`COHORT_BENCH_PEERS must list group sizes from 2 to 8, got ${process.env.COHORT_BENCH_PEERS}`);
 
-if (!skipShaped) {
+if (only === undefined || only === 'lb') {
   let shaping: 'netem' | 'tbf' | undefined;
   try {
     shaping = setupNamespaces(Math.max(...sizes));
   } catch (err) {
-    console.log(`shaped links unavailable (${(err as Error).message.split('\n')[0]}); needs root with ip netns and tc. Skipping (a).`);
+    console.log(`shaped links unavailable (${(err as Error).message.split('\n')[0]}); needs root with ip netns and tc. Skipping (a) and (c).`);
   }
   if (shaping !== undefined) {
-    figures.shaping = shaping === 'netem' ? `netem ${DELAY_MS} ms + 100 Mbit/s` : 'tbf 100 Mbit/s, no delay (this kernel has no netem)';
-    console.log(`(a) shaped links: ${figures.shaping} per peer, each way; ${MB} MB fp32`);
-    for (const n of sizes) {
+    if (only !== 'lb') figures.shaping = shaping === 'netem' ? `netem ${DELAY_MS} ms + 100 Mbit/s` : 'tbf 100 Mbit/s, no delay (this kernel has no netem)';
+    if (only !== 'lb') console.log(`(a) shaped links: ${figures.shaping} per peer, each way; ${MB} MB fp32`);
+    for (const n of only === 'lb' ? [] : sizes) {
       // eight peer processes with 72 MB each overload a 2-core machine (event loops stall, libp2p pings
       // fail, connections drop): they average a quarter of the volume, and the output says so
       const values = n === 8 && os.cpus().length < 8 ? Math.round(VALUES / 4) : VALUES;
@@ -229,13 +240,48 @@ if (!skipShaped) {
       await stopPeers();
     }
     cleanup();
+    await loadBalancing();
   }
 }
 
-console.log(`(b) loopback: ${MB} MB fp32, Cohort all-reduce vs the same traffic over raw TCP sockets (echo of each peer's slices)`);
-for (const n of sizes) {
+/**
+ * (c) 4 peers on links of 1 Gbit/s, 100, 50 and 20 Mbit/s: the all-reduce with every peer declaring
+ * the same bandwidth (an equal split) against each declaring its link's rate (the LP's split), warm,
+ * alternated on the same connections; lb_speedup = equal ÷ balanced (each the median of three rounds).
+ */
+async function loadBalancing(): Promise<void> {
+  const mbits = [1000, 100, 50, 20];
+  const values = Math.round(VALUES / 4);
+  figures.lb_shaping = setupNamespaces(mbits.length, (i) => mbits[i]!);
+  console.log(`(c) load balancing: 4 peers on ${mbits.join(' / ')} Mbit/s links, ${((values * 4) / 1e6).toFixed(0)} MB fp32`);
+  const { peers } = await startPeers('cohort', mbits.length, true, values, 'bench-lb');
+  const declared = { equal: mbits.map(() => 12.5e6), balanced: mbits.map((m) => (m * 1e6) / 8) };
+  let epoch = 0;
+  const times: Record<keyof typeof declared, number[]> = { equal: [], balanced: [] };
+  // a warm-up round of each (connections, JIT, the averagers' first records), then the two alternated
+  for (let k = -1; k < 3; k++) {
+    for (const split of ['equal', 'balanced'] as const) {
+      const { ms, partial } = await cohortRound(peers, epoch++, 'none', { label: split, bandwidths: declared[split] });
+      if (partial) figures[`lb_partial_${split}`] = true;
+      if (k >= 0) times[split].push(ms);
+    }
+  }
+  const median: Record<string, number> = {};
+  for (const split of ['equal', 'balanced'] as const) {
+    median[split] = times[split].sort((a, b) => a - b)[1]!;
+    figures[`lb_ms_${split}`] = Math.round(median[split]);
+    console.log(`  ${split.padEnd(8)} split: ${times[split].map((t) => (t / 1000).toFixed(2)).join(', ')} s (median ${(median[split] / 1000).toFixed(2)} s)`);
+  }
+  figures.lb_speedup = Number((median.equal! / median.balanced!).toFixed(3));
+  console.log(`  lb_speedup ${figures.lb_speedup} (the link model's bound with the slowest peer at 20 Mbit/s: 1.5)`);
+  await stopPeers();
+  cleanup();
+}
+
+if (only !== 'lb') console.log(`(b) loopback: ${MB} MB fp32, Cohort all-reduce vs the same traffic over raw TCP sockets (echo of each peer's slices)`);
+for (const n of only === 'lb' ? [] : sizes) {
   const cohort = await startPeers('cohort', n, false, VALUES, `bench-loopback-${n}`);
-  const { ms, partial } = await cohortRound(cohort.peers, 0, 'none');
+  const { ms, cpuMs, partial } = await cohortRound(cohort.peers, 0, 'none');
   if (partial) figures[`loopback_partial_${n}`] = true;
   await stopPeers();
   const tcp = await startPeers('tcp', n, false, VALUES, `bench-tcp-${n}`);
@@ -244,7 +290,10 @@ for (const n of sizes) {
   figures[`loopback_ms_${n}`] = Math.round(ms);
   figures[`tcp_ms_${n}`] = Math.round(tcpMs);
   figures[`loopback_vs_tcp_${n}`] = Number((tcpMs / ms).toFixed(3));
-  console.log(`  ${n} peers: Cohort ${(ms / 1000).toFixed(2)} s, raw TCP ${(tcpMs / 1000).toFixed(2)} s → ${(tcpMs / ms).toFixed(2)} of raw TCP speed`);
+  // CPU-seconds a peer spends per GB of its vector averaged (the step's CPU, matchmaking included)
+  const cpuPerGb = cpuMs / 1000 / ((VALUES * 4) / 1e9);
+  figures[`cpu_s_per_gb_${n}`] = Number(cpuPerGb.toFixed(2));
+  console.log(`  ${n} peers: Cohort ${(ms / 1000).toFixed(2)} s, raw TCP ${(tcpMs / 1000).toFixed(2)} s → ${(tcpMs / ms).toFixed(2)} of raw TCP speed; ${cpuPerGb.toFixed(2)} CPU-s per GB averaged per peer`);
 }
 figures.efficiency_4 ??= null;
 reportJson(figures);

@@ -10,7 +10,7 @@ import { deadline, FramedStream, releasableDeadline } from './framing.js';
 import type { GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
-import { reducerMessageSchema, chunkSchema, type Begin, type Chunk, type Member } from './messages.js';
+import { reducerMessageSchema, chunkSchema, type Begin, type Member } from './messages.js';
 import { PartReducer, PeerFault, type Aggregation } from './reducer.js';
 
 export interface AllreduceOptions {
@@ -182,7 +182,7 @@ async function sendPart(
         const [s, e] = chunkRange(size, group.chunkValues, i);
         const values = corrupt(opts.fault, i, vector.subarray(start + s, start + e));
         if (values === 'stall') return;
-        await out.write({ t: 'chunk', i, d: encode(group.compression, values) } satisfies Chunk, signal);
+        await out.writeChunk(i, encode(group.compression, values), signal);
       }
     })();
     writing.catch(() => undefined);
@@ -191,8 +191,8 @@ async function sendPart(
       if (message.t === 'refused') throw new ProtocolError(`reducer ${reducer} refused us: ${message.code}: ${message.message}`);
       if (message.i !== i) throw new ProtocolError(`reducer ${reducer} sent averaged chunk ${message.i}, expected ${i}`);
       const [s, e] = chunkRange(size, group.chunkValues, i);
-      const values = decodeChunk(group.compression, message.d, e - s, opts.maxAbs, reducer, `averaged chunk ${i}`);
-      output.set(values, start + s);
+      // straight into the result: a failed part gets its local values back (fail())
+      decodeChunk(group.compression, message.d, output.subarray(start + s, start + e), opts.maxAbs, reducer, `averaged chunk ${i}`);
       answered = i + 1;
       wakeWriter?.();
     }
@@ -227,21 +227,19 @@ function relativeChange(before: Float32Array, after: Float32Array): number {
 }
 
 /**
- * Decodes `n` values of `reducer`'s answer and refuses NaN/Inf and magnitudes beyond `maxAbs` (a
+ * Decodes `reducer`'s answer into `values` and refuses NaN/Inf and magnitudes beyond `maxAbs` (a
  * reducer's answer is untrusted too): a poisoned PeerFault, an offence like a sender's.
  */
-function decodeChunk(compression: Compression, bytes: Uint8Array, n: number, maxAbs: number, reducer: string, what: string): Float32Array {
-  let values: Float32Array;
+function decodeChunk(compression: Compression, bytes: Uint8Array, values: Float32Array, maxAbs: number, reducer: string, what: string): void {
   try {
-    values = decode(compression, bytes, n);
+    decode(compression, bytes, values.length, values);
   } catch (err) {
     throw new ProtocolError(`${what} from reducer ${reducer}: ${(err as Error).message}`, { cause: err });
   }
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < values.length; i++) {
     const v = values[i]!;
     if (!Number.isFinite(v) || Math.abs(v) > maxAbs) throw new PeerFault(reducer, `${what} holds ${v} at ${i}, not a finite value within ±${maxAbs}`, true);
   }
-  return values;
 }
 
 interface SenderState {
@@ -372,14 +370,14 @@ class ReducerSession {
       const local = this.group.compression === 'none' ? average : decode(this.group.compression, bytes, average.length);
       const [s] = chunkRange(this.reducer.size, this.group.chunkValues, i);
       this.output.set(local, this.start + s);
-      for (const [peer, state] of this.senders) if (state.framed !== undefined && !this.reducer.excludedPeers().has(peer)) this.send(state, { t: 'chunk', i, d: bytes });
+      for (const [peer, state] of this.senders) if (state.framed !== undefined && !this.reducer.excludedPeers().has(peer)) this.send(state, i, bytes);
     }
     if (this.next === this.reducer.chunks) this.end(undefined);
   }
 
-  private send(state: SenderState, message: Chunk): void {
+  private send(state: SenderState, i: number, bytes: Uint8Array): void {
     const framed = state.framed!;
-    state.writes = state.writes.then(() => framed.write(message, this.overall)).catch(() => undefined);
+    state.writes = state.writes.then(() => framed.writeChunk(i, bytes, this.overall)).catch(() => undefined);
   }
 
   private exclude(peer: string, reason: string): void {

@@ -33,10 +33,11 @@ export function encodedSize(compression: Compression, n: number): number {
   }
 }
 
+/** Encodes `values`; `none` is a view of their bytes, not a copy (they go to the wire as they are). */
 export function encode(compression: Compression, values: Float32Array): Uint8Array {
   switch (compression) {
     case 'none':
-      return new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
+      return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     case 'fp16':
       return encodeFp16(values);
     case 'uniform8':
@@ -46,18 +47,21 @@ export function encode(compression: Compression, values: Float32Array): Uint8Arr
   }
 }
 
-/** Decodes exactly `n` values; throws CompressionError if the bytes do not fit that count. */
-export function decode(compression: Compression, bytes: Uint8Array, n: number): Float32Array {
+/**
+ * Decodes exactly `n` values into `out` (a new array unless given: a caller decoding straight into
+ * its result saves an allocation and a copy per chunk); throws CompressionError if the bytes do not
+ * fit that count.
+ */
+export function decode(compression: Compression, bytes: Uint8Array, n: number, out: Float32Array = new Float32Array(n)): Float32Array {
   const expected = encodedSize(compression, n);
   if (bytes.byteLength !== expected) throw new CompressionError(`${compression} part of ${n} values must be ${expected} bytes, got ${bytes.byteLength}`);
+  if (out.length !== n) throw new RangeError(`cannot decode ${n} values into an array of ${out.length}`);
   switch (compression) {
     case 'none': {
-      const out = new Float32Array(n);
-      new Uint8Array(out.buffer).set(bytes);
+      new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
       return out;
     }
     case 'fp16': {
-      const out = new Float32Array(n);
       const table = halfTable();
       const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       for (let i = 0; i < n; i++) out[i] = table[view.getUint16(2 * i, true)]!;
@@ -67,7 +71,6 @@ export function decode(compression: Compression, bytes: Uint8Array, n: number): 
       const lookup = new Float32Array(UNIFORM_BINS);
       new Uint8Array(lookup.buffer).set(bytes.subarray(0, 4 * UNIFORM_BINS));
       const codes = bytes.subarray(4 * UNIFORM_BINS);
-      const out = new Float32Array(n);
       for (let i = 0; i < n; i++) out[i] = lookup[codes[i]!]!;
       return out;
     }
@@ -76,7 +79,6 @@ export function decode(compression: Compression, bytes: Uint8Array, n: number): 
       const scales = new Float32Array(blocks);
       new Uint8Array(scales.buffer).set(bytes.subarray(0, 4 * blocks));
       const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * blocks, n);
-      const out = new Float32Array(n);
       for (let i = 0; i < n; i++) out[i] = (codes[i]! * scales[Math.floor(i / BLOCK_SIZE)]!) / 127;
       return out;
     }

@@ -5,8 +5,8 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 /** Protocol suffixes under `/cohort/<run-id>/`. */
-export const MATCHMAKING_PROTOCOL = 'matchmaking/4.0.0';
-export const ALLREDUCE_PROTOCOL = 'allreduce/2.0.0';
+export const MATCHMAKING_PROTOCOL = 'matchmaking/5.0.0';
+export const ALLREDUCE_PROTOCOL = 'allreduce/3.0.0';
 export const STATE_PROTOCOL = 'state/2.0.0';
 
 /** Record namespaces: `averaging/<prefix>:<epoch>` (group declarations), `state/<prefix>` (donors). */

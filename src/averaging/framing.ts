@@ -4,11 +4,11 @@ import type { Stream } from '@libp2p/interface';
 import type { z } from 'zod';
 import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
-import { decodeMessage, encodeMessage } from './messages.js';
+import { chunkHeader, decodeMessage, encodeMessage } from './messages.js';
 import type { UploadLimit } from './upload-limit.js';
 
 /**
- * Varint-length-prefixed CBOR frames over a libp2p stream, with backpressure both ways: writes wait
+ * Varint-length-prefixed frames (CBOR messages, or binary chunk frames) over a libp2p stream, with backpressure both ways: writes wait
  * for `drain`, and a reader that falls behind pauses the stream (yamux then stops granting window
  * to the sender), so a fast sender never grows our memory beyond one window per stream. Every frame
  * is capped at `maxFrameBytes` before it is buffered, and every read takes an AbortSignal.
@@ -54,10 +54,27 @@ export class FramedStream {
   /** Sends one message; resolves once the stream can take more (backpressure). */
   async write(message: unknown, signal?: AbortSignal): Promise<void> {
     const body = encodeMessage(message);
-    const header = encodeVarint(body.byteLength);
-    await this.upload?.take(header.byteLength + body.byteLength, signal);
-    this.sent += header.byteLength + body.byteLength;
-    this.stream.send(header);
+    await this.send(encodeVarint(body.byteLength), body, signal);
+  }
+
+  /**
+   * Sends chunk `i` as a binary frame (messages.ts, CHUNK_FRAME_TAG): `payload` is handed to the
+   * muxer as it is, so the caller must not change it until the stream is closed. Read back by
+   * `read` as `{ t: 'chunk', i, d }`.
+   */
+  async writeChunk(i: number, payload: Uint8Array, signal?: AbortSignal): Promise<void> {
+    const header = chunkHeader(i);
+    const length = encodeVarint(header.byteLength + payload.byteLength);
+    const prefix = new Uint8Array(length.byteLength + header.byteLength);
+    prefix.set(length);
+    prefix.set(header, length.byteLength);
+    await this.send(prefix, payload, signal);
+  }
+
+  private async send(prefix: Uint8Array, body: Uint8Array, signal: AbortSignal | undefined): Promise<void> {
+    await this.upload?.take(prefix.byteLength + body.byteLength, signal);
+    this.sent += prefix.byteLength + body.byteLength;
+    this.stream.send(prefix);
     if (!this.stream.send(body)) await this.stream.onDrain(signal ? { signal } : {});
   }
 

@@ -1,4 +1,4 @@
-import { decodeCbor, encodeCbor } from '../swarm/cbor-message.js';
+import { checkMessage, decodeCbor, encodeCbor } from '../swarm/cbor-message.js';
 import { z } from 'zod';
 import { COMPRESSIONS } from './compression.js';
 import { ALLREDUCE_REFUSALS, JOIN_REFUSALS, ProtocolError, STATE_REFUSALS } from './errors.js';
@@ -6,8 +6,9 @@ import { MAX_CHUNK_VALUES, MAX_GROUP_SIZE, MAX_STATE_CHUNK_BYTES, MAX_VECTOR_VAL
 
 /**
  * Every message of the averaging protocols, defined once: CBOR maps validated with these schemas on
- * receipt, each in a varint-length-prefixed frame (framing.ts). Types are derived from the schemas.
- * See docs/protocol.md for the exchanges.
+ * receipt, each in a varint-length-prefixed frame (framing.ts), except all-reduce chunks, which have
+ * a binary encoding (CHUNK_FRAME_TAG below) and are validated with the same schema once decoded.
+ * Types are derived from the schemas. See docs/protocol.md for the exchanges.
  */
 
 const bytes = () => z.custom<Uint8Array>((x) => x instanceof Uint8Array, 'expected a byte string');
@@ -43,7 +44,7 @@ export type Declaration = z.infer<typeof declarationSchema>;
 export const stateAdvertSchema = z.strictObject({ epoch: count, canServe: z.boolean(), sha256: sha256Hex.optional() });
 export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
-// ---- matchmaking/4.0.0 ------------------------------------------------------------------------
+// ---- matchmaking/5.0.0 ------------------------------------------------------------------------
 
 export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
@@ -77,7 +78,7 @@ export const joinResponseSchema = z.discriminatedUnion('t', [
 ]);
 export type JoinResponse = z.infer<typeof joinResponseSchema>;
 
-// ---- allreduce/2.0.0 --------------------------------------------------------------------------
+// ---- allreduce/3.0.0 --------------------------------------------------------------------------
 
 /** First message of a sender's stream to a reducer; `part` is the reducer's index in the group. */
 export const beginSchema = z.strictObject({ t: z.literal('begin'), group: z.string().regex(/^[0-9a-f]{32}$/), part: z.number().int().nonnegative().max(MAX_GROUP_SIZE), weight });
@@ -111,7 +112,28 @@ export const stateDataSchema = z.strictObject({ t: z.literal('data'), d: bytes()
 
 export const encodeMessage = encodeCbor;
 
-/** Decodes a CBOR message and checks it against `schema`; throws ProtocolError naming `what` and the problem. */
+/**
+ * First byte of a binary chunk frame: `0x01 | chunk index (u32, big-endian) | payload`. A CBOR map
+ * never starts with it (major type 5 is 0xa0–0xbf), so one stream carries both. The payload goes on
+ * the wire as it is: no CBOR encoding, no copy of a 512 KiB chunk into a message buffer.
+ */
+export const CHUNK_FRAME_TAG = 0x01;
+export const CHUNK_HEADER_BYTES = 5;
+
+/** The header of a binary chunk frame (see CHUNK_FRAME_TAG). */
+export function chunkHeader(i: number): Uint8Array {
+  if (!Number.isInteger(i) || i < 0 || i > 0xffffffff) throw new RangeError(`chunk index must be a 32-bit unsigned integer, got ${i}`);
+  const header = new Uint8Array(CHUNK_HEADER_BYTES);
+  header[0] = CHUNK_FRAME_TAG;
+  new DataView(header.buffer).setUint32(1, i);
+  return header;
+}
+
+/** Decodes a message (CBOR, or a binary chunk frame) and checks it against `schema`; throws ProtocolError naming `what` and the problem. */
 export function decodeMessage<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {
-  return decodeCbor(schema, bytes, what, (message, cause) => new ProtocolError(message, cause === undefined ? undefined : { cause }));
+  const fail = (message: string, cause?: unknown): ProtocolError => new ProtocolError(message, cause === undefined ? undefined : { cause });
+  if (bytes[0] !== CHUNK_FRAME_TAG) return decodeCbor(schema, bytes, what, fail);
+  if (bytes.byteLength < CHUNK_HEADER_BYTES) throw fail(`${what} is malformed: a chunk frame of ${bytes.byteLength} bytes is shorter than its ${CHUNK_HEADER_BYTES}-byte header`);
+  const i = new DataView(bytes.buffer, bytes.byteOffset, CHUNK_HEADER_BYTES).getUint32(1);
+  return checkMessage(schema, { t: 'chunk', i, d: bytes.subarray(CHUNK_HEADER_BYTES) }, what, fail);
 }

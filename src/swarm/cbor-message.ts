@@ -17,6 +17,11 @@ export function decodeCbor<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: str
   } catch (err) {
     throw fail(`${what} is not valid CBOR (${(err as Error).message})`, err);
   }
+  return checkMessage(schema, raw, what, fail);
+}
+
+/** Checks a decoded message against `schema` (decodeCbor's check, for messages with a binary encoding of their own). */
+export function checkMessage<T>(schema: z.ZodType<T>, raw: unknown, what: string, fail: (message: string, cause?: unknown) => Error): T {
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -4,7 +4,7 @@ import '../../src/runtime/polyfills.js';
 import { streamPair } from '@libp2p/utils';
 import { z } from 'zod';
 import { FramedStream } from '../../src/averaging/framing.js';
-import { chunkSchema } from '../../src/averaging/messages.js';
+import { beginSchema, CHUNK_FRAME_TAG, chunkHeader, chunkSchema, decodeMessage, reducerMessageSchema } from '../../src/averaging/messages.js';
 
 const signal = (): AbortSignal => AbortSignal.timeout(5000);
 
@@ -29,12 +29,46 @@ test('frames cross a stream in order, large ones included, and end with null on 
   assert.equal(inn.received, out.sent);
 });
 
+test('binary chunk frames carry the payload as it is, between CBOR messages on the same stream', async () => {
+  const [a, b] = await streamPair();
+  const out = new FramedStream(a, 8 << 20, 'test out');
+  const inn = new FramedStream(b, 8 << 20, 'test in');
+  const values = Float32Array.from({ length: 300_000 }, (_, i) => Math.sin(i));
+  const payload = new Uint8Array(values.buffer, 4, 4 * 200_000); // a view at an offset: sent without a copy
+  await out.writeChunk(0xfffffffe, payload);
+  await out.write({ t: 'refused', code: 'EXCLUDED', message: 'after a chunk' });
+  await out.writeChunk(3, new Uint8Array(0));
+  await out.close();
+  const first = await inn.read(reducerMessageSchema, signal());
+  assert.ok(first?.t === 'chunk');
+  assert.equal(first.i, 0xfffffffe);
+  assert.ok(Buffer.from(first.d).equals(Buffer.from(payload)));
+  assert.deepEqual(await inn.read(reducerMessageSchema, signal()), { t: 'refused', code: 'EXCLUDED', message: 'after a chunk' });
+  const empty = await inn.read(chunkSchema, signal());
+  assert.equal(empty?.i, 3);
+  assert.equal(empty?.d.byteLength, 0);
+  assert.equal(await inn.read(chunkSchema, signal()), null);
+  assert.equal(inn.received, out.sent);
+  // a chunk frame where the schema expects another message, or shorter than its header, is refused
+  const [c, d] = await streamPair();
+  const writer = new FramedStream(c, 1024, 'out');
+  await writer.writeChunk(1, new Uint8Array(8));
+  await assert.rejects(new FramedStream(d, 1024, 'begin reader').read(beginSchema, signal()), /begin reader is malformed: t: /);
+  assert.throws(() => decodeMessage(chunkSchema, Uint8Array.of(CHUNK_FRAME_TAG, 0, 0), 'short frame'), /short frame is malformed: a chunk frame of 3 bytes is shorter than its 5-byte header/);
+  assert.throws(() => chunkHeader(2 ** 32), /32-bit unsigned integer/);
+});
+
 test('oversized frames, malformed messages and silence are errors, not hangs', async () => {
   // AbortSignal.timeout does not keep the event loop alive; this does, until the test ends
   const alive = setInterval(() => undefined, 1000);
   {
     const [a, b] = await streamPair();
     await new FramedStream(a, 1 << 20, 'out').write({ t: 'chunk', i: 0, d: new Uint8Array(2048) });
+    await assert.rejects(new FramedStream(b, 1024, 'small reader').read(chunkSchema, signal()), /exceeds the limit of 1024/);
+  }
+  {
+    const [a, b] = await streamPair();
+    await new FramedStream(a, 1 << 20, 'out').writeChunk(0, new Uint8Array(2048));
     await assert.rejects(new FramedStream(b, 1024, 'small reader').read(chunkSchema, signal()), /exceeds the limit of 1024/);
   }
   {

@@ -1,21 +1,58 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chunkRange, partRanges, partSizes } from '../../src/averaging/load-balancing.js';
+import { MAX_PART_SHARE_FACTOR } from '../../src/averaging/constants.js';
+import { chunkRange, partRanges, partShares, partSizes } from '../../src/averaging/load-balancing.js';
 import { centeredClip, PartReducer, PeerFault, trimmedMean } from '../../src/averaging/reducer.js';
 import { maxAbsDiff } from './helpers.js';
 
-test('parts are proportional to bandwidth, integral, complete, and client-mode peers get none', () => {
+const peers = (bandwidths: number[]) => bandwidths.map((bandwidth, i) => ({ peerId: `p${i}`, bandwidth, clientMode: false }));
+
+test("parts solve hivemind's load-balancing LP: integral, complete, client-mode peers and far slower peers get none", () => {
   const sizes = partSizes(1000, [
     { peerId: 'a', bandwidth: 100, clientMode: false },
     { peerId: 'b', bandwidth: 300, clientMode: false },
     { peerId: 'c', bandwidth: 1e9, clientMode: true },
     { peerId: 'd', bandwidth: 200, clientMode: false },
   ]);
-  assert.deepEqual(sizes, [167, 500, 0, 333]);
-  assert.deepEqual(partRanges(sizes), [[0, 167], [167, 667], [667, 667], [667, 1000]]);
+  // n = 4: time_i = (1 + 2·w_i) ÷ b_i. b at 2/3 (the cap of 2 × 1/3) and d at 1/3 both take 1/120;
+  // a alone (w = 0) already takes 1/100, so any value it reduced would only make it slower
+  assert.deepEqual(sizes, [0, 667, 0, 333]);
+  assert.deepEqual(partRanges(sizes), [[0, 0], [0, 667], [667, 667], [667, 1000]]);
   assert.equal(partSizes(7, [{ peerId: 'a', bandwidth: 1, clientMode: false }, { peerId: 'b', bandwidth: 1, clientMode: false }, { peerId: 'c', bandwidth: 1, clientMode: false }]).reduce((x, y) => x + y), 7);
+  assert.deepEqual(partSizes(1000, peers([1, 999])), [1, 999], 'two members: every split moves the same bytes, so bandwidth proportions');
   assert.throws(() => partSizes(10, [{ peerId: 'c', bandwidth: 5, clientMode: true }]), /no peer can reduce/);
   assert.throws(() => partSizes(-1, []), /non-negative integer/);
+});
+
+test('the LP split is optimal within its constraints: no reducer could take more or less without slowing the slowest peer', () => {
+  // 200 seeded groups of 3–12 members, bandwidths spread over three orders of magnitude, some clients
+  let seed = 7;
+  const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  for (let g = 0; g < 200; g++) {
+    const n = 3 + Math.floor(random() * 10);
+    const group = Array.from({ length: n }, (_, i) => ({ peerId: `p${i}`, bandwidth: 1e5 * 1000 ** random(), clientMode: i > 0 && random() < 0.2 }));
+    const w = partShares(group);
+    const reducers = group.filter((p) => !p.clientMode);
+    const cap = Math.min(1, MAX_PART_SHARE_FACTOR / reducers.length);
+    assert.ok(Math.abs(w.reduce((a, b) => a + b, 0) - 1) < 1e-9, `shares sum to ${w.reduce((a, b) => a + b, 0)}`);
+    const time = group.map((p, i) => (1 + (n - 2) * w[i]!) / p.bandwidth);
+    const slowest = Math.max(...reducers.map((p) => time[group.indexOf(p)]!));
+    // the water level: the slowest of the peers that reduce something
+    const level = Math.max(...group.map((_, i) => (w[i]! > 1e-12 ? time[i]! : 0)));
+    const equal = Math.max(...reducers.map((p) => (1 + (n - 2) / reducers.length) / p.bandwidth));
+    assert.ok(slowest <= equal * (1 + 1e-9), `balanced ${slowest} is slower than the equal split's ${equal}`);
+    for (const [i, p] of group.entries()) {
+      const what = `group ${g}, peer ${i} (bandwidth ${p.bandwidth.toPrecision(3)}, share ${w[i]})`;
+      if (p.clientMode) assert.equal(w[i], 0, what);
+      assert.ok(w[i]! >= 0 && w[i]! <= cap + 1e-12, what);
+      // KKT: a peer strictly between 0 and the cap is exactly at the level; one at 0 is at least that slow
+      // with nothing to reduce (any value would slow it further); one at the cap is no slower
+      if (p.clientMode) continue;
+      if (w[i]! > 1e-12 && w[i]! < cap - 1e-12) assert.ok(Math.abs(time[i]! / level - 1) < 1e-9, what);
+      else if (w[i]! <= 1e-12) assert.ok(1 / p.bandwidth >= level * (1 - 1e-9), what);
+      else assert.ok(time[i]! <= level * (1 + 1e-9), what);
+    }
+  }
 });
 
 test('the reducer computes the sample-weighted mean chunk by chunk', () => {
@@ -73,13 +110,13 @@ test('weights must be finite and non-negative; a chunk nobody with weight delive
   assert.throws(() => r.chunkAverage(0), /no sender with a positive weight/);
 });
 
-test('no reducer gets more than twice an equal share, whatever bandwidth it declares; the rest keeps bandwidth proportions', () => {
-  const peers = (bandwidths: number[]) => bandwidths.map((bandwidth, i) => ({ peerId: `p${i}`, bandwidth, clientMode: false }));
+test('no reducer gets more than twice an equal share, whatever bandwidth it declares; the rest solve the LP', () => {
   // the issue's attack: bandwidth 1e12 among three peers at 1e6 claimed 99,998 of 100,000 values
   assert.deepEqual(partSizes(100_000, peers([1e12, 1e6, 1e6, 1e6])), [50_000, 16_667, 16_667, 16_666]);
   assert.deepEqual(partSizes(90, peers([1e12, 1e12, 1, 2])), [45, 45, 0, 0], 'two capped parts may take everything');
-  assert.deepEqual(partSizes(1000, peers([1, 10, 100])), [30, 303, 667], 'the capped part sheds to the others in their proportion');
-  assert.deepEqual(partSizes(1000, peers([1, 999])), [1, 999], 'two reducers: no cap');
+  // n = 3: time_i = (1 + w_i) ÷ b_i; 100 at the cap (2/3), 10 takes the rest (4/30), 1 takes 1 alone
+  assert.deepEqual(partSizes(1000, peers([1, 10, 100])), [0, 333, 667], 'the capped part sheds to the others, the far slower one gets none');
+  assert.deepEqual(partSizes(1000, peers([125e6, 12.5e6, 6.25e6, 2.5e6])), [500, 500, 0, 0], "the bench's 1 Gbit/100/50/20 Mbit/s mix");
   assert.deepEqual(partSizes(800, peers([1e9, 1, 1, 1, 1, 1, 1, 1])), [200, 86, 86, 86, 86, 86, 85, 85]);
 });
 
