@@ -74,6 +74,11 @@ export interface AveragerInit {
     advertiseIntervalMs?: number;
     /** @default DEFAULT_MAX_DONORS_TRIED */
     maxDonors?: number;
+    /**
+     * Peers whose advertised state needs no second backer (the peers of the join code: the run's
+     * coordinator). @default none
+     */
+    trusted?: readonly string[];
   };
   log?: Logger;
   /** Progress and outcomes as they happen (CLI, logs, UI). */
@@ -172,6 +177,7 @@ function resolve(init: AveragerInit): Resolved {
       maxStateBytes: init.state?.maxStateBytes ?? C.DEFAULT_MAX_STATE_BYTES,
       advertiseIntervalMs: init.state?.advertiseIntervalMs ?? C.DEFAULT_STATE_ADVERTISE_INTERVAL_MS,
       maxDonors: init.state?.maxDonors ?? C.DEFAULT_MAX_DONORS_TRIED,
+      trusted: init.state?.trusted ?? [],
     },
   };
   r.readyTimeoutMs = init.readyTimeoutMs ?? r.averagingExpirationMs;
@@ -374,14 +380,14 @@ export class Averager {
   /** Downloads the newest state any peer serves for this prefix (falls back donor by donor). Throws StateDownloadError. */
   async loadStateFromPeers(opts: { minEpoch?: number; signal?: AbortSignal } = {}): Promise<LoadedState> {
     await this.ready();
-    const { maxStateBytes, stallTimeoutMs, maxDonors } = this.cfg.state;
-    return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, maxDonors, ...opts }, this.log);
+    const { maxStateBytes, stallTimeoutMs, maxDonors, trusted } = this.cfg.state;
+    return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, maxDonors, trusted, ...opts }, this.log);
   }
 
   /** The newest epoch another peer advertises a state of for this prefix (undefined when none does). */
   async advertisedStateEpoch(): Promise<number | undefined> {
     await this.ready();
-    return advertisedStateEpoch(this.node, this.hub, this.cfg.prefix);
+    return advertisedStateEpoch(this.node, this.hub, this.cfg.prefix, this.cfg.state.trusted);
   }
 
   /** Cancels running steps, stops serving state and releases the protocol handlers. */

@@ -35,6 +35,8 @@ export interface LoadStateOptions {
   readonly maxDonors: number;
   /** Only donors at this epoch or later. */
   readonly minEpoch?: number;
+  /** Peers whose advertisement backs a state on its own (the run's coordinator). @default none */
+  readonly trusted?: readonly string[];
   readonly signal?: AbortSignal;
 }
 
@@ -163,21 +165,25 @@ interface Donor {
 
 /**
  * Donors of `prefix` worth trying, newest epoch first; ties in random order so newcomers spread out.
- * An advertisement is only a claim. A state (epoch + sha256) is backed when two peers advertise it:
+ * An advertisement is only a claim. A state (epoch + sha256) is backed when two peers advertise it,
+ * or one `trusted` peer does (the peers of the join code: the run's coordinator):
  * donors of backed states are the only ones tried, each checked against the advertised hash, so one
  * identity can serve nothing nobody else vouches for. A donor alone in the swarm is trusted as it
  * is. When several advertise but no two agree (peers whose last rounds differed), the backed epoch
  * is the second highest advertised, and donors more than one past it are left out, so one peer
  * claiming epoch 10⁹ is never downloaded from, nor followed.
  */
-async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number): Promise<{ list: Donor[]; unbacked: string[] }> {
+async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number, trusted: readonly string[]): Promise<{ list: Donor[]; unbacked: string[] }> {
   const entries = await hub.donors.get(stateKey(prefix));
   const adverts = [...entries.values()].filter((e) => e.owner !== self && e.subkey === '');
   const all = adverts.filter((e) => e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, sha256: e.value.sha256, tie: Math.random() }));
   all.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
   // a peer that stopped serving still vouches for the state it advertised
   const backers = new Map<string, number>();
-  for (const e of adverts) if (e.value.sha256 !== undefined) backers.set(`${e.value.epoch}:${e.value.sha256}`, (backers.get(`${e.value.epoch}:${e.value.sha256}`) ?? 0) + 1);
+  for (const e of adverts) {
+    const key = `${e.value.epoch}:${e.value.sha256}`;
+    if (e.value.sha256 !== undefined) backers.set(key, (backers.get(key) ?? 0) + (trusted.includes(e.owner) ? 2 : 1));
+  }
   const backed = all.filter((d) => d.sha256 !== undefined && backers.get(`${d.epoch}:${d.sha256}`)! >= 2 && d.epoch >= minEpoch);
   const describe = (d: (typeof all)[number]): string => `${d.peer} (epoch ${d.epoch}${d.sha256 ? `, sha256 ${d.sha256.slice(0, 12)}…` : ''})`;
   if (backed.length > 0) return { list: backed.map(({ peer, epoch, sha256 }) => ({ peer, epoch, sha256 })), unbacked: all.filter((d) => !backed.includes(d) && d.epoch >= minEpoch).map(describe) };
@@ -189,8 +195,8 @@ async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch:
 }
 
 /** The newest epoch any other peer advertises a state of (undefined when none does). */
-export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, prefix: string): Promise<number | undefined> {
-  return (await donors(hub, node.peerId.toString(), prefix, 0)).list[0]?.epoch;
+export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, prefix: string, trusted: readonly string[] = []): Promise<number | undefined> {
+  return (await donors(hub, node.peerId.toString(), prefix, 0, trusted)).list[0]?.epoch;
 }
 
 /**
@@ -199,7 +205,7 @@ export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, p
  */
 export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, prefix: string, opts: LoadStateOptions, log: Logger): Promise<LoadedState> {
   const started = Date.now();
-  const { list: found, unbacked } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0);
+  const { list: found, unbacked } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0, opts.trusted ?? []);
   if (unbacked.length > 0) log.warn({ unbacked }, `left out ${unbacked.length} state donor(s) advertising a state no other peer backs: ${unbacked.join(', ')}`);
   if (found.length > 1 && found[0]!.sha256 === undefined) log.warn(`no two peers advertise the same state of "${prefix}": trying donors at the second highest epoch advertised or one past it, unchecked against others`);
   if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}`, []);

@@ -175,7 +175,7 @@ export class CollaborativeOptimizer {
       log,
     };
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...timing });
-    this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload });
+    this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxRefreshSeconds: this.o.maxRefresh });
     if (this.o.averageStateEvery > 0) {

@@ -82,6 +82,8 @@ const collaborativeOptionsObject = z.object({
   /** The run's data (dataset id and tokenizer sha256), which this peer trains on: peers with other data are never averaged with. null: none pinned. */
   data: dataPinsSchema.nullable().default(null),
   displayName: z.string().min(1).max(64).optional(),
+  /** Peer ids whose advertised state backs an epoch on their own (the join code's: the run's coordinator); others need a second backer. */
+  trustedPeers: z.array(z.string().min(1).max(128)).max(64).default([]),
   /** Upload cap in bytes/s for this peer's averaging traffic (the volunteer's bandwidth setting); absent: no cap. */
   uploadLimit: positive.optional(),
   /**

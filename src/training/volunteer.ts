@@ -159,7 +159,8 @@ export class VolunteerTraining implements TrainingService {
       this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
       return this.startSolo();
     }
-    const { settings: run, data } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), log: this.o.log });
+    const joinPeers = joinPeerIds(target.initialPeers);
+    const { settings: run, data } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers, log: this.o.log });
     this.o.log.info(`training with the swarm "${node.runId}"`);
     this.mode = 'swarm';
     const abort = new AbortController();
@@ -177,7 +178,7 @@ export class VolunteerTraining implements TrainingService {
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: abort.signal,
       data,
-      collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined },
+      collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined, trustedPeers: joinPeers },
       emit: (e) => this.emit(e),
     })
       .then(() => undefined)

@@ -123,6 +123,24 @@ test('a donor advertising a later epoch with a hash nobody else advertises is sk
   assert.equal(await newcomer!.advertisedStateEpoch(), 6, 'the newest advertised epoch is the backed one');
 });
 
+test('a state the trusted peer (the join code\'s coordinator) advertises is backed on its own: it is loaded, checked against its hash', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'state-trusted' });
+  const coordinator = nodes[2]!.peerId.toString();
+  const [first, second, trusted, newcomer] = averagers(t, nodes, (i) => ({ prefix: 'state', state: i === 3 ? { ...STATE, trusted: [coordinator] } : STATE }));
+  const stale = randomBytes(80_000);
+  const newest = randomBytes(80_000);
+  await first!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: stale }) });
+  await second!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: stale }) });
+  // the same situation as above, but the peer one epoch ahead is the one the newcomer trusts
+  await trusted!.serveState({ epoch: () => 7, snapshot: () => ({ epoch: 7, data: newest }) });
+  await hashesAdvertised(nodes[3]!, 3);
+  assert.equal(await newcomer!.advertisedStateEpoch(), 7, 'the trusted advertisement backs epoch 7');
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.epoch, 7);
+  assert.equal(loaded.donor, coordinator);
+  assert.ok(Buffer.from(loaded.data).equals(newest));
+});
+
 test('a donor serving other bytes than the backed hash it advertised is skipped for the next donor', async (t) => {
   const nodes = await startSwarm(t, 3, { runId: 'state-backed-liar' });
   const [liar, honest, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));

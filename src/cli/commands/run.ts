@@ -53,7 +53,8 @@ export function registerRun(program: Command): void {
       const report = await node.ready;
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
-      const record = await runRecord(node, founding ? undefined : joinPeerIds(init.initialPeers ?? []), flags, ownData, storedRunRecord(store, node.runId), log, stop.signal);
+      const joinPeers = founding ? undefined : joinPeerIds(init.initialPeers ?? []);
+      const record = await runRecord(node, joinPeers, flags, ownData, storedRunRecord(store, node.runId), log, stop.signal);
       const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
@@ -77,6 +78,7 @@ export function registerRun(program: Command): void {
           targetGroupSize: opts.targetGroupSize,
           maxRefresh: opts.refresh,
           displayName: opts.displayName,
+          trustedPeers: joinPeers ?? [],
           uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
           backupEverySteps: opts.backupEverySteps,
           maxBadMicroBatches: opts.maxBadMicroBatches,
