@@ -7,9 +7,10 @@
 import { endianness } from 'node:os';
 import { checkState as checkLossScalerState, type LossScalerState } from '../loss-scaler.js';
 import type { ParameterSet } from '../params.js';
-import { decodeSafetensors, encodeSafetensors, fromFloat32, toFloat32, type SafeTensor } from '../safetensors.js';
+import { decodeSafetensors, float32Tensor, safetensorsPieces, toFloat32, type SafeTensor } from '../safetensors.js';
 import type { OptimizerKind } from './config.js';
 import type { OptimizerState } from './optimizer.js';
+import { concatBytes } from '../../util/bytes.js';
 
 export const OPTIMIZER_STATE_FORMAT = 'cohort-optimizer-state';
 export const OPTIMIZER_STATE_VERSION = '1';
@@ -27,15 +28,17 @@ export class OptimizerStateError extends Error {
 const LITTLE_ENDIAN = endianness() === 'LE';
 
 export function encodeOptimizerState(state: OptimizerState): Uint8Array {
+  return concatBytes(encodeOptimizerStatePieces(state));
+}
+
+/** `encodeOptimizerState`'s bytes as pieces: the header, then views of the moments' own values (not copied). */
+export function encodeOptimizerStatePieces(state: OptimizerState): Uint8Array[] {
   const tensors = new Map<string, SafeTensor>();
   for (const [prefix, key] of MOMENTS) {
     const set = state[key];
-    for (const spec of set.specs) {
-      const values = set.data.subarray(spec.offset, spec.offset + spec.size);
-      tensors.set(`${prefix}.${spec.name}`, LITTLE_ENDIAN ? { dtype: 'F32', shape: spec.shape, bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) } : fromFloat32(values, spec.shape));
-    }
+    for (const spec of set.specs) tensors.set(`${prefix}.${spec.name}`, float32Tensor(set.data.subarray(spec.offset, spec.offset + spec.size), spec.shape));
   }
-  return encodeSafetensors(tensors, {
+  return safetensorsPieces(tensors, {
     format: OPTIMIZER_STATE_FORMAT,
     version: OPTIMIZER_STATE_VERSION,
     kind: state.kind,
