@@ -88,6 +88,7 @@ const PEER_FLAGS = {
   maxBadMicroBatches: flagRow({ schema: OPTION.maxBadMicroBatches, description: 'after N micro-batches in a row with a non-finite loss or gradient (each skipped) this peer leaves averaging until a finite one' }),
   faultInflateClaims: flagRow({ schema: FAULT.inflateClaims, arg: '<factor>', description: 'testing only: claim factor× the samples processed (contribution checks must catch it)' }),
   faultNonFiniteMicroBatches: flagRow({ schema: FAULT.nonFiniteMicroBatches, description: 'testing only: the gradients of the first N micro-batches hold a NaN (they must be skipped)' }),
+  faultPauseStateSave: flagRow({ schema: int.min(1), description: 'testing only: the N-th full-state save of this peer stops for 60 s after its first chunk is written, logging it (a window to kill the peer mid-write)' }),
   ...METRICS_FLAGS,
 };
 

@@ -34,6 +34,9 @@ export type FullStateKind = typeof PEER_STATE_CHECKPOINT | typeof SWARM_STATE_CH
 /** Elements copied between two yields to the event loop while snapshotting (4 MiB of float32; a larger tensor is copied alone). */
 const SNAPSHOT_SLICE_ELEMENTS = 1024 * 1024;
 
+/** How long the test fault pauses a save mid-write: ample time for a test to kill the process. */
+const PAUSED_SAVE_MS = 60_000;
+
 /** What a full-state checkpoint's meta holds besides what the caller adds (e.g. the donor). */
 const metaSchema = z.looseObject({
   runId: z.string().min(1),
@@ -162,9 +165,14 @@ export class FullStateSaver {
   private nextId = 0;
   private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo) => void; reject: (err: Error) => void }>();
 
+  /** Saves (`save`) requested so far: the fault pauses the one numbered `pauseSave`. */
+  private saves = 0;
+
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
+    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunk is committed. */
+    private readonly pauseSave?: number,
   ) {}
 
   /** A save is being written. */
@@ -180,6 +188,7 @@ export class FullStateSaver {
   save(kind: FullStateKind, live: LiveState, meta: FullStateMeta, keep: number): { snapshotted: Promise<void>; written: Promise<CheckpointInfo> } | undefined {
     if (this.busy) return undefined;
     this.busy = true;
+    const pause = ++this.saves === this.pauseSave ? { pauseMs: PAUSED_SAVE_MS } : {};
     const snapshotted = this.snapshot(live);
     const written = snapshotted.then(() => {
       const shared = this.shared!;
@@ -196,6 +205,7 @@ export class FullStateSaver {
         expAvg: shared.expAvg.data,
         expAvgSq: shared.expAvgSq.data,
         optimizer: { kind: o.config.kind, step: o.stepCount, config: describeConfig(o.config), ...(live.scaler ? { lossScaler: live.scaler.exportState() } : {}) },
+        ...pause,
       });
     });
     return { snapshotted, written: this.finish(written) };
@@ -269,6 +279,10 @@ export class FullStateSaver {
     const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.file } });
     worker.unref();
     worker.on('message', (reply: StateSaveReply) => {
+      if ('paused' in reply) {
+        this.log.warn(`testing (--fault-pause-state-save): a full-state save paused mid-write after ${reply.paused} chunk committed, for ${PAUSED_SAVE_MS / 1000} s`);
+        return;
+      }
       const waiting = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
       if (this.waiting.size === 0) worker.unref();

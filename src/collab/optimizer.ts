@@ -458,9 +458,11 @@ export class CollaborativeOptimizer {
     if (this.backup === undefined || this.epochValue >= this.backup.epoch + this.o.backupEverySteps) this.takeBackup();
   }
 
+  /** Copies into the previous backup's buffers: a backup allocates nothing after the first. */
   private takeBackup(): void {
-    if (this.backup?.params.length === this.params.size) this.backup.params.set(this.params.data);
-    this.backup = { epoch: this.epochValue, params: this.backup?.params ?? this.params.data.slice(), optimizer: this.optimizer.exportState() };
+    const params = this.backup?.params ?? new Float32Array(this.params.size);
+    params.set(this.params.data);
+    this.backup = { epoch: this.epochValue, params, optimizer: this.optimizer.exportState(this.backup?.optimizer) };
   }
 
   /**

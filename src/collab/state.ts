@@ -4,8 +4,9 @@
  */
 import { decode as cborDecode, encode as cborEncode } from 'cborg';
 import { z } from 'zod';
-import { checkConfig, configFromHf, configToHf, type AlbertConfig, decodeParams, encodeParams, decodeOptimizerState, encodeOptimizerState, type OptimizerState, type ParameterSet } from '../engine/index.js';
+import { checkConfig, configFromHf, configToHf, type AlbertConfig, decodeParams, encodeParamsPieces, decodeOptimizerState, encodeOptimizerStatePieces, type OptimizerState, type ParameterSet } from '../engine/index.js';
 import { TrainingStateError } from './errors.js';
+import { concatBytes } from '../util/bytes.js';
 
 export interface TrainingState {
   readonly epoch: number;
@@ -32,10 +33,42 @@ type Wire = z.infer<typeof wireSchema>;
  * tensor with a larger value stays F32, never ±Inf), second moments as F32: 8 bytes per parameter
  * instead of 12. Decoding reads either.
  */
-export function encodeTrainingState(s: TrainingState, { fp16 = false } = {}): Uint8Array {
-  const optimizer = s.optimizer ? { optimizer: encodeOptimizerState(s.optimizer, { halfFirstMoment: fp16 }) } : {};
-  const wire: Wire = { v: 1, epoch: s.epoch, config: configToHf(s.config), params: encodeParams(s.params, undefined, fp16), ...optimizer };
-  return cborEncode(wire);
+export function encodeTrainingState(s: TrainingState, opts: { fp16?: boolean } = {}): Uint8Array {
+  return concatBytes(encodeTrainingStatePieces(s, opts));
+}
+
+/**
+ * `encodeTrainingState`'s bytes as pieces whose tensor pieces are views of `s`'s own values (nothing
+ * large is copied): a checkpoint of hundreds of MiB is hashed and written piece by piece. The map's
+ * entries go in cborg's canonical order (shorter keys first), so the bytes are those cborg gives the
+ * whole map.
+ */
+export function encodeTrainingStatePieces(s: TrainingState, { fp16 = false } = {}): Uint8Array[] {
+  const small: Array<[keyof Wire, unknown]> = [
+    ['v', 1],
+    ['epoch', s.epoch],
+    ['config', configToHf(s.config)],
+  ];
+  const large: Array<[keyof Wire, Uint8Array[]]> = [['params', encodeParamsPieces(s.params, undefined, fp16)]];
+  if (s.optimizer) large.push(['optimizer', encodeOptimizerStatePieces(s.optimizer, { halfFirstMoment: fp16 })]);
+  const pieces: Uint8Array[] = [Uint8Array.of(CBOR_MAP | (small.length + large.length))];
+  for (const [key, value] of small) pieces.push(cborEncode(key), cborEncode(value));
+  for (const [key, value] of large) pieces.push(cborEncode(key), cborBytesHead(value.reduce((n, p) => n + p.byteLength, 0)), ...value);
+  return pieces;
+}
+
+/** CBOR's major type 5 (map) with the entry count in the low bits (< 24 entries). */
+const CBOR_MAP = 0xa0;
+
+/** The head of a CBOR byte string (major type 2) of `length` bytes (RFC 8949 §3: the length in 0, 1, 2, 4 or 8 big-endian bytes). */
+function cborBytesHead(length: number): Uint8Array {
+  if (length < 24) return Uint8Array.of(0x40 | length);
+  const size = length < 2 ** 8 ? 1 : length < 2 ** 16 ? 2 : length < 2 ** 32 ? 4 : 8;
+  const head = Buffer.alloc(1 + size);
+  head[0] = 0x40 | (24 + Math.log2(size)); // additional info 24–27: the length follows in 1, 2, 4, 8 bytes
+  if (size === 8) head.writeBigUInt64BE(BigInt(length), 1);
+  else head.writeUIntBE(length, 1, size);
+  return head;
 }
 
 /** Decodes and checks a state; `source` names where it came from in errors (e.g. the donor's peer id). */

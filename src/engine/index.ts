@@ -4,7 +4,7 @@
  * the rest of Cohort builds on. Code outside the engine imports from here.
  */
 export { checkConfig, configFromHf, configToHf, PRESET_NAMES, PRESETS, type AlbertConfig, type PresetName } from './albert/config.js';
-export { decodeParams, encodeParams, loadModel, saveModel } from './albert/checkpoint.js';
+export { decodeParams, encodeParams, encodeParamsPieces, loadModel, saveModel } from './albert/checkpoint.js';
 export { PRECISIONS, type Precision } from './albert/graph.js';
 export { initAlbertParams } from './albert/params.js';
 export { batchFromJson, IGNORE_INDEX, type AlbertBatch } from './batch.js';

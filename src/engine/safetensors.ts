@@ -4,11 +4,16 @@
  * raw little-endian tensor bytes. Files come from strangers' peers and the internet, so every field
  * is checked before use.
  */
+import { endianness } from 'node:os';
 import { floatToHalf, HALF_MAX, halfToFloat } from './fp16.js';
+import { concatBytes } from '../util/bytes.js';
 
 export type SafeDtype = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
 const DTYPE_BYTES: Record<SafeDtype, number> = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
+
+// Float32Array bytes are the platform's; safetensors is little-endian
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Header larger than this is refused (real ALBERT headers are a few KiB). */
 export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
@@ -25,6 +30,14 @@ export class SafetensorsError extends Error {
 }
 
 export function encodeSafetensors(tensors: ReadonlyMap<string, SafeTensor> | Record<string, SafeTensor>, metadata: Record<string, string> = {}): Uint8Array {
+  return concatBytes(safetensorsPieces(tensors, metadata));
+}
+
+/**
+ * A safetensors file as pieces whose concatenation is `encodeSafetensors`' bytes: the header, then
+ * each tensor's bytes as given (not copied), so a large file can be hashed and written piece by piece.
+ */
+export function safetensorsPieces(tensors: ReadonlyMap<string, SafeTensor> | Record<string, SafeTensor>, metadata: Record<string, string> = {}): Uint8Array[] {
   // (`instanceof Map` would narrow to Map<any, any>; this keeps the element types)
   const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
   const header: Record<string, unknown> = {};
@@ -35,18 +48,12 @@ export function encodeSafetensors(tensors: ReadonlyMap<string, SafeTensor> | Rec
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.bytes.byteLength] };
     offset += t.bytes.byteLength;
   }
-  let json = Buffer.from(JSON.stringify(header), 'utf8');
+  const json = Buffer.from(JSON.stringify(header), 'utf8');
   const pad = (8 - (json.length % 8)) % 8; // the format pads the header with spaces to 8-byte alignment
-  if (pad > 0) json = Buffer.concat([json, Buffer.alloc(pad, 0x20)]);
-  const out = new Uint8Array(8 + json.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-  out.set(json, 8);
-  let at = 8 + json.length;
-  for (const [, t] of entries) {
-    out.set(t.bytes, at);
-    at += t.bytes.byteLength;
-  }
-  return out;
+  const head = Buffer.alloc(8 + json.length + pad, 0x20);
+  head.writeBigUInt64LE(BigInt(json.length + pad), 0);
+  json.copy(head, 8);
+  return [head, ...entries.map(([, t]) => t.bytes)];
 }
 
 export function decodeSafetensors(file: Uint8Array): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
@@ -98,7 +105,8 @@ export function toFloat32(name: string, t: SafeTensor): Float32Array {
   const out = new Float32Array(n);
   switch (t.dtype) {
     case 'F32':
-      for (let i = 0; i < n; i++) out[i] = view.getFloat32(i * 4, true);
+      if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(t.bytes);
+      else for (let i = 0; i < n; i++) out[i] = view.getFloat32(i * 4, true);
       return out;
     case 'F64':
       for (let i = 0; i < n; i++) out[i] = view.getFloat64(i * 8, true);
@@ -117,11 +125,21 @@ export function toFloat32(name: string, t: SafeTensor): Float32Array {
 }
 
 /**
- * float32 values as an F16 tensor (half the bytes), or as F32 when one of them lies beyond fp16's
- * range: it would become ±Inf there (non-finite values stay what they are, and are refused on load).
+ * float32 values as an F32 safetensors tensor: a view of their bytes where the platform is
+ * little-endian (every platform Node ships on is; the tensor then changes with the values), else a
+ * little-endian copy.
+ */
+export function float32Tensor(values: Float32Array, shape: readonly number[]): SafeTensor {
+  return LITTLE_ENDIAN ? { dtype: 'F32', shape, bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) } : fromFloat32(values, shape);
+}
+
+/**
+ * float32 values as an F16 tensor (half the bytes), or as F32 (float32Tensor) when one of them lies
+ * beyond fp16's range: it would become ±Inf there (non-finite values stay what they are, and are
+ * refused on load).
  */
 export function fromFloat32AsHalf(values: Float32Array, shape: readonly number[]): SafeTensor {
-  for (let i = 0; i < values.length; i++) if (Math.abs(values[i]!) > HALF_MAX) return fromFloat32(values, shape);
+  for (let i = 0; i < values.length; i++) if (Math.abs(values[i]!) > HALF_MAX) return float32Tensor(values, shape);
   const bytes = new Uint8Array(values.length * 2);
   const view = new DataView(bytes.buffer);
   for (let i = 0; i < values.length; i++) view.setUint16(i * 2, floatToHalf(values[i]!), true);

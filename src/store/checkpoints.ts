@@ -27,6 +27,8 @@ export interface SaveCheckpoint {
   readonly data: Uint8Array | Iterable<Uint8Array>;
   /** Keep at most this many checkpoints of this kind (oldest are deleted in the same transaction). */
   readonly keep?: number;
+  /** saveChunked: called after each chunk is committed with how many are (the test fault that pauses a save mid-write). */
+  readonly onChunk?: (written: number) => void;
 }
 
 interface Row {
@@ -101,6 +103,7 @@ export class CheckpointStore {
       hash.update(chunk);
       insertChunk.run(id, seq++, chunk); // its own transaction (autocommit)
       size += chunk.byteLength;
+      checkpoint.onChunk?.(seq);
     }
     const sha256 = hash.digest('hex');
     this.db.transaction(() => {
@@ -138,13 +141,25 @@ export class CheckpointStore {
   load(id: number): { info: CheckpointInfo; data: Buffer } {
     const row = this.db.prepare('SELECT * FROM checkpoints WHERE id = ?').get(id) as Row | undefined;
     if (!row) throw new CheckpointCorruptError(this.file, `checkpoint ${id} does not exist in ${this.file}`);
-    const chunks = this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').all(id) as Array<{ seq: number; data: Buffer }>;
-    if (chunks.length !== row.chunk_count || chunks.some((c, i) => c.seq !== i)) {
-      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${chunks.length} of ${row.chunk_count} chunks`);
+    // read chunk by chunk into one buffer of the stored size, hashing as it goes (no second copy)
+    const data = Buffer.allocUnsafe(row.size);
+    const hash = createHash('sha256');
+    let count = 0;
+    let inOrder = true;
+    let bytes = 0;
+    for (const c of this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').iterate(id) as Iterable<{ seq: number; data: Buffer }>) {
+      inOrder &&= c.seq === count++;
+      if (inOrder && bytes + c.data.byteLength <= row.size) {
+        data.set(c.data, bytes);
+        hash.update(c.data);
+      }
+      bytes += c.data.byteLength;
     }
-    const data = Buffer.concat(chunks.map((c) => c.data));
-    const sha256 = createHash('sha256').update(data).digest('hex');
-    if (data.byteLength !== row.size || sha256 !== row.sha256) {
+    if (count !== row.chunk_count || !inOrder) {
+      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${count} of ${row.chunk_count} chunks`);
+    }
+    const sha256 = bytes === row.size ? hash.digest('hex') : `${bytes} bytes instead of ${row.size}`;
+    if (bytes !== row.size || sha256 !== row.sha256) {
       throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) fails its checksum: expected ${row.sha256}, got ${sha256}`);
     }
     return { info: toInfo(row), data };
@@ -178,24 +193,26 @@ function toInfo(row: Row): CheckpointInfo {
   return { id: row.id, kind: row.kind, epoch: row.epoch, createdAt: row.created_at, size: row.size, sha256: row.sha256, meta: JSON.parse(row.meta) as Record<string, unknown> };
 }
 
-/** Re-cuts a byte sequence into pieces of exactly `size` bytes (the last may be shorter). */
+/**
+ * Re-cuts a byte sequence into pieces of exactly `size` bytes (the last may be shorter), copied into
+ * one buffer that each piece reuses: a piece is valid until the next one is asked for (the callers
+ * hash and insert it first; SQLite copies what it binds).
+ */
 function* rechunk(data: Uint8Array | Iterable<Uint8Array>, size: number): Generator<Uint8Array> {
   const pieces = data instanceof Uint8Array ? [data] : data;
-  let pending: Uint8Array[] = [];
-  let pendingBytes = 0;
+  const chunk = Buffer.allocUnsafe(data instanceof Uint8Array ? Math.min(size, data.byteLength) : size);
+  let filled = 0;
   for (const piece of pieces) {
-    let offset = 0;
-    while (offset < piece.byteLength) {
-      const take = Math.min(size - pendingBytes, piece.byteLength - offset);
-      pending.push(piece.subarray(offset, offset + take));
-      pendingBytes += take;
+    for (let offset = 0; offset < piece.byteLength; ) {
+      const take = Math.min(size - filled, piece.byteLength - offset);
+      chunk.set(piece.subarray(offset, offset + take), filled);
+      filled += take;
       offset += take;
-      if (pendingBytes === size) {
-        yield Buffer.concat(pending);
-        pending = [];
-        pendingBytes = 0;
+      if (filled === size) {
+        yield chunk;
+        filled = 0;
       }
     }
   }
-  if (pendingBytes > 0) yield Buffer.concat(pending);
+  if (filled > 0) yield chunk.subarray(0, filled);
 }

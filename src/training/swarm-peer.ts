@@ -46,6 +46,8 @@ export interface SwarmPeerInit extends WatchdogOptions {
   readonly resumeFrom?: TrainingState | undefined;
   /** Save the full state after an epoch ends once this many minutes passed since the last save, and on stop; 0: after every epoch. @default DEFAULT_SAVE_STATE_MINUTES */
   readonly saveStateMinutes?: number | undefined;
+  /** Test-only: the N-th full-state save stops mid-write for a while (FullStateSaver's pauseSave). */
+  readonly faultPauseStateSave?: number | undefined;
   /** Stop after the swarm reaches this epoch. */
   readonly maxEpochs?: number | undefined;
   /** onnxruntime threads. */
@@ -103,7 +105,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   });
   const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
-  const saver = new FullStateSaver(store, log);
+  const saver = new FullStateSaver(store, log, init.faultPauseStateSave);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
   let lastSave = performance.now();
   let savedEpoch = resumeEpoch ?? 0;

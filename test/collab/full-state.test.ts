@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, storedRunRecord, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
 import { DEFAULT_RUN_SETTINGS, newRunParams } from '../../src/collab/run-params.js';
-import { encodeTrainingState } from '../../src/collab/state.js';
-import { checkConfig, createOptimizer, DynamicLossScaler, initAlbertParams, PRESETS } from '../../src/engine/index.js';
+import { encode as cborEncode } from 'cborg';
+import { decodeTrainingState, encodeTrainingState, encodeTrainingStatePieces } from '../../src/collab/state.js';
+import { checkConfig, configToHf, createOptimizer, DynamicLossScaler, encodeOptimizerState, encodeParams, initAlbertParams, PRESETS } from '../../src/engine/index.js';
 import { createLogger } from '../../src/log/logger.js';
 import { openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -26,6 +27,19 @@ function trained(seed: number) {
   scaler.update(false); // one overflow: scale backed off, one skipped step
   return { params, optimizer, scaler };
 }
+
+test('a training state encoded as pieces is cborg’s encoding of the whole map, byte for byte, with the values as views (not copies)', () => {
+  const { params, optimizer } = trained(1);
+  const state = optimizer.exportState();
+  for (const s of [{ epoch: 3, config, params, optimizer: state }, { epoch: 0, config, params }]) {
+    const whole = cborEncode({ v: 1, epoch: s.epoch, config: configToHf(config), params: encodeParams(params), ...('optimizer' in s ? { optimizer: encodeOptimizerState(state) } : {}) });
+    const pieces = encodeTrainingStatePieces(s);
+    assert.deepEqual(Buffer.concat(pieces), Buffer.from(whole));
+    assert.deepEqual(Buffer.from(encodeTrainingState(s)), Buffer.from(whole));
+    assert.ok(pieces.some((p) => p.buffer === params.data.buffer), 'the parameters are not copied');
+    assert.equal(decodeTrainingState(Buffer.concat(pieces), 'the pieces').epoch, s.epoch);
+  }
+});
 
 test('a full-state checkpoint saved off the event loop loads back exactly, with the run record; another run’s is not resumed', { timeout: 60_000 }, async (t) => {
   const store = openStore(tmpDir(t));

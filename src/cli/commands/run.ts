@@ -84,8 +84,8 @@ export function registerRun(program: Command): void {
           maxBadMicroBatches: opts.maxBadMicroBatches,
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
-        const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes } = opts;
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, resumeFrom });
+        const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {

@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ParameterSet } from '../params.js';
-import { decodeSafetensors, encodeSafetensors, fromFloat32, fromFloat32AsHalf, toFloat32, type SafeTensor } from '../safetensors.js';
+import { decodeSafetensors, float32Tensor, fromFloat32AsHalf, safetensorsPieces, toFloat32 } from '../safetensors.js';
 import { configFromHf, configToHf, type AlbertConfig } from './config.js';
 import { albertParamSpecs } from './params.js';
+import { concatBytes } from '../../util/bytes.js';
 
 /**
  * HF-compatible model directories: config.json (AlbertConfig fields) + model.safetensors
@@ -20,11 +21,17 @@ const ALIASES: Readonly<Record<string, string>> = {
 };
 const BUFFERS = new Set(['albert.embeddings.position_ids', 'albert.embeddings.token_type_ids']);
 
-/** Parameters (or gradients) as safetensors bytes under their parameter names; `half`: F16 where the values fit (fromFloat32AsHalf). */
+/** Parameters (or gradients) as safetensors bytes under their parameter names. */
 export function encodeParams(params: ParameterSet, metadata: Record<string, string> = { format: 'pt' }, half = false): Uint8Array {
-  const tensors = new Map<string, SafeTensor>();
-  for (const s of params.specs) tensors.set(s.name, (half ? fromFloat32AsHalf : fromFloat32)(params.view(s.name), s.shape));
-  return encodeSafetensors(tensors, metadata);
+  return concatBytes(encodeParamsPieces(params, metadata, half));
+}
+
+/**
+ * `encodeParams`' bytes as pieces: the header, then views of the parameters' own values (not
+ * copied); `half`: F16 where the values fit (fromFloat32AsHalf, which makes new bytes).
+ */
+export function encodeParamsPieces(params: ParameterSet, metadata: Record<string, string> = { format: 'pt' }, half = false): Uint8Array[] {
+  return safetensorsPieces(new Map(params.specs.map((s) => [s.name, (half ? fromFloat32AsHalf : float32Tensor)(params.view(s.name), s.shape)])), metadata);
 }
 
 /**

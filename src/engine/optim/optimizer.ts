@@ -22,6 +22,12 @@ export interface OptimizerState {
   readonly lossScaler?: LossScalerState;
 }
 
+/** Sets with the parameters' layout that moments are copied into. */
+export interface Moments {
+  readonly expAvg: ParameterSet;
+  readonly expAvgSq: ParameterSet;
+}
+
 export interface Optimizer {
   readonly config: ResolvedOptimizerConfig;
   /** Updates applied so far. */
@@ -32,13 +38,17 @@ export interface Optimizer {
    * first (`clipGradNorm` throws on NaN/Inf), since a non-finite gradient poisons the moments.
    */
   step(params: ParameterSet, grads: ParameterSet, lr: number): void;
-  /** A copy of the state (safe to serialize while training continues). */
-  exportState(): OptimizerState;
+  /**
+   * A copy of the state (safe to serialize while training continues). With `into`, the moments are
+   * copied into its sets (the parameters' layout) instead of newly allocated ones: a large state
+   * exported again and again (backups, saves) allocates nothing.
+   */
+  exportState(into?: Moments): OptimizerState;
   /**
    * Copies the moments of the tensors [first, end) (layout order) into sets of the parameters'
    * layout: a large state can be snapshotted a few tensors at a time, yielding in between.
    */
-  copyMoments(into: { readonly expAvg: ParameterSet; readonly expAvgSq: ParameterSet }, first: number, end: number): void;
+  copyMoments(into: Moments, first: number, end: number): void;
   /** Replaces the state with a copy of `state`; throws naming the first tensor whose layout differs. */
   importState(state: OptimizerState): void;
 }
@@ -81,15 +91,12 @@ export abstract class MomentOptimizer implements Optimizer {
   /** Applies update number `t` (1-based) to the flat buffers. */
   protected abstract update(w: Float32Array, g: Float32Array, lr: number, t: number): void;
 
-  exportState(): OptimizerState {
-    const expAvg = this.layout.zerosLike();
-    const expAvgSq = this.layout.zerosLike();
-    this.moments.copyOut('m', expAvg);
-    this.moments.copyOut('v', expAvgSq);
-    return { kind: this.config.kind, step: this.steps, expAvg, expAvgSq, config: describeConfig(this.config) };
+  exportState(into: Moments = { expAvg: this.layout.zerosLike(), expAvgSq: this.layout.zerosLike() }): OptimizerState {
+    this.copyMoments(into, 0, this.specs.length);
+    return { kind: this.config.kind, step: this.steps, expAvg: into.expAvg, expAvgSq: into.expAvgSq, config: describeConfig(this.config) };
   }
 
-  copyMoments(into: { readonly expAvg: ParameterSet; readonly expAvgSq: ParameterSet }, first: number, end: number): void {
+  copyMoments(into: Moments, first: number, end: number): void {
     assertSameLayout(this.layout, into.expAvg, 'moment copy exp_avg');
     assertSameLayout(this.layout, into.expAvgSq, 'moment copy exp_avg_sq');
     this.moments.copyOut('m', into.expAvg, first, end);

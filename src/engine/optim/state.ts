@@ -7,9 +7,10 @@
 import { endianness } from 'node:os';
 import { checkState as checkLossScalerState, type LossScalerState } from '../loss-scaler.js';
 import type { ParameterSet } from '../params.js';
-import { decodeSafetensors, encodeSafetensors, fromFloat32, fromFloat32AsHalf, toFloat32, type SafeTensor } from '../safetensors.js';
+import { decodeSafetensors, float32Tensor, fromFloat32AsHalf, safetensorsPieces, toFloat32, type SafeTensor } from '../safetensors.js';
 import type { OptimizerKind } from './config.js';
 import type { OptimizerState } from './optimizer.js';
+import { concatBytes } from '../../util/bytes.js';
 
 export const OPTIMIZER_STATE_FORMAT = 'cohort-optimizer-state';
 export const OPTIMIZER_STATE_VERSION = '1';
@@ -31,17 +32,19 @@ const LITTLE_ENDIAN = endianness() === 'LE';
  * its values span more orders of magnitude than fp16 holds, and one flushed to 0 would blow up the
  * step that divides by its square root.
  */
-export function encodeOptimizerState(state: OptimizerState, { halfFirstMoment = false } = {}): Uint8Array {
+export function encodeOptimizerState(state: OptimizerState, opts: { halfFirstMoment?: boolean } = {}): Uint8Array {
+  return concatBytes(encodeOptimizerStatePieces(state, opts));
+}
+
+/** `encodeOptimizerState`'s bytes as pieces: the header, then views of the moments' own values (not copied; F16 tensors are new). */
+export function encodeOptimizerStatePieces(state: OptimizerState, { halfFirstMoment = false } = {}): Uint8Array[] {
   const tensors = new Map<string, SafeTensor>();
   for (const [prefix, key] of MOMENTS) {
     const set = state[key];
-    for (const spec of set.specs) {
-      const values = set.data.subarray(spec.offset, spec.offset + spec.size);
-      if (halfFirstMoment && key === 'expAvg') tensors.set(`${prefix}.${spec.name}`, fromFloat32AsHalf(values, spec.shape));
-      else tensors.set(`${prefix}.${spec.name}`, LITTLE_ENDIAN ? { dtype: 'F32', shape: spec.shape, bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) } : fromFloat32(values, spec.shape));
-    }
+    const tensor = halfFirstMoment && key === 'expAvg' ? fromFloat32AsHalf : float32Tensor;
+    for (const spec of set.specs) tensors.set(`${prefix}.${spec.name}`, tensor(set.data.subarray(spec.offset, spec.offset + spec.size), spec.shape));
   }
-  return encodeSafetensors(tensors, {
+  return safetensorsPieces(tensors, {
     format: OPTIMIZER_STATE_FORMAT,
     version: OPTIMIZER_STATE_VERSION,
     kind: state.kind,

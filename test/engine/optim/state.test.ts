@@ -46,6 +46,22 @@ test('state survives export → bytes → import: continuing after import equals
   }
 });
 
+test('exportState(into) fills the sets given (no new ones) with what exportState() returns; a later export overwrites them', () => {
+  const { params, opt } = trained('lamb', 2);
+  const into = { expAvg: params.zerosLike(), expAvgSq: params.zerosLike() };
+  const state = opt.exportState(into);
+  assert.equal(state.expAvg, into.expAvg);
+  assert.equal(state.expAvgSq, into.expAvgSq);
+  const fresh = opt.exportState();
+  assert.deepEqual(into.expAvg.data, fresh.expAvg.data);
+  assert.deepEqual(into.expAvgSq.data, fresh.expAvgSq.data);
+  assert.ok(into.expAvgSq.data.some((v) => v !== 0), 'the moments were copied, not left at zero');
+  opt.step(params, gradsAt(2, params), 0.01);
+  opt.exportState(into);
+  assert.notDeepEqual(into.expAvg.data, fresh.expAvg.data, 'the second export overwrote the first');
+  assert.equal(opt.exportState(into).step, 3);
+});
+
 test('the encoding names tensors exp_avg.<param>/exp_avg_sq.<param> and records kind, step and config', () => {
   const { opt } = trained('lamb', 2);
   const { tensors, metadata } = decodeSafetensors(encodeOptimizerState(opt.exportState()));
