@@ -135,6 +135,8 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     const have: Buffer[] = [];
     let contributors = new Set<string>();
     const failedHere = new Set<string>();
+    /** Why each holder tried did not deliver this blob (for the error when none is left). */
+    const tried = new Map<string, string>();
     let resumed = 0;
     let waitUntil: number | undefined;
     for (;;) {
@@ -144,12 +146,11 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       if (candidates.length === 0) candidates = usable(await findHolders(true));
       if (candidates.length === 0) {
         waitUntil ??= Date.now() + (options.waitForHolderMs ?? 60_000);
-        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} of dataset ${datasetId} (${penalised.size} penalised, ${failedHere.size} failed)`);
+        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s for one: ${describeTried(tried, penalised)}`);
         failedHere.clear(); // a holder that failed may have come back (restart, busy no more)
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
       }
-      waitUntil = undefined;
       const peer = candidates[Math.floor(Math.random() * candidates.length)]!;
       const before = have.reduce((n, b) => n + b.byteLength, 0);
       if (before > 0) resumed++;
@@ -158,14 +159,20 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         await getBlob(peer, sha256, have, size, onBytes);
       } catch (err) {
         options.signal?.throwIfAborted();
+        // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
+        if (have.reduce((n, b) => n + b.byteLength, 0) > before) waitUntil = undefined;
         failedHere.add(peer);
+        tried.set(peer, `stopped at byte ${have.reduce((n, b) => n + b.byteLength, 0)} of ${size}: ${(err as Error).message}`);
         log.info({ peer, what, at: have.reduce((n, b) => n + b.byteLength, 0), err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
       }
       const data = Buffer.concat(have);
       const got = createHash('sha256').update(data).digest('hex');
       if (got === sha256) return { data, resumed };
-      for (const p of contributors) penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
+      for (const p of contributors) {
+        penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
+        tried.set(p, penalised.get(p)!);
+      }
       onBytes(-data.byteLength);
       have.length = 0;
       contributors = new Set();
@@ -175,6 +182,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   // 1. The manifest, from a holder, proven to be the dataset the run names.
   let manifest: Manifest | undefined;
   const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
+  const triedForManifest = new Map<string, string>();
   while (manifest === undefined) {
     options.signal?.throwIfAborted();
     const holders = [...(await findHolders(true)).keys()];
@@ -184,18 +192,24 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
           await framed.write({ t: 'manifest', datasetId }, stall());
           return framed.expect(manifestReplySchema, stall(), 'the manifest');
         });
-        if (reply.t === 'refused') continue;
+        if (reply.t === 'refused') {
+          triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
+          continue;
+        }
         const m = reply.manifest;
         const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
-        if (m.datasetId !== datasetId || id !== datasetId) penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
-        else manifest = m;
+        if (m.datasetId !== datasetId || id !== datasetId) {
+          penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
+          triedForManifest.set(peer, penalised.get(peer)!);
+        } else manifest = m;
         if (manifest) break;
       } catch (err) {
+        triedForManifest.set(peer, (err as Error).message);
         log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
       }
     }
     if (manifest === undefined) {
-      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId} (${holders.length} advertised it${penalised.size ? `, ${penalised.size} penalised` : ''})`);
+      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
@@ -274,7 +288,7 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
   const quota = options.quotaBytes ?? Infinity;
   let used = [...held].reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
   const chosen: number[] = [];
-  for (const i of new Prng(`shards:${peerId}:${manifest.datasetId}`).permutation(manifest.shards.length)) {
+  for (const i of shardOrder(manifest, peerId)) {
     if (held.has(i)) continue;
     const size = manifest.shards[i]!.bytes;
     if (used + size > quota) continue;
@@ -286,6 +300,19 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
     throw new RangeError(`cache quota of ${quota} bytes cannot hold one shard of dataset ${manifest.datasetId} (the smallest has ${smallest} bytes)`);
   }
   return chosen;
+}
+
+/** This peer's own order of a dataset's shards (manifest indices): what it fetches first, and next within a quota. */
+export function shardOrder(manifest: Manifest, peerId: string): Uint32Array {
+  return new Prng(`shards:${peerId}:${manifest.datasetId}`).permutation(manifest.shards.length);
+}
+
+/** The holders tried for one blob (or the manifest) and why each did not deliver it. */
+function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMap<string, string>): string {
+  const others = [...penalised.keys()].filter((peer) => !tried.has(peer)).length;
+  const skipped = others > 0 ? `; ${others} other holder(s) skipped for serving wrong bytes earlier` : '';
+  if (tried.size === 0) return `no peer advertised it in the DHT${skipped}`;
+  return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }
 
 const tokenizerPath = (dataDir: string, sha256: string) => path.join(dataDir, 'data', 'tokenizers', `${sha256}.json`);
