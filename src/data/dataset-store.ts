@@ -138,6 +138,15 @@ export class DatasetStore {
       .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
   }
 
+  /**
+   * Bytes of each shard held (seq → bytes). Cheap where shardEntries is not: a row's sha256 is stored
+   * after its blob, so reading it walks the blob's overflow pages, where length() reads only the header.
+   */
+  shardSizes(cacheKey: string): Map<number, number> {
+    const rows = this.db.prepare('SELECT seq, length(data) AS bytes FROM shards WHERE cache_key = ?').all(cacheKey) as { seq: number; bytes: number }[];
+    return new Map(rows.map((r) => [r.seq, r.bytes]));
+  }
+
   /** Drops one shard of a fetched dataset (a peer within its cache quota, done with it) and recounts the dataset. */
   dropShard(cacheKey: string, seq: number): void {
     this.db.prepare('DELETE FROM shards WHERE cache_key = ? AND seq = ?').run(cacheKey, seq);

@@ -109,10 +109,10 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     }
   };
 
-  /** Streams blob `sha256` from `peer` starting at `have.length`; returns when complete or throws (what arrived stays in `have`). */
-  const getBlob = (peer: string, sha256: string, have: Buffer[], maxBytes: number, onBytes: (n: number) => void) =>
+  /** Streams blob `sha256` from `peer` starting at `have.bytes`; returns when complete or throws (what arrived stays in `have`). */
+  const getBlob = (peer: string, sha256: string, have: Received, maxBytes: number, onBytes: (n: number) => void) =>
     call(peer, async (framed, stall) => {
-      let at = have.reduce((n, b) => n + b.byteLength, 0);
+      let at = have.bytes;
       await framed.write({ t: 'get', sha256, offset: at }, stall());
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
       if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
@@ -120,7 +120,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       while (at < header.size) {
         const { d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
         if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
-        have.push(Buffer.from(d));
+        have.push(d);
         at += d.byteLength;
         onBytes(d.byteLength);
       }
@@ -132,7 +132,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
    * reappear when all have failed, up to `waitForHolderMs`.
    */
   const fetchBlob = async (what: string, sha256: string, size: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
-    const have: Buffer[] = [];
+    const have = new Received();
     let contributors = new Set<string>();
     const failedHere = new Set<string>();
     /** Why each holder tried did not deliver this blob (for the error when none is left). */
@@ -152,7 +152,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         continue;
       }
       const peer = candidates[Math.floor(Math.random() * candidates.length)]!;
-      const before = have.reduce((n, b) => n + b.byteLength, 0);
+      const before = have.bytes;
       if (before > 0) resumed++;
       contributors.add(peer);
       try {
@@ -160,21 +160,20 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       } catch (err) {
         options.signal?.throwIfAborted();
         // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
-        if (have.reduce((n, b) => n + b.byteLength, 0) > before) waitUntil = undefined;
+        if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
-        tried.set(peer, `stopped at byte ${have.reduce((n, b) => n + b.byteLength, 0)} of ${size}: ${(err as Error).message}`);
-        log.info({ peer, what, at: have.reduce((n, b) => n + b.byteLength, 0), err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
+        tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
+        log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
       }
-      const data = Buffer.concat(have);
-      const got = createHash('sha256').update(data).digest('hex');
-      if (got === sha256) return { data, resumed };
+      const got = have.sha256();
+      if (got === sha256) return { data: have.data(), resumed };
       for (const p of contributors) {
         penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
         tried.set(p, penalised.get(p)!);
       }
-      onBytes(-data.byteLength);
-      have.length = 0;
+      onBytes(-have.bytes);
+      have.reset();
       contributors = new Set();
     }
   };
@@ -300,6 +299,36 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
     throw new RangeError(`cache quota of ${quota} bytes cannot hold one shard of dataset ${manifest.datasetId} (the smallest has ${smallest} bytes)`);
   }
   return chosen;
+}
+
+/**
+ * A blob as its chunks arrive: kept as received (no copy; each is a fresh frame) and hashed as it
+ * grows, so verifying a complete blob does not read it all again at the end.
+ */
+class Received {
+  private chunks: Uint8Array[] = [];
+  private hash = createHash('sha256');
+  bytes = 0;
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk);
+    this.hash.update(chunk);
+    this.bytes += chunk.byteLength;
+  }
+
+  sha256(): string {
+    return this.hash.copy().digest('hex');
+  }
+
+  data(): Buffer {
+    return Buffer.concat(this.chunks, this.bytes);
+  }
+
+  reset(): void {
+    this.chunks = [];
+    this.hash = createHash('sha256');
+    this.bytes = 0;
+  }
 }
 
 /** This peer's own order of a dataset's shards (manifest indices): what it fetches first, and next within a quota. */

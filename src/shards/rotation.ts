@@ -66,7 +66,7 @@ export class ShardRotation {
   }
 
   private held(): Map<number, number> {
-    return new Map(this.datasets.shardEntries(this.o.cacheKey).map((s) => [s.seq, s.bytes]));
+    return this.datasets.shardSizes(this.o.cacheKey);
   }
 
   private async drain(): Promise<void> {

@@ -94,6 +94,7 @@ export class ShardServer {
   private readonly stallTimeoutMs: number;
   private readonly chunkBytes: number;
   private timer: NodeJS.Timeout | undefined;
+  private readonly manifests = new Map<string, Manifest>();
   private stopped = true;
   /** Adverts in a row that reached nobody. */
   private retries = 0;
@@ -154,9 +155,10 @@ export class ShardServer {
     for (const info of this.datasets.list()) {
       if (info.datasetId === null) continue;
       try {
-        const manifest = manifestOf(info, this.datasets);
-        const held = new Set(this.datasets.shardEntries(info.cacheKey).map((s) => s.sha256));
-        const have = encodeBits(manifest.shards.map((s) => held.has(s.sha256)));
+        const manifest = this.manifest(info);
+        // a shard's seq is its manifest index (fetched shards are stored by it, prepared ones build the manifest in seq order)
+        const held = new Set(this.datasets.shardSeqs(info.cacheKey));
+        const have = encodeBits(manifest.shards.map((_, i) => held.has(i)));
         const { replicas } = await ns.store(holdingKey(info.datasetId), '', { shards: manifest.shards.length, have }, Date.now() + 3 * this.advertiseIntervalMs);
         storedNowhere ||= replicas === 0;
       } catch (err) {
@@ -183,7 +185,7 @@ export class ShardServer {
       if (request.t === 'manifest') {
         const info = this.datasets.byDatasetId(request.datasetId);
         const reply: ManifestReply = info
-          ? { t: 'manifest', manifest: manifestOf(info, this.datasets) }
+          ? { t: 'manifest', manifest: this.manifest(info) }
           : { t: 'refused', code: 'NOT_FOUND', message: `no dataset ${request.datasetId} here` };
         await framed.write(reply, stall());
         return await framed.close(stall());
@@ -208,6 +210,13 @@ export class ShardServer {
     } finally {
       this.active--;
     }
+  }
+
+  /** A dataset's manifest, built once per server: building one from a prepared dataset reads every shard's row. */
+  private manifest(info: DatasetInfo): Manifest {
+    let manifest = this.manifests.get(info.cacheKey);
+    if (manifest === undefined) this.manifests.set(info.cacheKey, (manifest = manifestOf(info, this.datasets)));
+    return manifest;
   }
 
   /** A shard by its sha256, or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
