@@ -56,7 +56,15 @@ export class ShardRotation {
   /** Shards (seq = manifest index) the trainer is done with for this pass: each is swapped for a new one, in turn. */
   trained(seqs: readonly number[]): void {
     this.queue.push(...seqs);
-    this.running ??= this.drain().finally(() => (this.running = undefined));
+    this.kick();
+  }
+
+  private kick(): void {
+    this.running ??= this.drain().finally(() => {
+      this.running = undefined;
+      // shards queued while the last swap was finishing
+      if (this.queue.length > 0 && !this.abort.signal.aborted) this.kick();
+    });
   }
 
   /** Stops swapping (a fetch under way is abandoned; the shard it replaced stays dropped). */
