@@ -9,7 +9,7 @@ export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type Ex
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { latestLeaderboard } from './leaderboard.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
-export { CollaborativeOptimizer, type StepOutcome } from './optimizer.js';
+export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, type StepOutcome } from './optimizer.js';
 export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';

@@ -39,6 +39,8 @@ export type StepOutcome =
       readonly preScheduled?: true;
       /** Why the gradient all-reduce failed (absent when it succeeded or was not attempted). */
       readonly reason?: string;
+      /** It failed because matchmaking refused this peer for training on other data (DATA_MISMATCH; `reason` names both). */
+      readonly dataMismatch?: true;
       /** Outcome of the state averaging that followed this step, when one was due. */
       readonly stateAveraging?: { readonly averagedWith: number } | { readonly reason: string };
       /** delay_optimizer_step: the update is not applied yet; it is taken during the next micro-batch (`computeWhileStepping`). */
@@ -71,7 +73,7 @@ interface EndedEpoch {
 
 /** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
 /** What a volunteer whose data differs from the swarm's should do (logged with the refusal naming both hashes). */
-const DATA_MISMATCH_ADVICE =
+export const DATA_MISMATCH_ADVICE =
   "this peer trains on other data than the swarm's peers, so it never averages with them. When the run pins its data (`cohort status --join CODE` shows it), restart this peer with an empty data directory (`cohort run --join CODE --data-dir NEW_DIR`) to fetch it; when it pins none, prepare the same data as the others (`cohort data prepare --source … --tokenizer …`) or found the run on one (`cohort run --coordinator --data-source …`)";
 
 type Reduced = StepResult | { readonly ok: false; readonly reason: string };
@@ -80,6 +82,7 @@ interface Averaged {
   readonly averagedWith: number;
   readonly preScheduled?: true;
   readonly reason?: string;
+  readonly dataMismatch?: true;
   readonly weights?: Record<string, number>;
 }
 
@@ -408,8 +411,9 @@ export class CollaborativeOptimizer {
       averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
     } else {
       this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
-      if ('code' in result && result.code === 'DATA_MISMATCH') this.log.error(DATA_MISMATCH_ADVICE);
-      averaged = { averagedWith: 1, reason: result.reason };
+      const dataMismatch = 'code' in result && result.code === 'DATA_MISMATCH';
+      if (dataMismatch) this.log.error(DATA_MISMATCH_ADVICE);
+      averaged = { averagedWith: 1, reason: result.reason, ...(dataMismatch ? { dataMismatch: true as const } : {}) };
     }
     const lr = this.lr(s.next);
     // `averaged` stays untouched until the step is taken: the next round fills it only after step() took it
@@ -499,7 +503,7 @@ export class CollaborativeOptimizer {
     const stateAveraging = averageStateNow ? await this.averageState(averageStateNow, s.next) : undefined;
     await Promise.all([this.publish(true), this.advertise().catch((err: unknown) => this.log.warn(`could not advertise state: ${(err as Error).message}`))]);
     this.nextFetch = 0;
-    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.preScheduled ? { preScheduled: true } : {}), ...(averaged.reason ? { reason: averaged.reason } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
+    return { type: 'stepped', epoch: s.next, loss: s.loss, averagedWith: averaged.averagedWith, ...(averaged.preScheduled ? { preScheduled: true } : {}), ...(averaged.reason ? { reason: averaged.reason } : {}), ...(averaged.dataMismatch ? { dataMismatch: true } : {}), ...(stateAveraging ? { stateAveraging } : {}), ...(pending ? { pending } : {}) };
   }
 
   /**

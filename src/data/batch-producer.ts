@@ -23,15 +23,20 @@ export interface ProducedBatch {
   readonly cursor: ReadCursor;
   /** Corrupt shards skipped while filling this batch. */
   readonly warnings: readonly string[];
+  /** Shards (seq) whose last example of this pass is in this batch: trained on once the batch is. */
+  readonly finished: readonly number[];
 }
 
 /**
  * Walks a dataset's shards in this peer's own order (a permutation per epoch seeded by peer id and
  * seed, and a permutation of examples within each shard) and builds masked batches. Everything random
  * derives from the position, so a restart from a persisted cursor continues exactly where it stopped.
+ * Each pass (epoch) is over the shards held when it starts: a peer within a cache quota drops shards
+ * it trained on and fetches others meanwhile (src/shards/rotation.ts), and one dropped before this
+ * pass reaches it is passed over.
  */
 export class BatchProducer {
-  private readonly seqs: number[];
+  private seqs: number[];
   private cursor: ReadCursor;
   private shard: { view: ShardView; order: Uint32Array } | undefined;
   private shardOrder: Uint32Array;
@@ -52,12 +57,19 @@ export class BatchProducer {
     const at = this.cursor;
     const rows: RowSource[] = [];
     const warnings: string[] = [];
+    const finished: number[] = [];
     let emptyShards = 0;
     while (rows.length < batchSize) {
       if (!this.shard) {
         const seq = this.seqs[this.shardOrder[this.cursor.shardPos]!]!;
         const view = this.datasets.readShard(this.init.cacheKey, seq);
         if ('corrupt' in view) {
+          // dropped since this pass began (cache quota): not a fault; bounded as below
+          if (view.missing) {
+            if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: none of its shards is held any more`);
+            this.advanceShard();
+            continue;
+          }
           warnings.push(view.corrupt);
           // Bounded: a whole pass over the shards without one readable example is an error, not a loop.
           if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
@@ -73,10 +85,13 @@ export class BatchProducer {
       const aLen = view.lengths[2 * i]!;
       rows.push({ ids: view.ids, aStart: start, aLen, bStart: start + aLen, bLen: view.lengths[2 * i + 1]!, sop: view.sop[i]! });
       this.cursor = { ...this.cursor, examplePos: this.cursor.examplePos + 1, examplesRead: this.cursor.examplesRead + 1 };
-      if (this.cursor.examplePos >= view.examples) this.advanceShard();
+      if (this.cursor.examplePos >= view.examples) {
+        finished.push(this.seqs[this.shardOrder[this.cursor.shardPos]!]!);
+        this.advanceShard();
+      }
     }
     const rng = new Prng(`mask:${peerId}:${seed}:${at.epoch}:${at.shardPos}:${at.examplePos}`);
-    return { batch: buildBatch(rows, seqLen, vocab, rng, masking), cursor: this.cursor, warnings };
+    return { batch: buildBatch(rows, seqLen, vocab, rng, masking), cursor: this.cursor, warnings, finished };
   }
 
   private advanceShard(): void {
@@ -85,6 +100,9 @@ export class BatchProducer {
     if (++shardPos >= this.seqs.length) {
       epoch++;
       shardPos = 0;
+      // the next pass is over the shards held now
+      const held = this.datasets.shardSeqs(this.init.cacheKey);
+      if (held.length > 0) this.seqs = held;
       this.shardOrder = this.orderFor(epoch);
     }
     this.cursor = { ...this.cursor, epoch, shardPos, examplePos: 0 };

@@ -138,6 +138,21 @@ export class DatasetStore {
       .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
   }
 
+  /**
+   * Bytes of each shard held (seq → bytes). Cheap where shardEntries is not: a row's sha256 is stored
+   * after its blob, so reading it walks the blob's overflow pages, where length() reads only the header.
+   */
+  shardSizes(cacheKey: string): Map<number, number> {
+    const rows = this.db.prepare('SELECT seq, length(data) AS bytes FROM shards WHERE cache_key = ?').all(cacheKey) as { seq: number; bytes: number }[];
+    return new Map(rows.map((r) => [r.seq, r.bytes]));
+  }
+
+  /** Drops one shard of a fetched dataset (a peer within its cache quota, done with it) and recounts the dataset. */
+  dropShard(cacheKey: string, seq: number): void {
+    this.db.prepare('DELETE FROM shards WHERE cache_key = ? AND seq = ?').run(cacheKey, seq);
+    this.refreshFetched(cacheKey);
+  }
+
   /** Recounts a fetched dataset's totals from the shards it holds; it is readable (complete) once it holds one. */
   refreshFetched(cacheKey: string): void {
     this.db
@@ -189,11 +204,11 @@ export class DatasetStore {
    * Reads and verifies one shard. A row whose sha256 or lengths do not match is reported as
    * `{ corrupt: reason }` so the reader can skip it with a warning instead of crashing.
    */
-  readShard(cacheKey: string, seq: number, now = Date.now()): ShardView | { corrupt: string } {
+  readShard(cacheKey: string, seq: number, now = Date.now()): ShardView | { corrupt: string; missing?: true } {
     const row = this.db.prepare('SELECT examples, tokens, data, sha256 FROM shards WHERE cache_key = ? AND seq = ?').get(cacheKey, seq) as
       | { examples: number; tokens: number; data: Buffer; sha256: string }
       | undefined;
-    if (!row) return { corrupt: `shard ${seq} of ${cacheKey} is missing` };
+    if (!row) return { corrupt: `shard ${seq} of ${cacheKey} is missing`, missing: true };
     const sha = createHash('sha256').update(row.data).digest('hex');
     if (sha !== row.sha256) return { corrupt: `shard ${seq} of ${cacheKey}: sha256 mismatch (stored ${row.sha256.slice(0, 12)}…, computed ${sha.slice(0, 12)}…)` };
     try {

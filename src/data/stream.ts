@@ -26,6 +26,8 @@ export interface BatchStreamOptions {
   readonly worker?: boolean;
   /** Told about each corrupt shard skipped. */
   readonly onWarning?: (message: string) => void;
+  /** Told which shards (seq) were trained on through this pass: their last batch was handed out and released by the next call. */
+  readonly onShardsTrained?: (seqs: readonly number[]) => void;
 }
 
 /** Batches for the trainer; each `next()` also records that the previous batch was consumed. */
@@ -78,14 +80,16 @@ export function openBatchStream(options: BatchStreamOptions): BatchStream {
   const source = options.worker === false ? inThreadSource(new BatchProducer(datasets, init)) : workerSource({ ...init, dbFile: options.store.file }, options.prefetch ?? 4);
 
   let cursor: ReadCursor = init.start ?? { epoch: 0, shardPos: 0, examplePos: 0, examplesRead: 0 };
-  let handedOut: ReadCursor | undefined;
+  let handedOut: ProducedBatch | undefined;
   let corrupt = 0;
   let closed = false;
   const commit = () => {
     if (handedOut === undefined) return;
-    cursor = handedOut;
+    const { finished } = handedOut;
+    cursor = handedOut.cursor;
     handedOut = undefined;
     datasets.setCursor(dataset.cacheKey, options.peerId, options.seed, cursor);
+    if (finished.length > 0) options.onShardsTrained?.(finished);
   };
   const stream: BatchStream = {
     dataset,
@@ -105,7 +109,7 @@ export function openBatchStream(options: BatchStreamOptions): BatchStream {
         corrupt++;
         options.onWarning?.(`skipped corrupt shard: ${w}`);
       }
-      handedOut = p.cursor;
+      handedOut = p;
       return { done: false, value: p.batch };
     },
     async return(): Promise<IteratorResult<AlbertBatch>> {

@@ -19,6 +19,7 @@ import {
   type SeriesQuery,
   type SettingsPatch,
   type Snapshot,
+  type DataStatus,
   type SwarmDescription,
   type SwarmState,
   type JoinCodeQuery,
@@ -85,6 +86,8 @@ export class NodeController implements CohortCalls {
   private settings: AppSettings;
   private coordinator: CoordinatorStatus;
   private liveSwarm: { swarm: Partial<SwarmState>; at: number } | undefined;
+  /** The run data's fetch and a refusal for other data, as the training events last told them (until the next Start). */
+  private data: DataStatus = { fetch: null, mismatch: null };
   private last: Snapshot;
   private lastJson: string;
 
@@ -232,6 +235,8 @@ export class NodeController implements CohortCalls {
   private setIntent(contribute: boolean, stopped?: StopReason): Result<ContributionStatus> {
     const wasRunning = this.machine.status.phase === 'running';
     this.machine.update({ intent: contribute ? 'contribute' : 'paused', stopped });
+    // a new Start fetches and matches again: what the last one saw is stale
+    if (contribute) this.data = { fetch: null, mismatch: null };
     this.store.settings.set(INTENT_KEY, contribute, z.boolean());
     this.store.settings.set(STOPPED_KEY, stopped ?? null, StopReasonSchema.nullable());
     if (contribute && !this.settings.firstRunDone) {
@@ -268,6 +273,10 @@ export class NodeController implements CohortCalls {
       if (this.machine.intent === 'contribute') this.setIntent(false, { cause: event.cause, reason: event.reason });
       return;
     }
+    if (event.type === 'data-fetch' || event.type === 'data-mismatch') {
+      this.data = event.type === 'data-fetch' ? { ...this.data, fetch: { ...event.progress, at: event.at } } : { ...this.data, mismatch: { reason: event.reason, advice: event.advice, at: event.at } };
+      return this.refresh();
+    }
     const update = swarmStateUpdate(event);
     if (!update) return;
     this.liveSwarm = { swarm: update, at: event.at };
@@ -300,6 +309,7 @@ export class NodeController implements CohortCalls {
       coordinator: this.coordinator,
       peers: this.view.peers(),
       lastLogSeq: this.logs.lastSeq,
+      data: this.data,
       firstRunDone: this.settings.firstRunDone,
       defaultSwarm: this.init.defaultSwarm ?? null,
       about: { version: this.init.version, licence: this.init.licence ?? 'Apache-2.0', dataDir: path.dirname(this.store.file), logDir: this.init.logDir ?? null },

@@ -109,10 +109,10 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     }
   };
 
-  /** Streams blob `sha256` from `peer` starting at `have.length`; returns when complete or throws (what arrived stays in `have`). */
-  const getBlob = (peer: string, sha256: string, have: Buffer[], maxBytes: number, onBytes: (n: number) => void) =>
+  /** Streams blob `sha256` from `peer` starting at `have.bytes`; returns when complete or throws (what arrived stays in `have`). */
+  const getBlob = (peer: string, sha256: string, have: Received, maxBytes: number, onBytes: (n: number) => void) =>
     call(peer, async (framed, stall) => {
-      let at = have.reduce((n, b) => n + b.byteLength, 0);
+      let at = have.bytes;
       await framed.write({ t: 'get', sha256, offset: at }, stall());
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
       if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
@@ -120,7 +120,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       while (at < header.size) {
         const { d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
         if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
-        have.push(Buffer.from(d));
+        have.push(d);
         at += d.byteLength;
         onBytes(d.byteLength);
       }
@@ -132,9 +132,11 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
    * reappear when all have failed, up to `waitForHolderMs`.
    */
   const fetchBlob = async (what: string, sha256: string, size: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
-    const have: Buffer[] = [];
+    const have = new Received();
     let contributors = new Set<string>();
     const failedHere = new Set<string>();
+    /** Why each holder tried did not deliver this blob (for the error when none is left). */
+    const tried = new Map<string, string>();
     let resumed = 0;
     let waitUntil: number | undefined;
     for (;;) {
@@ -144,30 +146,34 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       if (candidates.length === 0) candidates = usable(await findHolders(true));
       if (candidates.length === 0) {
         waitUntil ??= Date.now() + (options.waitForHolderMs ?? 60_000);
-        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} of dataset ${datasetId} (${penalised.size} penalised, ${failedHere.size} failed)`);
+        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s for one: ${describeTried(tried, penalised)}`);
         failedHere.clear(); // a holder that failed may have come back (restart, busy no more)
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
       }
-      waitUntil = undefined;
       const peer = candidates[Math.floor(Math.random() * candidates.length)]!;
-      const before = have.reduce((n, b) => n + b.byteLength, 0);
+      const before = have.bytes;
       if (before > 0) resumed++;
       contributors.add(peer);
       try {
         await getBlob(peer, sha256, have, size, onBytes);
       } catch (err) {
         options.signal?.throwIfAborted();
+        // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
+        if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
-        log.info({ peer, what, at: have.reduce((n, b) => n + b.byteLength, 0), err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
+        tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
+        log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
       }
-      const data = Buffer.concat(have);
-      const got = createHash('sha256').update(data).digest('hex');
-      if (got === sha256) return { data, resumed };
-      for (const p of contributors) penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
-      onBytes(-data.byteLength);
-      have.length = 0;
+      const got = have.sha256();
+      if (got === sha256) return { data: have.data(), resumed };
+      for (const p of contributors) {
+        penalise(p, `served ${what} with sha256 ${got.slice(0, 16)}…, expected ${sha256.slice(0, 16)}…`);
+        tried.set(p, penalised.get(p)!);
+      }
+      onBytes(-have.bytes);
+      have.reset();
       contributors = new Set();
     }
   };
@@ -175,6 +181,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   // 1. The manifest, from a holder, proven to be the dataset the run names.
   let manifest: Manifest | undefined;
   const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
+  const triedForManifest = new Map<string, string>();
   while (manifest === undefined) {
     options.signal?.throwIfAborted();
     const holders = [...(await findHolders(true)).keys()];
@@ -184,18 +191,24 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
           await framed.write({ t: 'manifest', datasetId }, stall());
           return framed.expect(manifestReplySchema, stall(), 'the manifest');
         });
-        if (reply.t === 'refused') continue;
+        if (reply.t === 'refused') {
+          triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
+          continue;
+        }
         const m = reply.manifest;
         const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
-        if (m.datasetId !== datasetId || id !== datasetId) penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
-        else manifest = m;
+        if (m.datasetId !== datasetId || id !== datasetId) {
+          penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
+          triedForManifest.set(peer, penalised.get(peer)!);
+        } else manifest = m;
         if (manifest) break;
       } catch (err) {
+        triedForManifest.set(peer, (err as Error).message);
         log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
       }
     }
     if (manifest === undefined) {
-      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId} (${holders.length} advertised it${penalised.size ? `, ${penalised.size} penalised` : ''})`);
+      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
@@ -274,7 +287,7 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
   const quota = options.quotaBytes ?? Infinity;
   let used = [...held].reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
   const chosen: number[] = [];
-  for (const i of new Prng(`shards:${peerId}:${manifest.datasetId}`).permutation(manifest.shards.length)) {
+  for (const i of shardOrder(manifest, peerId)) {
     if (held.has(i)) continue;
     const size = manifest.shards[i]!.bytes;
     if (used + size > quota) continue;
@@ -286,6 +299,49 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
     throw new RangeError(`cache quota of ${quota} bytes cannot hold one shard of dataset ${manifest.datasetId} (the smallest has ${smallest} bytes)`);
   }
   return chosen;
+}
+
+/**
+ * A blob as its chunks arrive: kept as received (no copy; each is a fresh frame) and hashed as it
+ * grows, so verifying a complete blob does not read it all again at the end.
+ */
+class Received {
+  private chunks: Uint8Array[] = [];
+  private hash = createHash('sha256');
+  bytes = 0;
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk);
+    this.hash.update(chunk);
+    this.bytes += chunk.byteLength;
+  }
+
+  sha256(): string {
+    return this.hash.copy().digest('hex');
+  }
+
+  data(): Buffer {
+    return Buffer.concat(this.chunks, this.bytes);
+  }
+
+  reset(): void {
+    this.chunks = [];
+    this.hash = createHash('sha256');
+    this.bytes = 0;
+  }
+}
+
+/** This peer's own order of a dataset's shards (manifest indices): what it fetches first, and next within a quota. */
+export function shardOrder(manifest: Manifest, peerId: string): Uint32Array {
+  return new Prng(`shards:${peerId}:${manifest.datasetId}`).permutation(manifest.shards.length);
+}
+
+/** The holders tried for one blob (or the manifest) and why each did not deliver it. */
+function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMap<string, string>): string {
+  const others = [...penalised.keys()].filter((peer) => !tried.has(peer)).length;
+  const skipped = others > 0 ? `; ${others} other holder(s) skipped for serving wrong bytes earlier` : '';
+  if (tried.size === 0) return `no peer advertised it in the DHT${skipped}`;
+  return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }
 
 const tokenizerPath = (dataDir: string, sha256: string) => path.join(dataDir, 'data', 'tokenizers', `${sha256}.json`);

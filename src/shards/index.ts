@@ -8,7 +8,8 @@
  * const r = await fetchDataset(node, store, { datasetId, dataDir, quotaBytes, log, onProgress });
  * await server.advertise();                               // the newcomer now serves what it fetched
  */
-export { ShardServer, holdersPerShard, holdingsOf, manifestOf, type ShardServerOptions } from './server.js';
-export { fetchDataset, chooseShards, type FetchOptions, type FetchProgress, type FetchResult } from './fetch.js';
+export { ShardServer, holdersPerShard, holdingsOf, manifestOf, serveShards, type ShardServerOptions, type ShardServing } from './server.js';
+export { fetchDataset, chooseShards, shardOrder, type FetchOptions, type FetchProgress, type FetchResult } from './fetch.js';
+export { ShardRotation, type RotationOptions } from './rotation.js';
 export { ShardExchangeError } from './errors.js';
 export { SHARDS_PROTOCOL, SHARDS_NAMESPACE, type Manifest } from './messages.js';

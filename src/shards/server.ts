@@ -64,6 +64,10 @@ export function manifestOf(info: DatasetInfo, datasets: DatasetStore): Manifest 
   };
 }
 
+/** While an advert reaches nobody it is retried this often, this many times (then at the advertise interval). */
+const ADVERTISE_RETRY_MS = 2000;
+const ADVERTISE_RETRIES = 30;
+
 export interface ShardServerOptions {
   /** This node's upload cap for shard traffic, bytes/s (shared by every transfer). @default unlimited */
   readonly uploadBytesPerSecond?: number;
@@ -90,6 +94,10 @@ export class ShardServer {
   private readonly stallTimeoutMs: number;
   private readonly chunkBytes: number;
   private timer: NodeJS.Timeout | undefined;
+  private readonly manifests = new Map<string, Manifest>();
+  private stopped = true;
+  /** Adverts in a row that reached nobody. */
+  private retries = 0;
   private active = 0;
   /** Transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
   served = 0;
@@ -125,30 +133,44 @@ export class ShardServer {
           framed.abort(err);
         });
     }, { maxInboundStreams: 32, allowRelayed: false });
+    this.stopped = false;
     await this.advertise();
-    this.timer = setInterval(() => void this.advertise(), this.advertiseIntervalMs);
-    this.timer.unref();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
     await this.node.unhandle(SHARDS_PROTOCOL).catch(() => undefined);
   }
 
-  /** Publishes what this store holds now (call after a fetch so the new shards are found). */
+  /**
+   * Publishes what this store holds now (call after a fetch, or an eviction, so holders are found as
+   * they are), then again every advertise interval; every ADVERTISE_RETRY_MS instead while an advert
+   * reached nobody (a founder alone, or not yet serving the DHT: newcomers would find no holder).
+   */
   async advertise(): Promise<void> {
+    clearTimeout(this.timer);
     const ns = holdingsOf(this.node);
+    let storedNowhere = false;
     for (const info of this.datasets.list()) {
       if (info.datasetId === null) continue;
       try {
-        const manifest = manifestOf(info, this.datasets);
-        const held = new Set(this.datasets.shardEntries(info.cacheKey).map((s) => s.sha256));
-        const have = encodeBits(manifest.shards.map((s) => held.has(s.sha256)));
-        await ns.store(holdingKey(info.datasetId), '', { shards: manifest.shards.length, have }, Date.now() + 3 * this.advertiseIntervalMs);
+        const manifest = this.manifest(info);
+        // a shard's seq is its manifest index (fetched shards are stored by it, prepared ones build the manifest in seq order)
+        const held = new Set(this.datasets.shardSeqs(info.cacheKey));
+        const have = encodeBits(manifest.shards.map((_, i) => held.has(i)));
+        const { replicas } = await ns.store(holdingKey(info.datasetId), '', { shards: manifest.shards.length, have }, Date.now() + 3 * this.advertiseIntervalMs);
+        storedNowhere ||= replicas === 0;
       } catch (err) {
+        storedNowhere = true;
         this.log.warn({ dataset: info.datasetId, err: (err as Error).message }, 'could not advertise shards');
       }
     }
+    if (this.stopped) return;
+    this.retries = storedNowhere ? this.retries + 1 : 0;
+    const soon = storedNowhere && this.retries <= ADVERTISE_RETRIES;
+    this.timer = setTimeout(() => void this.advertise(), soon ? ADVERTISE_RETRY_MS : this.advertiseIntervalMs);
+    this.timer.unref();
   }
 
   private async serve(framed: FramedStream, peer: string, request: ShardRequest): Promise<void> {
@@ -163,7 +185,7 @@ export class ShardServer {
       if (request.t === 'manifest') {
         const info = this.datasets.byDatasetId(request.datasetId);
         const reply: ManifestReply = info
-          ? { t: 'manifest', manifest: manifestOf(info, this.datasets) }
+          ? { t: 'manifest', manifest: this.manifest(info) }
           : { t: 'refused', code: 'NOT_FOUND', message: `no dataset ${request.datasetId} here` };
         await framed.write(reply, stall());
         return await framed.close(stall());
@@ -190,6 +212,13 @@ export class ShardServer {
     }
   }
 
+  /** A dataset's manifest, built once per server: building one from a prepared dataset reads every shard's row. */
+  private manifest(info: DatasetInfo): Manifest {
+    let manifest = this.manifests.get(info.cacheKey);
+    if (manifest === undefined) this.manifests.set(info.cacheKey, (manifest = manifestOf(info, this.datasets)));
+    return manifest;
+  }
+
   /** A shard by its sha256, or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
   private blob(sha256: string): Uint8Array | undefined {
     const shard = this.datasets.shardBySha256(sha256);
@@ -203,4 +232,45 @@ export class ShardServer {
       return undefined;
     }
   }
+}
+
+const shared = new WeakMap<SwarmNode, { readonly server: ShardServer; readonly ready: Promise<void>; users: number }>();
+
+/** A use of a node's shared ShardServer: `ready` once it serves; `release` stops it when no other use remains. */
+export interface ShardServing {
+  readonly ready: Promise<void>;
+  /** Publishes what the store holds now (after a fetch or a drop). */
+  advertise(): Promise<void>;
+  release(): Promise<void>;
+}
+
+/**
+ * The node's one ShardServer, shared by whoever needs it (in the app, training and the coordinator
+ * switch run on one node, and a protocol has one handler): the first use starts it, the last stops it.
+ */
+export function serveShards(node: SwarmNode, store: Store, log: Logger): ShardServing {
+  let entry = shared.get(node);
+  if (entry === undefined) {
+    const server = new ShardServer(node, store, log);
+    const created = { server, ready: server.start(), users: 0 };
+    // a failed start is not kept: the next use tries again
+    created.ready.catch(() => shared.get(node) === created && shared.delete(node));
+    shared.set(node, created);
+    entry = created;
+  }
+  const use = entry;
+  use.users++;
+  let released = false;
+  return {
+    ready: use.ready,
+    advertise: () => use.server.advertise(),
+    async release() {
+      if (released) return;
+      released = true;
+      if (--use.users > 0) return;
+      if (shared.get(node) === use) shared.delete(node);
+      await use.ready.catch(() => undefined);
+      await use.server.stop();
+    },
+  };
 }

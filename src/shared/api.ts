@@ -128,6 +128,26 @@ export interface AboutInfo {
   readonly logDir: string | null;
 }
 
+/** The run's dataset being fetched from the swarm before training (a joiner with an empty data directory). */
+export interface DataFetchProgress {
+  readonly datasetId: string;
+  /** Bytes of the shards received, and their total. */
+  readonly bytes: number;
+  readonly totalBytes: number;
+  readonly shardsDone: number;
+  readonly shardsTotal: number;
+  readonly bytesPerSecond: number;
+  /** Seconds left at the rate so far; null before any byte arrived. */
+  readonly etaSeconds: number | null;
+}
+
+/** The run's data as this node has it: the fetch (the last progress, kept once done) and a matchmaking refusal for other data. */
+export interface DataStatus {
+  readonly fetch: (DataFetchProgress & { readonly at: number }) | null;
+  /** Matchmaking refused this peer (DATA_MISMATCH): `reason` names both datasets, `advice` says what to do. */
+  readonly mismatch: { readonly reason: string; readonly advice: string; readonly at: number } | null;
+}
+
 /** Everything the dashboard shows at a glance, pushed on every change. */
 export interface Snapshot {
   readonly version: string;
@@ -138,6 +158,7 @@ export interface Snapshot {
   readonly peers: readonly PeerRow[];
   /** Sequence number of the newest log line, so the UI knows when to fetch logs. */
   readonly lastLogSeq: number;
+  readonly data: DataStatus;
   readonly firstRunDone: boolean;
   /**
    * The swarm an empty join code joins: the build's default run (assets/default-swarm.json) or the

@@ -15,6 +15,8 @@ export interface TrainingData {
   readonly description: string;
   next(): Promise<AlbertBatch>;
   close(): Promise<void>;
+  /** Prepared data: calls `listener` with the shards (seq) trained on through, as they are; returns the unsubscribe. */
+  onShardsTrained?(listener: (seqs: readonly number[]) => void): () => void;
 }
 
 /** A vocabulary asked for that is not the prepared dataset's tokenizer's. */
@@ -70,12 +72,17 @@ export interface OpenTrainingData {
 
 export function openTrainingData(o: OpenTrainingData): TrainingData {
   if (o.source === 'prepared') {
-    const stream = openBatchStream({ store: o.store, ...(o.cacheKey !== undefined ? { cacheKey: o.cacheKey } : {}), batchSize: o.batchSize, seqLen: o.seqLen, seed: o.seed, peerId: o.peerId, onWarning: o.onWarning });
+    const listeners = new Set<(seqs: readonly number[]) => void>();
+    const stream = openBatchStream({ store: o.store, ...(o.cacheKey !== undefined ? { cacheKey: o.cacheKey } : {}), batchSize: o.batchSize, seqLen: o.seqLen, seed: o.seed, peerId: o.peerId, onWarning: o.onWarning, onShardsTrained: (seqs) => listeners.forEach((l) => l(seqs)) });
     return {
       kind: 'prepared',
       description: `prepared dataset ${stream.dataset.cacheKey} (${stream.dataset.source})`,
       next: async () => (await stream.next()).value as AlbertBatch,
       close: () => stream.close(),
+      onShardsTrained(listener) {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
     };
   }
   const rng = new Rng(o.seed + 1);

@@ -3,6 +3,7 @@
  * (sink.ts) turns each event into the store's metric rows, the dashboard's live numbers and log lines.
  */
 import type { AveragingEvent } from '../averaging/index.js';
+import type { DataFetchProgress } from '../shared/api.js';
 
 /** The swarm as this node sees it (alone, a swarm of one whose every batch is a step). */
 export interface SwarmView {
@@ -28,6 +29,10 @@ export type TrainingEvent =
   | { readonly type: 'skipped'; readonly reason: string; readonly total: number; readonly at: number }
   /** A step left non-finite parameters and the backup of `epoch` was restored; `total` restores so far. */
   | { readonly type: 'restored'; readonly epoch: number; readonly reason: string; readonly total: number; readonly at: number }
+  /** The run's dataset is being fetched from the swarm (before training starts); at most a few a second, and the last. */
+  | { readonly type: 'data-fetch'; readonly progress: DataFetchProgress; readonly at: number }
+  /** Matchmaking refused this peer for training on other data than the swarm's (it steps alone): `reason` names both, `advice` what to do. */
+  | { readonly type: 'data-mismatch'; readonly reason: string; readonly advice: string; readonly at: number }
   /** Training stopped itself (the memory limit, an error) and stays stopped until the volunteer's next Start. */
   | { readonly type: 'halted'; readonly cause: HaltCause; readonly reason: string; readonly at: number };
 

@@ -36,6 +36,12 @@ export interface RunDatasetOptions {
   /** The run's data; null: the run pins none. */
   readonly data: RunData | null;
   readonly signal?: AbortSignal | undefined;
+  /** Told the fetch's progress (as the log lines, at most every PROGRESS_EVENT_MS and the last). */
+  readonly onProgress?: ((p: FetchProgress) => void) | undefined;
+  /** Bytes of the run's shards to hold (`--cache-quota`): a random subset that fits is fetched. @default all of them */
+  readonly quotaBytes?: number | undefined;
+  /** How long a fetch waits for a holder to (re)appear before failing. @default fetchDataset's */
+  readonly waitForHolderMs?: number | undefined;
 }
 
 /**
@@ -58,7 +64,9 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
         dataDir: o.dataDir,
         log: o.log,
         ...(o.signal ? { signal: o.signal } : {}),
-        onProgress: progressLines(o.log),
+        ...(o.waitForHolderMs !== undefined ? { waitForHolderMs: o.waitForHolderMs } : {}),
+        ...(o.quotaBytes !== undefined ? { quotaBytes: o.quotaBytes } : {}),
+        onProgress: progressReports(o.log, o.onProgress),
       });
       info = fetched;
     } catch (err) {
@@ -72,13 +80,19 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
 
 const mb = (bytes: number): string => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
 
-/** Fetch progress as log lines (bytes, shards, rate, ETA), at most one every PROGRESS_EVERY_MS and the last. */
+/** Fetch progress as log lines (bytes, shards, rate, ETA), at most one every PROGRESS_EVERY_MS and the last; to `report` (the dashboard) every PROGRESS_EVENT_MS. */
 const PROGRESS_EVERY_MS = 2000;
-function progressLines(log: Logger): (p: FetchProgress) => void {
+const PROGRESS_EVENT_MS = 500;
+function progressReports(log: Logger, report: ((p: FetchProgress) => void) | undefined): (p: FetchProgress) => void {
   let last = 0;
+  let lastReport = 0;
   return (p) => {
     const now = Date.now();
     const done = p.shardsDone === p.shardsTotal;
+    if (report && (done || now - lastReport >= PROGRESS_EVENT_MS)) {
+      lastReport = now;
+      report(p);
+    }
     if (!done && now - last < PROGRESS_EVERY_MS) return;
     last = now;
     const pct = p.totalBytes > 0 ? ` (${((100 * p.bytes) / p.totalBytes).toFixed(0)}%)` : '';

@@ -61,6 +61,10 @@ export class TrainingSink {
       case 'restored':
         this.store.metrics.record([{ series: METRIC.backupsRestored, value: e.total, epoch: e.epoch, ts: e.at }]);
         return;
+      // their log lines are the fetch's and the optimizer's
+      case 'data-fetch':
+      case 'data-mismatch':
+        return;
       case 'halted':
         if (e.cause === 'error') this.log.error(e.reason);
         else this.log.warn(`training stopped: ${e.reason}`);

@@ -6,7 +6,7 @@
  * continues from it when the swarm is not ahead (full-state.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { CollaborativeOptimizer, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -14,7 +14,7 @@ import type { SwarmNode } from '../swarm/index.js';
 import type { EmitTrainingEvent } from './events.js';
 import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
-import { ShardServer } from '../shards/index.js';
+import { serveShards, ShardRotation } from '../shards/index.js';
 import { pinsOf, runDataset } from './run-data.js';
 import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
@@ -39,6 +39,8 @@ export interface SwarmPeerInit extends WatchdogOptions {
   readonly memoryLimitMiB?: number | undefined;
   /** The run's data: fetched from the swarm when this store lacks it; null: the run pins none (this store's own is used). */
   readonly data: RunData | null;
+  /** Hold at most this many bytes of the run's fetched shards, swapping those trained on for others (src/shards/rotation.ts). @default all of them */
+  readonly cacheQuotaBytes?: number | undefined;
   readonly collab: Omit<CollaborativeOptions, 'data'>;
   /** The run's signed record, kept in this peer's checkpoints (a restart resumes only a checkpoint of the same record). */
   readonly run?: RunParams | undefined;
@@ -87,7 +89,16 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     sink.handle(e);
     init.emit?.(e);
   };
-  const dataset = await runDataset({ node, store, dataDir: init.dataDir, log, data: init.data, signal: init.signal });
+  const dataset = await runDataset({
+    node,
+    store,
+    dataDir: init.dataDir,
+    log,
+    data: init.data,
+    signal: init.signal,
+    quotaBytes: init.cacheQuotaBytes,
+    onProgress: (p) => emit({ type: 'data-fetch', progress: { ...p, etaSeconds: p.etaSeconds ?? null }, at: Date.now() }),
+  });
   const pins = pinsOf(dataset);
   log.info(`training on ${describeRunData(pins)}`);
   const limit = init.memoryLimitMiB;
@@ -137,6 +148,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       else if (o.averagedWith > 1) summary.averaged++;
       if (o.stateAveraging && 'averagedWith' in o.stateAveraging) summary.stateAveraged++;
       emit({ type: 'stepped', epoch: o.epoch, loss: o.loss, alone: false, contributed: collab.contributed, at });
+      if (o.dataMismatch) emit({ type: 'data-mismatch', reason: o.reason!, advice: DATA_MISMATCH_ADVICE, at });
     } else if (o.type === 'loaded' && o.donor) summary.loadedState++;
     else if (o.type === 'skipped') {
       summary.badMicroBatches = o.total;
@@ -155,9 +167,12 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     }
   };
   // every peer holding the data serves it, so newcomers do not all fetch from the founder
-  const shards = new ShardServer(node, store, log);
+  const shards = serveShards(node, store, log);
   // in the background: its first advertisement is a DHT store, which training need not wait for
-  const serving = shards.start().catch((err: unknown) => log.warn(`could not serve the run's data to other peers: ${(err as Error).message}`));
+  const serving = shards.ready.catch((err: unknown) => log.warn(`could not serve the run's data to other peers: ${(err as Error).message}`));
+  // a peer holding part of the run's data (fetched within its quota) swaps the shards it trained on for others
+  const rotation = init.cacheQuotaBytes !== undefined && dataset.manifest !== null ? new ShardRotation(node, store, { cacheKey: dataset.cacheKey, quotaBytes: init.cacheQuotaBytes, dataDir: init.dataDir, log, advertise: () => shards.advertise() }) : undefined;
+  const unsubscribe = rotation && session.data.onShardsTrained?.((seqs) => rotation.trained(seqs));
   try {
     log.info(`training a ${t.preset} ALBERT (${session.params.size} parameters) with the swarm on ${session.data.description}; target batch size ${init.collab.targetBatchSize}`);
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
@@ -203,8 +218,10 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     await saver.close();
     await collab.stop();
     await session.close();
+    unsubscribe?.();
+    await rotation?.stop();
     await serving;
-    await shards.stop();
+    await shards.release();
   }
 }
 

@@ -4,10 +4,11 @@
  * either, or when the swarm cannot be reached, train alone and say so. The coordinator switch runs a
  * Coordinator on the same swarm node.
  */
-import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunSettings, type CollaborativeOptions, type RunSettings } from '../collab/index.js';
+import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunParams, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import type { NodeReachability } from '../shared/api.js';
+import { serveShards, type ShardServing } from '../shards/index.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import type { TrainingEvent } from './events.js';
@@ -160,7 +161,9 @@ export class VolunteerTraining implements TrainingService {
       return this.startSolo();
     }
     const joinPeers = joinPeerIds(target.initialPeers);
-    const { settings: run, data } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), joinPeers, log: this.o.log });
+    // the record this data directory's checkpoints keep: found again when the swarm has lost it, and kept in the new ones
+    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+    const run = runSettingsOf(record);
     this.o.log.info(`training with the swarm "${node.runId}"`);
     this.mode = 'swarm';
     const abort = new AbortController();
@@ -177,7 +180,8 @@ export class VolunteerTraining implements TrainingService {
       ...watchdogOptions(this.o),
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: abort.signal,
-      data,
+      data: record.data,
+      run: record,
       collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined, trustedPeers: joinPeers },
       emit: (e) => this.emit(e),
     })
@@ -225,9 +229,10 @@ function watchdogOptions(o: VolunteerOptions): WatchdogOptions {
   return { ...(o.memoryProbe ? { memoryProbe: o.memoryProbe } : {}), ...(o.watchdogIntervalMs ? { watchdogIntervalMs: o.watchdogIntervalMs } : {}) };
 }
 
-/** The dashboard's coordinator switch: a Coordinator on this node's swarm node. */
+/** The dashboard's coordinator switch: a Coordinator on this node's swarm node, serving the run's data when the run pins some (as `cohort run --coordinator`). */
 export class SwarmCoordinatorRole implements CoordinatorRole {
   private coordinator: Coordinator | undefined;
+  private shards: ShardServing | undefined;
 
   constructor(
     private readonly o: VolunteerOptions,
@@ -239,9 +244,14 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const target = this.target();
     const node = await this.swarm.acquire(target);
     await node.ready;
-    const { settings: run } = await resolveRunSettings(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), log: this.o.log });
-    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: run.targetBatchSize });
+    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
     this.coordinator.start();
+    // a founding coordinator is the first holder of the data it pins; joining one, it serves what it holds of the run's
+    if (record.data !== null) {
+      this.shards = serveShards(node, this.o.store, this.o.log);
+      await this.shards.ready.catch((err: unknown) => this.o.log.warn(`could not serve the run's data to its peers: ${(err as Error).message}`));
+    }
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
 
@@ -249,6 +259,8 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const running = this.coordinator;
     if (!running) return;
     this.coordinator = undefined;
+    await this.shards?.release();
+    this.shards = undefined;
     await running.stop();
     await this.swarm.release();
   }

@@ -24,6 +24,8 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--adam-beta2', '1'], /--adam-beta2/],
     [['run', '--initial-peers', '/ip4/127.0.0.1/tcp/1', '--data-source', 'corpus.zip'], /--data-source.*joiner gets the run’s data/],
     [['run', '--data-source', 'corpus.zip', '--tokenizer', '/nonexistent/tokenizer.json'], /--tokenizer.*existing tokenizer\.json/],
+    [['run', '--coordinator', '--cache-quota', '64'], /--cache-quota.*a coordinator serves the whole dataset/],
+    [['run', '--cache-quota', '0'], /--cache-quota/],
     [['status', '--join', 'nope'], /--join/],
   ];
   for (const [args, message] of cases) {

@@ -12,6 +12,7 @@ function snapshot(phase: ContributionPhase, detail = '', samplesPerSecond: numbe
     coordinator: { available: false, enabled: false, reason: 'x' },
     peers: [],
     lastLogSeq: 0,
+    data: { fetch: null, mismatch: null },
     firstRunDone: true,
     defaultSwarm: null,
     about: { version: '0', licence: 'Apache-2.0', dataDir: '/data', logDir: '/data/logs' },

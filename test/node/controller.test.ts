@@ -208,6 +208,21 @@ test('live training progress overrides older stored numbers', async (t) => {
   assert.deepEqual([after.swarm.epoch, after.swarm.lastLoss], [5, 6.5]);
 });
 
+test('the run data’s fetch progress and a refusal for other data reach the snapshot as their own fields; Start clears them', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  assert.deepEqual((await c.getSnapshot()).data, { fetch: null, mismatch: null });
+  const progress = { datasetId: 'a'.repeat(64), bytes: 3 * 2 ** 20, totalBytes: 12 * 2 ** 20, shardsDone: 1, shardsTotal: 4, bytesPerSecond: 2 ** 20, etaSeconds: 9 };
+  training.emit({ type: 'data-fetch', progress, at: 1000 });
+  assert.deepEqual((await c.getSnapshot()).data.fetch, { ...progress, at: 1000 });
+  training.emit({ type: 'data-mismatch', reason: 'no group formed: this peer trains on dataset aaa…, but 2 peers refused it', advice: 'restart with an empty data directory', at: 2000 });
+  const s = await c.getSnapshot();
+  assert.deepEqual(s.data.mismatch, { reason: 'no group formed: this peer trains on dataset aaa…, but 2 peers refused it', advice: 'restart with an empty data directory', at: 2000 });
+  assert.equal(s.data.fetch?.bytes, progress.bytes, 'the fetch is kept beside the refusal');
+  await c.startContribution();
+  assert.deepEqual((await c.getSnapshot()).data, { fetch: null, mismatch: null }, 'a new Start fetches and matches again');
+});
+
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {
   const without = controller(t, storeIn(t));
   const snap = await without.getSnapshot();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -34,4 +34,11 @@ test('the ETA counts down from when it was estimated and stops at zero', () => {
   assert.equal(remainingSeconds(60, 10_000, 5_000), 60, 'a clock behind the estimate does not add time');
   assert.equal(remainingSeconds(null, 10_000, 25_000), null);
   assert.equal(remainingSeconds(60, null, 25_000), null);
+});
+
+test('the run data’s fetch reads as bytes, percent, shards, rate and time left; done once every shard arrived', () => {
+  const p = { datasetId: 'a'.repeat(64), bytes: 12 * 2 ** 20, totalBytes: 48 * 2 ** 20, shardsDone: 6, shardsTotal: 24, bytesPerSecond: 4.1 * 2 ** 20, etaSeconds: 75 };
+  assert.equal(formatFetch(p), '12.0 of 48.0 MB (25 %) · 6/24 shards · 4.1 MB/s · 1 min 15 s left');
+  assert.equal(formatFetch({ ...p, etaSeconds: null }), '12.0 of 48.0 MB (25 %) · 6/24 shards · 4.1 MB/s · time left unknown');
+  assert.equal(formatFetch({ ...p, bytes: p.totalBytes, shardsDone: 24, etaSeconds: 0 }), '48.0 of 48.0 MB (100 %) · 24/24 shards · 4.1 MB/s · done');
 });

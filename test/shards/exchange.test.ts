@@ -11,6 +11,7 @@ import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, manifestOf, type FetchProgress } from '../../src/shards/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
+import { RunDataError, runDataset } from '../../src/training/run-data.js';
 import { warningLog } from '../helpers/log.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -48,6 +49,20 @@ async function serve(t: TestContext, peer: Peer, options: ConstructorParameters<
 function shardBytes(store: Store, cacheKey: string): Map<string, Buffer> {
   const rows = store.db.prepare('SELECT sha256, data FROM shards WHERE cache_key = ?').all(cacheKey) as { sha256: string; data: Buffer }[];
   return new Map(rows.map((r) => [r.sha256, r.data]));
+}
+
+/** Alters every shard's bytes in `peer`'s store, keeping their sha256 rows: what it serves does not match. */
+function forgeShards(peer: Peer, cacheKey: string): void {
+  for (const [sha256, data] of shardBytes(peer.store, cacheKey)) {
+    data[data.length - 1]! ^= 0xff;
+    peer.store.db.prepare('UPDATE shards SET data = ? WHERE sha256 = ?').run(data, sha256);
+  }
+}
+
+/** Gives `peer` the dataset's tokenizer, so a fetch goes straight to the shards. */
+function copyTokenizer(info: DatasetInfo, peer: Peer): void {
+  fs.mkdirSync(path.join(peer.dataDir, 'data', 'tokenizers'), { recursive: true });
+  fs.copyFileSync(info.tokenizerFile, path.join(peer.dataDir, 'data', 'tokenizers', `${info.tokenizerHash}.json`));
 }
 
 test('a newcomer with an empty data directory fetches the tokenizer and every shard from a seeder, verified, and trains on them', async (t) => {
@@ -88,11 +103,7 @@ test('a holder serving altered bytes is rejected and penalised; the shards come 
   const info = await found(honest!);
   const forged = await found(liar!);
   assert.equal(forged.datasetId, info.datasetId);
-  // The liar's rows keep their sha256 but hold other bytes: what it serves does not match.
-  for (const [sha256, data] of shardBytes(liar!.store, forged.cacheKey)) {
-    data[data.length - 1]! ^= 0xff;
-    liar!.store.db.prepare('UPDATE shards SET data = ? WHERE sha256 = ?').run(data, sha256);
-  }
+  forgeShards(liar!, forged.cacheKey);
   await serve(t, liar!);
   const { warnings, log } = warningLog();
   const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
@@ -112,8 +123,7 @@ test('a seeder stopped mid-shard: the newcomer waits, then resumes from the same
   const biggest = new DatasetStore(first!.store.db).shardEntries(info.cacheKey).sort((a, b) => b.bytes - a.bytes)[0]!;
   assert.ok(biggest.bytes > 4000, `shard of ${biggest.bytes} bytes`);
   // The newcomer has the tokenizer already (it would come first and take long at this pace).
-  fs.mkdirSync(path.join(newcomer!.dataDir, 'data', 'tokenizers'), { recursive: true });
-  fs.copyFileSync(info.tokenizerFile, path.join(newcomer!.dataDir, 'data', 'tokenizers', `${info.tokenizerHash}.json`));
+  copyTokenizer(info, newcomer!);
   // 1 KiB frames at 1 KiB/s after a 1 KiB burst: the shard takes seconds, so it can be cut in the middle.
   await serve(t, first!, { uploadBytesPerSecond: 1024, chunkBytes: 1024 });
   let received = 0;
@@ -159,4 +169,38 @@ test('shards to fetch: a random subset per peer that fits the quota, counting th
   assert.deepEqual([...a, ...more].sort((x, y) => x - y), manifest.shards.map((_, i) => i), 'a larger quota later adds the rest');
   assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: Math.min(...sizes) - 1 }), /cannot hold one shard/);
   assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { shards: [manifest.shards.length] }), /shard index/);
+});
+
+test('the run’s data cannot be had: RunDataError names the dataset or the shard, each holder tried and why, and what to do', { timeout: 120_000 }, async (t) => {
+  const [holder, liar, newcomer] = await peers(t, 3);
+  const info = await found(holder!);
+  const data = { datasetId: info.datasetId!, tokenizerSha256: info.tokenizerHash };
+  const attempt = (o: { waitForHolderMs?: number } = {}) => runDataset({ node: newcomer!.node, store: newcomer!.store, dataDir: newcomer!.dataDir, log: quiet, data, waitForHolderMs: 1500, ...o });
+  const fails = async (what: string, re: RegExp) => {
+    const err = await attempt().then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RunDataError, `${what}: ${String(err)}`);
+    assert.match(err.message, new RegExp(`^could not fetch the run's dataset ${info.datasetId!} from the swarm: `));
+    assert.match(err.message, re, what);
+    assert.match(err.message, /retry when a peer holding it is online \(`cohort status --join CODE` shows how many peers hold each shard\)$/);
+  };
+
+  // 1. nobody holds it
+  await fails('no holder', new RegExp(`no peer serves dataset ${info.datasetId!}: waited 2 s; no peer advertised it in the DHT`));
+
+  // 2. the only holder serves wrong bytes for every shard
+  await found(liar!);
+  forgeShards(liar!, info.cacheKey);
+  copyTokenizer(info, newcomer!);
+  await serve(t, liar!);
+  const liarId = liar!.node.peerId.toString();
+  await fails('wrong bytes', new RegExp(`no holder left for shard \\d+ \\(sha256 [0-9a-f]{12}…\\) of dataset ${info.datasetId!} after waiting 2 s for one: tried 1 holder\\(s\\): ${liarId} \\(served shard \\d+ with sha256 [0-9a-f]{16}…, expected [0-9a-f]{16}…\\)`));
+
+  // 3. the only honest holder goes away mid-shard (the liar is skipped again)
+  const slow = await serve(t, holder!, { uploadBytesPerSecond: 1024, chunkBytes: 1024 });
+  const rejected = attempt().then(() => undefined, (e: unknown) => e);
+  await waitFor('a shard transfer from the slow holder', () => slow.bytesSent >= 2048, 60_000);
+  await holder!.node.stop();
+  const err = await rejected;
+  assert.ok(err instanceof RunDataError, String(err));
+  assert.match(err.message, new RegExp(`no holder left for shard \\d+ .*: tried \\d holder\\(s\\): .*${holder!.node.peerId.toString()} \\(stopped at byte \\d+ of \\d+: `));
 });

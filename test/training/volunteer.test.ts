@@ -3,7 +3,10 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import test from 'node:test';
+import { storedRunRecord } from '../../src/collab/full-state.js';
 import { DEFAULT_RUN_SETTINGS, newRunParams, publishRunParams, RUN_KEY, runParamsRecords } from '../../src/collab/run-params.js';
+import { prepareDataset } from '../../src/data/prepare.js';
+import { fetchDataset } from '../../src/shards/index.js';
 import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining } from '../../src/training/volunteer.js';
 import { createLogger } from '../../src/log/logger.js';
 import { METRIC } from '../../src/store/metric-series.js';
@@ -42,6 +45,11 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(stepped.some((e) => e.epoch >= 2 && !e.alone), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
   assert.ok(events.some((e) => e.type === 'progress' && e.swarm.peers >= 2), 'never saw the other peer');
+  // Pause saves the peer's state with the swarm's run record (so a restart resumes it only in the same run); Start goes on
+  await runtime.pause();
+  const record = storedRunRecord(store, 'runtime-test');
+  assert.equal(record?.targetBatchSize, 16, 'the saved state keeps the run record');
+  await runtime.start();
 
   const coordinator = await role.start();
   assert.match(coordinator.joinCode, /^cohort:/);
@@ -126,4 +134,28 @@ test('joining, the runtime and the coordinator switch adopt the swarm’s publis
   assert.deepEqual([...new Set(targets())], [24], 'the runtime trains towards the swarm’s target, not its default');
   assert.deepEqual([...new Set(coordinatorTargets())], [24], 'the coordinator measures against the swarm’s target, not its own 512');
   assert.ok((await published).replicas >= 1);
+});
+
+test('the coordinator switch founding a run on the data it holds serves that data: a newcomer fetches it by join code', { timeout: 90_000 }, async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  const info = (await prepareDataset({ store, dataDir: dir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, shardExamples: 50 })).info;
+  const options = { store, log, dataDir: dir, listen: LISTEN, runId: 'switch-data' };
+  const role = new SwarmCoordinatorRole(options, new SharedSwarm(options), () => undefined);
+  t.after(async () => {
+    await role.stop();
+    store.close();
+  });
+  const { joinCode } = await role.start();
+
+  const newcomerDir = tmpDir(t);
+  const newcomerStore = openStore(newcomerDir);
+  t.after(() => newcomerStore.close());
+  const newcomer = await startNode(t, { initialPeers: joinCode });
+  await newcomer.ready;
+  const r = await fetchDataset(newcomer, newcomerStore, { datasetId: info.datasetId!, dataDir: newcomerDir, log, waitForHolderMs: 30_000 });
+  assert.deepEqual([r.info.datasetId, r.info.tokenizerHash, r.fetched], [info.datasetId, info.tokenizerHash, info.shardCount]);
+  // the switch's record pins that data
+  const entries = [...(await runParamsRecords(newcomer).get(RUN_KEY)).values()];
+  assert.deepEqual(entries.map((e) => e.value.data), [{ datasetId: info.datasetId, tokenizerSha256: info.tokenizerHash }]);
 });

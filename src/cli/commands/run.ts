@@ -30,6 +30,7 @@ export function registerRun(program: Command): void {
     // hivemind: delay_optimizer_step defaults to delay_grad_averaging
     const local = { delayGradAveraging: opts.delayGradAveraging, delayOptimizerStep: opts.delayOptimizerStep === true || opts.delayGradAveraging };
     if (opts.coordinator && (opts.clientMode || opts.reachability === 'private')) throw new ConfigError('--coordinator', 'a coordinator bootstraps others, so it cannot run in --client-mode (--reachability private)');
+    if (opts.coordinator && opts.cacheQuota !== undefined) throw new ConfigError('--cache-quota', 'is a training peer’s: a coordinator serves the whole dataset it pins (omit it)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
@@ -85,7 +86,8 @@ export function registerRun(program: Command): void {
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
         const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom });
+        const cacheQuotaBytes = opts.cacheQuota === undefined ? undefined : Math.floor(opts.cacheQuota * 2 ** 20);
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom, cacheQuotaBytes });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {

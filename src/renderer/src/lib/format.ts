@@ -1,5 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
-import type { NodeReachability } from '../../../shared/api.js';
+import type { DataFetchProgress, NodeReachability } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -58,4 +58,12 @@ const REACHABILITY_WORDS: Record<NodeReachability, string> = {
 /** This node's reachability in words, as the Swarm panel shows it. */
 export function describeReachability(r: NodeReachability | null): string {
   return r === null ? 'not in a swarm' : REACHABILITY_WORDS[r];
+}
+
+/** The run data's fetch in one line: "12.0 of 48.0 MB (25 %) · 6/24 shards · 4.1 MB/s · 9 s left" ("done" once every shard arrived). */
+export function formatFetch(p: DataFetchProgress): string {
+  const mb = (bytes: number) => (bytes / 1024 ** 2).toFixed(1);
+  const pct = p.totalBytes > 0 ? ` (${Math.floor((100 * p.bytes) / p.totalBytes)} %)` : '';
+  const left = p.shardsDone === p.shardsTotal ? 'done' : p.etaSeconds === null ? 'time left unknown' : `${formatDuration(p.etaSeconds)} left`;
+  return `${mb(p.bytes)} of ${mb(p.totalBytes)} MB${pct} · ${p.shardsDone}/${p.shardsTotal} shards · ${mb(p.bytesPerSecond)} MB/s · ${left}`;
 }
