@@ -313,8 +313,8 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
  * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
  * ends as soon as the `count` nearest servers known have all answered and no server still to be
  * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its 20
- * nearest (kBucketSize) answered on every one of its disjoint paths, which in a swarm of 50 meant
- * asking nearly every peer (and dialing those not connected) for each record stored or read.
+ * nearest (kBucketSize) answered on every one of its 20 disjoint paths, asking (and dialing) far
+ * more peers than a record needs.
  */
 async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
   const target = sha256(key);
