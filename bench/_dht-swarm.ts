@@ -1,4 +1,4 @@
-// DHT records among many in-process peers (no training): shared by bench/dht.ts and bench/swarm-lab.ts.
+// DHT records among many in-process peers (no training): the records part of bench/dht.ts.
 import { z } from 'zod';
 import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
 import { median } from './_report.js';
