@@ -309,23 +309,63 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
   return { peer: c.remotePeer.toString(), remoteAddr: c.remoteAddr.toString(), direction: c.direction, limited: c.limits !== undefined };
 }
 
-/** The `replication` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). */
+/**
+ * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
+ * ends as soon as the `count` nearest servers known have all answered and no server still to be
+ * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its 20
+ * nearest (kBucketSize) answered on every one of its 20 disjoint paths, asking (and dialing) far
+ * more peers than a record needs.
+ */
 async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
   const target = sha256(key);
+  const distances = new Map<string, Buffer>();
+  const distance = (id: PeerId): Buffer => {
+    const text = id.toString();
+    let d = distances.get(text);
+    if (d === undefined) distances.set(text, (d = xor(sha256(id.toMultihash().bytes), target)));
+    return d;
+  };
+  const nearest = (peers: Iterable<PeerId>): PeerId[] => [...peers].sort((a, b) => Buffer.compare(distance(a), distance(b))).slice(0, count);
   const found = new Map<string, PeerId>();
-  // The query's answer plus the servers we are connected to: in a young swarm the query can end
+  // The query's answers plus the servers we are connected to: in a young swarm the query can end
   // before the peers it asked know every server.
   for (const id of await connectedServers(libp2p, protocol)) found.set(id.toString(), id);
   // a node with no connection and an empty routing table has nobody to ask: the query would only wait out
   // its timeout (a swarm's first node paid 10 s for every record it stored or read). A node that is
   // connected still asks, since its routing table fills once identify has run
   if (((dht as SingleKadDHT).routingTable?.size ?? 0) > 0 || libp2p.getPeers().length > 0) {
-    for await (const event of dht.getClosestPeers(key, { signal: AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS) })) {
-      if (event.name === 'FINAL_PEER') found.set(event.peer.id.toString(), event.peer.id);
+    // servers named by an answer and not asked yet; kad-dht asks only those nearer than who named them
+    const unasked = new Map<string, PeerId>();
+    const answered = new Set<string>();
+    const signal = AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS);
+    try {
+      for await (const event of dht.getClosestPeers(key, { signal })) {
+        if (event.name === 'PEER_RESPONSE') {
+          const from = event.from.toString();
+          unasked.delete(from);
+          answered.add(from);
+          found.set(from, event.from);
+          for (const { id } of event.closer) {
+            const text = id.toString();
+            if (!found.has(text) && !id.equals(libp2p.peerId) && Buffer.compare(distance(id), distance(event.from)) < 0) unasked.set(text, id);
+          }
+        } else if (event.name === 'QUERY_ERROR' && event.from !== undefined) {
+          unasked.delete(event.from.toString());
+        } else if (event.name === 'FINAL_PEER') {
+          found.set(event.peer.id.toString(), event.peer.id);
+        }
+        const best = nearest(found.values());
+        // leaving the loop aborts the query's requests still in flight
+        if (best.length === count && best.every((id) => answered.has(id.toString())) && [...unasked.values()].every((id) => Buffer.compare(distance(id), distance(best.at(-1)!)) > 0)) break;
+      }
+    } catch (err) {
+      // A lookup that ran out of time (a routing table still empty, peers that never answer) keeps
+      // what it found: the connected servers and those that answered. Throwing lost them all, and a
+      // record was then stored nowhere after 10 s.
+      if (!signal.aborted) throw err;
     }
   }
-  const distance = (id: PeerId): Buffer => xor(sha256(id.toMultihash().bytes), target);
-  return [...found.values()].sort((a, b) => Buffer.compare(distance(a), distance(b))).slice(0, count);
+  return nearest(found.values());
 }
 
 /** Connected peers that serve this run's records protocol (DHT servers), as identify reported. */

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys';
 import { encode as cborEncode } from 'cborg';
 import { generatePsk } from '../../src/swarm/index.js';
+import { kadProtocol } from '../../src/swarm/protocols.js';
 import { CLOSEST_PEERS_TIMEOUT_MS, MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
 import { signEntry } from '../../src/swarm/records/entry.js';
 import { progressSchema, rawRequest, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
@@ -49,6 +50,25 @@ test('a swarm\'s first node, alone, stores and reads its records at once instead
   assert.deepEqual(got.get(first.peerId.toString())?.value, { samples: 3, epoch: 0 });
   // each of the two used to wait out the closest-peers query (10 s) with nobody to ask
   assert.ok(elapsed < CLOSEST_PEERS_TIMEOUT_MS / 2, `store + get took ${elapsed} ms`);
+});
+
+test('a peer whose DHT lookups run out of time still stores to and reads from the servers it is connected to', async (t) => {
+  const runId = 'dht-stalled-lookup';
+  const server = await startNode(t, { runId, reachability: 'public' });
+  const peer = await startNode(t, { runId, clientMode: true, initialPeers: server.multiaddrs() });
+  await peer.ready;
+  await waitFor('the peer to know the server', () => peer.stats().routingTableSize >= 1 && peer.isClientMode(server.peerId) === false);
+  // The server stops answering DHT queries (as an overloaded one does): every lookup waits out its time.
+  // A late peer in this state used to store nowhere and read nothing: it saw only itself in the progress.
+  await server.libp2p.unhandle(kadProtocol(runId));
+  await server.libp2p.handle(kadProtocol(runId), () => undefined);
+  const [onPeer, onServer] = [peer, server].map((n) => n.registerNamespace('progress', progressSchema));
+  await onServer!.store('progress', '', { samples: 5, epoch: 2 }, Date.now() + 60_000);
+  const stored = await onPeer!.store('progress', '', { samples: 7, epoch: 2 }, Date.now() + 60_000);
+  assert.equal(stored.replicas, 1, `the connected server holds the record (refused: ${JSON.stringify(stored.refused)})`);
+  const got = await onPeer!.get('progress');
+  assert.deepEqual(got.get(server.peerId.toString())?.value, { samples: 5, epoch: 2 }, 'the peer reads the server\'s record');
+  assert.deepEqual(got.get(peer.peerId.toString())?.value, { samples: 7, epoch: 2 });
 });
 
 test('another peer cannot write or forge a subkey; malformed, oversized and unsigned records are refused and counted', async (t) => {

@@ -1,0 +1,75 @@
+// DHT records among many in-process peers (no training): the records part of bench/dht.ts.
+import { z } from 'zod';
+import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
+import { median } from './_report.js';
+
+const schema = z.strictObject({ samples: z.number().int(), epoch: z.number().int() });
+const JOIN_BATCH = 5;
+
+export interface DhtFigures {
+  readonly peers: number;
+  readonly store: number[];
+  readonly get: number[];
+  /** share of gets that returned the value stored just before (by another peer) */
+  readonly success: number;
+  readonly startupS: number;
+}
+
+export function p90(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(s.length * 0.9))]!;
+}
+
+async function waitFor(what: string, condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * `peers` swarm nodes in this process on 127.0.0.1 (reachability `auto`, as volunteers run); `ops`
+ * times, one peer stores a record and another reads it back.
+ */
+export async function measureDht(peers: number, ops: number): Promise<DhtFigures> {
+  const started = performance.now();
+  // every peer is on 127.0.0.1: lift the per-IP inbound connection limit meant for the internet
+  const init = { runId: `bench-${peers}`, listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000 };
+  const first = await createSwarmNode(init);
+  const nodes: SwarmNode[] = [first];
+  try {
+    // Peers join in small batches, each routable before the next starts: hundreds of simultaneous
+    // handshakes on 2 cores time out identify, which a real swarm (peers arriving over time) never sees.
+    for (let i = 1; i < peers; i += JOIN_BATCH) {
+      const batch = await Promise.all(Array.from({ length: Math.min(JOIN_BATCH, peers - i) }, () => createSwarmNode({ ...init, initialPeers: first.multiaddrs() })));
+      nodes.push(...batch);
+      await Promise.all(batch.map((n) => n.ready));
+      await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+    }
+    const startupS = (performance.now() - started) / 1000;
+    const ns = nodes.map((n) => n.registerNamespace('progress', schema));
+    const store: number[] = [];
+    const get: number[] = [];
+    let found = 0;
+    for (let i = 0; i < ops; i++) {
+      const writer = ns[(i * 7) % peers]!;
+      const reader = ns[(i * 13 + 5) % peers]!;
+      let t = performance.now();
+      await writer.store(`progress/${i}`, '', { samples: i, epoch: 1 }, Date.now() + 60_000);
+      store.push(performance.now() - t);
+      t = performance.now();
+      const got = await reader.get(`progress/${i}`);
+      get.push(performance.now() - t);
+      if ([...got.values()][0]?.value.samples === i) found++;
+    }
+    return { peers, store, get, success: found / ops, startupS };
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop()));
+  }
+}
+
+/** One human line for a measurement. */
+export function describeDht(f: DhtFigures): string {
+  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys [startup ${f.startupS.toFixed(1)} s]`;
+}
