@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, describeAveragingCpu, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -34,4 +34,10 @@ test('the ETA counts down from when it was estimated and stops at zero', () => {
   assert.equal(remainingSeconds(60, 10_000, 5_000), 60, 'a clock behind the estimate does not add time');
   assert.equal(remainingSeconds(null, 10_000, 25_000), null);
   assert.equal(remainingSeconds(60, null, 25_000), null);
+});
+
+test("the swarm panel's averaging figure: busy seconds per round and per GB, or that no round ran yet", () => {
+  assert.equal(describeAveragingCpu(0.4123, 1.18), '0.41 CPU-s per round (1.2 s/GB)');
+  assert.equal(describeAveragingCpu(0.4123, null), '0.41 CPU-s per round');
+  assert.equal(describeAveragingCpu(null, null), 'no round yet');
 });
