@@ -4,6 +4,7 @@ import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { decode, encode, type Compression } from './compression.js';
 import { ALLREDUCE_PROTOCOL, MAX_CHUNKS_IN_FLIGHT, MAX_DATA_FRAME_BYTES } from './constants.js';
+import { startCpuMeter, type RoundCpu } from './cpu-meter.js';
 import { ProtocolError } from './errors.js';
 import { corrupt, type Fault } from './faults.js';
 import { deadline, FramedStream, releasableDeadline } from './framing.js';
@@ -64,6 +65,8 @@ export interface AllreduceResult {
   readonly bytesSent: number;
   readonly bytesReceived: number;
   readonly durationMs: number;
+  /** What the round cost this process's CPU: the main thread's busy time, the process's CPU, the bytes averaged. */
+  readonly cpu: RoundCpu;
 }
 
 /**
@@ -74,6 +77,7 @@ export interface AllreduceResult {
  */
 export async function allreduce(node: SwarmNode, hub: AveragingHub, group: GroupInfo, vector: Float32Array, opts: AllreduceOptions, log: Logger): Promise<AllreduceResult> {
   const started = Date.now();
+  const meter = startCpuMeter();
   const self = node.peerId.toString();
   const index = group.members.findIndex((m) => m.peer === self);
   if (index < 0) throw new RangeError(`peer ${self} is not a member of group ${group.id}`);
@@ -139,6 +143,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
     failedParts,
     bytesSent: traffic.sent,
     bytesReceived: traffic.received,
+    cpu: meter(vector.byteLength), // measured within durationMs's window
     durationMs: Date.now() - started,
   };
 }

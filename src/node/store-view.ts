@@ -56,6 +56,8 @@ export class StoreView {
       targetBatchSize: read(METRIC.targetBatchSize),
       etaSeconds: read(METRIC.etaSeconds),
       lastLoss: read(METRIC.loss),
+      averagingBusySeconds: read(METRIC.averagingBusySeconds),
+      averagingBusySecondsPerGb: read(METRIC.averagingBusySecondsPerGb),
     };
     const times = Object.values(parts).flatMap((p) => (p ? [p.ts] : []));
     const value = (p: { value: number } | undefined) => p?.value ?? null;
@@ -67,6 +69,8 @@ export class StoreView {
       targetBatchSize: value(parts.targetBatchSize),
       etaSeconds: value(parts.etaSeconds),
       lastLoss: value(parts.lastLoss),
+      averagingBusySeconds: value(parts.averagingBusySeconds),
+      averagingBusySecondsPerGb: value(parts.averagingBusySecondsPerGb),
       updatedAt: times.length > 0 ? Math.max(...times) : null,
     };
   }

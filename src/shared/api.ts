@@ -80,6 +80,9 @@ export interface SwarmState {
   /** Seconds until the swarm reaches the target batch size. */
   readonly etaSeconds: number | null;
   readonly lastLoss: number | null;
+  /** Seconds this node's main thread was busy during its latest all-reduce (its averaging's CPU cost), and per GB averaged. */
+  readonly averagingBusySeconds: number | null;
+  readonly averagingBusySecondsPerGb: number | null;
   /** When these numbers were last updated (ms since the epoch); null = never. */
   readonly updatedAt: number | null;
   /** This node's reachability in its swarm; null while it is in none (training alone, coordinator off). */

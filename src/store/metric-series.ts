@@ -26,4 +26,10 @@ export const METRIC = {
   badMicroBatches: 'bad_micro_batches',
   /** Times this node's parameters became non-finite and it restored its in-memory backup (cumulative). */
   backupsRestored: 'backups_restored',
+  /** Seconds this node's main thread was busy during its latest all-reduce (gradients or state): the averaging's CPU cost. */
+  averagingBusySeconds: 'averaging_busy_seconds',
+  /** Bytes of the vector that all-reduce averaged. */
+  averagingBytes: 'averaging_bytes',
+  /** That all-reduce's main-thread busy seconds per GB averaged. */
+  averagingBusySecondsPerGb: 'averaging_busy_seconds_per_gb',
 } as const;

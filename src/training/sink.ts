@@ -3,6 +3,7 @@
  * and a restarted node's contribution totals read; the store skips and reports a point that is not a
  * finite number, so a metric never stops training), the dashboard's live numbers, and log lines.
  */
+import { busySecondsPerGb } from '../averaging/cpu-meter.js';
 import type { Logger } from '../log/logger.js';
 import type { SwarmState } from '../shared/api.js';
 import { METRIC } from '../store/metric-series.js';
@@ -51,9 +52,18 @@ export class TrainingSink {
         ]);
         return;
       }
-      case 'averaging':
+      case 'averaging': {
         this.log.debug({ round: e.round, event: e.event.type }, 'averaging');
+        if (e.event.type !== 'averaged') return;
+        const cpu = e.event.result.cpu;
+        const perGb = busySecondsPerGb(cpu);
+        this.store.metrics.record([
+          { series: METRIC.averagingBusySeconds, value: cpu.busySeconds, ts: e.at },
+          { series: METRIC.averagingBytes, value: cpu.bytes, ts: e.at },
+          ...(perGb !== undefined ? [{ series: METRIC.averagingBusySecondsPerGb, value: perGb, ts: e.at }] : []),
+        ]);
         return;
+      }
       // the optimizer logged why; the store keeps the counts for the dashboard and `cohort metrics`
       case 'skipped':
         this.store.metrics.record([{ series: METRIC.badMicroBatches, value: e.total, ts: e.at }]);
@@ -81,6 +91,10 @@ export class TrainingSink {
 /** The dashboard's live swarm numbers an event changes (undefined: none). */
 export function swarmStateUpdate(e: TrainingEvent): Partial<Omit<SwarmState, 'updatedAt' | 'reachability'>> | undefined {
   if (e.type === 'stepped') return { epoch: e.epoch, lastLoss: e.loss };
+  if (e.type === 'averaging' && e.event.type === 'averaged') {
+    const cpu = e.event.result.cpu;
+    return { averagingBusySeconds: cpu.busySeconds, averagingBusySecondsPerGb: busySecondsPerGb(cpu) ?? null };
+  }
   if (e.type !== 'progress') return undefined;
   const s = e.swarm;
   return { epoch: s.epoch, peersAlive: s.peers, samplesPerSecond: s.samplesPerSecond, samplesAccumulated: Math.round(s.samplesAccumulated), targetBatchSize: s.targetBatchSize, etaSeconds: s.etaSeconds };

@@ -22,6 +22,10 @@ test('3 peers with unequal weights and bandwidths average to the weighted mean; 
     groupIds.add(r.group.id);
     assert.ok(maxAbsDiff(r.vector, expected) <= 1e-6, `max abs err ${maxAbsDiff(r.vector, expected)}`);
     assert.ok(r.bytesSent > 0 && r.bytesReceived > 0);
+    // what the round cost the CPU: the main thread was busy for part of the round, never longer (1 ms: Date.now()'s granularity)
+    assert.equal(r.cpu.bytes, n * 4);
+    assert.ok(r.cpu.busySeconds > 0 && r.cpu.busySeconds <= (r.durationMs + 1) / 1000, `busy ${r.cpu.busySeconds} s in a round of ${r.durationMs} ms`);
+    assert.ok(r.cpu.processSeconds > 0);
     // the LP's split (time_i = (1 + w_i) ÷ b_i): 3e6 at the cap of 2/3, 2e6 the other third, and
     // 1e6, far slower than the others, reduces none — uneven parts, still the exact weighted mean
     const expectedPart = new Map<number, number>([[3e6, 6671], [2e6, 3336], [1e6, 0]]);

@@ -4,7 +4,9 @@ import { createLogger } from '../../src/log/logger.js';
 import { DEFAULT_SETTINGS, type Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
 import { METRIC } from '../../src/store/metric-series.js';
+import type { AllreduceResult } from '../../src/averaging/index.js';
 import type { TrainingEvent } from '../../src/training/events.js';
+import { TrainingSink } from '../../src/training/sink.js';
 import type { CoordinatorRole, TrainingService, TrainingSettings } from '../../src/training/service.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -221,6 +223,29 @@ test('the run data’s fetch progress and a refusal for other data reach the sna
   assert.equal(s.data.fetch?.bytes, progress.bytes, 'the fetch is kept beside the refusal');
   await c.startContribution();
   assert.deepEqual((await c.getSnapshot()).data, { fetch: null, mismatch: null }, 'a new Start fetches and matches again');
+});
+
+/** A gradient round's result as the averager reports it, with what it cost the CPU. */
+function averaged(busySeconds: number, bytes: number, at: number): TrainingEvent {
+  const group = { id: 'g1', key: 'grad', schema: 'flat:4', compression: 'none', size: 4, chunkValues: 4, members: [], parts: [] } as const;
+  const result: AllreduceResult = { status: 'complete', vector: new Float32Array(4), group, excluded: [], clamped: [], failedParts: [], bytesSent: 8, bytesReceived: 8, durationMs: 900, cpu: { busySeconds, processSeconds: 3 * busySeconds, bytes } };
+  return { type: 'averaging', round: 'gradients', event: { type: 'averaged', result }, at };
+}
+
+test("an all-reduce's main-thread busy time reaches the swarm panel: recorded by the sink, and live", async (t) => {
+  const store = storeIn(t);
+  const sink = new TrainingSink(store, log);
+  sink.handle({ type: 'averaging', round: 'gradients', event: { type: 'group', groupId: 'g1', peers: 2, leader: PEER }, at: Date.now() - 3000 });
+  assert.equal(store.metrics.latest(METRIC.averagingBusySeconds), undefined, 'only a finished round has a cost');
+  sink.handle(averaged(0.75, 500e6, Date.now() - 2000));
+  assert.equal(store.metrics.latest(METRIC.averagingBytes)?.value, 500e6);
+  const stored = (await controller(t, store).getSnapshot()).swarm;
+  assert.deepEqual([stored.averagingBusySeconds, stored.averagingBusySecondsPerGb], [0.75, 1.5]);
+  const training = new FakeTraining();
+  const c = controller(t, store, { training });
+  training.emit(averaged(0.5, 250e6, Date.now()));
+  const live = (await c.getSnapshot()).swarm;
+  assert.deepEqual([live.averagingBusySeconds, live.averagingBusySecondsPerGb], [0.5, 2]);
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, describeAveragingCpu, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -41,4 +41,10 @@ test('the run data’s fetch reads as bytes, percent, shards, rate and time left
   assert.equal(formatFetch(p), '12.0 of 48.0 MB (25 %) · 6/24 shards · 4.1 MB/s · 1 min 15 s left');
   assert.equal(formatFetch({ ...p, etaSeconds: null }), '12.0 of 48.0 MB (25 %) · 6/24 shards · 4.1 MB/s · time left unknown');
   assert.equal(formatFetch({ ...p, bytes: p.totalBytes, shardsDone: 24, etaSeconds: 0 }), '48.0 of 48.0 MB (100 %) · 24/24 shards · 4.1 MB/s · done');
+});
+
+test("the swarm panel's averaging figure: busy seconds per round and per GB, or that no round ran yet", () => {
+  assert.equal(describeAveragingCpu(0.4123, 1.18), '0.41 CPU-s per round (1.2 s/GB)');
+  assert.equal(describeAveragingCpu(0.4123, null), '0.41 CPU-s per round');
+  assert.equal(describeAveragingCpu(null, null), 'no round yet');
 });

@@ -44,6 +44,12 @@ export function remainingSeconds(eta: number | null, madeAt: number | null, now:
   return Math.max(0, eta - Math.max(0, now - madeAt) / 1000);
 }
 
+/** The CPU this node's latest all-reduce took from training: "0.41 CPU-s per round (1.2 s/GB)". */
+export function describeAveragingCpu(busySeconds: number | null, perGb: number | null): string {
+  if (busySeconds === null) return 'no round yet';
+  return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
+}
+
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
 export function shortPeerId(id: string): string {
   return id.length <= 16 ? id : `${id.slice(0, 8)}…${id.slice(-6)}`;
