@@ -8,23 +8,15 @@ import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
 import type { Logger } from '../log/logger.js';
+import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { ShardExchangeError } from './errors.js';
 import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
 import { holdingKey, holdingsOf } from './server.js';
 
-export interface FetchProgress {
-  readonly datasetId: string;
-  /** Bytes received for the shards of this fetch (tokenizer excluded), and their total. */
-  readonly bytes: number;
-  readonly totalBytes: number;
-  readonly shardsDone: number;
-  readonly shardsTotal: number;
-  readonly bytesPerSecond: number;
-  /** Seconds left at the rate so far; undefined before any byte arrived. */
-  readonly etaSeconds: number | undefined;
-}
+/** What the dashboard shows of a fetch (bytes: the shards', tokenizer excluded). */
+export type FetchProgress = DataFetchProgress;
 
 export interface FetchOptions {
   /** The dataset the run names. */
@@ -241,7 +233,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   const report = () => {
     const seconds = (Date.now() - started) / 1000;
     const bytesPerSecond = seconds > 0 ? bytes / seconds : 0;
-    options.onProgress?.({ datasetId, bytes, totalBytes, shardsDone, shardsTotal: wanted.length, bytesPerSecond, etaSeconds: bytesPerSecond > 0 ? (totalBytes - bytes) / bytesPerSecond : undefined });
+    options.onProgress?.({ datasetId, bytes, totalBytes, shardsDone, shardsTotal: wanted.length, bytesPerSecond, etaSeconds: bytesPerSecond > 0 ? (totalBytes - bytes) / bytesPerSecond : null });
   };
   const queue = [...wanted];
   const worker = async () => {

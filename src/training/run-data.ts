@@ -96,7 +96,7 @@ function progressReports(log: Logger, report: ((p: FetchProgress) => void) | und
     if (!done && now - last < PROGRESS_EVERY_MS) return;
     last = now;
     const pct = p.totalBytes > 0 ? ` (${((100 * p.bytes) / p.totalBytes).toFixed(0)}%)` : '';
-    const eta = p.etaSeconds === undefined ? '' : `, ETA ${Math.ceil(p.etaSeconds)} s`;
+    const eta = p.etaSeconds === null ? '' : `, ETA ${Math.ceil(p.etaSeconds)} s`;
     log.info(`fetching dataset: ${(p.bytes / 1024 ** 2).toFixed(1)} of ${mb(p.totalBytes)}${pct}, ${p.shardsDone}/${p.shardsTotal} shards, ${mb(p.bytesPerSecond)}/s${eta}`);
   };
 }

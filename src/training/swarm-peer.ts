@@ -97,7 +97,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     data: init.data,
     signal: init.signal,
     quotaBytes: init.cacheQuotaBytes,
-    onProgress: (p) => emit({ type: 'data-fetch', progress: { ...p, etaSeconds: p.etaSeconds ?? null }, at: Date.now() }),
+    onProgress: (p) => emit({ type: 'data-fetch', progress: p, at: Date.now() }),
   });
   const pins = pinsOf(dataset);
   log.info(`training on ${describeRunData(pins)}`);

@@ -85,7 +85,7 @@ test('a newcomer with an empty data directory fetches the tokenizer and every sh
   assert.deepEqual([last.bytes, last.shardsDone], [last.totalBytes, original.shardCount]);
   assert.equal(last.totalBytes, original.bytes);
   assert.ok(progress.every((p, i) => i === 0 || p.bytes >= progress[i - 1]!.bytes));
-  assert.ok(progress.some((p) => p.etaSeconds !== undefined && p.bytesPerSecond > 0));
+  assert.ok(progress.some((p) => p.etaSeconds !== null && p.bytesPerSecond > 0));
 
   const stream = openBatchStream({ store: newcomer!.store, cacheKey: r.info.cacheKey, batchSize: 4, seed: 1, peerId: newcomer!.node.peerId.toString(), worker: false });
   const batch = await stream.next();
