@@ -20,6 +20,11 @@ export interface StateProvider {
   epoch(): number;
   /** The state to send; called once per download. */
   snapshot(): Promise<StateSnapshot> | StateSnapshot;
+  /**
+   * Whether a snapshot now costs only its encoding (false while a delayed optimizer step is pending,
+   * which a snapshot would take early): the advertised hash waits for it. @default always
+   */
+  settled?(): boolean;
 }
 
 export interface StateServerOptions {
@@ -102,7 +107,7 @@ export class StateServer {
   /**
    * Publishes the current epoch now (call after each epoch change so newcomers find the newest
    * state), with the sha256 of the state served at that epoch once it is known: computed once per
-   * epoch in the background (a snapshot may wait for a pending step), then advertised again.
+   * epoch in the background once the provider is settled, then advertised again.
    */
   async advertise(): Promise<void> {
     const epoch = this.provider.epoch();
@@ -112,7 +117,8 @@ export class StateServer {
     } catch (err) {
       this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not advertise state');
     }
-    if (sha256 === undefined && this.hashing === undefined && this.hub.stateServers.has(this.prefix)) {
+    // hashing needs a snapshot: not while it would force a pending step (the next advertisement hashes)
+    if (sha256 === undefined && this.hashing === undefined && this.hub.stateServers.has(this.prefix) && (this.provider.settled?.() ?? true)) {
       this.hashing = this.hash()
         .then((hashed) => {
           this.hashed = hashed;

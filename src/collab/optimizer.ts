@@ -236,6 +236,7 @@ export class CollaborativeOptimizer {
         const fp16 = this.o.stateAveragingCompression !== 'none';
         return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }, { fp16 }) };
       },
+      settled: () => !this.delayed.isPending,
     });
     this.advertise = served.advertise;
     this.withdraw = served.withdraw;
