@@ -5,9 +5,10 @@ const EPOCHS_KEPT = 2;
 /**
  * The allowance for samples a peer made but had not published when this peer last read its record:
  * its reported rate over the time since (at most `maxRefreshSeconds`, the longest this peer's view
- * can be stale), plus this share of the target batch (a last micro-batch).
+ * can be stale), plus this share of the target batch (a last micro-batch: 1/16 clamped honest peers
+ * of small runs, whose micro-batch of 4 was more than 1/16 of a target of 48).
  */
-const ALLOWANCE_TARGET_SHARE = 1 / 16;
+const ALLOWANCE_TARGET_SHARE = 1 / 8;
 
 interface Seen {
   readonly samples: number;
@@ -44,11 +45,23 @@ export class ObservedProgress {
     }
   }
 
-  /** The most weight `peer` may carry in `epoch`'s round, as of `now` (ms). */
+  /**
+   * The most weight `peer` may carry in `epoch`'s round, as of `now` (ms). With no record of that
+   * epoch yet (its first record of the epoch not read before the round), the rate comes from its
+   * newest earlier one: an honest peer that computed one micro-batch of the epoch is not clamped.
+   */
   bound(peer: string, epoch: number, now: number): number {
     const { targetBatchSize, maxRefreshSeconds } = this.opts;
-    const s = this.seen.get(peer)?.get(epoch);
-    const unpublished = s === undefined ? 0 : s.samplesPerSecond * Math.min(maxRefreshSeconds, Math.max(0, (now - s.time) / 1000));
+    const epochs = this.seen.get(peer);
+    const s = epochs?.get(epoch);
+    const rated = s ?? newestBefore(epochs, epoch);
+    const unpublished = rated === undefined ? 0 : rated.samplesPerSecond * Math.min(maxRefreshSeconds, Math.max(0, (now - rated.time) / 1000));
     return Math.min(2 * targetBatchSize, (s?.samples ?? 0) + unpublished + ALLOWANCE_TARGET_SHARE * targetBatchSize);
   }
+}
+
+function newestBefore(epochs: ReadonlyMap<number, Seen> | undefined, epoch: number): Seen | undefined {
+  let best: number | undefined;
+  for (const e of epochs?.keys() ?? []) if (e < epoch && (best === undefined || e > best)) best = e;
+  return best === undefined ? undefined : epochs!.get(best);
 }
