@@ -180,7 +180,7 @@ export class CollaborativeOptimizer {
     this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...timing });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
-    this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxRefreshSeconds: this.o.maxRefresh });
+    this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });
     if (this.o.averageStateEvery > 0) {
       this.stateAverager = createAverager(node, { prefix: STATE_AVERAGING_PREFIX, ...observe(this.o.averageOptStatistics ? 'parameters and optimizer statistics' : 'parameters'), compression: this.o.stateAveragingCompression, ...timing });
     }

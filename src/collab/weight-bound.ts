@@ -4,8 +4,7 @@ import type { PeerProgress } from './progress.js';
 const EPOCHS_KEPT = 2;
 /**
  * The allowance for samples a peer made but had not published when this peer last read its record:
- * its reported rate over the time since (at most `maxRefreshSeconds`, the longest this peer's view
- * can be stale), plus this share of the target batch (a last micro-batch: 1/16 clamped honest peers
+ * its reported rate over the time since (at most `maxStaleSeconds`, a record's lifetime), plus this share of the target batch (a last micro-batch: 1/16 clamped honest peers
  * of small runs, whose micro-batch of 4 was more than 1/16 of a target of 48).
  */
 const ALLOWANCE_TARGET_SHARE = 1 / 8;
@@ -26,7 +25,7 @@ export class ObservedProgress {
   /** peer → epoch → the report with the most samples seen at that epoch */
   private readonly seen = new Map<string, Map<number, Seen>>();
 
-  constructor(private readonly opts: { readonly targetBatchSize: number; readonly maxRefreshSeconds: number }) {}
+  constructor(private readonly opts: { readonly targetBatchSize: number; readonly maxStaleSeconds: number }) {}
 
   /** Takes the reports of one read of the swarm's progress; forgets epochs more than EPOCHS_KEPT behind the newest. */
   observe(reports: readonly PeerProgress[]): void {
@@ -48,14 +47,17 @@ export class ObservedProgress {
   /**
    * The most weight `peer` may carry in `epoch`'s round, as of `now` (ms). With no record of that
    * epoch yet (its first record of the epoch not read before the round), the rate comes from its
-   * newest earlier one: an honest peer that computed one micro-batch of the epoch is not clamped.
+   * newest earlier one; with none at all (a peer this one has not read yet: a newcomer's first
+   * epochs) there is nothing to judge by, and twice the target batch is the bound. Honest peers whose
+   * records lag must not be clamped: the coordinator flags a peer credited less than it claimed.
    */
   bound(peer: string, epoch: number, now: number): number {
-    const { targetBatchSize, maxRefreshSeconds } = this.opts;
+    const { targetBatchSize, maxStaleSeconds } = this.opts;
     const epochs = this.seen.get(peer);
     const s = epochs?.get(epoch);
     const rated = s ?? newestBefore(epochs, epoch);
-    const unpublished = rated === undefined ? 0 : rated.samplesPerSecond * Math.min(maxRefreshSeconds, Math.max(0, (now - rated.time) / 1000));
+    if (rated === undefined) return 2 * targetBatchSize;
+    const unpublished = rated.samplesPerSecond * Math.min(maxStaleSeconds, Math.max(0, (now - rated.time) / 1000));
     return Math.min(2 * targetBatchSize, (s?.samples ?? 0) + unpublished + ALLOWANCE_TARGET_SHARE * targetBatchSize);
   }
 }

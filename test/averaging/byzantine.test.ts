@@ -116,7 +116,7 @@ test('with the mean, a member declaring weight 1e15 counts as the samples its pr
       nodes.slice(1).map(async (node) => {
         const read = async (): Promise<PeerProgress[]> => currentProgress(await progressRecords(node).get(PROGRESS_KEY), Date.now()).map((e) => ({ peerId: e.owner, ...e.value }));
         await waitFor('every peer’s progress record of this epoch', async () => (await read()).filter((r) => r.epoch === epoch).length === 4);
-        const o = new ObservedProgress({ targetBatchSize: target, maxRefreshSeconds: 30 });
+        const o = new ObservedProgress({ targetBatchSize: target, maxStaleSeconds: 30 });
         o.observe(await read());
         return o;
       }),
