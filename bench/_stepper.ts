@@ -22,8 +22,9 @@ export class Stepper {
     command: string,
     args: readonly string[],
     private readonly timeoutMs: number,
+    env: NodeJS.ProcessEnv = process.env,
   ) {
-    this.child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
     this.child.stderr.on('data', (d: Buffer) => (this.stderr = (this.stderr + d.toString()).slice(-2000)));
     this.lines = readline.createInterface({ input: this.child.stdout })[Symbol.asyncIterator]();
   }

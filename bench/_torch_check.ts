@@ -28,7 +28,19 @@ const CONFIGS = {
 
 export type TorchCheck = { readonly python: string; readonly maxAbsDiff: Record<OptimizerKind, number> } | { readonly skipped: string };
 
-function findTorchPython(): string | undefined {
+/**
+ * The environment for the PyTorch side of a benchmark: this machine's OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE
+ * force slower BLAS kernels, which would handicap torch (onnxruntime does not use OpenBLAS).
+ */
+export function torchEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
+  delete env.OPENBLAS_CORETYPE;
+  delete env.OPENBLAS_L2_SIZE;
+  return env;
+}
+
+/** The first Python that imports torch: COHORT_TORCH_PYTHON, python3, /usr/bin/python3. */
+export function findTorchPython(): string | undefined {
   const candidates = [process.env.COHORT_TORCH_PYTHON, 'python3', '/usr/bin/python3'].filter((c): c is string => !!c);
   return candidates.find((python) => spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore', timeout: 60_000 }).status === 0);
 }
@@ -50,7 +62,7 @@ export function crossCheckTorch(): TorchCheck {
     fs.writeFileSync(path.join(dir, 'w0.bin'), raw(w0.data));
     grads.forEach((g, s) => fs.writeFileSync(path.join(dir, `g${s}.bin`), raw(g.data)));
     const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '_torch_optim.py');
-    const run = spawnSync(python, [script, dir], { encoding: 'utf8', timeout: 120_000 });
+    const run = spawnSync(python, [script, dir], { encoding: 'utf8', env: torchEnv(), timeout: 120_000 });
     if (run.status !== 0) throw new Error(`${python} ${script} failed (status ${run.status}): ${run.stderr || run.error?.message}`);
     const maxAbsDiff = {} as Record<OptimizerKind, number>;
     for (const kind of ['adamw', 'lamb'] as const) {

@@ -29,6 +29,7 @@ import { timeLambStep } from './_lamb.js';
 import { lastRunProfile, type RunProfile } from './_ort-profile.js';
 import { median, reportJson } from './_report.js';
 import { Stepper } from './_stepper.js';
+import { torchEnv } from './_torch_check.js';
 
 const B = 8;
 const S = 128;
@@ -103,7 +104,7 @@ async function main(): Promise<void> {
   for (const preset of presets) {
     const config = PRESETS[preset];
     const ort = new Stepper(`ORT ${preset}`, process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--child', preset, '--threads', String(threads)], STEP_TIMEOUT_MS);
-    const torch = torchVersion ? new Stepper(`torch ${preset}`, PYTHON, [path.join(HERE, 'engine_torch.py'), JSON.stringify({ config, batch: B, seq: S, threads })], STEP_TIMEOUT_MS) : undefined;
+    const torch = torchVersion ? new Stepper(`torch ${preset}`, PYTHON, [path.join(HERE, 'engine_torch.py'), JSON.stringify({ config, batch: B, seq: S, threads })], STEP_TIMEOUT_MS, torchEnv()) : undefined;
     const ortMs: number[] = [];
     const torchMs: number[] = [];
     const ortCpu: number[] = [];

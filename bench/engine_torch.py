@@ -72,7 +72,7 @@ class Albert(nn.Module):
         B, S = ids.shape
         H, nh = self.c["hiddenSize"], self.c["numAttentionHeads"]
         d = H // nh
-        pos = torch.arange(S).unsqueeze(0)
+        pos = torch.arange(S, device=ids.device).unsqueeze(0)
         h = self.map_in(self.emb_ln(self.word(ids) + self.pos(pos) + self.tok(types)))
         ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         heads = lambda x: x.view(B, S, nh, d).transpose(1, 2)

@@ -6,9 +6,14 @@
  * (PyTorch, 1 GPU, seq 128, mixed precision: V100 224 seq/s, A100 580 seq/s; ALBERT-large needs about
  * BERT-large's FLOPs per token): gpu_vs_bert_ref = our fp16 seq-128 figure ÷ that of the same GPU
  * class, null where none is published for this GPU.
- * Without a CUDA provider it says why and exits 0 ({"gpu": null, …} as the last line).
+ * The PyTorch peer (bench/gpu_torch.py: the independent ALBERT of bench/engine_torch.py, clip, LAMB,
+ * autocast fp16) runs the same shapes on the same GPU after ours: torch_* keys and gpu_vs_torch = ours ÷
+ * torch, fp16 seq 128. Without a CUDA provider ours is not measured (reason says why), the PyTorch peer
+ * still runs where a GPU and torch are, and it exits 0.
  * Usage: npm run bench -- gpu [--steps N] [--max-batch B]
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { probeProvider } from '../src/doctor/ort-probe.js';
 import { PRESETS } from '../src/engine/albert/config.js';
 import type { Precision } from '../src/engine/albert/graph.js';
@@ -23,9 +28,11 @@ import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { trainStep } from '../src/engine/trainer.js';
 import { median, reportJson } from './_report.js';
+import { findTorchPython, torchEnv } from './_torch_check.js';
 
 const config = PRESETS.large;
 const SEQ_LENS = [128, 512] as const;
+const PRECISIONS = ['fp32', 'fp16'] as const satisfies readonly Precision[];
 
 /** DeepLearningExamples BERT-large pretraining, PyTorch, 1 GPU, seq 128, mixed precision (seq/s), by GPU class. */
 const BERT_LARGE_REFERENCE: ReadonlyArray<{ readonly pattern: RegExp; readonly gpu: string; readonly seqPerS: number }> = [
@@ -87,36 +94,64 @@ async function largestFitting(seqLen: number, precision: Precision, gpu: GpuInfo
   return { batchSize: lo, seqPerS: lo / timed.seconds, guess, error: null };
 }
 
+/** Figures of the PyTorch peer (bench/gpu_torch.py) on the same GPU, keyed like ours with a `torch_` prefix, or why there are none. */
+function torchPeer(maxBatch: number, steps: number): { figures: Record<string, number | null>; version: string } | { skipped: string } {
+  const python = findTorchPython();
+  if (!python) return { skipped: 'no Python with torch (set COHORT_TORCH_PYTHON)' };
+  const spec = { config, seqLens: SEQ_LENS, precisions: PRECISIONS, maxBatch, steps };
+  const script = fileURLToPath(new URL('./gpu_torch.py', import.meta.url));
+  const run = spawnSync(python, [script, JSON.stringify(spec)], { encoding: 'utf8', env: torchEnv(), timeout: 30 * 60_000 });
+  const lines = (run.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const error = lines.find((l) => typeof l.error === 'string')?.error as string | undefined;
+  if (run.status !== 0 || error || lines.length === 0) return { skipped: error ?? `${python} ${script} exited ${run.status}: ${(run.stderr ?? '').trim().split('\n').at(-1) ?? ''}` };
+  const figures: Record<string, number | null> = {};
+  for (const l of lines.filter((l) => typeof l.seq === 'number')) {
+    figures[`torch_seq${String(l.seq)}_${String(l.precision)}_batch`] = l.batch as number;
+    figures[`torch_seq${String(l.seq)}_${String(l.precision)}_seq_per_s`] = l.seq_per_s as number | null;
+  }
+  const version = lines.at(-1)?.torch;
+  return { figures, version: typeof version === 'string' ? version : '?' };
+}
+
 async function main(): Promise<void> {
   const steps = arg('--steps', 5);
   const maxBatch = arg('--max-batch', 256);
-  const cuda = await probeProvider('cuda');
-  if (!cuda.ok) {
-    const reason = missingCudaProvider() ?? cuda.error ?? 'the CUDA provider does not load';
-    console.log(`gpu bench: no CUDA provider here, nothing to measure (${reason}).`);
-    console.log('Run it on a machine with an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider.');
-    reportJson({ gpu: null, reason, gpu_vs_bert_ref: null });
-    return;
-  }
   const gpu = queryGpus()?.[0];
-  const name = gpu?.name ?? 'unknown GPU (nvidia-smi unavailable)';
-  console.log(`gpu bench: ALBERT-large on ${name}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''}, largest micro-batch that runs (up to ${maxBatch}), median of ${steps} steps after a warm-up`);
+  const name = gpu?.name ?? null;
   const figures: Record<string, number | string | null> = { gpu: name, steps };
-  for (const seqLen of SEQ_LENS) {
-    for (const precision of ['fp32', 'fp16'] as const) {
-      const r = await largestFitting(seqLen, precision, gpu, maxBatch, steps);
-      const key = `seq${seqLen}_${precision}`;
-      console.log(`seq ${seqLen} ${precision}: ${r.seqPerS === null ? `no micro-batch ran (${r.error})` : `micro-batch ${r.batchSize} (estimate said ${r.guess ?? '–'}), ${r.seqPerS.toFixed(1)} seq/s`}`);
-      figures[`${key}_batch`] = r.batchSize;
-      figures[`${key}_seq_per_s`] = r.seqPerS === null ? null : Number(r.seqPerS.toFixed(2));
-      figures[`${key}_estimated_batch`] = r.guess;
+  const cuda = await probeProvider('cuda');
+  if (cuda.ok) {
+    console.log(`gpu bench: ALBERT-large on ${name ?? 'unknown GPU (nvidia-smi unavailable)'}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''}, largest micro-batch that runs (up to ${maxBatch}), median of ${steps} steps after a warm-up`);
+    for (const seqLen of SEQ_LENS) {
+      for (const precision of PRECISIONS) {
+        const r = await largestFitting(seqLen, precision, gpu, maxBatch, steps);
+        const key = `seq${seqLen}_${precision}`;
+        console.log(`seq ${seqLen} ${precision}: ${r.seqPerS === null ? `no micro-batch ran (${r.error})` : `micro-batch ${r.batchSize} (estimate said ${r.guess ?? '–'}), ${r.seqPerS.toFixed(1)} seq/s`}`);
+        figures[`${key}_batch`] = r.batchSize;
+        figures[`${key}_seq_per_s`] = r.seqPerS === null ? null : Number(r.seqPerS.toFixed(2));
+        figures[`${key}_estimated_batch`] = r.guess;
+      }
     }
+  } else {
+    figures.reason = missingCudaProvider() ?? cuda.error ?? 'the CUDA provider does not load';
+    console.log(`gpu bench: no CUDA provider here, Cohort's step is not measured (${String(figures.reason)}).`);
+    console.log('It needs an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider.');
   }
-  const ref = BERT_LARGE_REFERENCE.find((r) => r.pattern.test(name));
-  const ours = figures.seq128_fp16_seq_per_s as number | null;
+  // the PyTorch peer needs only a GPU: with no CUDA provider it still gives this machine's reference
+  const torch = name === null ? { skipped: 'no GPU (nvidia-smi sees none)' } : torchPeer(maxBatch, steps);
+  if ('skipped' in torch) console.log(`PyTorch peer: not run (${torch.skipped})`);
+  else {
+    Object.assign(figures, torch.figures);
+    console.log(`PyTorch ${torch.version} peer on the same GPU (bench/gpu_torch.py, eager, autocast fp16): ${SEQ_LENS.flatMap((s) => PRECISIONS.map((p) => `seq ${s} ${p} ${torch.figures[`torch_seq${s}_${p}_seq_per_s`] ?? '–'} seq/s at ${torch.figures[`torch_seq${s}_${p}_batch`]}`)).join('; ')}`);
+  }
+  const ours = (figures.seq128_fp16_seq_per_s ?? null) as number | null;
+  const torchFp16 = (figures.torch_seq128_fp16_seq_per_s ?? null) as number | null;
+  figures.gpu_vs_torch = ours !== null && torchFp16 ? Number((ours / torchFp16).toFixed(3)) : null;
+  const ref = name === null ? undefined : BERT_LARGE_REFERENCE.find((r) => r.pattern.test(name));
   figures.bert_ref_seq_per_s = ref?.seqPerS ?? null;
   figures.gpu_vs_bert_ref = ref && ours !== null ? Number((ours / ref.seqPerS).toFixed(3)) : null;
-  console.log(ref ? `BERT-large reference (DeepLearningExamples, PyTorch, 1×${ref.gpu}, seq 128, mixed precision): ${ref.seqPerS} seq/s; ours fp16 seq 128: ${ours ?? '–'} seq/s → ${figures.gpu_vs_bert_ref ?? '–'}` : `no published BERT-large reference for ${name} (known: ${BERT_LARGE_REFERENCE.map((r) => `${r.gpu} ${r.seqPerS} seq/s`).join(', ')})`);
+  console.log(ref ? `BERT-large reference (DeepLearningExamples, PyTorch, 1×${ref.gpu}, seq 128, mixed precision): ${ref.seqPerS} seq/s; ours fp16 seq 128: ${ours ?? '–'} seq/s → ${figures.gpu_vs_bert_ref ?? '–'}` : `no published BERT-large reference for ${name ?? 'this machine'} (known: ${BERT_LARGE_REFERENCE.map((r) => `${r.gpu} ${r.seqPerS} seq/s`).join(', ')})`);
+  console.log(`ours ÷ PyTorch, fp16 seq 128: ${figures.gpu_vs_torch ?? '–'}`);
   reportJson(figures);
 }
 

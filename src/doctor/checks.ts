@@ -57,7 +57,8 @@ async function checkOnnxRuntime(): Promise<CheckResult[]> {
       : {
           name: 'CUDA provider',
           status: 'missing',
-          detail: `does not load: ${cuda.error}${missingCudaProvider() === undefined ? '' : ' (the provider libraries are not installed)'}`,
+          // ORT's own error is a bare dlopen message; say which part is missing when that can be seen
+          detail: `does not load: ${missingCudaProvider() ?? cuda.error}`,
           fix:
             process.platform === 'linux' && process.arch === 'x64'
               ? 'needs an NVIDIA driver, CUDA 12 + cuDNN 9 libraries, and the provider files: run `npm rebuild` on a machine that can reach NuGet (the CPU works meanwhile)'

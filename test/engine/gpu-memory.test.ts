@@ -10,12 +10,15 @@ import { tmpDir } from '../helpers/tmp.js';
 const MiB = 2 ** 20;
 /** What nvidia-smi 535 prints for `--query-gpu=memory.free,name --format=csv` on a two-GPU machine. */
 const TWO_GPUS = 'memory.free [MiB], name\n15102 MiB, Tesla T4\n40337 MiB, NVIDIA A100-SXM4-40GB, rev. B\n';
+/** What nvidia-smi 580.159.04 printed for the same query on the H200 lent on 2026-11-25. */
+const H200 = 'memory.free [MiB], name\n143156 MiB, NVIDIA H200\n';
 
 test('nvidia-smi output parses into free bytes and names; anything else is an error naming the line', () => {
   assert.deepEqual(parseNvidiaSmi(TWO_GPUS), [
     { name: 'Tesla T4', freeBytes: 15102 * MiB },
     { name: 'NVIDIA A100-SXM4-40GB, rev. B', freeBytes: 40337 * MiB },
   ]);
+  assert.deepEqual(parseNvidiaSmi(H200), [{ name: 'NVIDIA H200', freeBytes: 143156 * MiB }]);
   assert.deepEqual(parseNvidiaSmi('memory.free [MiB], name\n'), []);
   assert.throws(() => parseNvidiaSmi('name, memory.free [MiB]\nTesla T4, 15102 MiB\n'), /unexpected header "name, memory.free \[MiB\]"/);
   assert.throws(() => parseNvidiaSmi('memory.free [MiB], name\n[N/A], Tesla T4\n'), /unreadable line "\[N\/A\], Tesla T4"/);
