@@ -2,12 +2,10 @@
 //   npm run bench -- dht [--quick] [--streams-only | --records-only]
 // Human-readable lines, then one JSON object as the last line: store/get latency (median, p90, ms)
 // and success with 10, 50 and 256 peers (--quick: 10 and 50; `dht_256_get_ms`, `dht_256_success`),
-// and libp2p stream throughput (tcp + noise or tls + yamux) against a raw TCP socket moving the same bytes in the same rounds (`stream_vs_tcp` = libp2p ÷ raw TCP, for the
-// default encryption; `noise_vs_tcp`, `tls_vs_tcp` for each).
+// and libp2p stream throughput (a direct connection: TCP + TLS 1.3 on the socket + yamux) against a raw TCP socket moving the same bytes in the same rounds
+// (`stream_vs_tcp` = libp2p ÷ raw TCP).
 import net from 'node:net';
 import { byteStream } from '@libp2p/utils';
-import type { Encryption } from '../src/swarm/config.js';
-import { DEFAULT_ENCRYPTION } from '../src/swarm/constants.js';
 import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
 import { describeDht, measureDht, p90 } from './_dht-swarm.js';
 import { median, reportJson } from './_report.js';
@@ -18,7 +16,7 @@ const STREAM_BYTES = (quick ? 64 : 128) * 1024 * 1024;
 const CHUNK = 64 * 1024;
 const ROUNDS = quick ? 1 : 3;
 
-/** Bytes per second through one libp2p stream (tcp + noise + yamux), honouring backpressure. */
+/** Bytes per second through one libp2p stream (TCP + TLS + yamux), honouring backpressure. */
 async function libp2pThroughput(a: SwarmNode, b: SwarmNode): Promise<number> {
   const t = performance.now();
   const stream = await b.dial(a.peerId, 'bench-sink/1.0.0');
@@ -65,8 +63,8 @@ async function tcpThroughput(): Promise<number> {
   }
 }
 
-async function sinkPair(encryption: Encryption): Promise<[SwarmNode, SwarmNode]> {
-  const init = { runId: `bench-stream-${encryption}`, listen: ['/ip4/127.0.0.1/tcp/0'], encryption };
+async function sinkPair(): Promise<[SwarmNode, SwarmNode]> {
+  const init = { runId: 'bench-stream', listen: ['/ip4/127.0.0.1/tcp/0'] };
   const a = await createSwarmNode(init);
   const b = await createSwarmNode({ ...init, initialPeers: a.multiaddrs() });
   await b.ready;
@@ -83,18 +81,18 @@ async function sinkPair(encryption: Encryption): Promise<[SwarmNode, SwarmNode]>
   return [a, b];
 }
 
-/** Raw TCP, Noise and TLS interleaved round by round, so machine noise hits all three alike. */
-async function throughput(): Promise<Record<'tcp' | Encryption, number>> {
-  const pairs = { noise: await sinkPair('noise'), tls: await sinkPair('tls') };
+/** Raw TCP and libp2p interleaved round by round, so machine noise hits both alike. */
+async function throughput(): Promise<{ tcp: number; libp2p: number }> {
+  const pair = await sinkPair();
   try {
-    const runs: Record<'tcp' | Encryption, number[]> = { tcp: [], noise: [], tls: [] };
+    const runs = { tcp: [] as number[], libp2p: [] as number[] };
     for (let round = 0; round < ROUNDS; round++) {
       runs.tcp.push(await tcpThroughput());
-      for (const e of ['noise', 'tls'] as const) runs[e].push(await libp2pThroughput(...pairs[e]));
+      runs.libp2p.push(await libp2pThroughput(...pair));
     }
-    return { tcp: median(runs.tcp), noise: median(runs.noise), tls: median(runs.tls) };
+    return { tcp: median(runs.tcp), libp2p: median(runs.libp2p) };
   } finally {
-    await Promise.all(Object.values(pairs).flat().map((n) => n.stop()));
+    await Promise.all(pair.map((n) => n.stop()));
   }
 }
 
@@ -122,16 +120,11 @@ if (process.argv.includes('--records-only')) {
   process.exit(0);
 }
 const rates = await throughput();
-const streams: Record<string, number> = { tcp_mib_s: +(rates.tcp / 1024 / 1024).toFixed(1) };
-for (const encryption of ['noise', 'tls'] as const) {
-  console.log(`stream throughput, ${mib(STREAM_BYTES)} MiB × ${ROUNDS} rounds: tcp+${encryption}+yamux ${mib(rates[encryption])} MiB/s vs raw TCP ${mib(rates.tcp)} MiB/s (ratio ${(rates[encryption] / rates.tcp).toFixed(3)})`);
-  streams[`${encryption}_mib_s`] = +(rates[encryption] / 1024 / 1024).toFixed(1);
-  streams[`${encryption}_vs_tcp`] = +(rates[encryption] / rates.tcp).toFixed(3);
-}
+console.log(`stream throughput, ${mib(STREAM_BYTES)} MiB × ${ROUNDS} rounds: tcp+tls+yamux ${mib(rates.libp2p)} MiB/s vs raw TCP ${mib(rates.tcp)} MiB/s (ratio ${(rates.libp2p / rates.tcp).toFixed(3)})`);
 reportJson({
   ...figures,
-  ...streams,
-  encryption_default: DEFAULT_ENCRYPTION,
-  // the default encryption's libp2p stream throughput ÷ raw TCP throughput
-  stream_vs_tcp: streams[`${DEFAULT_ENCRYPTION}_vs_tcp`]!,
+  tcp_mib_s: +(rates.tcp / 1024 / 1024).toFixed(1),
+  stream_mib_s: +(rates.libp2p / 1024 / 1024).toFixed(1),
+  // a libp2p stream's throughput ÷ raw TCP throughput
+  stream_vs_tcp: +(rates.libp2p / rates.tcp).toFixed(3),
 });

@@ -37,7 +37,8 @@ export interface SwarmInit {
   /** Identity given directly (tests, benchmarks): overrides `identityFile` and the store. */
   privateKey?: PrivateKey;
   /**
-   * Preferred connection encryption; both are offered, so peers preferring either interoperate.
+   * Preferred encryption of relayed connections; both are offered, so peers preferring either
+   * interoperate. Direct TCP connections always use TLS 1.3 run by Node on the socket (tls-tcp.ts).
    * TLS 1.3 uses AES-GCM (hardware-accelerated on most CPUs), Noise ChaCha20-Poly1305 in JS. @default DEFAULT_ENCRYPTION
    */
   encryption?: Encryption;

@@ -100,8 +100,18 @@ export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
 /** A node that just turned DHT server looks itself up after each of these delays (the first: a few push debounces). */
 export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second];
 
-/** Connection encryption offered first (both are always offered). TLS: equal or faster than Noise in 3 of 3 interleaved bench/dht runs (266–282 vs 185–283 MiB/s). */
+/**
+ * Encryption offered first on relayed connections (both are offered; direct TCP connections always
+ * use TLS 1.3 on the socket, src/swarm/tls-tcp.ts). TLS: equal or faster than Noise in 3 of 3
+ * interleaved bench/dht runs through libp2p's JS TLS (266–282 vs 185–283 MiB/s).
+ */
 export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'tls';
+/** ALPN of direct TLS connections: the libp2p TLS spec's value for "muxer negotiated afterwards". */
+export const TLS_TCP_ALPN = 'libp2p';
+/** An inbound TCP connection has this long to complete its TLS handshake (libp2p's inbound upgrade timeout starts after it). */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10 * second;
+/** A direct connection with no traffic for this long is closed (libp2p's TCP transport: 2 min). */
+export const TCP_INACTIVITY_TIMEOUT_MS = 2 * minute;
 
 /** How often `cohort swarm start` writes its stats into the store's metrics (hivemind's monitor logs every ~30 s). */
 export const STATS_RECORD_INTERVAL_MS = 30 * second;

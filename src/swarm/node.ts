@@ -10,7 +10,6 @@ import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
-import { tcp } from '@libp2p/tcp';
 import { tls } from '@libp2p/tls';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
@@ -30,6 +29,7 @@ import type { SwarmStats } from './stats.js';
 import type { SwarmStore } from './identity.js';
 import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace } from './records/service.js';
+import { tlsTcp } from './tls-tcp.js';
 
 export interface HandleOptions {
   /** Concurrent inbound streams per connection. @default 32 */
@@ -78,7 +78,7 @@ export interface SwarmNode {
 }
 
 /**
- * Creates and starts a swarm node: libp2p over TCP with noise and yamux, identify, ping, the run's
+ * Creates and starts a swarm node: libp2p over TCP with TLS 1.3 and yamux, identify, ping, the run's
  * kad-dht, relays for peers behind NAT, and hivemind-style records. Bootstrap runs in the
  * background (see `ready`), so a dead initial peer never stops the node from starting.
  */
@@ -91,7 +91,8 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   const libp2p = await createLibp2p({
     privateKey,
     addresses: { listen: [...cfg.listen, ...(forcedPrivate ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
-    transports: [tcp(), circuitRelayTransport()],
+    // direct connections: TLS 1.3 on the TCP socket; the encrypters secure relayed connections
+    transports: [tlsTcp({ onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }), circuitRelayTransport()],
     connectionEncrypters: cfg.encryption === 'tls' ? [tls(), noise()] : [noise(), tls()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { openStore } from '../../src/store/index.js';
 import { IdentityError, createSwarmNode, readToEnd, swarmMetrics } from '../../src/swarm/index.js';
 import { prometheusText } from '../../src/util/prometheus.js';
-import { progressSchema, startNode, startSwarm } from '../helpers/swarm.js';
+import { echoVia, progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 test('the identity is kept in the store, or in a key file, across restarts', async (t) => {
@@ -91,11 +91,14 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   assert.match(prom, /^cohort_swarm_routing_table_size 1$/m);
 });
 
-test('peers preferring TLS and Noise interoperate', async (t) => {
-  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise' });
-  const tlsPeer = await startNode(t, { runId: 'crypto', encryption: 'tls', initialPeers: noisePeer.multiaddrs() });
-  assert.equal((await tlsPeer.ready).connected.length, 1);
-  const ns = [noisePeer, tlsPeer].map((n) => n.registerNamespace('progress', progressSchema));
-  await ns[1]!.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
-  assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
+test('relayed connections: peers preferring Noise and TLS interoperate; direct ones are TLS on the socket', async (t) => {
+  const relay = await startNode(t, { runId: 'crypto' });
+  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise', initialPeers: relay.multiaddrs() });
+  const tlsClient = await startNode(t, { runId: 'crypto', encryption: 'tls', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
+  await waitFor('a relay reservation', () => tlsClient.multiaddrs().some((a) => a.includes('/p2p-circuit/')));
+  const relayed = tlsClient.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
+  assert.equal((await echoVia(noisePeer, tlsClient, relayed, 'through the relay')).echoed, 'through the relay');
+  // the dialer's preference wins: the relayed connection runs Noise inside the relay's stream
+  assert.deepEqual(noisePeer.libp2p.getConnections(tlsClient.peerId).map((c) => [c.limits !== undefined, c.encryption]), [[true, '/noise']]);
+  for (const peer of [noisePeer, tlsClient]) assert.deepEqual(peer.libp2p.getConnections(relay.peerId).map((c) => c.encryption), ['native']);
 });
