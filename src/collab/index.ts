@@ -4,6 +4,7 @@
  * others read (progress, leaderboards). Code outside collab/ imports from here.
  */
 export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
+export { BadStepCounter } from './bad-steps.js';
 export { RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
