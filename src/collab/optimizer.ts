@@ -72,11 +72,11 @@ interface EndedEpoch {
   readonly loss: number;
 }
 
-/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
 /** What a volunteer whose data differs from the swarm's should do (logged with the refusal naming both hashes). */
 export const DATA_MISMATCH_ADVICE =
   "this peer trains on other data than the swarm's peers, so it never averages with them. When the run pins its data (`cohort status --join CODE` shows it), restart this peer with an empty data directory (`cohort run --join CODE --data-dir NEW_DIR`) to fetch it; when it pins none, prepare the same data as the others (`cohort data prepare --source … --tokenizer …`) or found the run on one (`cohort run --coordinator --data-source …`)";
 
+/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
 type Reduced = StepResult | { readonly ok: false; readonly reason: string };
 
 interface Averaged {

@@ -135,7 +135,7 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
       watchMemory(onExceeded) {
         if (!spec.memory) return;
         watchdog?.stop();
-        watchdog = new MemoryWatchdog({ limitBytes: spec.memory.limitMiB * 2 ** 20, ...(spec.memory.memoryProbe ? { probe: spec.memory.memoryProbe } : {}), onExceeded });
+        watchdog = new MemoryWatchdog({ limitBytes: spec.memory.limitMiB * 2 ** 20, probe: spec.memory.memoryProbe, onExceeded });
         watchdog.start(spec.memory.watchdogIntervalMs);
       },
       checkpoint(step, keep) {
