@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { CREDITED_SERIES, FLAGGED_SERIES, EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportOptions } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
+import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
 import { openExistingStore, type Store } from '../../store/index.js';
 import { commandContext } from '../context.js';
@@ -76,7 +77,7 @@ function parseSince(raw: string | undefined, now: number): number | undefined {
 }
 
 function parseSeries(raw: string, store: Store): string[] {
-  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = commaList(raw);
   const accepted = [...new Set([...KNOWN_SERIES, ...store.metrics.seriesNames()])].sort();
   const unknown = names.filter((n) => !accepted.includes(n));
   if (names.length === 0 || unknown.length > 0) throw new ConfigError('--series', `invalid value ${JSON.stringify(raw)}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}; accepted: a comma-separated list of ${accepted.join(', ')}`);

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
 import { ShardServer } from '../../shards/index.js';
 import { ConfigError } from '../../config/load.js';
+import { commaList } from '../../config/settings.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import type { MetricsServer } from '../../node/metrics-server.js';
@@ -125,10 +126,9 @@ function resumeState(opts: RunFlags, founding: boolean): ReturnType<typeof loadS
 function swarmInit(opts: RunFlags, initialPeers: readonly string[]): SwarmInit {
   if (opts.join !== undefined && initialPeers.length > 0) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
   if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
-  const list = (text: string | undefined): string[] | undefined => text?.split(',').map((s) => s.trim()).filter(Boolean);
   const init: SwarmInit = {
     ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: [...initialPeers] }),
-    ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
+    ...(opts.listen !== undefined ? { listen: commaList(opts.listen) } : {}),
     ...reachabilityInit(opts),
   };
   try {
