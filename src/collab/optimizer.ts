@@ -547,10 +547,7 @@ export class CollaborativeOptimizer {
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);
-      this.epochValue = s.epoch;
-      this.acc.reset(); // gradients of an older model are useless to the swarm
-      this.epochSamples = 0;
-      this.lossSum = 0;
+      this.beginEpoch(s.epoch); // gradients of an older model are useless to the swarm
       this.inFlight = undefined; // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step
       this.loadFailures = 0;

@@ -90,16 +90,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     sink.handle(e);
     init.emit?.(e);
   };
-  const dataset = await runDataset({
-    node,
-    store,
-    dataDir: init.dataDir,
-    log,
-    data: init.data,
-    signal: init.signal,
-    quotaBytes: init.cacheQuotaBytes,
-    onProgress: (p) => emit({ type: 'data-fetch', progress: p, at: Date.now() }),
-  });
+  const dataset = await runDataset({ ...init, quotaBytes: init.cacheQuotaBytes, onProgress: (p) => emit({ type: 'data-fetch', progress: p, at: Date.now() }) });
   const pins = pinsOf(dataset);
   log.info(`training on ${describeRunData(pins)}`);
   const limit = init.memoryLimitMiB;
