@@ -9,6 +9,7 @@ import type { MetricsServer } from '../../node/metrics-server.js';
 import { createSwarmNode, isJoinCode, swarmMetrics, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
+import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
 import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
@@ -74,16 +75,11 @@ export function registerRun(program: Command): void {
         const collab: CollaborativeOptions = {
           ...collabOptionsOf(run),
           ...local,
-          matchmakingTime: opts.matchmakingTime,
-          averagingTimeout: opts.averagingTimeout,
-          averagingExpiration: opts.averagingExpiration,
-          targetGroupSize: opts.targetGroupSize,
+          // the flags named as the optimizer's options (rows over COLLABORATIVE_OPTION_FIELDS)
+          ...pick(opts, ['matchmakingTime', 'averagingTimeout', 'averagingExpiration', 'targetGroupSize', 'displayName', 'backupEverySteps', 'maxBadMicroBatches']),
           maxRefresh: opts.refresh,
-          displayName: opts.displayName,
           trustedPeers: joinPeers ?? [],
           uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
-          backupEverySteps: opts.backupEverySteps,
-          maxBadMicroBatches: opts.maxBadMicroBatches,
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
         const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
