@@ -185,12 +185,13 @@ async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch:
   const all = adverts.filter((e) => e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, sha256: e.value.sha256, tie: Math.random() }));
   all.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
   // a peer that stopped serving still vouches for the state it advertised
-  const backers = new Map<string, number>();
+  const backers = new Map<string, string[]>();
   for (const e of adverts) {
     const key = `${e.value.epoch}:${e.value.sha256}`;
-    if (e.value.sha256 !== undefined) backers.set(key, (backers.get(key) ?? 0) + (trusted.includes(e.owner) ? 2 : 1));
+    if (e.value.sha256 !== undefined) backers.set(key, [...(backers.get(key) ?? []), e.owner]);
   }
-  const backed = all.filter((d) => d.sha256 !== undefined && backers.get(`${d.epoch}:${d.sha256}`)! >= 2 && d.epoch >= minEpoch);
+  const isBacked = (owners: string[] = []): boolean => owners.length >= 2 || owners.some((o) => trusted.includes(o));
+  const backed = all.filter((d) => d.sha256 !== undefined && isBacked(backers.get(`${d.epoch}:${d.sha256}`)) && d.epoch >= minEpoch);
   const describe = (d: (typeof all)[number]): string => `${d.peer} (epoch ${d.epoch}${d.sha256 ? `, sha256 ${d.sha256.slice(0, 12)}…` : ''})`;
   if (backed.length > 0) return { list: backed.map(({ peer, epoch, sha256 }) => ({ peer, epoch, sha256 })), unbacked: all.filter((d) => !backed.includes(d) && d.epoch >= minEpoch).map(describe) };
   // a lone donor's hash is only its own word: checked against its header, as any download is

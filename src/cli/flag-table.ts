@@ -137,6 +137,12 @@ function valueKeyOf(table: FlagTable, key: string): string {
   return new Option(flagOf(table, key)).attributeName();
 }
 
+/** A flag's value that has no default, or a ConfigError saying the flag is required. */
+export function requiredFlag<T>(flag: string, value: T | undefined): T {
+  if (value === undefined) throw new ConfigError(flag, 'is required');
+  return value;
+}
+
 /** The flag of a table's key (for errors found after parsing, e.g. a combination). */
 export function flagOf(table: FlagTable, key: string): string {
   const row = table[key];

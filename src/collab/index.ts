@@ -4,6 +4,7 @@
  * others read (progress, leaderboards). Code outside collab/ imports from here.
  */
 export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
+export { BadStepCounter } from './bad-steps.js';
 export { RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
@@ -14,4 +15,4 @@ export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type Collabor
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, DEFAULT_RUN_SETTINGS, defaultRunSettings, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, resolveRunSettings, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type ResolvedRun, type RunData, type RunParams, type RunSettings } from './run-params.js';
+export { collabOptionsOf, DEFAULT_RUN_SETTINGS, defaultRunSettings, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type RunData, type RunParams, type RunSettings } from './run-params.js';

@@ -16,6 +16,7 @@ import { currentProgress, leaderboardRecords, PROGRESS_KEY, progressRecords, typ
 import { DelayedStep } from './delayed-step.js';
 import { resolveCollaborativeOptions, type CollaborativeOptions, type ResolvedCollaborativeOptions } from './options.js';
 import { FollowableReports } from './backed-progress.js';
+import { BadStepCounter } from './bad-steps.js';
 import { ObservedProgress } from './weight-bound.js';
 import { TrainingStateError } from './errors.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
@@ -71,11 +72,11 @@ interface EndedEpoch {
   readonly loss: number;
 }
 
-/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
 /** What a volunteer whose data differs from the swarm's should do (logged with the refusal naming both hashes). */
 export const DATA_MISMATCH_ADVICE =
   "this peer trains on other data than the swarm's peers, so it never averages with them. When the run pins its data (`cohort status --join CODE` shows it), restart this peer with an empty data directory (`cohort run --join CODE --data-dir NEW_DIR`) to fetch it; when it pins none, prepare the same data as the others (`cohort data prepare --source … --tokenizer …`) or found the run on one (`cohort run --coordinator --data-source …`)";
 
+/** What the gradient all-reduce gives the step (a StepResult, or the error of a round that threw). */
 type Reduced = StepResult | { readonly ok: false; readonly reason: string };
 
 interface Averaged {
@@ -136,8 +137,7 @@ export class CollaborativeOptimizer {
   private withdraw: () => Promise<void> = async () => {};
   private totals = { samples: 0, seconds: 0 };
   /** Micro-batches skipped for a non-finite loss or gradient: in this peer's life, and in a row. */
-  private badMicroBatches = 0;
-  private badInARow = 0;
+  private readonly bad: BadStepCounter;
   /** Why this peer stays out of gradient averaging (its gradients kept being non-finite), until a finite micro-batch. */
   private outOfAveraging: string | undefined;
   /** hivemind's backup_every_steps: the last state known to be finite, in memory. */
@@ -160,6 +160,7 @@ export class CollaborativeOptimizer {
   ) {
     this.o = resolveCollaborativeOptions(options);
     this.faultNonFinite = this.o.fault?.nonFiniteMicroBatches ?? 0;
+    this.bad = new BadStepCounter(this.o.maxBadMicroBatches);
     this.acc = new GradientAccumulator(params);
     this.delayed = new DelayedStep(params, this.o.delayOptimizerStep);
     this.averaged = params.zerosLike();
@@ -271,7 +272,7 @@ export class CollaborativeOptimizer {
       this.log.info(`gradients are finite again: this peer rejoins averaging (it left because ${this.outOfAveraging})`);
       this.outOfAveraging = undefined;
     }
-    this.badInARow = 0;
+    this.bad.reset();
     if (this.o.useLocalUpdates) {
       if (!Number.isSafeInteger(samples) || samples <= 0) throw new RangeError(`micro-batch sample count must be an integer > 0; got ${samples}`);
       // hivemind's use_local_updates: the optimizer steps on every micro-batch; the epoch's rate applies
@@ -444,17 +445,16 @@ export class CollaborativeOptimizer {
    * this peer leaves averaging until a finite micro-batch comes.
    */
   skipMicroBatch(reason: string): StepOutcome {
-    this.badMicroBatches++;
-    this.badInARow++;
-    this.log.warn(`skipped a micro-batch at epoch ${this.epochValue}: ${reason} (${this.badInARow} in a row, ${this.badMicroBatches} in total)`);
+    const atLimit = this.bad.add();
+    this.log.warn(`skipped a micro-batch at epoch ${this.epochValue}: ${reason} (${this.bad.inARow} in a row, ${this.bad.total} in total)`);
     let left: string | undefined;
-    if (this.badInARow === this.o.maxBadMicroBatches) {
-      left = `its last ${this.badInARow} micro-batches had a non-finite loss or gradient (last: ${reason})`;
+    if (atLimit) {
+      left = `its last ${this.bad.inARow} micro-batches had a non-finite loss or gradient (last: ${reason})`;
       this.outOfAveraging = left;
       this.dropScheduled('this peer leaves averaging');
       this.log.warn(`this peer leaves averaging: ${left}; it goes on computing and rejoins with its first finite micro-batch`);
     }
-    return { type: 'skipped', reason, inARow: this.badInARow, total: this.badMicroBatches, ...(left ? { leftAveraging: left } : {}) };
+    return { type: 'skipped', reason, inARow: this.bad.inARow, total: this.bad.total, ...(left ? { leftAveraging: left } : {}) };
   }
 
   /** Keeps a copy of the state every backupEverySteps epochs (never of parameters a pending or broken step will change). */
@@ -547,10 +547,7 @@ export class CollaborativeOptimizer {
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);
-      this.epochValue = s.epoch;
-      this.acc.reset(); // gradients of an older model are useless to the swarm
-      this.epochSamples = 0;
-      this.lossSum = 0;
+      this.beginEpoch(s.epoch); // gradients of an older model are useless to the swarm
       this.inFlight = undefined; // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step
       this.loadFailures = 0;

@@ -10,7 +10,7 @@ import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
-import type { CollaborativeOptions } from './options.js';
+import { pick } from '../util/pick.js';
 import { RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
 
@@ -159,25 +159,12 @@ export function describeRunData(data: RunData | null): string {
   return data === null ? 'no pinned data (each peer trains on its own)' : `dataset ${data.datasetId}, tokenizer sha256 ${data.tokenizerSha256}`;
 }
 
+/** The run settings the collaborative optimizer takes (the rest are the model's and LAMB's: the session's). */
+const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'maxGradNorm'] as const;
+
 /** The optimizer options the settings decide. */
-export function collabOptionsOf(s: RunSettings): Pick<
-  CollaborativeOptions,
-  'targetBatchSize' | 'peakLr' | 'warmupSteps' | 'totalSteps' | 'gradCompression' | 'stateAveragingCompression' | 'averageStateEvery' | 'averageOptStatistics' | 'useLocalUpdates' | 'batchSizeLead' | 'aggregation' | 'maxGradNorm'
-> {
-  return {
-    targetBatchSize: s.targetBatchSize,
-    peakLr: s.peakLr,
-    warmupSteps: s.warmupSteps,
-    totalSteps: s.totalSteps,
-    gradCompression: s.gradCompression,
-    stateAveragingCompression: s.stateAveragingCompression,
-    ...(s.averageStateEvery !== undefined ? { averageStateEvery: s.averageStateEvery } : {}),
-    averageOptStatistics: s.averageOptStatistics,
-    useLocalUpdates: s.useLocalUpdates,
-    batchSizeLead: s.batchSizeLead,
-    aggregation: s.aggregation,
-    maxGradNorm: s.maxGradNorm,
-  };
+export function collabOptionsOf(s: RunSettings): Pick<RunSettings, (typeof COLLAB_RUN_KEYS)[number]> {
+  return pick(s, COLLAB_RUN_KEYS);
 }
 
 /** One line for logs and `cohort status`. */
@@ -304,10 +291,9 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
     if (settled || (attempt >= MIN_READS && Date.now() + RETRY_MS > deadline) || opts.signal?.aborted) break;
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }
-  if (found) {
-    for (const c of found.conflicts) {
-      opts.log?.warn(`conflicting run parameters: ${c.owner} publishes (${describeRunSettings(runSettingsOf(c.params))}; ${describeRunData(c.params.data)}); adopted those of ${found.owner} (${found.rule === 'join-peer' ? 'a peer of the join code' : 'the earliest created'})`);
-    }
+  if (!found) return undefined;
+  for (const c of found.conflicts) {
+    opts.log?.warn(`conflicting run parameters: ${c.owner} publishes (${describeRunSettings(runSettingsOf(c.params))}; ${describeRunData(c.params.data)}); adopted those of ${found.owner} (${found.rule === 'join-peer' ? 'a peer of the join code' : 'the earliest created'})`);
   }
   return found;
 }
@@ -329,18 +315,6 @@ export interface ResolveRunSettings {
   readonly stored?: RunParams | undefined;
   readonly log: Logger;
   readonly signal?: AbortSignal;
-}
-
-/** A run as this peer trains it: the settings, and the data every peer must hold (null: none pinned). */
-export interface ResolvedRun {
-  readonly settings: RunSettings;
-  readonly data: RunData | null;
-}
-
-/** The settings and data of `resolveRunParams`' record (what the peer trains with, on what). */
-export async function resolveRunSettings(node: SwarmNode, r: ResolveRunSettings): Promise<ResolvedRun> {
-  const params = await resolveRunParams(node, r);
-  return { settings: runSettingsOf(params), data: params.data };
 }
 
 /**

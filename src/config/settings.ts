@@ -27,15 +27,12 @@ export const booleanish = z.union([
     .transform((s) => ['true', '1', 'yes', 'on'].includes(s)),
 ]);
 
-const commaList = z.union([
-  z.array(z.string().trim().min(1)),
-  z.string().transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
-  ),
-]);
+/** A comma-separated value (a flag, a variable) as its items. */
+export function commaList(text: string): string[] {
+  return text.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+const commaListSchema = z.union([z.array(z.string().trim().min(1)), z.string().transform(commaList)]);
 
 const port = z.coerce.number().int().min(0).max(65535);
 
@@ -69,7 +66,7 @@ export const SETTINGS = {
     default: () => 'pretty' as const,
   }),
   initialPeers: setting({
-    schema: commaList,
+    schema: commaListSchema,
     arg: '<addrs>',
     accepted: 'comma-separated multiaddrs, e.g. /ip4/203.0.113.5/tcp/31337/p2p/12D3Koo…, or one join code (cohort:…)',
     description: 'peers to bootstrap from',

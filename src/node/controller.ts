@@ -11,7 +11,6 @@ import {
   type ContributionStatus,
   type CoordinatorStatus,
   type CoordinatorToggle,
-  type LogLevel,
   type LogLine,
   type LogQuery,
   type Result,
@@ -30,7 +29,7 @@ import { withLeaderboard } from './leaderboard-view.js';
 import { LogRing } from './log-ring.js';
 import { teeLogger } from './log-tee.js';
 import type { TrainingEvent } from '../training/events.js';
-import type { CoordinatorRole, SwarmPresence, TrainingService, TrainingSettings } from '../training/service.js';
+import type { CoordinatorRole, NodeParts, TrainingService, TrainingSettings } from '../training/service.js';
 import { swarmStateUpdate } from '../training/sink.js';
 import { describeJoinCode } from '../training/swarm-target.js';
 import { StoreView } from './store-view.js';
@@ -41,7 +40,8 @@ const INTENT_KEY = 'app.contributing';
 const STOPPED_KEY = 'app.stopped';
 const StopReasonSchema = z.strictObject({ cause: z.enum(['memory', 'error']), reason: z.string() });
 
-export interface NodeControllerInit {
+/** The training parts (NodeParts) are absent on a node with training off. */
+export interface NodeControllerInit extends NodeParts {
   readonly store: Store;
   /** The node's logger; every line it writes also goes to the dashboard's log panel. */
   readonly log: Logger;
@@ -55,14 +55,6 @@ export interface NodeControllerInit {
   readonly licence?: string;
   /** The folder of the node's log file, where it writes one (the desktop app). */
   readonly logDir?: string;
-  /** The swarm an empty join code joins (the node's default run); absent: an empty code trains alone. */
-  readonly defaultSwarm?: SwarmDescription;
-  /** What Start drives; absent on a node with training off. */
-  readonly training?: TrainingService;
-  /** The coordinator switch; absent on a node with training off. */
-  readonly coordinator?: CoordinatorRole;
-  /** This node's swarm presence (reachability); absent: never in a swarm. */
-  readonly swarm?: SwarmPresence;
   /** How often the store is re-read for numbers the training side recorded. @default 1000 */
   readonly refreshMs?: number;
 }
@@ -151,7 +143,7 @@ export class NodeController implements CohortCalls {
     const swarmChanged = next.joinCode !== this.settings.joinCode;
     this.settings = next;
     if (trainingChanged) this.training?.configure(trainingSettings(next));
-    if (changed.length > 0) this.note('info', `settings changed: ${changed.join(', ')}`);
+    if (changed.length > 0) this.log.info(`settings changed: ${changed.join(', ')}`);
     if (swarmChanged && this.machine.status.phase === 'running') this.restartTraining();
     this.refresh();
     return { ok: true, value: next };
@@ -187,15 +179,15 @@ export class NodeController implements CohortCalls {
       if (toggle.enabled) {
         const { joinCode, multiaddrs } = await role.start();
         this.coordinator = { available: true, enabled: true, joinCode, multiaddrs };
-        this.note('info', `coordinator mode on; join code ${joinCode}`);
+        this.log.info(`coordinator mode on; join code ${joinCode}`);
       } else {
         await role.stop();
         this.coordinator = { available: true, enabled: false };
-        this.note('info', 'coordinator mode off');
+        this.log.info('coordinator mode off');
       }
     } catch (err) {
       const error = `coordinator mode could not be turned ${toggle.enabled ? 'on' : 'off'}: ${(err as Error).message}`;
-      this.note('error', error);
+      this.log.error(error);
       return { ok: false, error };
     }
     this.refresh();
@@ -209,7 +201,7 @@ export class NodeController implements CohortCalls {
   setPolicyHold(reason: string | undefined): void {
     const wasRunning = this.machine.status.phase === 'running';
     if (!this.machine.update({ hold: reason })) return;
-    this.note('info', reason === undefined ? 'policy hold released' : `holding contribution: ${reason}`);
+    this.log.info(reason === undefined ? 'policy hold released' : `holding contribution: ${reason}`);
     this.applyToTraining(wasRunning);
     this.refresh();
   }
@@ -243,7 +235,7 @@ export class NodeController implements CohortCalls {
       this.settings = { ...this.settings, firstRunDone: true };
       this.store.settings.set(SETTINGS_KEY, this.settings, AppSettingsSchema);
     }
-    if (stopped === undefined) this.note('info', contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
+    if (stopped === undefined) this.log.info(contribute ? `contribution started (${this.machine.status.detail})` : 'contribution paused by the volunteer');
     this.applyToTraining(wasRunning);
     this.refresh();
     return { ok: true, value: this.machine.status };
@@ -253,18 +245,18 @@ export class NodeController implements CohortCalls {
   private applyToTraining(wasRunning: boolean): void {
     const running = this.machine.status.phase === 'running';
     if (!this.training || running === wasRunning) return;
-    (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.note('error', `training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
+    (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.log.error(`training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
   }
 
   /** The swarm changed while training: pause (it checkpoints) and start again on the new one. */
   private restartTraining(): void {
     const training = this.training;
     if (!training) return;
-    this.note('info', 'the join code changed: restarting contribution on the new swarm');
+    this.log.info('the join code changed: restarting contribution on the new swarm');
     training
       .pause()
       .then(() => (this.machine.status.phase === 'running' ? training.start() : undefined))
-      .catch((err: unknown) => this.note('error', `training could not restart on the new swarm: ${(err as Error).message}`));
+      .catch((err: unknown) => this.log.error(`training could not restart on the new swarm: ${(err as Error).message}`));
   }
 
   private onTrainingEvent(event: TrainingEvent): void {
@@ -281,10 +273,6 @@ export class NodeController implements CohortCalls {
     if (!update) return;
     this.liveSwarm = { swarm: update, at: event.at };
     this.refresh();
-  }
-
-  private note(level: LogLevel, msg: string): void {
-    this.log[level](msg);
   }
 
   private loadSettings(): AppSettings {

@@ -16,7 +16,6 @@ import { PACKAGE_INFO } from './package-info.js';
 /** The built renderer, shared with the desktop app (scripts/build.mjs writes it). */
 const RENDERER_DIR = fileURLToPath(new URL('../../out/renderer', import.meta.url));
 
-
 export interface HeadlessNode {
   readonly url: string;
   readonly store: Store;

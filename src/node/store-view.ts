@@ -10,6 +10,19 @@ const MAX_CHART_POINTS = 2000;
 
 const SELF = '';
 
+/** The series each recorded number of the swarm view is the newest value of. */
+const SWARM_SERIES = {
+  peersAlive: METRIC.peersAlive,
+  samplesPerSecond: METRIC.swarmSamplesPerSecond,
+  epoch: METRIC.epoch,
+  samplesAccumulated: METRIC.samplesAccumulated,
+  targetBatchSize: METRIC.targetBatchSize,
+  etaSeconds: METRIC.etaSeconds,
+  lastLoss: METRIC.loss,
+  averagingBusySeconds: METRIC.averagingBusySeconds,
+  averagingBusySecondsPerGb: METRIC.averagingBusySecondsPerGb,
+} satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt'>, string>;
+
 /**
  * Read-only views of the store for the dashboard: the newest values of the series the training side
  * records (metric-series.ts), contribution per peer, and the peers table.
@@ -47,32 +60,10 @@ export class StoreView {
 
   /** The swarm's numbers as recorded (this node's reachability is not a recorded number). */
   swarm(): Omit<SwarmState, 'reachability'> {
-    const read = (series: string) => this.latest(series);
-    const parts = {
-      peersAlive: read(METRIC.peersAlive),
-      samplesPerSecond: read(METRIC.swarmSamplesPerSecond),
-      epoch: read(METRIC.epoch),
-      samplesAccumulated: read(METRIC.samplesAccumulated),
-      targetBatchSize: read(METRIC.targetBatchSize),
-      etaSeconds: read(METRIC.etaSeconds),
-      lastLoss: read(METRIC.loss),
-      averagingBusySeconds: read(METRIC.averagingBusySeconds),
-      averagingBusySecondsPerGb: read(METRIC.averagingBusySecondsPerGb),
-    };
-    const times = Object.values(parts).flatMap((p) => (p ? [p.ts] : []));
-    const value = (p: { value: number } | undefined) => p?.value ?? null;
-    return {
-      peersAlive: value(parts.peersAlive),
-      samplesPerSecond: value(parts.samplesPerSecond),
-      epoch: value(parts.epoch),
-      samplesAccumulated: value(parts.samplesAccumulated),
-      targetBatchSize: value(parts.targetBatchSize),
-      etaSeconds: value(parts.etaSeconds),
-      lastLoss: value(parts.lastLoss),
-      averagingBusySeconds: value(parts.averagingBusySeconds),
-      averagingBusySecondsPerGb: value(parts.averagingBusySecondsPerGb),
-      updatedAt: times.length > 0 ? Math.max(...times) : null,
-    };
+    const read = Object.entries(SWARM_SERIES).map(([key, series]) => [key, this.latest(series)] as const);
+    const times = read.flatMap(([, p]) => (p ? [p.ts] : []));
+    const numbers = Object.fromEntries(read.map(([key, p]) => [key, p?.value ?? null])) as Record<keyof typeof SWARM_SERIES, number | null>;
+    return { ...numbers, updatedAt: times.length > 0 ? Math.max(...times) : null };
   }
 
   /** This node's contribution as its own records show it (the leaderboard is the swarm's: leaderboard-view.ts). */

@@ -71,9 +71,10 @@ function fromStore(store: Store, epoch: number | undefined): Source {
   const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
   const bytes = store.checkpoints.load(info.id).data;
   const { config, params } = STATE_KINDS.includes(info.kind) ? decodeTrainingState(bytes, what) : modelOf(info, bytes, what);
-  const sha = tokenizerNamed(info);
+  // coordinator checkpoints name the tokenizer of their run
+  const sha = info.meta['tokenizerSha256'];
   let tokenizer: Source['tokenizer'];
-  if (sha !== undefined) {
+  if (typeof sha === 'string') {
     const bytes = keptTokenizer(store, sha);
     if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.file} no longer holds`);
     tokenizer = { bytes, sha256: sha };
@@ -81,15 +82,10 @@ function fromStore(store: Store, epoch: number | undefined): Source {
   return { what, config, params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
 }
 
-/** The sha256 of the tokenizer a checkpoint's meta names (coordinator checkpoints), if any. */
+/** A training session's checkpoint: its HF config in meta, its parameters as safetensors. */
 function modelOf(info: CheckpointInfo, bytes: Uint8Array, what: string): { config: AlbertConfig; params: ParameterSet } {
   const config = configFromHf(info.meta['config'], what);
   return { config, params: decodeParams(config, bytes, what).params };
-}
-
-function tokenizerNamed(info: CheckpointInfo): string | undefined {
-  const sha = info.meta['tokenizerSha256'];
-  return typeof sha === 'string' ? sha : undefined;
 }
 
 function tokenizerOf(store: Store, config: AlbertConfig, what: string): { bytes: Buffer; sha256: string } {

@@ -6,6 +6,7 @@
 import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
 import type { Precision } from '../engine/index.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
+import { pick } from '../util/pick.js';
 
 /** The run settings a training loop reads (the rest are the collaborative optimizer's). */
 const TRAINER_RUN_KEYS = ['preset', 'seqLen', 'seed', 'peakLr', 'warmupSteps', 'totalSteps', 'adamBeta1', 'adamBeta2', 'adamEpsilon', 'weightDecay', 'clampValue', 'maxGradNorm'] as const;
@@ -39,8 +40,7 @@ export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
 
 /** The trainer for `run` (default: the settings a founder publishes) with this node's choices over the defaults. */
 export function trainerSettings(run: RunSettings = DEFAULT_RUN_SETTINGS, local: Partial<LocalTrainerSettings> = {}): TrainerSettings {
-  const fromRun = Object.fromEntries(TRAINER_RUN_KEYS.map((k) => [k, run[k]])) as Pick<RunSettings, (typeof TRAINER_RUN_KEYS)[number]>;
-  return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), ...fromRun };
+  return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), ...pick(run, TRAINER_RUN_KEYS) };
 }
 
 /** Leaves out keys whose value is undefined, so they take the default. */

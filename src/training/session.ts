@@ -7,6 +7,7 @@
 import { checkConfig, configFromHf, configToHf, decodeParams, encodeParams, PRESETS, type AlbertBatch, type AlbertConfig, gradNorm, type LocalStep, type ProviderChoice, type TrainingShape, createOptimizer, decodeOptimizerState, DynamicLossScaler, encodeOptimizerState, initAlbertParams, missingCudaProvider, queryGpus, trainStep, WorkerBackend, type Optimizer, type OptimizerKind, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
+import { BadStepCounter } from '../collab/index.js';
 import { fitGpuMicroBatch, fitMicroBatch, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
 import type { TrainerSettings } from './options.js';
 import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
@@ -72,8 +73,9 @@ export interface TrainingSession {
   watchMemory(onExceeded: (reason: string) => void): void;
   /**
    * Saves parameters and optimizer state (with the loss scaler's) at `step`, keeping the newest
-   * `keep` of each; parameters that are no longer finite are not saved (warned), so a restart
-   * resumes from the last good checkpoint.
+   * `keep` of each; parameters that are no longer finite are not saved (warned), nor any after
+   * NonFiniteTrainingError (weights that give only non-finite losses are not worth keeping), so a
+   * restart resumes from the last good checkpoint.
    */
   checkpoint(step: number, keep: number): void;
   close(): Promise<void>;
@@ -104,8 +106,7 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
     if (scaler && state?.lossScaler) scaler.importState(state.lossScaler);
     const backend = new WorkerBackend(config, { provider: spec.provider, intraOpThreads: spec.threads, log: spec.log, precision: t.precision });
     const grads = params.zerosLike();
-    let badSteps = 0;
-    let badInARow = 0;
+    const bad = new BadStepCounter(t.maxBadSteps);
     let watchdog: MemoryWatchdog | undefined;
     return {
       config,
@@ -118,26 +119,27 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
       batchSize,
       resumedStep: resumed?.step ?? 0,
       get badSteps() {
-        return badSteps;
+        return bad.total;
       },
       async localStep(batch, lr) {
         const result = await trainStep(backend, optimizer, params, grads, batch, lr, t.maxGradNorm, scaler);
         if (result.skipped !== 'non-finite') {
-          badInARow = 0;
+          bad.reset();
           return result;
         }
-        badSteps++;
-        spec.log.warn(`skipped a step: its loss is ${result.loss}${Number.isFinite(result.loss) ? ' but a gradient is not finite' : ''} (${++badInARow} in a row, ${badSteps} in total)`);
-        if (badInARow >= t.maxBadSteps) throw new NonFiniteTrainingError(badInARow, t.peakLr);
+        const atLimit = bad.add();
+        spec.log.warn(`skipped a step: its loss is ${result.loss}${Number.isFinite(result.loss) ? ' but a gradient is not finite' : ''} (${bad.inARow} in a row, ${bad.total} in total)`);
+        if (atLimit) throw new NonFiniteTrainingError(bad.inARow, t.peakLr);
         return result;
       },
       watchMemory(onExceeded) {
         if (!spec.memory) return;
         watchdog?.stop();
-        watchdog = new MemoryWatchdog({ limitBytes: spec.memory.limitMiB * 2 ** 20, ...(spec.memory.memoryProbe ? { probe: spec.memory.memoryProbe } : {}), onExceeded });
+        watchdog = new MemoryWatchdog({ limitBytes: spec.memory.limitMiB * 2 ** 20, probe: spec.memory.memoryProbe, onExceeded });
         watchdog.start(spec.memory.watchdogIntervalMs);
       },
       checkpoint(step, keep) {
+        if (bad.inARow >= t.maxBadSteps) return;
         if (!Number.isFinite(gradNorm(params))) return spec.log.warn(`not checkpointing step ${step}: the parameters are no longer finite`);
         spec.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: step, meta: { config: configToHf(config) }, data: encodeParams(params), keep });
         spec.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: step, data: encodeOptimizerState({ ...optimizer.exportState(), ...(scaler ? { lossScaler: scaler.exportState() } : {}) }), keep });

@@ -10,7 +10,7 @@ import type { Store } from '../store/index.js';
 import { ensureDataset } from './data.js';
 import type { HaltCause, TrainingEvent } from './events.js';
 import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
-import { NonFiniteTrainingError, openTrainingSession } from './session.js';
+import { openTrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
 import type { TrainingService, TrainingSettings } from './service.js';
 import type { TrainerSettings } from './options.js';
@@ -87,7 +87,6 @@ export class SoloTraining implements TrainingService {
     log.info(step > 0 ? `resumed from the checkpoint of step ${step}` : `training a new ${t.preset} ALBERT (${session.params.size} parameters) on ${session.data.description}`);
     const contributed = this.sink.contributed();
     let rate: number | undefined;
-    let broken = false;
     session.watchMemory((reason) => {
       this.halt = { cause: 'memory', reason };
       this.stopRequested = true;
@@ -112,12 +111,9 @@ export class SoloTraining implements TrainingService {
         this.emit({ type: 'progress', samplesPerSecond: rate, swarm: { epoch: step, peers: 1, samplesPerSecond: rate, samplesAccumulated: 0, targetBatchSize: session.batchSize, etaSeconds: batch.batchSize / rate }, at });
         if (step % t.checkpointEvery === 0) session.checkpoint(step, t.keepCheckpoints);
       }
-    } catch (err) {
-      // weights that give only non-finite losses are not worth keeping: a restart resumes from the last good checkpoint
-      if (err instanceof NonFiniteTrainingError) broken = true;
-      throw err;
     } finally {
-      if (!broken) session.checkpoint(step, t.keepCheckpoints);
+      // refused after NonFiniteTrainingError: a restart resumes from the last good checkpoint
+      session.checkpoint(step, t.keepCheckpoints);
       await session.close();
     }
   }

@@ -5,6 +5,7 @@
  * store every few minutes of training and on stop, and a peer restarted on its data directory
  * continues from it when the swarm is not ahead (full-state.ts).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
@@ -89,16 +90,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     sink.handle(e);
     init.emit?.(e);
   };
-  const dataset = await runDataset({
-    node,
-    store,
-    dataDir: init.dataDir,
-    log,
-    data: init.data,
-    signal: init.signal,
-    quotaBytes: init.cacheQuotaBytes,
-    onProgress: (p) => emit({ type: 'data-fetch', progress: p, at: Date.now() }),
-  });
+  const dataset = await runDataset({ ...init, quotaBytes: init.cacheQuotaBytes, onProgress: (p) => emit({ type: 'data-fetch', progress: p, at: Date.now() }) });
   const pins = pinsOf(dataset);
   log.info(`training on ${describeRunData(pins)}`);
   const limit = init.memoryLimitMiB;
@@ -261,8 +253,4 @@ function resumeFrom(state: TrainingState, session: TrainingSession, where: strin
 
 function sameModel(state: TrainingState, session: TrainingSession): boolean {
   return isDeepStrictEqual(configToHf(state.config), configToHf(session.config));
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -125,7 +125,7 @@ export class VolunteerTraining implements TrainingService {
     private readonly o: VolunteerOptions,
     private readonly swarm: SharedSwarm,
   ) {
-    this.solo = new SoloTraining({ store: o.store, dataDir: o.dataDir, log: o.log, trainer: trainerSettings(foundingRunSettings(o), { batchSize: o.batchSize }), ...watchdogOptions(o) });
+    this.solo = new SoloTraining({ store: o.store, dataDir: o.dataDir, log: o.log, trainer: trainerSettings(foundingRunSettings(o), { batchSize: o.batchSize }), memoryProbe: o.memoryProbe, watchdogIntervalMs: o.watchdogIntervalMs });
     this.solo.subscribe((e) => this.emit(e));
   }
 
@@ -177,7 +177,8 @@ export class VolunteerTraining implements TrainingService {
       trainer: trainerSettings(run, { batchSize: this.o.batchSize, precision: policies?.precision }),
       threads: policies?.maxCpuThreads,
       memoryLimitMiB: policies?.maxMemoryMiB ?? trainerSettings().maxMemoryMiB,
-      ...watchdogOptions(this.o),
+      memoryProbe: this.o.memoryProbe,
+      watchdogIntervalMs: this.o.watchdogIntervalMs,
       provider: policies?.useGpu === false ? 'cpu' : 'auto',
       signal: abort.signal,
       data: record.data,
@@ -223,10 +224,6 @@ export class VolunteerTraining implements TrainingService {
   private emit(event: TrainingEvent): void {
     for (const l of this.listeners) l(event);
   }
-}
-
-function watchdogOptions(o: VolunteerOptions): WatchdogOptions {
-  return { ...(o.memoryProbe ? { memoryProbe: o.memoryProbe } : {}), ...(o.watchdogIntervalMs ? { watchdogIntervalMs: o.watchdogIntervalMs } : {}) };
 }
 
 /** The dashboard's coordinator switch: a Coordinator on this node's swarm node, serving the run's data when the run pins some (as `cohort run --coordinator`). */

@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { ConfigError } from '../../config/load.js';
-import { BatchProducer, DataError, datasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type MaskingMode, type PrepareEvent, type SourceFormat } from '../../data/index.js';
+import { z } from 'zod';
+import { BatchProducer, DataError, datasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type PrepareEvent } from '../../data/index.js';
 import { IGNORE_INDEX } from '../../engine/index.js';
 import { openStore } from '../../store/index.js';
 import { commandContext } from '../context.js';
-import { choiceFlag, intFlag, probabilityFlag } from '../flags.js';
+import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 
 /** Runs a command body; an expected data failure (bad input, no dataset) is one line on stderr and exit 1, not a stack trace. */
 function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {
@@ -19,6 +19,30 @@ function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<voi
     }
   };
 }
+
+const int = z.number().int();
+
+const PREPARE_FLAGS = {
+  source: flagRow({ schema: z.string(), default: 'bundled', arg: '<spec>', description: 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL' }),
+  format: flagRow({ schema: z.enum(SOURCE_FORMATS), default: 'auto', arg: '<format>', description: 'how to read files' }),
+  field: flagRow({ schema: z.string(), default: 'text', arg: '<name>', description: 'JSONL: the field holding the text' }),
+  sha256: flagRow({ schema: z.string().regex(/^[0-9a-fA-F]{64}$/), arg: '<hex>', accepted: '64 hex digits', description: 'URL: expected sha256 of the download (verified before use)' }),
+  tokenizer: flagRow({ schema: z.string().refine((f) => fs.existsSync(f)), arg: '<file>', accepted: 'an existing tokenizer.json file', description: 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE); default: train a WordPiece tokenizer on the corpus and save it next to the data' }),
+  vocabSize: flagRow({ schema: int.min(100).max(200_000), default: 8000, description: 'vocabulary size when training a tokenizer (100–200000)' }),
+  maxSeqLen: flagRow({ schema: int.min(16).max(8192), default: 128, description: 'max_seq_length of an example incl. [CLS]/[SEP] (512 for the large preset; 16–8192)' }),
+  shortSeqProb: flagRow({ schema: z.number().min(0).max(1), default: 0.1, arg: '<p>', description: 'probability of a shorter target length (0–1)' }),
+  maxDocuments: flagRow({ schema: int.min(1), description: 'read only the first N documents' }),
+  seed: flagRow({ schema: int.min(0).max(2 ** 31 - 1), default: 0, description: 'seed for building the examples' }),
+  cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB; least recently used datasets are evicted' }),
+  json: flagRow({ schema: z.boolean(), description: 'print the result as one JSON object' }),
+};
+
+const SAMPLE_FLAGS = {
+  n: flagRow({ schema: int.min(1).max(100), default: 3, arg: '<count>', description: 'number of examples (1–100)' }),
+  cacheKey: flagRow({ schema: z.string(), arg: '<key>', description: 'dataset to sample (default: the most recently used)' }),
+  masking: flagRow({ schema: z.enum(MASKING_MODES), default: 'token', arg: '<mode>', description: 'masking' }),
+  seed: flagRow({ schema: int.min(0).max(2 ** 31 - 1), default: 0, description: 'seed for order and masking' }),
+};
 
 const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MB`;
 
@@ -74,52 +98,22 @@ export function registerData(program: Command): void {
 
   const prepare = data
     .command('prepare')
-    .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them')
-    .option('--source <spec>', 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL', 'bundled')
-    .option('--format <format>', `how to read files; accepted: ${SOURCE_FORMATS.join(', ')}`, 'auto')
-    .option('--field <name>', 'JSONL: the field holding the text', 'text')
-    .option('--sha256 <hex>', 'URL: expected sha256 of the download (verified before use)')
-    .option('--tokenizer <file>', 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE); default: train a WordPiece tokenizer on the corpus and save it next to the data')
-    .option('--vocab-size <n>', 'vocabulary size when training a tokenizer (100–200000)', '8000')
-    .option('--max-seq-len <n>', 'max_seq_length of an example incl. [CLS]/[SEP] (128 default, 512 for the large preset; 16–8192)', '128')
-    .option('--short-seq-prob <p>', 'probability of a shorter target length (0–1)', '0.1')
-    .option('--max-documents <n>', 'read only the first N documents')
-    .option('--seed <n>', 'seed for building the examples', '0')
-    .option('--cache-quota <mb>', 'disk quota for all cached shards in MB; least recently used datasets are evicted', '2048')
-    .option('--json', 'print the result as one JSON object');
+    .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them');
+  addFlags(prepare, PREPARE_FLAGS);
   prepare.action(
-    reportDataErrors(async (opts: Record<string, string | boolean | undefined>) => {
+    reportDataErrors(async () => {
       const { config, log } = commandContext(prepare);
-      const str = (k: string) => opts[k] as string | undefined;
-      const format = choiceFlag<SourceFormat>('--format', str('format'), SOURCE_FORMATS);
-      const vocabSize = intFlag('--vocab-size', str('vocabSize'), 100, 200_000);
-      const maxSeqLen = intFlag('--max-seq-len', str('maxSeqLen'), 16, 8192);
-      const shortSeqProb = probabilityFlag('--short-seq-prob', str('shortSeqProb'));
-      const maxDocuments = intFlag('--max-documents', str('maxDocuments'), 1, Number.MAX_SAFE_INTEGER);
-      const seed = intFlag('--seed', str('seed'), 0, 2 ** 31 - 1);
-      const quotaMb = intFlag('--cache-quota', str('cacheQuota'), 1, 10_000_000)!;
-      const sha256 = str('sha256');
-      if (sha256 !== undefined && !/^[0-9a-fA-F]{64}$/.test(sha256)) throw new ConfigError('--sha256', `invalid value "${sha256}"; accepted: 64 hex digits`);
-      const tokenizer = str('tokenizer');
-      if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
+      const { tokenizer, cacheQuota, json, ...opts } = parseFlags(prepare, PREPARE_FLAGS);
 
       const store = openStore(config.dataDir);
       const progress = preparationProgress();
       try {
         const result = await prepareDataset({
+          ...opts,
           store,
           dataDir: config.dataDir,
-          source: str('source'),
-          format,
-          field: str('field'),
-          sha256,
-          maxDocuments,
           tokenizerFile: tokenizer,
-          vocabSize,
-          maxSeqLen,
-          shortSeqProb,
-          seed,
-          cacheQuotaBytes: quotaMb * 1024 ** 2,
+          cacheQuotaBytes: cacheQuota * 1024 ** 2,
           onProgress: progress.update,
           onWarning: (m) => log.warn(m),
         });
@@ -127,7 +121,7 @@ export function registerData(program: Command): void {
         if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
         for (const key of result.evicted) log.info(`evicted dataset ${key} to stay within the cache quota`);
         const d = result.info;
-        if (opts.json) process.stdout.write(JSON.stringify({ reused: result.reused, skipped: result.skipped, ...describe(d) }) + '\n');
+        if (json) process.stdout.write(JSON.stringify({ reused: result.reused, skipped: result.skipped, ...describe(d) }) + '\n');
         else
           process.stdout.write(
             `${result.reused ? 'reused' : 'prepared'} dataset ${d.cacheKey}: ${d.documents} documents, ${d.sentences} sentences, ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards (${mb(d.bytes)})\n` +
@@ -171,20 +165,15 @@ export function registerData(program: Command): void {
 
   const sample = data
     .command('sample')
-    .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label')
-    .option('--n <count>', 'number of examples (1–100)', '3')
-    .option('--cache-key <key>', 'dataset to sample (default: the most recently used)')
-    .option('--masking <mode>', `masking; accepted: ${MASKING_MODES.join(', ')}`, 'token')
-    .option('--seed <n>', 'seed for order and masking', '0');
+    .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
+  addFlags(sample, SAMPLE_FLAGS);
   sample.action(
-    reportDataErrors((opts: Record<string, string | undefined>) => {
+    reportDataErrors(() => {
       const { config } = commandContext(sample);
-      const n = intFlag('--n', opts.n, 1, 100)!;
-      const mode = choiceFlag<MaskingMode>('--masking', opts.masking, MASKING_MODES);
-      const seed = intFlag('--seed', opts.seed, 0, 2 ** 31 - 1)!;
+      const { n, cacheKey, masking: mode, seed } = parseFlags(sample, SAMPLE_FLAGS);
       const store = openStore(config.dataDir);
       try {
-        const info = findDataset(store, opts.cacheKey);
+        const info = findDataset(store, cacheKey);
         const tok = loadTokenizer(info.tokenizerFile);
         // Read without a cursor: sampling must not move any peer's read position.
         const producer = new BatchProducer(datasetStore(store), {

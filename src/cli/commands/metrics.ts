@@ -1,20 +1,22 @@
 import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { CREDITED_SERIES, FLAGGED_SERIES, EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportOptions } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
+import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
 import { openExistingStore, type Store } from '../../store/index.js';
 import { commandContext } from '../context.js';
-import { choiceFlag } from '../flags.js';
+import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 
-interface ExportFlags {
-  format?: string;
-  table?: string;
-  series?: string;
-  since?: string;
-  out?: string;
-}
+const EXPORT_FLAGS = {
+  format: flagRow({ schema: z.enum(EXPORT_FORMATS), default: 'csv', arg: '<format>', description: 'output format' }),
+  table: flagRow({ schema: z.enum(EXPORT_TABLES), default: 'metrics', arg: '<table>', description: 'what to export: metrics (one row per point: time, ts, series, epoch, peer, display_name, value) or contributions (one row per peer: rank, credited and claimed samples, share, compute hours, steps, flagged steps)' }),
+  series: flagRow({ schema: z.string(), arg: '<names>', description: 'comma-separated metric series to export (metrics table; default all), e.g. loss,peers_alive,credited_samples' }),
+  since: flagRow({ schema: z.string(), arg: '<when>', description: 'only points recorded (or steps credited) since then: an ISO 8601 date/time (2026-05-01, 2026-05-01T12:00:00Z) or a duration back from now (90s, 30m, 2h, 7d)' }),
+  out: flagRow({ schema: z.string(), arg: '<file>', description: 'write to this file instead of stdout' }),
+};
 
 /** Series a store may hold even before it has points of them. */
 const KNOWN_SERIES = [...Object.values(METRIC), CREDITED_SERIES, FLAGGED_SERIES];
@@ -24,16 +26,12 @@ export function registerMetrics(program: Command): void {
   const metrics = program.command('metrics').description('read the metrics this node (or coordinator) recorded in its data directory');
   const cmd = metrics
     .command('export')
-    .description('export metric points (per-epoch swarm metrics, per-peer values) or per-peer contributions as CSV or JSON')
-    .option('--format <format>', `output format; accepted: ${EXPORT_FORMATS.join(', ')}`, 'csv')
-    .option('--table <table>', 'what to export: metrics (one row per point: time, ts, series, epoch, peer, display_name, value) or contributions (one row per peer: rank, credited and claimed samples, share, compute hours, steps, flagged steps)', 'metrics')
-    .option('--series <names>', 'comma-separated metric series to export (metrics table; default all), e.g. loss,peers_alive,credited_samples')
-    .option('--since <when>', 'only points recorded (or steps credited) since then: an ISO 8601 date/time (2026-05-01, 2026-05-01T12:00:00Z) or a duration back from now (90s, 30m, 2h, 7d)')
-    .option('--out <file>', 'write to this file instead of stdout');
-  cmd.action(async (flags: ExportFlags) => {
+    .description('export metric points (per-epoch swarm metrics, per-peer values) or per-peer contributions as CSV or JSON');
+  addFlags(cmd, EXPORT_FLAGS);
+  cmd.action(async () => {
     const { config, log } = commandContext(cmd);
-    const format = choiceFlag('--format', flags.format, EXPORT_FORMATS)!;
-    const table = choiceFlag('--table', flags.table, EXPORT_TABLES)!;
+    const flags = parseFlags(cmd, EXPORT_FLAGS);
+    const { format, table } = flags;
     if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
     const since = parseSince(flags.since, Date.now());
     const store = openExistingStore(config.dataDir);
@@ -76,7 +74,7 @@ function parseSince(raw: string | undefined, now: number): number | undefined {
 }
 
 function parseSeries(raw: string, store: Store): string[] {
-  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = commaList(raw);
   const accepted = [...new Set([...KNOWN_SERIES, ...store.metrics.seriesNames()])].sort();
   const unknown = names.filter((n) => !accepted.includes(n));
   if (names.length === 0 || unknown.length > 0) throw new ConfigError('--series', `invalid value ${JSON.stringify(raw)}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}; accepted: a comma-separated list of ${accepted.join(', ')}`);

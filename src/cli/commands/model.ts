@@ -1,36 +1,45 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { checkConfig, PRESET_NAMES, PRESETS, type PresetName, encodeParams, loadModel, saveModel, PRECISIONS, type Precision, initAlbertParams, batchFromJson, DynamicLossScaler, OrtBackend, type ProviderChoice } from '../../engine/index.js';
+import { z } from 'zod';
+import { checkConfig, PRESET_NAMES, PRESETS, type PresetName, encodeParams, loadModel, saveModel, PRECISIONS, initAlbertParams, batchFromJson, DynamicLossScaler, OrtBackend, type ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
 import { openExistingStore } from '../../store/index.js';
 import { exportModel, type ExportSource } from '../../training/model-export.js';
 import { commandContext } from '../context.js';
-import { choiceFlag, intFlag, requiredFlag } from '../flags.js';
+import { addFlags, flagRow, parseFlags, parseFlagValue, requiredFlag } from '../flag-table.js';
 
 export const PROVIDERS = ['auto', 'cpu', 'cuda'] as const satisfies readonly ProviderChoice[];
 /** What fp16 means, for every command with --precision. */
 export const PRECISION_NOTE = '(fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)';
-export const PRECISION_HELP = `compute precision; accepted: ${PRECISIONS.join(', ')} (default fp32) ${PRECISION_NOTE}`;
+const int = z.number().int();
 
-export function precisionFlag(raw: string | undefined): Precision {
-  return choiceFlag('--precision', raw, PRECISIONS) ?? 'fp32';
-}
+const INIT_FLAGS = {
+  preset: flagRow({ schema: z.enum(PRESET_NAMES as [PresetName, ...PresetName[]]), arg: '<name>', description: 'model size' }),
+  seed: flagRow({ schema: int.min(0).max(2 ** 32 - 1), default: 0, description: 'PRNG seed for the initial weights' }),
+  vocabSize: flagRow({ schema: int.min(8).max(1_000_000), description: "vocabulary size (default: the preset's; follows the tokenizer)" }),
+  out: flagRow({ schema: z.string(), arg: '<dir>', description: 'output directory (created if missing)' }),
+};
+
+const LOSS_FLAGS = {
+  model: flagRow({ schema: z.string(), arg: '<dir>', description: 'model directory with config.json and model.safetensors (any HF AlbertForPreTraining layout)' }),
+  batch: flagRow({ schema: z.string(), arg: '<file>', description: 'JSON with input_ids, token_type_ids, attention_mask, labels (-100 = ignored), sentence_order_label as nested int arrays' }),
+  grads: flagRow({ schema: z.string(), arg: '<file>', description: 'write ∂loss/∂param as safetensors under the parameter names' }),
+  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider (auto: CUDA if it loads, else CPU)' }),
+  threads: flagRow({ schema: int.min(1).max(1024), description: 'onnxruntime intra-op threads (default: one per core)' }),
+  precision: flagRow({ schema: z.enum(PRECISIONS), default: 'fp32', arg: '<name>', description: `compute precision ${PRECISION_NOTE}; with fp16 the output also has the loss_scale the gradients were computed at` }),
+};
 
 export function registerModel(program: Command): void {
   const model = program.command('model').description('create ALBERT checkpoints and evaluate them (HF-compatible config.json + model.safetensors)');
 
   const init = model
     .command('init')
-    .description('write a randomly initialized AlbertForPreTraining (HF init: normal(0, 0.02), zero biases, LayerNorm 1/0) to DIR/config.json and DIR/model.safetensors')
-    .option('--preset <name>', `model size; accepted: ${PRESET_NAMES.join(', ')}`)
-    .option('--seed <n>', 'PRNG seed for the initial weights (default 0)')
-    .option('--vocab-size <n>', "vocabulary size (default: the preset's; follows the tokenizer)")
-    .option('--out <dir>', 'output directory (created if missing)');
-  init.action((opts: { preset?: string; seed?: string; vocabSize?: string; out?: string }) => {
+    .description('write a randomly initialized AlbertForPreTraining (HF init: normal(0, 0.02), zero biases, LayerNorm 1/0) to DIR/config.json and DIR/model.safetensors');
+  addFlags(init, INIT_FLAGS);
+  init.action(() => {
     const { log } = commandContext(init);
-    const preset = requiredFlag('--preset', choiceFlag<PresetName>('--preset', opts.preset, PRESET_NAMES));
-    const seed = intFlag('--seed', opts.seed, 0, 2 ** 32 - 1) ?? 0;
-    const vocabSize = intFlag('--vocab-size', opts.vocabSize, 8, 1_000_000);
+    const { seed, vocabSize, ...opts } = parseFlags(init, INIT_FLAGS);
+    const preset = requiredFlag('--preset', opts.preset);
     const out = requiredFlag('--out', opts.out);
     const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
     const params = initAlbertParams(config, seed);
@@ -59,20 +68,14 @@ export function registerModel(program: Command): void {
 
   const loss = model
     .command('loss')
-    .description('one forward + backward pass: prints {"loss","mlm_loss","sop_loss","mlm_accuracy","sop_accuracy"} for a batch; --grads saves every parameter gradient')
-    .option('--model <dir>', 'model directory with config.json and model.safetensors (any HF AlbertForPreTraining layout)')
-    .option('--batch <file>', 'JSON with input_ids, token_type_ids, attention_mask, labels (-100 = ignored), sentence_order_label as nested int arrays')
-    .option('--grads <file>', 'write ∂loss/∂param as safetensors under the parameter names')
-    .option('--provider <name>', `onnxruntime execution provider; accepted: ${PROVIDERS.join(', ')} (default auto: CUDA if it loads, else CPU)`)
-    .option('--threads <n>', 'onnxruntime intra-op threads (default: one per core)')
-    .option('--precision <name>', `${PRECISION_HELP}; with fp16 the output also has the loss_scale the gradients were computed at`);
-  loss.action(async (opts: { model?: string; batch?: string; grads?: string; provider?: string; threads?: string; precision?: string }) => {
+    .description('one forward + backward pass: prints {"loss","mlm_loss","sop_loss","mlm_accuracy","sop_accuracy"} for a batch; --grads saves every parameter gradient');
+  addFlags(loss, LOSS_FLAGS);
+  loss.action(async () => {
     const { log } = commandContext(loss);
+    const opts = parseFlags(loss, LOSS_FLAGS);
+    const { provider, threads, precision } = opts;
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
-    const provider = choiceFlag('--provider', opts.provider, PROVIDERS) ?? 'auto';
-    const threads = intFlag('--threads', opts.threads, 1, 1024);
-    const precision = precisionFlag(opts.precision);
     const { config, params, ignored } = loadModel(dir);
     if (ignored.length > 0) log.debug({ ignored }, 'checkpoint keys not used (aliases and buffers)');
     const batch = readBatch(batchFile, config.vocabSize);
@@ -100,7 +103,7 @@ function exportSource(raw: string): ExportSource {
   if (fs.existsSync(raw) && fs.statSync(raw).isDirectory()) return { dir: raw };
   if (raw === 'latest') return {};
   if (!/^\d+$/.test(raw)) throw new ConfigError('--from', `invalid value ${JSON.stringify(raw)}; accepted: latest, an epoch (an integer ≥ 0) or a model directory`);
-  return { epoch: intFlag('--from', raw, 0)! };
+  return { epoch: parseFlagValue('--from', raw, int.min(0)) };
 }
 
 /** The --batch file as an AlbertBatch; unreadable or invalid content is a usage error naming the file. */

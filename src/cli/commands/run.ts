@@ -2,12 +2,14 @@ import type { Command } from 'commander';
 import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
 import { ShardServer } from '../../shards/index.js';
 import { ConfigError } from '../../config/load.js';
+import { commaList } from '../../config/settings.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import type { MetricsServer } from '../../node/metrics-server.js';
 import { createSwarmNode, isJoinCode, swarmMetrics, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
 import { runSwarmPeer } from '../../training/swarm-peer.js';
+import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
 import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
@@ -73,16 +75,11 @@ export function registerRun(program: Command): void {
         const collab: CollaborativeOptions = {
           ...collabOptionsOf(run),
           ...local,
-          matchmakingTime: opts.matchmakingTime,
-          averagingTimeout: opts.averagingTimeout,
-          averagingExpiration: opts.averagingExpiration,
-          targetGroupSize: opts.targetGroupSize,
+          // the flags named as the optimizer's options (rows over COLLABORATIVE_OPTION_FIELDS)
+          ...pick(opts, ['matchmakingTime', 'averagingTimeout', 'averagingExpiration', 'targetGroupSize', 'displayName', 'backupEverySteps', 'maxBadMicroBatches']),
           maxRefresh: opts.refresh,
-          displayName: opts.displayName,
           trustedPeers: joinPeers ?? [],
           uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
-          backupEverySteps: opts.backupEverySteps,
-          maxBadMicroBatches: opts.maxBadMicroBatches,
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
         const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
@@ -125,10 +122,9 @@ function resumeState(opts: RunFlags, founding: boolean): ReturnType<typeof loadS
 function swarmInit(opts: RunFlags, initialPeers: readonly string[]): SwarmInit {
   if (opts.join !== undefined && initialPeers.length > 0) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
   if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
-  const list = (text: string | undefined): string[] | undefined => text?.split(',').map((s) => s.trim()).filter(Boolean);
   const init: SwarmInit = {
     ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: [...initialPeers] }),
-    ...(opts.listen !== undefined ? { listen: list(opts.listen) } : {}),
+    ...(opts.listen !== undefined ? { listen: commaList(opts.listen) } : {}),
     ...reachabilityInit(opts),
   };
   try {

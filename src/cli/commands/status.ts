@@ -1,10 +1,18 @@
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { holdersPerShard } from '../../shards/index.js';
 import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
-import { intFlag, positiveFloatFlag } from '../flags.js';
+import { addFlags, flagRow, parseFlags } from '../flag-table.js';
+
+const STATUS_FLAGS = {
+  targetBatchSize: flagRow({ schema: z.number().int().min(1), description: 'the run’s target batch size, for the ETA (default: the swarm’s published one, else 4096)' }),
+  top: flagRow({ schema: z.number().int().min(1).max(20), default: 5, description: 'contributors to list' }),
+  wait: flagRow({ schema: z.number().finite().positive(), default: 10, arg: '<s>', description: 'seconds to wait for the swarm to answer' }),
+  json: flagRow({ schema: z.boolean(), description: 'print one JSON object' }),
+};
 
 /**
  * `cohort status --join CODE`: joins the swarm briefly as a DHT client (it stores nothing and
@@ -14,25 +22,20 @@ export function registerStatus(program: Command): void {
   const cmd = program
     .command('status')
     .description('join a swarm briefly as a client and print its epoch, peers, samples/s, ETA, run parameters, data (dataset id, tokenizer sha256, peers holding each shard) and top contributors')
-    .requiredOption('--join <code>', 'join code of the swarm (cohort:…)')
-    .option('--target-batch-size <n>', 'the run’s target batch size, for the ETA (default: the swarm’s published one, else 4096)')
-    .option('--top <n>', 'contributors to list', '5')
-    .option('--wait <s>', 'seconds to wait for the swarm to answer', '10')
-    .option('--json', 'print one JSON object');
-  cmd.action(async (opts: { join: string; targetBatchSize?: string; top?: string; wait?: string; json?: boolean }) => {
+    .requiredOption('--join <code>', 'join code of the swarm (cohort:…)');
+  addFlags(cmd, STATUS_FLAGS);
+  cmd.action(async ({ join }: { join: string }) => {
     const { log } = commandContext(cmd);
-    if (!isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
-    const givenTarget = intFlag('--target-batch-size', opts.targetBatchSize, 1);
-    const top = intFlag('--top', opts.top, 1, 20)!;
-    const wait = positiveFloatFlag('--wait', opts.wait)!;
-    const node = await createSwarmNode({ initialPeers: opts.join, clientMode: true, log });
+    if (!isJoinCode(join)) throw new ConfigError('--join', `"${join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
+    const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
+    const node = await createSwarmNode({ initialPeers: join, clientMode: true, log });
     try {
       const report = await node.ready;
       if (report.connected.length === 0) throw new Error(`could not reach any peer of the join code's swarm "${node.runId}"`);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       const deadline = Date.now() + wait * 1000;
       // the run's published parameters give the ETA's target unless one is given
-      const run = await readRunParams(node, { joinPeers: joinPeerIds(opts.join), waitMs: deadline - Date.now(), log });
+      const run = await readRunParams(node, { joinPeers: joinPeerIds(join), waitMs: deadline - Date.now(), log });
       const targetBatchSize = givenTarget ?? run?.params.targetBatchSize ?? 4096;
       const progress = progressRecords(node);
       let entries = await progress.get(PROGRESS_KEY);
@@ -55,7 +58,7 @@ export function registerStatus(program: Command): void {
             .slice(0, top)
             .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
       const view = { runId: node.runId, epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
-      if (opts.json) process.stdout.write(JSON.stringify(view) + '\n');
+      if (json) process.stdout.write(JSON.stringify(view) + '\n');
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);

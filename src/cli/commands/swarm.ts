@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
+import { commaList } from '../../config/settings.js';
 import { openStore } from '../../store/index.js';
 import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
@@ -109,17 +110,10 @@ function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmIn
   if (opts.runId === undefined && !(initialPeers.length === 1 && isJoinCode(initialPeers[0]!))) {
     throw new ConfigError('--run-id', 'required (unless --initial-peers is a join code); accepted: 1–64 characters of a-z, 0-9, ".", "_", "-"');
   }
-  const list = (text: string | undefined): string[] | undefined =>
-    text === undefined
-      ? undefined
-      : text
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean);
   const init: SwarmInit = {
     ...(opts.runId !== undefined ? { runId: opts.runId } : {}),
-    ...(opts.hostMaddrs !== undefined ? { listen: list(opts.hostMaddrs) } : {}),
-    ...(opts.announceMaddrs !== undefined ? { announce: list(opts.announceMaddrs) } : {}),
+    ...(opts.hostMaddrs !== undefined ? { listen: commaList(opts.hostMaddrs) } : {}),
+    ...(opts.announceMaddrs !== undefined ? { announce: commaList(opts.announceMaddrs) } : {}),
     initialPeers: [...initialPeers],
     ...reachabilityInit(opts),
     ...(opts.identity !== undefined ? { identityFile: opts.identity } : {}),

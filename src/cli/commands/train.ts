@@ -8,8 +8,7 @@ import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
 import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { openTrainingSession } from '../../training/session.js';
 import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags } from '../flag-table.js';
-import { requiredFlag } from '../flags.js';
+import { addFlags, flagRow, parseFlags, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
 import { PROVIDERS } from './model.js';
 
