@@ -12,7 +12,7 @@ export default defineConfig({
     // prepare-worker: their worker threads, loaded from next to the module that starts them
     // (src/util/worker-thread.ts). A bundled module must not declare a top-level `require` (src/ names
     // createRequire's result `localRequire`): electron-vite adds its own to an ES chunk that mentions require( or __dirname.
-    build: { outDir: 'out/main', lib: { entry: { index: 'src/main/index.ts', runtime: 'src/main/runtime-process.ts', cli: 'src/cli/main.ts', 'ort-worker': 'src/engine/ort-worker.ts', 'stream-worker': 'src/data/stream-worker.ts', 'prepare-worker': 'src/data/prepare-worker.ts', 'full-state-worker': 'src/collab/full-state-worker.ts' }, formats: ['es'] }, rollupOptions: { external } },
+    build: { outDir: 'out/main', lib: { entry: { index: 'src/main/index.ts', runtime: 'src/main/runtime-process.ts', cli: 'src/cli/main.ts', 'ort-worker': 'src/engine/ort-worker.ts', 'stream-worker': 'src/data/stream-worker.ts', 'prepare-worker': 'src/data/prepare-worker.ts', 'full-state-worker': 'src/collab/full-state-worker.ts', 'shard-io-worker': 'src/shards/shard-io-worker.ts' }, formats: ['es'] }, rollupOptions: { external } },
   },
   preload: {
     // sandboxed preloads must be CommonJS

@@ -3,7 +3,8 @@
 // (one server writing 64 MB to each of 4 clients) in the same process and run, and against bare libp2p
 // streams over the same connections (what the transport allows before any protocol).
 // COHORT_BENCH_SHARDS_MB sets the dataset size (default 64). Goal: shards_vs_tcp ≥ 0.5.
-// Last line: one JSON object; `shard_mb_s` = aggregate MB/s over the 4 newcomers.
+// Last line: one JSON object; `shard_mb_s` = aggregate MB/s over the 4 newcomers; `*_cpu_s_per_gb` =
+// process CPU-seconds (all threads) per GB each phase moved, steadier than MB/s on a loaded machine.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -22,6 +23,22 @@ const NEWCOMERS = 4;
 const SEQ = 512;
 const EXAMPLES_PER_SHARD = 2048; // ≈ 2 MB per shard (uint16 ids), as `prepare` writes them at length 512
 const log = pino({ level: 'silent' });
+
+/** Process CPU-seconds (every thread) and wall seconds of `run`: under a shared machine's load, CPU per GB moved varies less than MB/s. */
+async function measured<T>(run: () => Promise<T>): Promise<{ result: T; seconds: number; cpuSeconds: number }> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const result = await run();
+  const { user, system } = process.cpuUsage(cpu0);
+  return { result, seconds: (performance.now() - t0) / 1000, cpuSeconds: (user + system) / 1e6 };
+}
+
+/** `promise`, or an error after `ms` (a phase that stalls fails the benchmark instead of hanging it). */
+function bounded<T>(what: string, promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} took over ${ms / 1000} s`)), ms)));
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 
 async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -140,16 +157,21 @@ try {
     return seen.every(Boolean);
   }, 30_000);
 
-  const t0 = performance.now();
-  const results = await Promise.all(newcomers.map((node, i) => fetchDataset(node, stores[i + 1]!, { datasetId: seeded.datasetId, dataDir: dirs[i + 1]!, maxParallel: 2, log })));
-  const seconds = (performance.now() - t0) / 1000;
-  for (const r of results) if (r.bytes !== seeded.bytes || r.info.datasetId !== seeded.datasetId) throw new Error(`a newcomer got ${r.bytes} of ${seeded.bytes} bytes`);
+  const moved = (NEWCOMERS * seeded.bytes) / 1024 ** 3; // GB moved by each phase
+  const cpuPerGb = (cpuSeconds: number) => Number((cpuSeconds / moved).toFixed(1));
+  const exchange = await measured(() =>
+    bounded('the shard exchange', Promise.all(newcomers.map((node, i) => fetchDataset(node, stores[i + 1]!, { datasetId: seeded.datasetId, dataDir: dirs[i + 1]!, maxParallel: 2, log }))), 600_000),
+  );
+  const { seconds } = exchange;
+  for (const r of exchange.result) if (r.bytes !== seeded.bytes || r.info.datasetId !== seeded.datasetId) throw new Error(`a newcomer got ${r.bytes} of ${seeded.bytes} bytes`);
   const shardMbS = (NEWCOMERS * seeded.bytes) / 1024 ** 2 / seconds;
-  console.log(`shard exchange: ${NEWCOMERS} newcomers × ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB in ${seconds.toFixed(2)} s = ${shardMbS.toFixed(1)} MB/s aggregate (noise + yamux, sha256 per shard, SQLite writes, all peers in one process)`);
-  const bareMbS = await bareLibp2p(seeder, newcomers, seeded.bytes);
-  console.log(`bare libp2p streams (same connections, no protocol on top), same bytes and clients: ${bareMbS.toFixed(1)} MB/s aggregate`);
-  const tcpMbS = await tcpBaseline(seeded.bytes, NEWCOMERS);
-  console.log(`raw TCP, same bytes and clients: ${tcpMbS.toFixed(1)} MB/s aggregate`);
+  console.log(`shard exchange: ${NEWCOMERS} newcomers × ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB in ${seconds.toFixed(2)} s = ${shardMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(exchange.cpuSeconds)} CPU-s/GB (noise + yamux, sha256 per shard, SQLite writes, all peers in one process)`);
+  const bare = await measured(() => bounded('the bare libp2p streams', bareLibp2p(seeder, newcomers, seeded.bytes), 300_000));
+  const bareMbS = bare.result;
+  console.log(`bare libp2p streams (same connections, no protocol on top), same bytes and clients: ${bareMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(bare.cpuSeconds)} CPU-s/GB`);
+  const tcp = await measured(() => bounded('raw TCP', tcpBaseline(seeded.bytes, NEWCOMERS), 300_000));
+  const tcpMbS = tcp.result;
+  console.log(`raw TCP, same bytes and clients: ${tcpMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(tcp.cpuSeconds)} CPU-s/GB`);
   const ratio = shardMbS / tcpMbS;
   console.log(`shards_vs_tcp ${ratio.toFixed(3)} (goal ≥ 0.5); the transport alone: libp2p_vs_tcp ${(bareMbS / tcpMbS).toFixed(3)}`);
   reportJson({
@@ -158,6 +180,9 @@ try {
     tcp_mb_s: Number(tcpMbS.toFixed(1)),
     libp2p_vs_tcp: Number((bareMbS / tcpMbS).toFixed(3)),
     shards_vs_tcp: Number(ratio.toFixed(3)),
+    shard_cpu_s_per_gb: cpuPerGb(exchange.cpuSeconds),
+    libp2p_cpu_s_per_gb: cpuPerGb(bare.cpuSeconds),
+    tcp_cpu_s_per_gb: cpuPerGb(tcp.cpuSeconds),
     dataset_mb: Number((seeded.bytes / 1024 ** 2).toFixed(1)),
     newcomers: NEWCOMERS,
     seconds: Number(seconds.toFixed(2)),

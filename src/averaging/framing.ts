@@ -33,10 +33,12 @@ export class FramedStream {
   ) {
     stream.maxReadBufferLength = MAX_STREAM_READ_BUFFER_BYTES;
     stream.addEventListener('message', (event) => {
-      const data = event.data instanceof Uint8Array ? event.data : event.data.subarray();
-      this.queue.push(data);
-      this.queued += data.byteLength;
-      this.received += data.byteLength;
+      // a list's parts are queued as they are: subarray() would copy them into one buffer
+      for (const data of event.data instanceof Uint8Array ? [event.data] : event.data) {
+        this.queue.push(data);
+        this.queued += data.byteLength;
+        this.received += data.byteLength;
+      }
       if (this.queued > READ_HIGH_WATER_BYTES && !this.paused) this.setPaused(true);
       this.notify();
     });

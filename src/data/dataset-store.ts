@@ -131,11 +131,17 @@ export class DatasetStore {
       .run(info.cacheKey, info.source, `swarm:${info.datasetId}`, info.tokenizerHash, info.tokenizerFile, JSON.stringify(info.params), info.vocabSize, info.datasetId, info.manifest, now, now);
   }
 
-  /** Stores a shard received from a peer (already verified by the caller against its sha256). */
+  /**
+   * Stores a shard received from a peer (already verified by the caller against its sha256) and
+   * recounts the dataset, in one transaction: after a crash the shard is stored and counted, or neither.
+   */
   putShard(cacheKey: string, seq: number, shard: { data: Uint8Array; examples: number; tokens: number; sha256: string }, now = Date.now()): void {
-    this.db
-      .prepare(`INSERT OR REPLACE INTO shards (cache_key, seq, examples, tokens, data, sha256, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-      .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
+    this.db.transaction(() => {
+      this.db
+        .prepare(`INSERT OR REPLACE INTO shards (cache_key, seq, examples, tokens, data, sha256, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+        .run(cacheKey, seq, shard.examples, shard.tokens, shard.data, shard.sha256, now, now);
+      this.refreshFetched(cacheKey);
+    })();
   }
 
   /**

@@ -14,6 +14,7 @@ import type { SwarmNode } from '../swarm/index.js';
 import { ShardExchangeError } from './errors.js';
 import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
 import { holdingKey, holdingsOf } from './server.js';
+import { putShardOffThread } from './shard-io.js';
 
 /** What the dashboard shows of a fetch (bytes: the shards', tokenizer excluded). */
 export type FetchProgress = DataFetchProgress;
@@ -83,6 +84,8 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     }
     return new Map([...known.holders].filter(([peer]) => !penalised.has(peer)));
   };
+  /** Transfers of this fetch in progress, per holder. */
+  const inFlight = new Map<string, number>();
   const penalise = (peer: string, reason: string) => {
     penalised.set(peer, reason);
     log.warn({ peer, dataset: datasetId, reason }, `skipping shard holder ${peer} for this fetch: ${reason}`);
@@ -109,8 +112,9 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
       if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
       if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
-      while (at < header.size) {
-        const { d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+      for (let n = 0; at < header.size; n++) {
+        const { i, d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+        if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
         if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
         have.push(d);
         at += d.byteLength;
@@ -143,10 +147,15 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
       }
-      const peer = candidates[Math.floor(Math.random() * candidates.length)]!;
+      // the least busy holder (ties at random): parallel shards go to different holders when there are several
+      const load = (peer: string) => inFlight.get(peer) ?? 0;
+      const least = Math.min(...candidates.map(load));
+      const idle = candidates.filter((peer) => load(peer) === least);
+      const peer = idle[Math.floor(Math.random() * idle.length)]!;
       const before = have.bytes;
       if (before > 0) resumed++;
       contributors.add(peer);
+      inFlight.set(peer, load(peer) + 1);
       try {
         await getBlob(peer, sha256, have, size, onBytes);
       } catch (err) {
@@ -157,6 +166,8 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
         log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
+      } finally {
+        inFlight.set(peer, load(peer) - 1);
       }
       const got = have.sha256();
       if (got === sha256) return { data: have.data(), resumed };
@@ -244,8 +255,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         report();
       });
       resumed += got.resumed;
-      datasets.putShard(cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 });
-      datasets.refreshFetched(cacheKey);
+      await putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 });
       shardsDone++;
       report();
     }

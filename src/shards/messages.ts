@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
-/** `/cohort/<run>/shards/1.0.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
-export const SHARDS_PROTOCOL = 'shards/1.0.0';
+/** `/cohort/<run>/shards/1.1.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
+export const SHARDS_PROTOCOL = 'shards/1.1.0';
 /** DHT namespace: `shards/<dataset id>` holds, per holder, which of the dataset's shards it serves. */
 export const SHARDS_NAMESPACE = 'shards';
 /** Largest data frame payload (and the servers' default): small enough to interleave streams fairly, large enough to be cheap. */
@@ -47,7 +47,11 @@ export type ManifestReply = z.infer<typeof manifestReplySchema>;
 /** Answer to `get`: the blob's full size, then `data` frames from the requested offset to the end. */
 export const blobHeaderSchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('blob'), size: count.max(MAX_BLOB_BYTES) }), refusedSchema]);
 export type BlobHeader = z.infer<typeof blobHeaderSchema>;
-export const blobDataSchema = z.strictObject({ t: z.literal('data'), d: bytes() });
+/**
+ * A blob's bytes: binary chunk frames (FramedStream.writeChunk: tag, u32 `i`, bytes), numbered from 0
+ * in each transfer; the bytes go to the muxer without a CBOR copy.
+ */
+export const blobDataSchema = z.strictObject({ t: z.literal('chunk'), i: count, d: bytes() });
 
 /** A holder's advert under `shards/<dataset id>`: bit i set = it serves the manifest's shard i (and the tokenizer, and the manifest). */
 export const holdingSchema = z.strictObject({ shards: count.max(MAX_SHARDS), have: bytes() });

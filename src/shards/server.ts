@@ -24,6 +24,7 @@ import {
   type ManifestReply,
   type ShardRequest,
 } from './messages.js';
+import { readShardOffThread } from './shard-io.js';
 
 const namespaces = new WeakMap<SwarmNode, RecordNamespace<Holding>>();
 
@@ -106,7 +107,7 @@ export class ShardServer {
 
   constructor(
     private readonly node: SwarmNode,
-    store: Store,
+    private readonly store: Store,
     private readonly log: Logger,
     options: ShardServerOptions = {},
   ) {
@@ -190,7 +191,7 @@ export class ShardServer {
         await framed.write(reply, stall());
         return await framed.close(stall());
       }
-      const blob = this.blob(request.sha256);
+      const blob = await this.blob(request.sha256);
       if (blob === undefined || request.offset > blob.byteLength) {
         const refusal: BlobHeader = blob === undefined
           ? { t: 'refused', code: 'NOT_FOUND', message: `no shard or tokenizer with sha256 ${request.sha256} here` }
@@ -199,9 +200,9 @@ export class ShardServer {
         return await framed.close(stall());
       }
       await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall());
-      for (let at = request.offset; at < blob.byteLength; at += this.chunkBytes) {
+      for (let at = request.offset, i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
         const d = blob.subarray(at, at + this.chunkBytes);
-        await framed.write({ t: 'data', d }, stall());
+        await framed.writeChunk(i, d, stall());
         this.bytesSent += d.byteLength;
       }
       await framed.close(stall());
@@ -219,9 +220,9 @@ export class ShardServer {
     return manifest;
   }
 
-  /** A shard by its sha256, or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
-  private blob(sha256: string): Uint8Array | undefined {
-    const shard = this.datasets.shardBySha256(sha256);
+  /** A shard by its sha256 (read off the event loop), or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
+  private async blob(sha256: string): Promise<Uint8Array | undefined> {
+    const shard = await readShardOffThread(this.store, sha256);
     if (shard !== undefined) return shard;
     const info = this.datasets.list().find((d) => d.tokenizerHash === sha256);
     if (info === undefined) return undefined;

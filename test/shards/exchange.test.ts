@@ -8,7 +8,8 @@ import { DatasetStore, type DatasetInfo } from '../../src/data/dataset-store.js'
 import { prepareDataset } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
-import { ShardServer, chooseShards, fetchDataset, manifestOf, type FetchProgress } from '../../src/shards/index.js';
+import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, type FetchProgress } from '../../src/shards/index.js';
+import { holdingKey } from '../../src/shards/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { RunDataError, runDataset } from '../../src/training/run-data.js';
@@ -150,6 +151,21 @@ test('a seeder serves a bounded number of transfers at once: the others are told
   for (const r of [ra, rb]) assert.deepEqual([r.info.datasetId, r.info.shardCount], [info.datasetId, info.shardCount]);
   assert.ok(server.busyRefusals > 0, 'four streams asked at once, one was served');
   assert.equal(server.served, 2 * (info.shardCount + 1), 'each newcomer: the tokenizer and every shard, once');
+});
+
+test('parallel shards go to different holders: with two holders and two shards in flight, each serves half of them', async (t) => {
+  const [x, y, newcomer] = await peers(t, 3);
+  const info = await found(x!);
+  assert.equal((await found(y!)).datasetId, info.datasetId);
+  assert.ok(info.shardCount >= 4, `${info.shardCount} shards`);
+  const servers = [await serve(t, x!), await serve(t, y!)];
+  copyTokenizer(info, newcomer!);
+  await waitFor('the newcomer to see both holders', async () => (await holdingsOf(newcomer!.node).get(holdingKey(info.datasetId!))).size === 2);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 2, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  // the second transfer in flight always goes to the holder the first is not using (at random, this spread is rare)
+  const served = servers.map((s) => s.served);
+  assert.ok(Math.abs(served[0]! - served[1]!) <= 1 && served[0]! + served[1]! === info.shardCount, `shards served by each holder: ${served.join(', ')}`);
 });
 
 test('shards to fetch: a random subset per peer that fits the quota, counting those held; a quota below one shard is an error', async (t) => {

@@ -1,0 +1,54 @@
+// The dashboard's run-data panel in headless Chromium during a real fetch: a coordinator process
+// pins a dataset of many small shards; the node (real `cohort start`, empty data directory) joins by
+// code, fetches them from the coordinator, and the panel shows the fetch's MB and shards.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { before, describe, test } from 'node:test';
+import { prepareDataset } from '../../src/data/prepare.js';
+import { openStore } from '../../src/store/index.js';
+import { spawnCli, waitFor } from '../collab/processes.js';
+import { tmpDir } from '../helpers/tmp.js';
+import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
+
+const skip = chromiumMissing();
+if (skip) process.stderr.write(`SKIPPING the browser run-data test: ${skip}\n`);
+
+const WAIT = { timeout: 15_000 };
+const FETCH = { timeout: 180_000 };
+
+describe('the run-data panel', { skip }, () => {
+  before(ensureRendererBuilt);
+
+  test('a node that joins a run pinning data it lacks shows the fetch from the swarm: MB and shards, up to done', { timeout: 300_000 }, async (t) => {
+    const root = tmpDir(t);
+    const coDir = path.join(root, 'co');
+    const store = openStore(coDir);
+    const { info } = await prepareDataset({ store, dataDir: coDir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, maxSeqLen: 64, shardExamples: 6 });
+    store.close();
+    const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'e2e-run-data', '--data-dir', coDir, '--listen', '/ip4/127.0.0.1/tcp/0', '--refresh', '1', '--target-batch-size', '8', '--seq-len', '64']);
+    const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 60_000);
+    const node = await startNode(t, cohortStartTraining);
+    const page = await (await launchBrowser(t)).newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    assert.equal((await page.request.post(`${node.url}/api/updateSettings`, { data: { firstRunDone: true, joinCode: code } })).status(), 200);
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+
+    const progress = page.getByTestId('fetch-progress');
+    const line = /^([\d.]+) of ([\d.]+) MB \((\d+) %\) · (\d+)\/(\d+) shards · [\d.]+ MB\/s · /;
+    await progress.filter({ hasText: line }).waitFor(FETCH);
+    const title = page.locator('section:has(#run-data-title)');
+    assert.match(await title.innerText(), new RegExp(`Fetching dataset ${info.datasetId!.slice(0, 12)}… from the swarm`));
+    // the fetch ends with every shard held and the panel says so (it stays once done)
+    await progress.filter({ hasText: / · done$/ }).waitFor(FETCH);
+    const [, got, total, pct, done, shards] = line.exec(await progress.innerText())!;
+    assert.equal(pct, '100');
+    assert.equal(got, total);
+    assert.equal(Number(total), Number((info.bytes / 1024 ** 2).toFixed(1)));
+    assert.equal(Number(done), info.shardCount);
+    assert.equal(Number(shards), info.shardCount);
+    assert.equal(Number(await page.locator('#fetch-progress').getAttribute('value')), info.bytes, 'the bar is full');
+    assert.deepEqual(errors, []);
+  });
+});
