@@ -8,8 +8,8 @@
  *
  * Saving never blocks the event loop for long (averaging and state serving go on): the parameters
  * and moments are copied a few tensors at a time into buffers shared with a worker thread, which
- * encodes them and writes them with its own database connection, chunk by chunk (CheckpointStore's
- * saveChunked: a kill mid-write leaves the previous checkpoint).
+ * encodes them and writes them with its own connection to the store's checkpoint file, a few chunks per
+ * commit (CheckpointStore's saveChunked: a kill mid-write leaves the previous checkpoint).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,8 +69,8 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
     if (opts.runId !== undefined && meta.data.runId !== opts.runId) continue;
     try {
       const { data } = store.checkpoints.load(info.id);
-      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.file}`);
-      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.file} holds no optimizer state`);
+      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.checkpoints.file}`);
+      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.checkpoints.file} holds no optimizer state`);
       return { info, state, runId: meta.data.runId, run: meta.data.run, bytes: data };
     } catch (err) {
       opts.onSkip?.(`skipping checkpoint ${info.id} (${kind}, epoch ${info.epoch}): ${(err as Error).message}`);
@@ -156,7 +156,7 @@ interface Shared {
 
 /**
  * Writes full-state checkpoints off the event loop, one at a time, through a worker thread (started
- * on first use) with its own connection to the store's database.
+ * on first use) with its own connection to the store's checkpoint file.
  */
 export class FullStateSaver {
   private worker: Worker | undefined;
@@ -171,7 +171,7 @@ export class FullStateSaver {
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
-    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunk is committed. */
+    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunks are committed. */
     private readonly pauseSave?: number,
   ) {}
 
@@ -276,7 +276,7 @@ export class FullStateSaver {
   }
 
   private start(): Worker {
-    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.file } });
+    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.checkpoints.file } });
     worker.unref();
     worker.on('message', (reply: StateSaveReply) => {
       if ('paused' in reply) {
@@ -287,7 +287,7 @@ export class FullStateSaver {
       this.waiting.delete(reply.id);
       if (this.waiting.size === 0) worker.unref();
       if (reply.ok) waiting?.resolve(reply.info);
-      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${reply.error}`));
+      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${reply.error}`));
     });
     worker.on('error', (err) => this.failAll(err));
     worker.on('exit', (code) => {
@@ -298,7 +298,7 @@ export class FullStateSaver {
   }
 
   private failAll(err: Error): void {
-    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${err.message}`, { cause: err }));
+    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${err.message}`, { cause: err }));
     this.waiting.clear();
     this.log.debug({ err: err.message }, 'checkpoint worker ended');
   }

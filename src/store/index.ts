@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
+import { CHECKPOINT_DATABASE_FILE, openCheckpointDatabase } from './checkpoint-database.js';
 import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
@@ -11,15 +12,20 @@ import { StoreError } from './errors.js';
 
 export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
+export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
 export type { SeenPeer } from './peers.js';
 
-/** The node's local database: one SQLite file in the data directory, one small store per concern. */
+/**
+ * The node's local database: one SQLite file in the data directory (cohort.db), one small store per
+ * concern; checkpoints are in a file of their own beside it (checkpoints.db: `checkpoints.file`).
+ */
 export interface Store {
   readonly file: string;
   readonly db: Database;
+  /** Over checkpoints.db, with its own connection (`checkpoints.db`). */
   readonly checkpoints: CheckpointStore;
   readonly metrics: MetricsStore;
   readonly settings: SettingsStore;
@@ -35,17 +41,28 @@ export interface OpenStoreOptions extends OpenDatabaseOptions {
 }
 
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
+  // cohort.db first: its migration 6 moves the checkpoints an older version kept there into checkpoints.db
   const db = openDatabase(dataDir, options);
+  let checkpointDb: Database;
+  try {
+    checkpointDb = openCheckpointDatabase(dataDir, options);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   const file = path.join(dataDir, DATABASE_FILE);
   return {
     file,
     db,
-    checkpoints: new CheckpointStore(db, file),
+    checkpoints: new CheckpointStore(checkpointDb, path.join(dataDir, CHECKPOINT_DATABASE_FILE)),
     metrics: new MetricsStore(db, options.onInvalidMetric),
     settings: new SettingsStore(db),
     peers: new PeerStore(db),
     contributions: new ContributionStore(db),
-    close: () => db.close(),
+    close: () => {
+      checkpointDb.close();
+      db.close();
+    },
   };
 }
 

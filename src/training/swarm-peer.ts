@@ -131,7 +131,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     savedEpoch = epoch;
     await save.snapshotted;
     writing = save.written.then(
-      (info) => log.info(`saved this peer's state of epoch ${info.epoch} (${(info.size / 2 ** 20).toFixed(1)} MiB) in ${store.file}`),
+      (info) => log.info(`saved this peer's state of epoch ${info.epoch} (${(info.size / 2 ** 20).toFixed(1)} MiB) in ${store.checkpoints.file}`),
       (err: unknown) => log.warn(`could not save this peer's state of epoch ${epoch}: ${(err as Error).message}`),
     );
   };
@@ -235,7 +235,7 @@ function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number |
   const own = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: node.runId, onSkip: (m) => log.warn(m) });
   if (!own) return undefined;
   const { state } = own;
-  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.file})`;
+  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
   if (init.run && own.run && !isDeepStrictEqual(own.run, init.run)) {
     log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
     return undefined;
