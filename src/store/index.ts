@@ -6,6 +6,7 @@ import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
+import { OffenceStore } from './offences.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
 import { StoreError } from './errors.js';
@@ -16,6 +17,7 @@ export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
+export type { OffenceRecord, RunOffences } from './offences.js';
 export type { SeenPeer } from './peers.js';
 
 /**
@@ -32,6 +34,8 @@ export interface Store {
   readonly peers: PeerStore;
   /** A coordinator's credited contributions (src/collab/coordinator.ts). */
   readonly contributions: ContributionStore;
+  /** Poisoned averaging parts per run and peer: the node's bans (src/averaging/hub.ts). */
+  readonly offences: OffenceStore;
   close(): void;
 }
 
@@ -59,6 +63,7 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
     settings: new SettingsStore(db),
     peers: new PeerStore(db),
     contributions: new ContributionStore(db),
+    offences: new OffenceStore(db),
     close: () => {
       checkpointDb.close();
       db.close();

@@ -160,6 +160,21 @@ export const MIGRATIONS: readonly Migration[] = [
       db.exec('DROP TABLE checkpoint_chunks; DROP TABLE checkpoints;');
     },
   },
+  {
+    version: 7,
+    description: 'the poisoned averaging parts each peer sent this node, per run, so bans outlive a restart',
+    up: (db) =>
+      db.exec(`
+        CREATE TABLE peer_offences (
+          run_id     TEXT    NOT NULL,
+          peer_id    TEXT    NOT NULL,
+          count      INTEGER NOT NULL,
+          reason     TEXT    NOT NULL,
+          updated_at INTEGER NOT NULL,
+          PRIMARY KEY (run_id, peer_id)
+        );
+      `),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -6,6 +6,7 @@
  * continues from it when the swarm is not ahead (full-state.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
+import { keepOffences } from '../averaging/index.js';
 import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
@@ -115,6 +116,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     onWarning: (m) => log.warn(m),
   });
   const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
+  keepOffences(node, store.offences.forRun(node.runId)); // bans this node made in the run outlive a restart
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   const saver = new FullStateSaver(store, log, init.faultPauseStateSave);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
