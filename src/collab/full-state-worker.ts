@@ -31,9 +31,14 @@ export type StateSaveRequest =
       readonly expAvgSq: Float32Array;
       readonly optimizer: Omit<OptimizerState, 'expAvg' | 'expAvgSq'>;
     })
-  | (Common & { readonly type: 'bytes'; readonly bytes: Uint8Array });
+  | (Common & { readonly type: 'bytes'; readonly bytes: Uint8Array })
+  /** Touches every page of the saver's new shared buffers here, so the first snapshot's copies into them take no page faults on the main thread. */
+  | { readonly type: 'prefault'; readonly buffers: readonly SharedArrayBuffer[] };
 
-export type StateSaveReply = { readonly id: number } & ({ readonly ok: true; readonly info: CheckpointInfo } | { readonly ok: false; readonly error: string } | { readonly paused: number });
+export type StateSaveReply = { readonly id: number } & ({ readonly ok: true; readonly info?: CheckpointInfo } | { readonly ok: false; readonly error: string } | { readonly paused: number });
+
+/** Linux and macOS page size; a larger page is still touched (several times). */
+const PAGE_BYTES = 4096;
 
 const { file } = workerData as { file: string };
 // opened as the store opens it (journal, synchronous, foreign keys for the staging row's chunks): a
@@ -43,6 +48,14 @@ const checkpoints = new CheckpointStore(openCheckpointDatabase(file), file);
 
 parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
   let reply: StateSaveReply;
+  if (request.type === 'prefault') {
+    for (const buffer of request.buffers) {
+      const bytes = new Uint8Array(buffer);
+      for (let i = 0; i < bytes.length; i += PAGE_BYTES) bytes[i] = 0;
+    }
+    parentPort!.postMessage({ id: request.id, ok: true } satisfies StateSaveReply);
+    return;
+  }
   try {
     const data = request.type === 'bytes' ? request.bytes : encode(request);
     let paused = false;

@@ -163,7 +163,7 @@ export class FullStateSaver {
   private shared: Shared | undefined;
   private busy = false;
   private nextId = 0;
-  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo) => void; reject: (err: Error) => void }>();
+  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo | undefined) => void; reject: (err: Error) => void }>();
 
   /** Saves (`save`) requested so far: the fault pauses the one numbered `pauseSave`. */
   private saves = 0;
@@ -193,7 +193,7 @@ export class FullStateSaver {
     const written = snapshotted.then(() => {
       const shared = this.shared!;
       const o = live.optimizer;
-      return this.request({
+      return this.write({
         type: 'state',
         kind,
         epoch: live.epoch,
@@ -219,7 +219,7 @@ export class FullStateSaver {
   saveBytes(kind: FullStateKind, epoch: number, bytes: Uint8Array, meta: FullStateMeta, keep: number): Promise<CheckpointInfo> | undefined {
     if (this.busy) return undefined;
     this.busy = true;
-    return this.finish(this.request({ type: 'bytes', kind, epoch, keep, meta, bytes }));
+    return this.finish(this.write({ type: 'bytes', kind, epoch, keep, meta, bytes }));
   }
 
   /** Ends the worker (after the save being written, if any). */
@@ -245,9 +245,12 @@ export class FullStateSaver {
   private async snapshot(live: LiveState): Promise<void> {
     const n = live.params.size;
     if (this.shared?.params.length !== n) {
-      // allocated once per saver and reused: the pages are touched (faulted in) only on the first save
+      // allocated once per saver and reused; their pages are faulted in by the worker, not by the copies
+      // below (214 MiB of first touches took seconds of the event loop on the large preset)
       const wrap = (): ParameterSet => ParameterSet.wrap(live.params.specs, new Float32Array(new SharedArrayBuffer(n * 4)));
-      this.shared = { params: wrap().data, expAvg: wrap(), expAvgSq: wrap() };
+      const shared = { params: wrap().data, expAvg: wrap(), expAvgSq: wrap() };
+      await this.request({ type: 'prefault', buffers: [shared.params, shared.expAvg.data, shared.expAvgSq.data].map((a) => a.buffer as SharedArrayBuffer) });
+      this.shared = shared;
     }
     const shared = this.shared;
     const specs = live.params.specs;
@@ -264,11 +267,18 @@ export class FullStateSaver {
     }
   }
 
-  private request(message: StateSaveRequest): Promise<CheckpointInfo> {
+  /** A save request: the worker answers with the checkpoint written. */
+  private async write(message: Exclude<StateSaveRequest, { type: 'prefault' }>): Promise<CheckpointInfo> {
+    const info = await this.request(message);
+    if (!info) throw new Error(`the checkpoint worker answered a save in ${this.store.checkpoints.file} without the checkpoint`);
+    return info;
+  }
+
+  private request(message: StateSaveRequest): Promise<CheckpointInfo | undefined> {
     const id = this.nextId++;
     const worker = (this.worker ??= this.start());
     worker.ref(); // a save being written keeps the process alive; an idle worker does not
-    return new Promise<CheckpointInfo>((resolve, reject) => {
+    return new Promise<CheckpointInfo | undefined>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
       worker.postMessage({ ...message, id }, owned ? [message.bytes.buffer] : []);
