@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { CHECKPOINT_APPLICATION_ID } from '../../src/store/checkpoint-database.js';
+import { CHECKPOINT_APPLICATION_ID, openCheckpointDatabase } from '../../src/store/checkpoint-database.js';
 import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
 import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate, type Migration } from '../../src/store/migrations.js';
@@ -29,7 +29,7 @@ test('a new store is created with WAL, the Cohort application id and every migra
   assert.deepEqual(tablesOf(store.checkpoints.db), ['checkpoint_chunks', 'checkpoints']);
 });
 
-test('migration 6 moves the checkpoints an older version kept in cohort.db into checkpoints.db, ids and bytes kept', (t) => {
+test('migration 6 moves the checkpoints an older version kept in cohort.db into checkpoints.db, ids and bytes kept, also after a kill between its two commits', (t) => {
   const dir = tmpDir(t);
   // the layout of schema 5: checkpoints in cohort.db, written the way that version's store wrote them
   const old = new BetterSqlite3(path.join(dir, DATABASE_FILE));
@@ -44,6 +44,11 @@ test('migration 6 moves the checkpoints an older version kept in cohort.db into 
     chunk.run(id, 0, blob.subarray(0, 4000));
     chunk.run(id, 1, blob.subarray(4000));
   }
+  // as a process killed after the copy into checkpoints.db committed and before cohort.db's drop left it: checkpoint 3 is already there
+  const copied = openCheckpointDatabase(dir);
+  for (const r of old.prepare('SELECT * FROM checkpoints WHERE id = 3').all()) copied.prepare('INSERT INTO checkpoints (id, kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (@id, @kind, @epoch, @created_at, @size, @sha256, @chunk_count, @meta)').run(r);
+  for (const c of old.prepare('SELECT checkpoint_id, seq, data FROM checkpoint_chunks WHERE checkpoint_id = 3').all()) copied.prepare('INSERT INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (@checkpoint_id, @seq, @data)').run(c);
+  copied.close();
   old.close();
 
   const store = openStore(dir);
@@ -52,6 +57,7 @@ test('migration 6 moves the checkpoints an older version kept in cohort.db into 
   assert.ok(!tablesOf(store.db).includes('checkpoints'), 'the old tables are dropped');
   assert.deepEqual(store.checkpoints.list('state').map((c) => [c.id, c.epoch, c.meta['runId']]), [[5, 9, 'r'], [3, 7, 'r']]);
   for (const id of [3, 5]) assert.deepEqual(store.checkpoints.load(id).data, blob);
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'the copy made before the kill is not doubled');
   assert.equal(store.checkpoints.save({ kind: 'state', epoch: 10, data: blob }).id, 6, 'new ids follow the moved ones');
 });
 
