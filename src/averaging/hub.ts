@@ -19,6 +19,12 @@ import {
 /** Serves one inbound stream after its first message; `peer` is authenticated by the connection. */
 export type Handler<M> = (framed: FramedStream, peer: string, first: M) => Promise<void>;
 
+/** Where a node keeps its offences for the run (the store's `offences.forRun`), so bans outlive a restart. */
+export interface OffenceLedger {
+  load(): Iterable<{ readonly peer: string; readonly count: number; readonly reason: string }>;
+  record(offence: { readonly peer: string; readonly count: number; readonly reason: string }): void;
+}
+
 /** How long an inbound stream may take to send its first message. */
 const FIRST_MESSAGE_TIMEOUT_MS = 5000;
 /**
@@ -45,8 +51,9 @@ export class AveragingHub {
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
   /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
   private readonly running = new Set<string>();
-  /** Poisoned parts each peer sent this node's reducers, and the last reason (the node lives as long as its run). */
+  /** Poisoned parts each peer sent this node's reducers, and the last reason (the node lives as long as its run; `keepOffences` keeps them longer). */
   private readonly offences = new Map<string, { count: number; reason: string }>();
+  private ledger: OffenceLedger | undefined;
   /** The node's upload cap for averaging traffic, one bucket for every averager and stream; none by default. */
   private uploadLimit: UploadLimit | undefined;
   private users = 0;
@@ -96,7 +103,19 @@ export class AveragingHub {
   recordOffence(peer: string, reason: string): boolean {
     const count = (this.offences.get(peer)?.count ?? 0) + 1;
     this.offences.set(peer, { count, reason });
+    this.ledger?.record({ peer, count, reason });
     return count === BAN_AFTER_OFFENCES;
+  }
+
+  /**
+   * Takes the offences (and so the bans) `ledger` holds for this node's run, and records every later
+   * one there: a node restarted on the same store keeps refusing the peers it banned.
+   */
+  keepOffences(ledger: OffenceLedger): void {
+    for (const o of ledger.load()) {
+      if (o.count > (this.offences.get(o.peer)?.count ?? 0)) this.offences.set(o.peer, { count: o.count, reason: o.reason });
+    }
+    this.ledger = ledger;
   }
 
   /** Why `peer` is banned from this node's groups, or undefined when it is not. */

@@ -14,10 +14,17 @@
  */
 import type { SwarmNode } from '../swarm/index.js';
 import { Averager, type AveragerInit } from './averager.js';
+import { AveragingHub, type OffenceLedger } from './hub.js';
 
 export function createAverager(node: SwarmNode, init: AveragerInit): Averager {
   return new Averager(node, init);
 }
+
+/** Keeps `node`'s averaging offences and bans in `ledger` (its store, per run): they outlive a restart. */
+export function keepOffences(node: SwarmNode, ledger: OffenceLedger): void {
+  AveragingHub.of(node).keepOffences(ledger);
+}
+export type { OffenceLedger } from './hub.js';
 
 export { Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type ScheduleOptions, type StepOptions, type StepResult } from './averager.js';
 export type { AllreduceResult, FailedPart } from './allreduce.js';

@@ -148,7 +148,7 @@ export class Coordinator {
     if (!last) return undefined;
     const { epoch } = last.state;
     const { withdraw } = await this.state.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: last.bytes }) });
-    this.init.log.info(`serving the checkpoint of epoch ${epoch} (${last.info.id} in ${this.init.store.file}) as the run's state until the swarm has one as new`);
+    this.init.log.info(`serving the checkpoint of epoch ${epoch} (${last.info.id} in ${this.init.store.checkpoints.file}) as the run's state until the swarm has one as new`);
     return { epoch, withdraw };
   }
 

@@ -1,12 +1,12 @@
 /**
  * The worker thread behind FullStateSaver (full-state.ts): encodes a snapshot as a training state and
- * writes it with its own connection to the store's database, chunk by chunk, so neither the encoding
- * nor the writing holds the main thread's event loop.
+ * writes it with its own connection to the store's checkpoint file, a few chunks per commit, so
+ * neither the encoding nor the writing holds the main thread's event loop.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import BetterSqlite3 from 'better-sqlite3';
 import type { AlbertConfig, OptimizerState } from '../engine/index.js';
 import { ParameterSet, type ParamView } from '../engine/params.js';
+import { openCheckpointDatabase } from '../store/checkpoint-database.js';
 import { CheckpointStore } from '../store/checkpoints.js';
 import type { CheckpointInfo } from '../store/index.js';
 import { encodeTrainingStatePieces } from './state.js';
@@ -16,7 +16,7 @@ interface Common {
   readonly epoch: number;
   readonly keep: number;
   readonly meta: Record<string, unknown>;
-  /** Test fault: stop this long after the first chunk is committed, having said so (a window to kill the process mid-write). */
+  /** Test fault: stop this long after the first chunks are committed, having said so (a window to kill the process mid-write). */
   readonly pauseMs?: number;
 }
 
@@ -31,26 +31,37 @@ export type StateSaveRequest =
       readonly expAvgSq: Float32Array;
       readonly optimizer: Omit<OptimizerState, 'expAvg' | 'expAvgSq'>;
     })
-  | (Common & { readonly type: 'bytes'; readonly bytes: Uint8Array });
+  | (Common & { readonly type: 'bytes'; readonly bytes: Uint8Array })
+  /** Touches every page of the saver's new shared buffers here, so the first snapshot's copies into them take no page faults on the main thread. */
+  | { readonly type: 'prefault'; readonly buffers: readonly SharedArrayBuffer[] };
 
-export type StateSaveReply = { readonly id: number } & ({ readonly ok: true; readonly info: CheckpointInfo } | { readonly ok: false; readonly error: string } | { readonly paused: number });
+export type StateSaveReply = { readonly id: number } & ({ readonly ok: true; readonly info?: CheckpointInfo } | { readonly ok: false; readonly error: string } | { readonly paused: number });
+
+/** Linux and macOS page size; a larger page is still touched (several times). */
+const PAGE_BYTES = 4096;
 
 const { file } = workerData as { file: string };
-const db = new BetterSqlite3(file);
-db.pragma('busy_timeout = 5000');
-// as the store's own connection (store/database.ts): in WAL mode a commit is atomic and a crash never
-// corrupts the file; a power loss may undo the last commits, never the previous checkpoint, which is
-// pruned only in the commit that completes the next one. FULL would fsync every 4 MiB chunk.
-db.pragma('synchronous = NORMAL');
-db.pragma('foreign_keys = ON'); // the staging row's chunks go with it (ON DELETE CASCADE)
-const checkpoints = new CheckpointStore(db, file);
+// opened as the store opens it (journal, synchronous, foreign keys for the staging row's chunks): a
+// commit is atomic and a crash or power loss never undoes the previous checkpoint, which is pruned
+// only in the commit that completes the next one
+const checkpoints = new CheckpointStore(openCheckpointDatabase(file), file);
 
 parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
   let reply: StateSaveReply;
+  if (request.type === 'prefault') {
+    for (const buffer of request.buffers) {
+      const bytes = new Uint8Array(buffer);
+      for (let i = 0; i < bytes.length; i += PAGE_BYTES) bytes[i] = 0;
+    }
+    parentPort!.postMessage({ id: request.id, ok: true } satisfies StateSaveReply);
+    return;
+  }
   try {
     const data = request.type === 'bytes' ? request.bytes : encode(request);
+    let paused = false;
     const pause = (written: number): void => {
-      if (written !== 1 || request.pauseMs === undefined) return;
+      if (paused || request.pauseMs === undefined) return;
+      paused = true;
       parentPort!.postMessage({ id: request.id, paused: written } satisfies StateSaveReply);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, request.pauseMs); // nothing wakes it: a bounded sleep of this thread
     };

@@ -8,8 +8,8 @@
  *
  * Saving never blocks the event loop for long (averaging and state serving go on): the parameters
  * and moments are copied a few tensors at a time into buffers shared with a worker thread, which
- * encodes them and writes them with its own database connection, chunk by chunk (CheckpointStore's
- * saveChunked: a kill mid-write leaves the previous checkpoint).
+ * encodes them and writes them with its own connection to the store's checkpoint file, a few chunks per
+ * commit (CheckpointStore's saveChunked: a kill mid-write leaves the previous checkpoint).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,8 +69,8 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
     if (opts.runId !== undefined && meta.data.runId !== opts.runId) continue;
     try {
       const { data } = store.checkpoints.load(info.id);
-      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.file}`);
-      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.file} holds no optimizer state`);
+      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.checkpoints.file}`);
+      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.checkpoints.file} holds no optimizer state`);
       return { info, state, runId: meta.data.runId, run: meta.data.run, bytes: data };
     } catch (err) {
       opts.onSkip?.(`skipping checkpoint ${info.id} (${kind}, epoch ${info.epoch}): ${(err as Error).message}`);
@@ -156,14 +156,14 @@ interface Shared {
 
 /**
  * Writes full-state checkpoints off the event loop, one at a time, through a worker thread (started
- * on first use) with its own connection to the store's database.
+ * on first use) with its own connection to the store's checkpoint file.
  */
 export class FullStateSaver {
   private worker: Worker | undefined;
   private shared: Shared | undefined;
   private busy = false;
   private nextId = 0;
-  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo) => void; reject: (err: Error) => void }>();
+  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo | undefined) => void; reject: (err: Error) => void }>();
 
   /** Saves (`save`) requested so far: the fault pauses the one numbered `pauseSave`. */
   private saves = 0;
@@ -171,7 +171,7 @@ export class FullStateSaver {
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
-    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunk is committed. */
+    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunks are committed. */
     private readonly pauseSave?: number,
   ) {}
 
@@ -193,7 +193,7 @@ export class FullStateSaver {
     const written = snapshotted.then(() => {
       const shared = this.shared!;
       const o = live.optimizer;
-      return this.request({
+      return this.write({
         type: 'state',
         kind,
         epoch: live.epoch,
@@ -219,7 +219,7 @@ export class FullStateSaver {
   saveBytes(kind: FullStateKind, epoch: number, bytes: Uint8Array, meta: FullStateMeta, keep: number): Promise<CheckpointInfo> | undefined {
     if (this.busy) return undefined;
     this.busy = true;
-    return this.finish(this.request({ type: 'bytes', kind, epoch, keep, meta, bytes }));
+    return this.finish(this.write({ type: 'bytes', kind, epoch, keep, meta, bytes }));
   }
 
   /** Ends the worker (after the save being written, if any). */
@@ -245,9 +245,12 @@ export class FullStateSaver {
   private async snapshot(live: LiveState): Promise<void> {
     const n = live.params.size;
     if (this.shared?.params.length !== n) {
-      // allocated once per saver and reused: the pages are touched (faulted in) only on the first save
+      // allocated once per saver and reused; their pages are faulted in by the worker, not by the copies
+      // below (214 MiB of first touches took seconds of the event loop on the large preset)
       const wrap = (): ParameterSet => ParameterSet.wrap(live.params.specs, new Float32Array(new SharedArrayBuffer(n * 4)));
-      this.shared = { params: wrap().data, expAvg: wrap(), expAvgSq: wrap() };
+      const shared = { params: wrap().data, expAvg: wrap(), expAvgSq: wrap() };
+      await this.request({ type: 'prefault', buffers: [shared.params, shared.expAvg.data, shared.expAvgSq.data].map((a) => a.buffer as SharedArrayBuffer) });
+      this.shared = shared;
     }
     const shared = this.shared;
     const specs = live.params.specs;
@@ -264,11 +267,18 @@ export class FullStateSaver {
     }
   }
 
-  private request(message: StateSaveRequest): Promise<CheckpointInfo> {
+  /** A save request: the worker answers with the checkpoint written. */
+  private async write(message: Exclude<StateSaveRequest, { type: 'prefault' }>): Promise<CheckpointInfo> {
+    const info = await this.request(message);
+    if (!info) throw new Error(`the checkpoint worker answered a save in ${this.store.checkpoints.file} without the checkpoint`);
+    return info;
+  }
+
+  private request(message: StateSaveRequest): Promise<CheckpointInfo | undefined> {
     const id = this.nextId++;
     const worker = (this.worker ??= this.start());
     worker.ref(); // a save being written keeps the process alive; an idle worker does not
-    return new Promise<CheckpointInfo>((resolve, reject) => {
+    return new Promise<CheckpointInfo | undefined>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
       worker.postMessage({ ...message, id }, owned ? [message.bytes.buffer] : []);
@@ -276,7 +286,7 @@ export class FullStateSaver {
   }
 
   private start(): Worker {
-    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.file } });
+    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.checkpoints.file } });
     worker.unref();
     worker.on('message', (reply: StateSaveReply) => {
       if ('paused' in reply) {
@@ -287,7 +297,7 @@ export class FullStateSaver {
       this.waiting.delete(reply.id);
       if (this.waiting.size === 0) worker.unref();
       if (reply.ok) waiting?.resolve(reply.info);
-      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${reply.error}`));
+      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${reply.error}`));
     });
     worker.on('error', (err) => this.failAll(err));
     worker.on('exit', (code) => {
@@ -298,7 +308,7 @@ export class FullStateSaver {
   }
 
   private failAll(err: Error): void {
-    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.file} failed: ${err.message}`, { cause: err }));
+    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${err.message}`, { cause: err }));
     this.waiting.clear();
     this.log.debug({ err: err.message }, 'checkpoint worker ended');
   }

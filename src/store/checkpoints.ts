@@ -5,6 +5,13 @@ import { CheckpointCorruptError } from './errors.js';
 /** Chunk size of stored checkpoint blobs: large enough for few rows, small enough to stream. */
 export const CHECKPOINT_CHUNK_BYTES = 4 * 1024 * 1024;
 
+/**
+ * Chunks saveChunked commits at a time (32 MiB): each commit of the rollback-journaled checkpoint file
+ * costs fsyncs, and while one is being written a reader of the file (another process listing
+ * checkpoints) waits for it.
+ */
+export const CHECKPOINT_COMMIT_CHUNKS = 8;
+
 /** Kind prefix of a chunked save still being written (saveChunked). */
 const PARTIAL_PREFIX = 'partial:';
 
@@ -27,7 +34,7 @@ export interface SaveCheckpoint {
   readonly data: Uint8Array | Iterable<Uint8Array>;
   /** Keep at most this many checkpoints of this kind (oldest are deleted in the same transaction). */
   readonly keep?: number;
-  /** saveChunked: called after each chunk is committed with how many are (the test fault that pauses a save mid-write). */
+  /** saveChunked: called after each commit of chunks with how many are committed (the test fault that pauses a save mid-write). */
   readonly onChunk?: (written: number) => void;
 }
 
@@ -43,13 +50,15 @@ interface Row {
 }
 
 /**
- * Checkpoints as chunked blobs with a SHA-256. A save is one SQLite transaction, so a process killed
- * mid-save leaves the previous checkpoints exactly as they were.
+ * Checkpoints as chunked blobs with a SHA-256, in their own file (checkpoint-database.ts). A save is
+ * one SQLite transaction, so a process killed mid-save leaves the previous checkpoints exactly as
+ * they were.
  */
 export class CheckpointStore {
   constructor(
-    private readonly db: Database,
-    private readonly file: string,
+    /** The connection to the checkpoint file (not the store's main database). */
+    readonly db: Database,
+    readonly file: string,
   ) {}
 
   save(checkpoint: SaveCheckpoint): CheckpointInfo {
@@ -79,11 +88,12 @@ export class CheckpointStore {
   }
 
   /**
-   * Saves like `save`, but commits chunk by chunk, so a large checkpoint never holds SQLite's write
-   * lock for long (other connections keep writing metrics meanwhile). The chunks are written under a
-   * staging row of kind `partial:<kind>` that `list`/`load` never return; one last small transaction
-   * gives the row its kind, size and hash (and prunes). A process killed before that leaves the
-   * previous checkpoints as they were and a staging row, which the next chunked save of the kind deletes.
+   * Saves like `save`, but commits CHECKPOINT_COMMIT_CHUNKS chunks at a time, so a large checkpoint
+   * never holds the file's lock for long (another connection may list or load meanwhile). The chunks
+   * are written under a staging row of kind `partial:<kind>` that `list`/`load` never return; one last
+   * small transaction gives the row its kind, size and hash (and prunes). A process killed before that
+   * leaves the previous checkpoints as they were and a staging row (the open commit rolled back), which
+   * the next chunked save of the kind deletes.
    */
   saveChunked(checkpoint: SaveCheckpoint): CheckpointInfo {
     const createdAt = Date.now();
@@ -99,10 +109,19 @@ export class CheckpointStore {
     const hash = createHash('sha256');
     let size = 0;
     let seq = 0;
-    for (const chunk of rechunk(checkpoint.data, CHECKPOINT_CHUNK_BYTES)) {
-      hash.update(chunk);
-      insertChunk.run(id, seq++, chunk); // its own transaction (autocommit)
-      size += chunk.byteLength;
+    const chunks = rechunk(checkpoint.data, CHECKPOINT_CHUNK_BYTES);
+    const commitSome = this.db.transaction((): boolean => {
+      for (let i = 0; i < CHECKPOINT_COMMIT_CHUNKS; i++) {
+        const next = chunks.next();
+        if (next.done) return false;
+        hash.update(next.value);
+        insertChunk.run(id, seq++, next.value);
+        size += next.value.byteLength;
+      }
+      return true;
+    });
+    for (let more = true; more; ) {
+      more = commitSome();
       checkpoint.onChunk?.(seq);
     }
     const sha256 = hash.digest('hex');

@@ -1,31 +1,41 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
+import { CHECKPOINT_DATABASE_FILE, openCheckpointDatabase } from './checkpoint-database.js';
 import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
+import { OffenceStore } from './offences.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
 import { StoreError } from './errors.js';
 
 export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
+export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
+export type { OffenceRecord, RunOffences } from './offences.js';
 export type { SeenPeer } from './peers.js';
 
-/** The node's local database: one SQLite file in the data directory, one small store per concern. */
+/**
+ * The node's local database: one SQLite file in the data directory (cohort.db), one small store per
+ * concern; checkpoints are in a file of their own beside it (checkpoints.db: `checkpoints.file`).
+ */
 export interface Store {
   readonly file: string;
   readonly db: Database;
+  /** Over checkpoints.db, with its own connection (`checkpoints.db`). */
   readonly checkpoints: CheckpointStore;
   readonly metrics: MetricsStore;
   readonly settings: SettingsStore;
   readonly peers: PeerStore;
   /** A coordinator's credited contributions (src/collab/coordinator.ts). */
   readonly contributions: ContributionStore;
+  /** Poisoned averaging parts per run and peer: the node's bans (src/averaging/hub.ts). */
+  readonly offences: OffenceStore;
   close(): void;
 }
 
@@ -35,17 +45,29 @@ export interface OpenStoreOptions extends OpenDatabaseOptions {
 }
 
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
+  // cohort.db first: its migration 6 moves the checkpoints an older version kept there into checkpoints.db
   const db = openDatabase(dataDir, options);
+  let checkpointDb: Database;
+  try {
+    checkpointDb = openCheckpointDatabase(dataDir, options);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   const file = path.join(dataDir, DATABASE_FILE);
   return {
     file,
     db,
-    checkpoints: new CheckpointStore(db, file),
+    checkpoints: new CheckpointStore(checkpointDb, path.join(dataDir, CHECKPOINT_DATABASE_FILE)),
     metrics: new MetricsStore(db, options.onInvalidMetric),
     settings: new SettingsStore(db),
     peers: new PeerStore(db),
     contributions: new ContributionStore(db),
-    close: () => db.close(),
+    offences: new OffenceStore(db),
+    close: () => {
+      checkpointDb.close();
+      db.close();
+    },
   };
 }
 

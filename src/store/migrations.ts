@@ -1,16 +1,12 @@
+import path from 'node:path';
 import type { Database } from 'better-sqlite3';
+import { openCheckpointDatabase } from './checkpoint-database.js';
 import { datasetIdOf } from './dataset-id.js';
+import { migrate as migrateWith, type Migration } from './sqlite-file.js';
 
-/**
- * Versioned schema changes, applied in order inside one transaction each; the schema version is
- * SQLite's `user_version`. Never edit a released migration: append a new one.
- */
-export interface Migration {
-  readonly version: number;
-  readonly description: string;
-  readonly up: (db: Database) => void;
-}
+export type { Migration } from './sqlite-file.js';
 
+/** cohort.db's schema changes (checkpoints.db has its own: checkpoint-database.ts). */
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -156,21 +152,54 @@ export const MIGRATIONS: readonly Migration[] = [
       }
     },
   },
+  {
+    version: 6,
+    description: 'checkpoints move to checkpoints.db beside this file (their long writes no longer hold this file\'s write lock): existing ones are copied there, then the tables are dropped',
+    up: (db) => {
+      moveCheckpointsOut(db);
+      db.exec('DROP TABLE checkpoint_chunks; DROP TABLE checkpoints;');
+    },
+  },
+  {
+    version: 7,
+    description: 'the poisoned averaging parts each peer sent this node, per run, so bans outlive a restart',
+    up: (db) =>
+      db.exec(`
+        CREATE TABLE peer_offences (
+          run_id     TEXT    NOT NULL,
+          peer_id    TEXT    NOT NULL,
+          count      INTEGER NOT NULL,
+          reason     TEXT    NOT NULL,
+          updated_at INTEGER NOT NULL,
+          PRIMARY KEY (run_id, peer_id)
+        );
+      `),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies the migrations newer than the database's version; returns the versions applied. */
 export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
-  const current = db.pragma('user_version', { simple: true }) as number;
-  const applied: number[] = [];
-  for (const m of migrations) {
-    if (m.version <= current) continue;
-    db.transaction(() => {
-      m.up(db);
-      db.pragma(`user_version = ${m.version}`);
+  return migrateWith(db, migrations);
+}
+
+/**
+ * Copies cohort.db's checkpoints, ids kept, into checkpoints.db beside it in one transaction of that
+ * file. INSERT OR IGNORE: a process killed after that commit and before cohort.db's (which drops the
+ * tables) copies again on the next open and adds nothing twice.
+ */
+function moveCheckpointsOut(db: Database): void {
+  if ((db.prepare('SELECT count(*) FROM checkpoints').pluck().get() as number) === 0) return;
+  const target = openCheckpointDatabase(path.dirname(db.name));
+  try {
+    const row = target.prepare('INSERT OR IGNORE INTO checkpoints (id, kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (@id, @kind, @epoch, @created_at, @size, @sha256, @chunk_count, @meta)');
+    const chunk = target.prepare('INSERT OR IGNORE INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (@checkpoint_id, @seq, @data)');
+    target.transaction(() => {
+      for (const r of db.prepare('SELECT * FROM checkpoints').iterate()) row.run(r);
+      for (const c of db.prepare('SELECT checkpoint_id, seq, data FROM checkpoint_chunks').iterate()) chunk.run(c);
     })();
-    applied.push(m.version);
+  } finally {
+    target.close();
   }
-  return applied;
 }

@@ -66,7 +66,7 @@ function fromStore(store: Store, epoch: number | undefined): Source {
   const info = all.find((c) => epoch === undefined || c.epoch === epoch);
   if (info === undefined) {
     const have = all.map((c) => c.epoch).sort((a, b) => a - b);
-    throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
+    throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
   }
   const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
   const bytes = store.checkpoints.load(info.id).data;
@@ -76,7 +76,7 @@ function fromStore(store: Store, epoch: number | undefined): Source {
   let tokenizer: Source['tokenizer'];
   if (typeof sha === 'string') {
     const bytes = keptTokenizer(store, sha);
-    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.file} no longer holds`);
+    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
     tokenizer = { bytes, sha256: sha };
   }
   return { what, config, params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };

@@ -7,6 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
+import { keepOffences } from '../averaging/index.js';
 import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
@@ -107,6 +108,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     onWarning: (m) => log.warn(m),
   });
   const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
+  keepOffences(node, store.offences.forRun(node.runId)); // bans this node made in the run outlive a restart
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   const saver = new FullStateSaver(store, log, init.faultPauseStateSave);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
@@ -123,7 +125,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     savedEpoch = epoch;
     await save.snapshotted;
     writing = save.written.then(
-      (info) => log.info(`saved this peer's state of epoch ${info.epoch} (${(info.size / 2 ** 20).toFixed(1)} MiB) in ${store.file}`),
+      (info) => log.info(`saved this peer's state of epoch ${info.epoch} (${(info.size / 2 ** 20).toFixed(1)} MiB) in ${store.checkpoints.file}`),
       (err: unknown) => log.warn(`could not save this peer's state of epoch ${epoch}: ${(err as Error).message}`),
     );
   };
@@ -227,7 +229,7 @@ function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number |
   const own = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: node.runId, onSkip: (m) => log.warn(m) });
   if (!own) return undefined;
   const { state } = own;
-  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.file})`;
+  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
   if (init.run && own.run && !isDeepStrictEqual(own.run, init.run)) {
     log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
     return undefined;

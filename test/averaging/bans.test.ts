@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
-import { startSwarm } from '../helpers/swarm.js';
+import { createAverager, keepOffences } from '../../src/averaging/index.js';
+import { openStore } from '../../src/store/index.js';
+import { startNode, startSwarm, waitFor } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
 import { averagers, FAST, randomVector, weightedMean } from './helpers.js';
 
 /**
@@ -83,4 +86,41 @@ test('a reducer answering NaN is an offence like a sender’s: its part keeps lo
       else assert.match(reason ?? '', /banned for this run after 3 poisoned parts \(last: peer .*averaged chunk 0 holds NaN/);
     }
   }
+});
+
+/**
+ * A node that banned a peer keeps refusing it after a restart on the same store (the bans are kept
+ * per run in the store): before the restart the NaN peer was in every group; after it, the restarted
+ * node, with the NaN peer as the only other peer averaging, forms no group.
+ */
+test('a ban outlives a restart of the node that made it: the restarted node, on the same store, refuses the banned peer', async (t) => {
+  const runId = 'avg-bans-restart';
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const [liarNode, keeperNode, otherNode] = await startSwarm(t, 3, { runId });
+  keepOffences(keeperNode!, store.offences.forRun(runId));
+  const init = { prefix: 'grad', ...FAST, targetGroupSize: 3, minGroupSize: 2, chunkValues: 500 };
+  const [liar, other] = averagers(t, [liarNode!, otherNode!], () => init);
+  const keeper = createAverager(keeperNode!, init);
+  const liarId = liarNode!.peerId.toString();
+  const n = 1000;
+  for (let epoch = 0; epoch < BAN_AFTER_OFFENCES; epoch++) {
+    const results = await Promise.all([liar!.step(new Float32Array(n).fill(Number.NaN), { epoch, weight: 1 }), keeper.step(new Float32Array(n).fill(1), { epoch, weight: 1 }), other!.step(new Float32Array(n).fill(1), { epoch, weight: 1 })]);
+    const kept = results[1];
+    assert.ok(kept.ok, `epoch ${epoch}: ${kept.ok ? '' : kept.reason}`);
+    assert.ok(kept.group.members.some((m) => m.peer === liarId), `epoch ${epoch}: before the ban the NaN peer is in the group`);
+  }
+  assert.match(AveragingHub.of(keeperNode!).banned(liarId) ?? '', /banned for this run after 3 poisoned parts/);
+  await keeper.stop();
+  await keeperNode!.stop();
+
+  const restarted = await startNode(t, { runId, initialPeers: liarNode!.multiaddrs() });
+  await waitFor('the restarted node to serve the DHT and know the others', () => restarted.reachability === 'public' && restarted.stats().routingTableSize >= 2);
+  keepOffences(restarted, store.offences.forRun(runId));
+  assert.match(AveragingHub.of(restarted).banned(liarId) ?? '', /banned for this run after 3 poisoned parts \(last: .*NaN/, 'the ban is read back from the store');
+  const again = createAverager(restarted, { ...init, matchmakingTimeMs: 4000, averagingExpirationMs: 6000 });
+  t.after(() => again.stop());
+  const epoch = BAN_AFTER_OFFENCES;
+  const [, afterRestart] = await Promise.all([liar!.step(new Float32Array(n).fill(Number.NaN), { epoch, weight: 1 }), again.step(new Float32Array(n).fill(1), { epoch, weight: 1 })]);
+  assert.equal(afterRestart.ok, false, `the restarted node averaged with the banned peer: ${afterRestart.ok ? JSON.stringify(afterRestart.group.members.map((m) => m.peer)) : ''}`);
 });

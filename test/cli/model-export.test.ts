@@ -138,7 +138,7 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer o
   const cases: Array<[string[], number, RegExp]> = [
     [['--from', 'yesterday', '--out', out], 2, /--from: invalid value "yesterday"; accepted: latest, an epoch \(an integer ≥ 0\) or a model directory/],
     [[], 2, /--out/],
-    [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*cohort\.db \(epochs held: 2\)/],
+    [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*checkpoints\.db \(epochs held: 2\)/],
     [['--out', out], 1, /checkpoint \d+ \(model, epoch 2\) carries no tokenizer, and .* has no prepared data with its vocabulary of 64 tokens: prepare the run's data/],
   ];
   for (const [args, code, message] of cases) {

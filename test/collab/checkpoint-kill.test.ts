@@ -1,5 +1,5 @@
 // A real training peer SIGKILLed in the middle of writing a full-state checkpoint (its second save,
-// held open after its first chunk by --fault-pause-state-save): the store passes integrity_check and
+// held open after its first commit of chunks by --fault-pause-state-save): the store passes integrity_check and
 // keeps the previous checkpoint, and the peer restarted on its data directory continues from it.
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -11,12 +11,12 @@ import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
 const RUN = ['run', '--run-id', 'checkpoint-kill-test', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '8', '--batch-size', '8', '--seq-len', '32', '--threads', '1', '--save-state-every', '0'];
 
-/** The store's checkpoints of this peer (kind `state` and the staging rows of unfinished saves), after an integrity check. */
+/** The store's checkpoints of this peer (kind `state` and the staging rows of unfinished saves), after an integrity check of both its files. */
 function inspect(dir: string): { epochs: number[]; staged: number } {
   const store = openStore(dir);
   try {
-    assert.equal(store.db.pragma('integrity_check', { simple: true }), 'ok');
-    const staged = store.db.prepare('SELECT count(*) FROM checkpoints WHERE kind = ?').pluck().get(`partial:${PEER_STATE_CHECKPOINT}`) as number;
+    for (const db of [store.db, store.checkpoints.db]) assert.equal(db.pragma('integrity_check', { simple: true }), 'ok', db.name);
+    const staged = store.checkpoints.db.prepare('SELECT count(*) FROM checkpoints WHERE kind = ?').pluck().get(`partial:${PEER_STATE_CHECKPOINT}`) as number;
     return { epochs: store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.epoch), staged };
   } finally {
     store.close();
@@ -35,7 +35,7 @@ test('a training peer killed while writing a checkpoint restarts from the previo
 
   const killed = inspect(dir!);
   assert.deepEqual(killed.epochs, [previous], 'the checkpoint being written is not listed; the previous one is');
-  assert.equal(killed.staged, 1, 'the kill came in the middle of a save (its first chunk committed, the rest not)');
+  assert.equal(killed.staged, 1, 'the kill came in the middle of a save (its first chunks committed under the staging row, the save not completed)');
 
   const restarted = spawnCli(t, [...RUN, '--data-dir', dir!, '--max-epochs', String(previous + 1)]);
   assert.equal(await restarted.exited, 0, restarted.stderr.slice(-3000));

@@ -98,7 +98,7 @@ test('a damaged newest checkpoint is skipped with its reason; the previous one l
   const live = trained(3);
   for (const epoch of [1, 2]) await saver.save(PEER_STATE_CHECKPOINT, { epoch, config, ...live }, { runId: 'r' }, 3)!.written;
   const newest = store.checkpoints.list(PEER_STATE_CHECKPOINT)[0]!;
-  store.db.prepare('UPDATE checkpoint_chunks SET data = zeroblob(length(data)) WHERE checkpoint_id = ? AND seq = 0').run(newest.id);
+  store.checkpoints.db.prepare('UPDATE checkpoint_chunks SET data = zeroblob(length(data)) WHERE checkpoint_id = ? AND seq = 0').run(newest.id);
   const skipped: string[] = [];
   const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'r', onSkip: (m) => skipped.push(m) });
   assert.equal(loaded?.state.epoch, 1);

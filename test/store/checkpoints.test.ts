@@ -4,9 +4,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { CHECKPOINT_CHUNK_BYTES } from '../../src/store/checkpoints.js';
-import { DATABASE_FILE } from '../../src/store/database.js';
-import { CheckpointCorruptError, openStore } from '../../src/store/index.js';
+import { CHECKPOINT_CHUNK_BYTES, CHECKPOINT_COMMIT_CHUNKS } from '../../src/store/checkpoints.js';
+import { CHECKPOINT_DATABASE_FILE, CheckpointCorruptError, openStore } from '../../src/store/index.js';
 import { ROOT } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -26,7 +25,7 @@ test('a checkpoint round-trips byte for byte, from one buffer or many pieces', (
     assert.equal(loaded.info.sha256, sha(data));
   }
   assert.deepEqual(store.checkpoints.load(whole.id).info.meta, { preset: 'tiny' });
-  assert.equal(store.db.prepare('SELECT count(*) AS n FROM checkpoint_chunks WHERE checkpoint_id = ?').pluck().get(whole.id), 3);
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) AS n FROM checkpoint_chunks WHERE checkpoint_id = ?').pluck().get(whole.id), 3);
 });
 
 test('keep prunes the oldest checkpoints of that kind only', (t) => {
@@ -36,7 +35,7 @@ test('keep prunes the oldest checkpoints of that kind only', (t) => {
   for (let epoch = 1; epoch <= 5; epoch++) store.checkpoints.save({ kind: 'model', epoch, data: new Uint8Array([epoch]), keep: 2 });
   assert.deepEqual(store.checkpoints.list('model').map((c) => c.epoch), [5, 4]);
   assert.equal(store.checkpoints.list('optimizer').length, 1);
-  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 3, 'chunks of pruned checkpoints are deleted');
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 3, 'chunks of pruned checkpoints are deleted');
 });
 
 test('a damaged checkpoint fails its checksum; loadLatest falls back to an older one and reports it', (t) => {
@@ -44,14 +43,14 @@ test('a damaged checkpoint fails its checksum; loadLatest falls back to an older
   t.after(() => store.close());
   const good = store.checkpoints.save({ kind: 'model', epoch: 1, data: new Uint8Array(1000).fill(1) });
   const bad = store.checkpoints.save({ kind: 'model', epoch: 2, data: new Uint8Array(1000).fill(2) });
-  store.db.prepare('UPDATE checkpoint_chunks SET data = ? WHERE checkpoint_id = ?').run(Buffer.alloc(1000, 9), bad.id);
+  store.checkpoints.db.prepare('UPDATE checkpoint_chunks SET data = ? WHERE checkpoint_id = ?').run(Buffer.alloc(1000, 9), bad.id);
   assert.throws(() => store.checkpoints.load(bad.id), (e: unknown) => e instanceof CheckpointCorruptError && /fails its checksum/.test(e.message));
   const skipped: string[] = [];
   const latest = store.checkpoints.loadLatest('model', (e) => skipped.push(e.message));
   assert.equal(latest?.info.id, good.id);
   assert.equal(skipped.length, 1);
   assert.equal(store.checkpoints.list('model').length, 2, 'the damaged checkpoint is kept for inspection, not deleted');
-  store.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ?').run(good.id);
+  store.checkpoints.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ?').run(good.id);
   assert.throws(() => store.checkpoints.load(good.id), /has 0 of 1 chunks/);
 });
 
@@ -82,8 +81,11 @@ test('SIGKILL in the middle of writing a checkpoint leaves the previous one load
   const dir = tmpDir(t);
   const out = await killMidWrite(dir, 'save');
 
-  const walBytes = fs.statSync(path.join(dir, `${DATABASE_FILE}-wal`)).size;
-  assert.ok(walBytes > 2 * CHECKPOINT_CHUNK_BYTES, `uncommitted pages reached the disk before the kill (${walBytes} bytes of WAL)`);
+  // the rollback journal: uncommitted pages reached the file itself, the journal is hot
+  const file = path.join(dir, CHECKPOINT_DATABASE_FILE);
+  const fileBytes = fs.statSync(file).size;
+  assert.ok(fileBytes > 6 * CHECKPOINT_CHUNK_BYTES, `uncommitted pages reached the disk before the kill (${fileBytes} bytes)`);
+  assert.ok(fs.statSync(`${file}-journal`).size > 0, 'a hot journal is left');
 
   const [, id, digest] = /saved (\d+) ([0-9a-f]{64})/.exec(out)!;
   const store = openStore(dir);
@@ -92,7 +94,9 @@ test('SIGKILL in the middle of writing a checkpoint leaves the previous one load
   const latest = store.checkpoints.loadLatest('model');
   assert.equal(latest?.info.id, Number(id));
   assert.equal(sha(latest.data), digest);
-  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'no orphan chunks remain');
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'no orphan chunks remain');
+  assert.equal(store.checkpoints.db.pragma('integrity_check', { simple: true }), 'ok');
+  assert.ok(fs.statSync(file).size < fileBytes, 'the rollback gave the appended pages back');
 });
 
 test('SIGKILL in the middle of a chunked save leaves the previous checkpoint loadable; the next save clears the staged chunks', async (t) => {
@@ -101,9 +105,9 @@ test('SIGKILL in the middle of a chunked save leaves the previous checkpoint loa
   const [, id, digest] = /saved (\d+) ([0-9a-f]{64})/.exec(out)!;
   const store = openStore(dir);
   t.after(() => store.close());
-  assert.equal(store.db.pragma('integrity_check', { simple: true }), 'ok');
-  // the six chunks written before the kill were committed, under the staging row
-  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4 + 6);
+  assert.equal(store.checkpoints.db.pragma('integrity_check', { simple: true }), 'ok');
+  // the first commit's chunks are kept under the staging row; the two in the open commit rolled back
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4 + CHECKPOINT_COMMIT_CHUNKS);
   assert.deepEqual(store.checkpoints.list().map((c) => [c.kind, c.epoch]), [['model', 1]], 'the staged checkpoint is not listed');
   const latest = store.checkpoints.loadLatest('model');
   assert.equal(latest?.info.id, Number(id));
@@ -113,5 +117,5 @@ test('SIGKILL in the middle of a chunked save leaves the previous checkpoint loa
   const next = store.checkpoints.saveChunked({ kind: 'model', epoch: 3, data, keep: 1 });
   assert.deepEqual(store.checkpoints.list('model').map((c) => c.epoch), [3]);
   assert.equal(sha(store.checkpoints.load(next.id).data), sha(data));
-  assert.equal(store.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 2, 'the staged and the pruned chunks are deleted');
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 2, 'the staged and the pruned chunks are deleted');
 });

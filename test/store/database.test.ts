@@ -1,22 +1,64 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import { CHECKPOINT_APPLICATION_ID, openCheckpointDatabase } from '../../src/store/checkpoint-database.js';
 import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
-import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate, type Migration } from '../../src/store/migrations.js';
 import { tmpDir } from '../helpers/tmp.js';
 
-test('a new store is created with WAL, the Cohort application id and every migration', (t) => {
+const tablesOf = (db: BetterSqlite3.Database): string[] => (db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+
+test('a new store is created with WAL, the Cohort application id and every migration; checkpoints in a rollback-journaled file of their own', (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir);
   t.after(() => store.close());
   assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
   assert.equal(store.db.pragma('application_id', { simple: true }), APPLICATION_ID);
   assert.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-  const tables = (store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
-  for (const table of ['checkpoint_chunks', 'checkpoints', 'metrics', 'peers', 'settings', 'shards']) assert.ok(tables.includes(table), `table ${table}`);
+  const tables = tablesOf(store.db);
+  for (const table of ['metrics', 'peers', 'settings', 'shards']) assert.ok(tables.includes(table), `table ${table}`);
+  assert.ok(!tables.includes('checkpoints') && !tables.includes('checkpoint_chunks'), `cohort.db holds no checkpoint tables: ${tables.join(', ')}`);
+  assert.equal(store.checkpoints.file, path.join(dir, CHECKPOINT_DATABASE_FILE));
+  assert.equal(store.checkpoints.db.pragma('journal_mode', { simple: true }), 'truncate');
+  assert.equal(store.checkpoints.db.pragma('synchronous', { simple: true }), 2, 'FULL: a rollback journal needs it to survive power loss');
+  assert.equal(store.checkpoints.db.pragma('application_id', { simple: true }), CHECKPOINT_APPLICATION_ID);
+  assert.deepEqual(tablesOf(store.checkpoints.db), ['checkpoint_chunks', 'checkpoints']);
+});
+
+test('migration 6 moves the checkpoints an older version kept in cohort.db into checkpoints.db, ids and bytes kept, also after a kill between its two commits', (t) => {
+  const dir = tmpDir(t);
+  // the layout of schema 5: checkpoints in cohort.db, written the way that version's store wrote them
+  const old = new BetterSqlite3(path.join(dir, DATABASE_FILE));
+  old.pragma(`application_id = ${APPLICATION_ID}`);
+  migrate(old, MIGRATIONS.filter((m) => m.version <= 5));
+  const blob = Buffer.alloc(5000).map((_, i) => (i * 13) & 0xff);
+  const add = old.prepare("INSERT INTO checkpoints (id, kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (?, 'state', ?, 1, ?, ?, 2, '{\"runId\":\"r\"}')");
+  const chunk = old.prepare('INSERT INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (?, ?, ?)');
+  const sha = createHash('sha256').update(blob).digest('hex');
+  for (const [id, epoch] of [[3, 7], [5, 9]] as const) {
+    add.run(id, epoch, blob.byteLength, sha);
+    chunk.run(id, 0, blob.subarray(0, 4000));
+    chunk.run(id, 1, blob.subarray(4000));
+  }
+  // as a process killed after the copy into checkpoints.db committed and before cohort.db's drop left it: checkpoint 3 is already there
+  const copied = openCheckpointDatabase(dir);
+  for (const r of old.prepare('SELECT * FROM checkpoints WHERE id = 3').all()) copied.prepare('INSERT INTO checkpoints (id, kind, epoch, created_at, size, sha256, chunk_count, meta) VALUES (@id, @kind, @epoch, @created_at, @size, @sha256, @chunk_count, @meta)').run(r);
+  for (const c of old.prepare('SELECT checkpoint_id, seq, data FROM checkpoint_chunks WHERE checkpoint_id = 3').all()) copied.prepare('INSERT INTO checkpoint_chunks (checkpoint_id, seq, data) VALUES (@checkpoint_id, @seq, @data)').run(c);
+  copied.close();
+  old.close();
+
+  const store = openStore(dir);
+  t.after(() => store.close());
+  assert.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+  assert.ok(!tablesOf(store.db).includes('checkpoints'), 'the old tables are dropped');
+  assert.deepEqual(store.checkpoints.list('state').map((c) => [c.id, c.epoch, c.meta['runId']]), [[5, 9, 'r'], [3, 7, 'r']]);
+  for (const id of [3, 5]) assert.deepEqual(store.checkpoints.load(id).data, blob);
+  assert.equal(store.checkpoints.db.prepare('SELECT count(*) FROM checkpoint_chunks').pluck().get(), 4, 'the copy made before the kill is not doubled');
+  assert.equal(store.checkpoints.save({ kind: 'state', epoch: 10, data: blob }).id, 6, 'new ids follow the moved ones');
 });
 
 test('the data directory is 0700 and the database 0600 (it holds the private key), an older looser one tightened on open', { skip: process.platform === 'win32' && 'POSIX modes' }, (t) => {
@@ -24,15 +66,18 @@ test('the data directory is 0700 and the database 0600 (it holds the private key
   const dir = path.join(tmpDir(t), 'data');
   const store = openStore(dir);
   store.metrics.record([{ series: 'loss', value: 1 }]);
+  store.checkpoints.save({ kind: 'model', epoch: 1, data: new Uint8Array(10) });
   const file = path.join(dir, DATABASE_FILE);
-  assert.deepEqual([mode(dir), mode(file), mode(`${file}-wal`)], [0o700, 0o600, 0o600]);
+  const checkpoints = path.join(dir, CHECKPOINT_DATABASE_FILE);
+  assert.deepEqual([mode(dir), mode(file), mode(`${file}-wal`), mode(checkpoints), mode(`${checkpoints}-journal`)], [0o700, 0o600, 0o600, 0o600, 0o600]);
   store.close();
   // what earlier versions left: umask 022 modes
   fs.chmodSync(dir, 0o755);
   fs.chmodSync(file, 0o644);
+  fs.chmodSync(checkpoints, 0o644);
   const reopened = openStore(dir);
   t.after(() => reopened.close());
-  assert.deepEqual([mode(dir), mode(file)], [0o700, 0o600]);
+  assert.deepEqual([mode(dir), mode(file), mode(checkpoints)], [0o700, 0o600, 0o600]);
   assert.deepEqual(reopened.metrics.query('loss').map((m) => m.value), [1]);
 });
 
