@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../config/load.js';
-import type { SwarmInit, SwarmNode } from '../swarm/index.js';
+import { DEFAULT_ENCRYPTION, ENCRYPTIONS, type Encryption, type SwarmInit, type SwarmNode } from '../swarm/index.js';
 import { REACHABILITY_MODES, type ReachabilityMode } from '../swarm/reachability/reachability.js';
 import { flagRow } from './flag-table.js';
 
@@ -9,6 +9,7 @@ export const SWARM_FLAGS = {
   reachability: flagRow({ schema: z.enum(REACHABILITY_MODES), arg: '<mode>', description: 'serve the DHT or not (default auto: a DHT client until AutoNAT dial-backs confirm this node is reachable; public: serve from the start; private: client mode)' }),
   clientMode: flagRow({ schema: z.boolean(), description: 'behind NAT: accept no direct connections, be reachable through relays, only send during averaging (= --reachability private)' }),
   mdns: flagRow({ schema: z.boolean(), description: 'find peers of the same run on the local network with mDNS (no initial peers needed on a LAN)' }),
+  encryption: flagRow({ schema: z.enum(ENCRYPTIONS), arg: '<kind>', description: `how connections are secured, the same on every peer of a swarm: native-tls (TLS 1.3 run by Node on the TCP socket, tls-tcp/1), or standard libp2p over @libp2p/tcp for interoperability, tls or noise (both offered, this one first) (default ${DEFAULT_ENCRYPTION})` }),
 };
 
 /** How long the commands wait for AutoNAT's verdict, then for a relay reservation, before printing their addresses anyway. */
@@ -27,9 +28,9 @@ export function describeReachability(node: Pick<SwarmNode, 'reachability'>): str
   return 'reachability unknown: a DHT client until AutoNAT dial-backs from other peers confirm it is reachable';
 }
 
-/** `--reachability`, `--client-mode` and `--mdns` as SwarmInit fields; contradicting reachabilities exit 2. */
-export function reachabilityInit({ reachability: mode, clientMode, mdns }: { reachability?: ReachabilityMode | undefined; clientMode?: boolean | undefined; mdns?: boolean | undefined }): Pick<SwarmInit, 'reachability' | 'mdns'> {
+/** `--reachability`, `--client-mode`, `--mdns` and `--encryption` as SwarmInit fields; contradicting reachabilities exit 2. */
+export function swarmFlagsInit({ reachability: mode, clientMode, mdns, encryption }: { reachability?: ReachabilityMode | undefined; clientMode?: boolean | undefined; mdns?: boolean | undefined; encryption?: Encryption | undefined }): Pick<SwarmInit, 'reachability' | 'mdns' | 'encryption'> {
   if (clientMode && mode !== undefined && mode !== 'private') throw new ConfigError('--client-mode', `contradicts --reachability ${mode}; --client-mode is --reachability private`);
   const reachability = clientMode ? 'private' : mode;
-  return { ...(reachability !== undefined ? { reachability } : {}), ...(mdns ? { mdns: true } : {}) };
+  return { ...(reachability !== undefined ? { reachability } : {}), ...(mdns ? { mdns: true } : {}), ...(encryption !== undefined ? { encryption } : {}) };
 }

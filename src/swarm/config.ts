@@ -1,7 +1,7 @@
 import type { PrivateKey } from '@libp2p/interface';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import type { Logger } from '../log/logger.js';
-import { DEFAULT_ENCRYPTION, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
+import { DEFAULT_ENCRYPTION, type ENCRYPTIONS, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
 import { decodeJoinCode, isJoinCode } from './join-code.js';
 import { checkRunId } from './protocols.js';
 import { REACHABILITY_MODES, type ReachabilityMode } from './reachability/reachability.js';
@@ -37,9 +37,9 @@ export interface SwarmInit {
   /** Identity given directly (tests, benchmarks): overrides `identityFile` and the store. */
   privateKey?: PrivateKey;
   /**
-   * Preferred encryption of relayed connections; both are offered, so peers preferring either
-   * interoperate. Direct TCP connections always use TLS 1.3 run by Node on the socket (tls-tcp.ts).
-   * TLS 1.3 uses AES-GCM (hardware-accelerated on most CPUs), Noise ChaCha20-Poly1305 in JS. @default DEFAULT_ENCRYPTION
+   * How connections are secured (ENCRYPTIONS): every peer of a swarm uses 'native-tls', or every peer
+   * one of the standard libp2p ones ('tls' and 'noise' interoperate: both are offered). TLS 1.3 uses
+   * AES-GCM (hardware-accelerated on most CPUs), Noise ChaCha20-Poly1305 in JS. @default DEFAULT_ENCRYPTION
    */
   encryption?: Encryption;
   /** Keep private and loopback addresses in DHT answers (LAN and loopback swarms). @default true */
@@ -57,7 +57,7 @@ export interface SwarmInit {
   log?: Logger;
 }
 
-export type Encryption = 'noise' | 'tls';
+export type Encryption = (typeof ENCRYPTIONS)[number];
 
 /** SwarmInit with defaults applied and every string parsed. */
 export interface ResolvedSwarmInit {

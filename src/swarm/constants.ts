@@ -101,11 +101,14 @@ export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
 export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second];
 
 /**
- * Encryption offered first on relayed connections (both are offered; direct TCP connections always
- * use TLS 1.3 on the socket, src/swarm/tls-tcp.ts). TLS: equal or faster than Noise in 3 of 3
- * interleaved bench/dht runs through libp2p's JS TLS (266–282 vs 185–283 MiB/s).
+ * How connections are secured. 'native-tls': direct TCP connections run TLS 1.3 in Node on the socket
+ * (src/swarm/tls-tcp.ts, tls-tcp/1), relayed ones negotiate TLS or Noise. 'tls' / 'noise': standard
+ * libp2p, @libp2p/tcp with /tls/1.0.0 and Noise both offered and the named one first (interoperates with
+ * other libp2p implementations and with Cohort before tls-tcp/1, at a fraction of the throughput).
  */
-export const DEFAULT_ENCRYPTION: 'noise' | 'tls' = 'tls';
+export const ENCRYPTIONS = ['native-tls', 'tls', 'noise'] as const;
+/** Native TLS: 2–4× a JS-wrapped /tls/1.0.0 stream's throughput per CPU-second (docs/protocol.md, tls-tcp/1). */
+export const DEFAULT_ENCRYPTION: (typeof ENCRYPTIONS)[number] = 'native-tls';
 /** ALPN of direct TLS connections: the libp2p TLS spec's value for "muxer negotiated afterwards". */
 export const TLS_TCP_ALPN = 'libp2p';
 /** An inbound TCP connection has this long to complete its TLS handshake (libp2p's inbound upgrade timeout starts after it). */

@@ -10,7 +10,8 @@
  */
 export { createSwarmNode, type SwarmNode, type HandleOptions, type DialOptions } from './node.js';
 export type { SwarmStats } from './stats.js';
-export { resolveSwarmInit, type SwarmInit } from './config.js';
+export { resolveSwarmInit, type Encryption, type SwarmInit } from './config.js';
+export { DEFAULT_ENCRYPTION, ENCRYPTIONS } from './constants.js';
 export { REACHABILITY_MODES, type Reachability, type ReachabilityMode } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';

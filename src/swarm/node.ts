@@ -11,6 +11,7 @@ import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, t
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
 import { tls } from '@libp2p/tls';
+import { tcp } from '@libp2p/tcp';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
 import { pino } from 'pino';
@@ -91,9 +92,10 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   const libp2p = await createLibp2p({
     privateKey,
     addresses: { listen: [...cfg.listen, ...(forcedPrivate ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
-    // direct connections: TLS 1.3 on the TCP socket; the encrypters secure relayed connections
-    transports: [tlsTcp({ onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }), circuitRelayTransport()],
-    connectionEncrypters: cfg.encryption === 'tls' ? [tls(), noise()] : [noise(), tls()],
+    // native-tls: TLS 1.3 on the TCP socket for direct connections, the encrypters for relayed ones;
+    // else standard libp2p TCP, every connection secured by the encrypters
+    transports: [cfg.encryption === 'native-tls' ? tlsTcp({ onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }) : tcp(), circuitRelayTransport()],
+    connectionEncrypters: cfg.encryption === 'noise' ? [noise(), tls()] : [tls(), noise()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),

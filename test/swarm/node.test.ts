@@ -4,6 +4,7 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { pino } from 'pino';
+import { multiaddr } from '@multiformats/multiaddr';
 import { openStore } from '../../src/store/index.js';
 import { IdentityError, createSwarmNode, readToEnd, swarmMetrics } from '../../src/swarm/index.js';
 import { prometheusText } from '../../src/util/prometheus.js';
@@ -91,14 +92,26 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   assert.match(prom, /^cohort_swarm_routing_table_size 1$/m);
 });
 
-test('relayed connections: peers preferring Noise and TLS interoperate; direct ones are TLS on the socket', async (t) => {
+test('native TLS: direct connections are TLS on the socket, relayed ones negotiate /tls/1.0.0 inside the relay\'s stream', async (t) => {
   const relay = await startNode(t, { runId: 'crypto' });
-  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise', initialPeers: relay.multiaddrs() });
-  const tlsClient = await startNode(t, { runId: 'crypto', encryption: 'tls', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
-  await waitFor('a relay reservation', () => tlsClient.multiaddrs().some((a) => a.includes('/p2p-circuit/')));
-  const relayed = tlsClient.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
-  assert.equal((await echoVia(noisePeer, tlsClient, relayed, 'through the relay')).echoed, 'through the relay');
-  // the dialer's preference wins: the relayed connection runs Noise inside the relay's stream
-  assert.deepEqual(noisePeer.libp2p.getConnections(tlsClient.peerId).map((c) => [c.limits !== undefined, c.encryption]), [[true, '/noise']]);
-  for (const peer of [noisePeer, tlsClient]) assert.deepEqual(peer.libp2p.getConnections(relay.peerId).map((c) => c.encryption), ['native']);
+  const peer = await startNode(t, { runId: 'crypto', initialPeers: relay.multiaddrs() });
+  const client = await startNode(t, { runId: 'crypto', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
+  await waitFor('a relay reservation', () => client.multiaddrs().some((a) => a.includes('/p2p-circuit/')));
+  const relayed = client.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
+  assert.equal((await echoVia(peer, client, relayed, 'through the relay')).echoed, 'through the relay');
+  assert.deepEqual(peer.libp2p.getConnections(client.peerId).map((c) => [c.limits !== undefined, c.encryption]), [[true, '/tls/1.0.0']]);
+  for (const p of [peer, client]) assert.deepEqual(p.libp2p.getConnections(relay.peerId).map((c) => c.encryption), ['native']);
+});
+
+test('standard libp2p (@libp2p/tcp): peers preferring TLS and Noise interoperate; a native-TLS peer refuses them with a clear error', async (t) => {
+  const noisePeer = await startNode(t, { runId: 'crypto', encryption: 'noise' });
+  const tlsPeer = await startNode(t, { runId: 'crypto', encryption: 'tls', initialPeers: noisePeer.multiaddrs() });
+  assert.equal((await tlsPeer.ready).connected.length, 1);
+  // the dialer's preference wins
+  assert.deepEqual(tlsPeer.libp2p.getConnections(noisePeer.peerId).map((c) => c.encryption), ['/tls/1.0.0']);
+  const ns = [noisePeer, tlsPeer].map((n) => n.registerNamespace('progress', progressSchema));
+  await ns[1]!.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
+  assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
+  const native = await startNode(t, { runId: 'crypto' });
+  await assert.rejects(native.libp2p.dial(multiaddr(tlsPeer.multiaddrs()[0])), /TLS handshake with .* failed: .*older Cohort/);
 });

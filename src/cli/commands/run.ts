@@ -14,7 +14,7 @@ import { addSettingOptions, commandContext, describeCommandEnv } from '../contex
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
 import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
-import { REACHABILITY_WAIT_MS, reachabilityInit, waitForReachability } from '../reachability.js';
+import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
 
 export function registerRun(program: Command): void {
@@ -125,7 +125,7 @@ function swarmInit(opts: RunFlags, initialPeers: readonly string[]): SwarmInit {
   const init: SwarmInit = {
     ...(opts.join !== undefined ? { initialPeers: opts.join } : { runId: opts.runId, initialPeers: [...initialPeers] }),
     ...(opts.listen !== undefined ? { listen: commaList(opts.listen) } : {}),
-    ...reachabilityInit(opts),
+    ...swarmFlagsInit(opts),
   };
   try {
     resolveSwarmInit(init);

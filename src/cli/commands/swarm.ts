@@ -9,7 +9,7 @@ import { JoinCodeError, createSwarmNode, statsMetricPoints, swarmMetrics, decode
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
 import { METRICS_FLAGS, metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
-import { REACHABILITY_WAIT_MS, SWARM_FLAGS, describeReachability, reachabilityInit, waitForReachability } from '../reachability.js';
+import { REACHABILITY_WAIT_MS, SWARM_FLAGS, describeReachability, swarmFlagsInit, waitForReachability } from '../reachability.js';
 
 const START_FLAGS = {
   runId: flagRow({ schema: z.string(), arg: '<id>', description: 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one' }),
@@ -115,7 +115,7 @@ function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmIn
     ...(opts.hostMaddrs !== undefined ? { listen: commaList(opts.hostMaddrs) } : {}),
     ...(opts.announceMaddrs !== undefined ? { announce: commaList(opts.announceMaddrs) } : {}),
     initialPeers: [...initialPeers],
-    ...reachabilityInit(opts),
+    ...swarmFlagsInit(opts),
     ...(opts.identity !== undefined ? { identityFile: opts.identity } : {}),
     ...(psk !== undefined ? { psk } : {}),
   };
