@@ -21,7 +21,7 @@
 // epoch_overhead (median epoch wall time ÷ the compute-only time: target batch ÷ the live peers'
 // samples/s), bytes_per_peer_per_epoch (sent + received by a peer's gradient all-reduce, median),
 // join_to_first_average_s (a newcomer's start to its first average, median; _max too),
-// failed_rounds (count by reason), rss_growth_mb_per_h (max over peers that lived 2+ minutes),
+// failed_rounds (count by reason), rss_growth_mb_per_h (max over peers that trained 11+ minutes),
 // and peers_crashed, nat_peers / nat_peers_averaged, peers_never_averaged (lived ≥ 3 epochs).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -76,6 +76,8 @@ const LOGS = path.join(ROOT, 'logs');
 fs.mkdirSync(LOGS);
 /** A stopping peer publishes its last progress record and closes its store: seconds, on a loaded machine many. */
 const STOP_GRACE_MS = 60_000;
+/** The shortest span of RSS samples whose growth is reported (the issue's goal is over a 30-minute soak). */
+const RSS_MIN_SPAN_MS = 10 * 60_000;
 /** How long the first wave may take to start training. */
 const STARTUP_LIMIT_MS = 300_000;
 
@@ -348,9 +350,9 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   const ordered = [...epochs.keys()].sort((a, b) => a - b);
   const shares = ordered.map((e) => epochs.get(e)!.filter((s) => s.averagedWith > 1).length / epochs.get(e)!.length);
   const groups = [...epochs.values()].flat().filter((s) => s.averagedWith > 1);
-  // an epoch's time: between the median peer's steps of consecutive epochs; compute-only: the target
-  // batch at the samples/s of the peers alive then
-  const stepAt = (e: number): number => median(epochs.get(e)!.map((s) => s.at));
+  // an epoch's time: between the swarm's steps of consecutive epochs (the first peer to step each: a
+  // peer catching up steps late); compute-only: the target batch at the samples/s of the peers alive then
+  const stepAt = (e: number): number => Math.min(...epochs.get(e)!.map((s) => s.at));
   const overheads: number[] = [];
   const epochTimes: number[] = [];
   for (const e of ordered) {
@@ -369,7 +371,8 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
     .map((p) => {
       // from a minute after it began training: loading the model and the first rounds' buffers are not growth
       const samples = p.trainingAt === undefined ? [] : p.rss.filter((r) => r.at - p.trainingAt! >= 60_000);
-      if (samples.length < 2 || samples.at(-1)!.at - samples[0]!.at < 120_000) return undefined;
+      // shorter spans measure the first rounds' allocations, not a leak
+      if (samples.length < 2 || samples.at(-1)!.at - samples[0]!.at < RSS_MIN_SPAN_MS) return undefined;
       return (samples.at(-1)!.mb - samples[0]!.mb) / ((samples.at(-1)!.at - samples[0]!.at) / 3_600_000);
     })
     .filter((g): g is number => g !== undefined);
