@@ -13,11 +13,12 @@
 // Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed), loopback_vs_tcp_4 (raw TCP
 // time ÷ Cohort time on loopback, 4 peers: 1 = as fast as bare sockets) and cpu_s_per_gb_<n> (a
 // loopback peer's CPU-seconds per GB of its vector averaged).
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { attachToBridge, createBridge, quiet, removeNetns, sh, shape } from './_netns.js';
 import { reportJson } from './_report.js';
 
 const MB = Number(process.argv[2] ?? 72);
@@ -33,40 +34,12 @@ const BRIDGE = 'cohortbr0';
 const ROUND_TIMEOUT_MS = 180_000;
 const children = new Set<ChildProcess>();
 
-function sh(...args: string[]): void {
-  execFileSync(args[0]!, args.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
-}
+const NAMES = { prefix: 'cohortb', bridge: BRIDGE, vethPrefix: 'cbv' };
 
-function quiet(...args: string[]): void {
-  try {
-    sh(...args);
-  } catch {
-    // already gone
-  }
-}
-
-/** Removes every namespace and link this bench creates (also leftovers of an interrupted run). */
+/** Stops the peers and removes every namespace and link this bench creates (also leftovers of an interrupted run). */
 function cleanup(): void {
   for (const child of children) child.kill('SIGKILL');
-  let list: string;
-  try {
-    list = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
-  } catch {
-    return;
-  }
-  for (const line of list.split('\n')) {
-    const name = line.split(' ')[0];
-    if (name && /^cohortb\d+$/.test(name)) quiet('ip', 'netns', 'del', name);
-  }
-  quiet('ip', 'link', 'del', BRIDGE);
-  // veth ends left in the root namespace by a run killed between creating and moving them
-  let links = '';
-  try {
-    links = execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' });
-  } catch {
-    // no ip: nothing to clean
-  }
-  for (const m of links.matchAll(/^\d+: (cbv\d+)@/gm)) quiet('ip', 'link', 'del', m[1]!);
+  removeNetns(NAMES);
 }
 
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -79,20 +52,13 @@ process.on('exit', cleanup);
 
 /** Creates `count` namespaces on one bridge, peer i's link shaped to `mbits(i)` Mbit/s each way; returns how. */
 function setupNamespaces(count: number, mbits: (i: number) => number = () => 100): 'netem' | 'tbf' {
-  cleanup();
-  sh('ip', 'link', 'add', BRIDGE, 'type', 'bridge');
-  sh('ip', 'link', 'set', BRIDGE, 'up');
+  for (const child of children) child.kill('SIGKILL');
+  createBridge(NAMES);
   let shaping: 'netem' | 'tbf' = 'netem';
   for (let i = 0; i < count; i++) {
     const ns = NS(i);
     const [outer, inner] = [`cbv${i}`, `cbp${i}`];
-    sh('ip', 'netns', 'add', ns);
-    sh('ip', 'link', 'add', outer, 'type', 'veth', 'peer', 'name', inner);
-    sh('ip', 'link', 'set', inner, 'netns', ns);
-    sh('ip', 'link', 'set', outer, 'master', BRIDGE, 'up');
-    sh('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up');
-    sh('ip', 'netns', 'exec', ns, 'ip', 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', inner);
-    sh('ip', 'netns', 'exec', ns, 'ip', 'link', 'set', inner, 'up');
+    attachToBridge(NAMES, ns, i, inner, `10.77.0.${i + 1}/24`);
     // the peer's upload: delay + rate; its download: rate (shaped on the bridge side of its veth)
     const rate = ['rate', `${mbits(i)}mbit`];
     if (shaping === 'netem') {
@@ -115,10 +81,8 @@ function setupNamespaces(count: number, mbits: (i: number) => number = () => 100
 }
 
 function shapeTbf(ns: string, i: number, mbit: number): void {
-  // the bucket must hold at least one timer tick of traffic (rate ÷ HZ, HZ ≥ 100): 32 KiB up to 100 Mbit/s
-  const tbf = ['tbf', 'rate', `${mbit}mbit`, 'burst', `${Math.max(32, Math.ceil(mbit / 3))}kb`, 'latency', '200ms'];
-  sh('ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', `cbp${i}`, 'root', ...tbf);
-  sh('tc', 'qdisc', 'add', 'dev', `cbv${i}`, 'root', ...tbf);
+  shape(ns, `cbp${i}`, mbit);
+  shape(undefined, `cbv${i}`, mbit);
 }
 
 interface Peer {

@@ -118,3 +118,10 @@ export const TCP_INACTIVITY_TIMEOUT_MS = 2 * minute;
 
 /** How often `cohort swarm start` writes its stats into the store's metrics (hivemind's monitor logs every ~30 s). */
 export const STATS_RECORD_INTERVAL_MS = 30 * second;
+
+/**
+ * How often a node checks that it still has a connection; one with none redials its initial peers.
+ * A node alone never hears of the swarm again: nobody dials a DHT client, and its lookups have nobody
+ * to ask (the swarm lab: a peer whose connections all dropped on a loaded machine trained alone).
+ */
+export const REJOIN_CHECK_MS = 5 * second;

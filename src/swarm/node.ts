@@ -18,7 +18,7 @@ import { pino } from 'pino';
 import type { z } from 'zod';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, toggleableProtocol } from './libp2p-internals.js';
@@ -177,6 +177,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
   });
 
+  let rejoin: Promise<void> | undefined;
   const ready = bootstrap(libp2p, cfg.initialPeers, {
     ...cfg.bootstrap,
     signal: stopping.signal,
@@ -185,6 +186,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     logBootstrap(log, cfg, report);
     if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
     if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length);
+    if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, cfg, stopping.signal, log);
     return report;
   });
 
@@ -241,6 +243,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     stop: async () => {
       stopping.abort();
       await ready;
+      await rejoin;
       await reachability.stop();
       await lookup;
       await records.stop();
@@ -259,6 +262,34 @@ async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log:
     for await (const event of dht.getClosestPeers(self.toMultihash().bytes, { signal: AbortSignal.any([stopping, AbortSignal.timeout(CLOSEST_PEERS_TIMEOUT_MS)]) })) void event;
   } catch (err) {
     if (!stopping.aborted) log.debug({ err: (err as Error).message }, 'join lookup ended early');
+  }
+}
+
+/**
+ * Until the node stops: every REJOIN_CHECK_MS, a node with no connection left redials its initial
+ * peers (once each) and looks itself up again. Connections drop when pings time out on a loaded
+ * machine or peers restart; a node left with none would otherwise stay alone for good.
+ */
+async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, cfg: ResolvedSwarmInit, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  let alone = false;
+  for (;;) {
+    try {
+      await sleep(REJOIN_CHECK_MS, undefined, { signal: stopping });
+    } catch {
+      return; // stopping
+    }
+    if (libp2p.getConnections().length > 0) {
+      alone = false;
+      continue;
+    }
+    // said once per time alone: the redials repeat every few seconds while the swarm is unreachable
+    if (!alone) log.warn(`this node lost every connection: redialing its ${cfg.initialPeers.length} initial peer(s) every ${REJOIN_CHECK_MS / 1000} s until one answers`);
+    alone = true;
+    const report = await bootstrap(libp2p, cfg.initialPeers, { ...cfg.bootstrap, attempts: 1, signal: stopping });
+    if (report.connected.length === 0) continue;
+    alone = false;
+    log.info(`rejoined swarm "${cfg.runId}" through ${report.connected.length} of ${cfg.initialPeers.length} initial peer(s)`);
+    await joinLookup(dht, libp2p.peerId, stopping, log);
   }
 }
 

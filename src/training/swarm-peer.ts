@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { keepOffences } from '../averaging/index.js';
 import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
-import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients } from '../engine/index.js';
+import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
@@ -61,6 +61,12 @@ export interface SwarmPeerInit extends WatchdogOptions {
   readonly out?: string | undefined;
   /** Test-only: run at 1/throttle of this machine's speed (sleeps between micro-batches). */
   readonly throttle?: number | undefined;
+  /**
+   * Testing (the swarm lab, bench/swarm-lab.ts): no forward/backward; each micro-batch takes
+   * batch size ÷ this many seconds (a sleep) and yields a random gradient of the model's size, so many
+   * peers share a few cores while their averaging moves real bytes. The loss reported is ln(vocabulary).
+   */
+  readonly simulatedCompute?: number | undefined;
   readonly signal?: AbortSignal;
   /** Events beyond the store's metrics and the log (the app's dashboard). */
   readonly emit?: EmitTrainingEvent;
@@ -167,7 +173,10 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   // a peer holding part of the run's data (fetched within its quota) swaps the shards it trained on for others
   const rotation = init.cacheQuotaBytes !== undefined && dataset.manifest !== null ? new ShardRotation(node, store, { cacheKey: dataset.cacheKey, quotaBytes: init.cacheQuotaBytes, dataDir: init.dataDir, log, advertise: () => shards.advertise() }) : undefined;
   const unsubscribe = rotation && session.data.onShardsTrained?.((seqs) => rotation.trained(seqs));
+  // simulated compute: a fresh model's loss, ln(vocabulary), every micro-batch
+  const loss0 = Math.log(session.config.vocabSize);
   try {
+    if (init.simulatedCompute !== undefined) log.warn(`simulated compute (testing): ${init.simulatedCompute} samples/s, random gradients, no forward/backward`);
     log.info(`training a ${t.preset} ALBERT (${session.params.size} parameters) with the swarm on ${session.data.description}; target batch size ${init.collab.targetBatchSize}`);
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
     observe(await collab.start({ ...sink.contributed(), ...(resumeEpoch !== undefined ? { epoch: resumeEpoch } : {}) }));
@@ -177,9 +186,10 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       const started = performance.now();
       const batch = await session.data.next();
       // delay_optimizer_step: the pending LAMB step is taken on the master parameters meanwhile
-      let result;
+      let result: { readonly loss: number; readonly skipped: boolean };
       try {
-        result = await collab.computeWhileStepping((compute) => scaledGradients(session.backend, compute, batch, session.grads, session.scaler));
+        const simulated = init.simulatedCompute;
+        result = await collab.computeWhileStepping<{ readonly loss: number; readonly skipped: boolean }>((compute) => (simulated === undefined ? scaledGradients(session.backend, compute, batch, session.grads, session.scaler) : simulatedGradients(session.grads, batch.batchSize / simulated, loss0)));
       } catch (err) {
         // fp16: gradients non-finite even at the smallest loss scale are bad gradients, not an overflow:
         // the optimizer skips and counts them (and takes this peer out of averaging if they persist)
@@ -255,4 +265,12 @@ function resumeFrom(state: TrainingState, session: TrainingSession, where: strin
 
 function sameModel(state: TrainingState, session: TrainingSession): boolean {
   return isDeepStrictEqual(configToHf(state.config), configToHf(session.config));
+}
+
+/** --simulated-compute's micro-batch: `seconds` of waiting, then small random gradients (the sign of each value random, as real gradients of a fresh model). */
+async function simulatedGradients(grads: ParameterSet, seconds: number, loss: number): Promise<{ loss: number; skipped: false }> {
+  await sleep(seconds * 1000);
+  const g = grads.data;
+  for (let i = 0; i < g.length; i++) g[i] = (Math.random() - 0.5) * 1e-3;
+  return { loss, skipped: false };
 }

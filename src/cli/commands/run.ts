@@ -82,9 +82,9 @@ export function registerRun(program: Command): void {
           uploadLimit: opts.uploadLimit === undefined ? undefined : opts.uploadLimit * 1024,
           fault: opts.faultInflateClaims === undefined && opts.faultNonFiniteMicroBatches === undefined ? undefined : { inflateClaims: opts.faultInflateClaims, nonFiniteMicroBatches: opts.faultNonFiniteMicroBatches },
         };
-        const { batchSize, precision, threads, maxEpochs, throttle, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
+        const { batchSize, precision, threads, maxEpochs, throttle, simulatedCompute, out, saveStateEvery: saveStateMinutes, faultPauseStateSave } = opts;
         const cacheQuotaBytes = opts.cacheQuota === undefined ? undefined : Math.floor(opts.cacheQuota * 2 ** 20);
-        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom, cacheQuotaBytes });
+        const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, simulatedCompute, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom, cacheQuotaBytes });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
