@@ -14,6 +14,7 @@
 // time ÷ Cohort time on loopback, 4 peers: 1 = as fast as bare sockets) and cpu_s_per_gb_<n> (a
 // loopback peer's CPU-seconds per GB of its vector averaged).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -104,7 +105,10 @@ function startPeer(config: unknown, ns: string | undefined): Peer {
       const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`peer gave no answer within ${ROUND_TIMEOUT_MS} ms`)), ROUND_TIMEOUT_MS)));
       try {
         const line = await Promise.race([lines.next(), timeout]);
-        if (line.done) throw new Error('peer exited');
+        if (line.done) {
+          if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+          throw new Error(`peer exited (code ${child.exitCode}, signal ${child.signalCode})`);
+        }
         return JSON.parse(line.value) as Record<string, unknown>;
       } finally {
         clearTimeout(timer);

@@ -165,7 +165,7 @@ try {
   const { seconds } = exchange;
   for (const r of exchange.result) if (r.bytes !== seeded.bytes || r.info.datasetId !== seeded.datasetId) throw new Error(`a newcomer got ${r.bytes} of ${seeded.bytes} bytes`);
   const shardMbS = (NEWCOMERS * seeded.bytes) / 1024 ** 2 / seconds;
-  console.log(`shard exchange: ${NEWCOMERS} newcomers × ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB in ${seconds.toFixed(2)} s = ${shardMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(exchange.cpuSeconds)} CPU-s/GB (native TLS + yamux, sha256 per shard, SQLite writes, all peers in one process)`);
+  console.log(`shard exchange: ${NEWCOMERS} newcomers × ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB in ${seconds.toFixed(2)} s = ${shardMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(exchange.cpuSeconds)} CPU-s/GB (TLS + yamux, sha256 per shard, SQLite writes, all peers in one process)`);
   const bare = await measured(() => bounded('the bare libp2p streams', bareLibp2p(seeder, newcomers, seeded.bytes), 300_000));
   const bareMbS = bare.result;
   console.log(`bare libp2p streams (same connections, no protocol on top), same bytes and clients: ${bareMbS.toFixed(1)} MB/s aggregate, ${cpuPerGb(bare.cpuSeconds)} CPU-s/GB`);

@@ -107,8 +107,12 @@ export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second]
  * other libp2p implementations and with Cohort before tls-tcp/1, at a fraction of the throughput).
  */
 export const ENCRYPTIONS = ['native-tls', 'tls', 'noise'] as const;
-/** Native TLS: 2–4× a JS-wrapped /tls/1.0.0 stream's throughput per CPU-second (docs/protocol.md, tls-tcp/1). */
-export const DEFAULT_ENCRYPTION: (typeof ENCRYPTIONS)[number] = 'native-tls';
+/**
+ * Standard libp2p TLS by default: 'native-tls' measured up to 4× the all-reduce throughput, but an
+ * 8-peer bench allreduce crashed a peer in SSL_read (SIGSEGV) until its resets were deferred, and
+ * that fix has too few runs behind it to put every volunteer on it (docs/protocol.md, tls-tcp/1).
+ */
+export const DEFAULT_ENCRYPTION: (typeof ENCRYPTIONS)[number] = 'tls';
 /** ALPN of direct TLS connections: the libp2p TLS spec's value for "muxer negotiated afterwards". */
 export const TLS_TCP_ALPN = 'libp2p';
 /** An inbound TCP connection has this long to complete its TLS handshake (libp2p's inbound upgrade timeout starts after it). */

@@ -47,14 +47,25 @@ export function tlsTcp(init: TlsTcpInit = {}): (components: TlsTcpComponents) =>
   return (components) => new TlsTcp(components, init);
 }
 
-/** The certificate's identity, bound to this node's key (made once: it is valid for 100 years). */
+/**
+ * The certificate's identity, bound to this node's key (made once: it is valid for 100 years), in
+ * two secure contexts: one for dialing, one for listening. Node installs a server's session callbacks
+ * on the context's SSL_CTX, and a client connection sharing it crashed the process (SIGSEGV in
+ * SSL_read of a TLS 1.3 session ticket; bench allreduce with 8 peers, Node 20).
+ */
 class Credentials {
-  #context: Promise<tls.SecureContext> | undefined;
+  #identity: Promise<{ cert: string; key: string }> | undefined;
+  readonly #contexts = new Map<'client' | 'server', Promise<tls.SecureContext>>();
   constructor(private readonly privateKey: PrivateKey) {}
 
-  context(): Promise<tls.SecureContext> {
-    this.#context ??= generateCertificate(this.privateKey).then(({ cert, key }) => tls.createSecureContext({ cert, key, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
-    return this.#context;
+  context(side: 'client' | 'server'): Promise<tls.SecureContext> {
+    this.#identity ??= generateCertificate(this.privateKey);
+    let context = this.#contexts.get(side);
+    if (context === undefined) {
+      context = this.#identity.then(({ cert, key }) => tls.createSecureContext({ cert, key, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
+      this.#contexts.set(side, context);
+    }
+    return context;
   }
 }
 
@@ -75,7 +86,7 @@ class TlsTcp implements Transport {
 
   async dial(ma: Multiaddr, options: DialTransportOptions): Promise<Connection> {
     const expected = expectedPeer(ma);
-    const context = await this.#credentials.context();
+    const context = await this.#credentials.context('client');
     const raw = await connect(ma, options.signal);
     let secured: Secured;
     try {
@@ -222,8 +233,11 @@ class TlsSocketConnection extends AbstractMultiaddrConnection {
   }
 
   sendReset(): void {
-    // a TLSSocket's handle is a TLSWrap, which has no TCP reset (resetAndDestroy throws)
-    this.socket.destroy();
+    // a TLSSocket's handle is a TLSWrap, which has no TCP reset (resetAndDestroy throws). Destroyed on
+    // the next turn: a reset decided while handling a 'data' event runs inside TLSWrap's SSL_read loop
+    // (ticks and microtasks too), and freeing the SSL there crashed the process (SIGSEGV in SSL_read,
+    // bench allreduce with 8 peers, Node 20)
+    setImmediate(() => this.socket.destroy());
   }
 
   sendPause(): void {
@@ -281,7 +295,7 @@ class TlsTcpListener extends TypedEventEmitter<ListenerEvents> implements Listen
 
   async listen(ma: Multiaddr): Promise<void> {
     const config = getNetConfig(ma);
-    this.#context = await this.credentials.context();
+    this.#context = await this.credentials.context('server');
     this.#listeningAddr = ma;
     this.#server.listen({ host: config.host, port: config.port ?? 0, ipv6Only: config.type === 'ip6' });
     await once(this.#server, 'listening');

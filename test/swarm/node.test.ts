@@ -93,9 +93,9 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
 });
 
 test('native TLS: direct connections are TLS on the socket, relayed ones negotiate /tls/1.0.0 inside the relay\'s stream', async (t) => {
-  const relay = await startNode(t, { runId: 'crypto' });
-  const peer = await startNode(t, { runId: 'crypto', initialPeers: relay.multiaddrs() });
-  const client = await startNode(t, { runId: 'crypto', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
+  const relay = await startNode(t, { runId: 'crypto', encryption: 'native-tls' });
+  const peer = await startNode(t, { runId: 'crypto', encryption: 'native-tls', initialPeers: relay.multiaddrs() });
+  const client = await startNode(t, { runId: 'crypto', encryption: 'native-tls', clientMode: true, listen: [], initialPeers: relay.multiaddrs() });
   await waitFor('a relay reservation', () => client.multiaddrs().some((a) => a.includes('/p2p-circuit/')));
   const relayed = client.multiaddrs().find((a) => a.includes('/p2p-circuit/'))!;
   assert.equal((await echoVia(peer, client, relayed, 'through the relay')).echoed, 'through the relay');
@@ -112,6 +112,6 @@ test('standard libp2p (@libp2p/tcp): peers preferring TLS and Noise interoperate
   const ns = [noisePeer, tlsPeer].map((n) => n.registerNamespace('progress', progressSchema));
   await ns[1]!.store('progress', '', { samples: 3, epoch: 0 }, Date.now() + 60_000);
   assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
-  const native = await startNode(t, { runId: 'crypto' });
+  const native = await startNode(t, { runId: 'crypto', encryption: 'native-tls' });
   await assert.rejects(native.libp2p.dial(multiaddr(tlsPeer.multiaddrs()[0])), /TLS handshake with .* failed: .*older Cohort/);
 });

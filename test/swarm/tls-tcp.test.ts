@@ -39,8 +39,8 @@ function port(node: SwarmNode): number {
 }
 
 test('direct connections: TLS on the socket, streams both ways, the remote peer authenticated', async (t) => {
-  const a = await startNode(t, { runId: 'tls-tcp' });
-  const b = await startNode(t, { runId: 'tls-tcp', initialPeers: a.multiaddrs() });
+  const a = await startNode(t, { runId: 'tls-tcp', encryption: 'native-tls' });
+  const b = await startNode(t, { runId: 'tls-tcp', encryption: 'native-tls', initialPeers: a.multiaddrs() });
   assert.equal((await b.ready).connected.length, 1);
   await serveEcho(a, 'a');
   await serveEcho(b, 'b');
@@ -54,9 +54,9 @@ test('direct connections: TLS on the socket, streams both ways, the remote peer 
 });
 
 test('a dial to an address with the wrong /p2p/ id fails, naming both peers', async (t) => {
-  const a = await startNode(t, { runId: 'tls-tcp-wrong' });
-  const b = await startNode(t, { runId: 'tls-tcp-wrong' });
-  const c = await startNode(t, { runId: 'tls-tcp-wrong' });
+  const a = await startNode(t, { runId: 'tls-tcp-wrong', encryption: 'native-tls' });
+  const b = await startNode(t, { runId: 'tls-tcp-wrong', encryption: 'native-tls' });
+  const c = await startNode(t, { runId: 'tls-tcp-wrong', encryption: 'native-tls' });
   // a's address, c's id: someone else answers there
   const forged = `${a.multiaddrs()[0]!.split('/p2p/')[0]!}/p2p/${c.peerId.toString()}`;
   await assert.rejects(b.libp2p.dial(multiaddr(forged)), (err: Error) => {
@@ -67,7 +67,7 @@ test('a dial to an address with the wrong /p2p/ id fails, naming both peers', as
 });
 
 test('the wire is TLS 1.3 with the libp2p certificate, both as listener and as dialer', async (t) => {
-  const node = await startNode(t, { runId: 'tls-tcp-wire' });
+  const node = await startNode(t, { runId: 'tls-tcp-wire', encryption: 'native-tls' });
   const client = await libp2pCredentials();
   // as listener: a plain TLS client sees TLS 1.3, AES-GCM, ALPN libp2p and the node's own certificate
   const socket = tls.connect({ host: '127.0.0.1', port: port(node), cert: client.cert, key: client.key, rejectUnauthorized: false, ALPNProtocols: ['libp2p'] });
@@ -101,7 +101,7 @@ test('a peer speaking plain TCP (an older version) is refused with a clear error
   const logs = new PassThrough();
   let logged = '';
   logs.on('data', (d: Buffer) => (logged += d.toString()));
-  const node = await startNode(t, { runId: 'tls-tcp-old', log: pino({ level: 'info' }, logs) });
+  const node = await startNode(t, { runId: 'tls-tcp-old', encryption: 'native-tls', log: pino({ level: 'info' }, logs) });
   // inbound: multistream-select's first message where a ClientHello belongs
   const plain = net.connect(port(node), '127.0.0.1');
   t.after(() => plain.destroy());
