@@ -11,12 +11,8 @@ export const CHECKPOINT_DATABASE_FILE = 'checkpoints.db';
 /** `application_id` of the checkpoint file ("CohK"), apart from cohort.db's. */
 export const CHECKPOINT_APPLICATION_ID = 0x436f684b;
 
-export const CHECKPOINT_MIGRATIONS: readonly Migration[] = [
-  {
-    version: 1,
-    description: 'checkpoints as chunked blobs (the tables cohort.db held up to its schema version 5)',
-    up: (db) =>
-      db.exec(`
+/** The checkpoint tables: checkpoints.db's first schema, and cohort.db's up to its version 5 (migrations.ts). */
+export const CHECKPOINT_TABLES_SQL = `
         CREATE TABLE checkpoints (
           id          INTEGER PRIMARY KEY,
           kind        TEXT    NOT NULL,
@@ -34,8 +30,10 @@ export const CHECKPOINT_MIGRATIONS: readonly Migration[] = [
           data          BLOB    NOT NULL,
           UNIQUE (checkpoint_id, seq)
         );
-      `),
-  },
+`;
+
+export const CHECKPOINT_MIGRATIONS: readonly Migration[] = [
+  { version: 1, description: 'checkpoints as chunked blobs (the tables cohort.db held up to its schema version 5)', up: (db) => db.exec(CHECKPOINT_TABLES_SQL) },
 ];
 
 /**

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
-import { openCheckpointDatabase } from './checkpoint-database.js';
+import { CHECKPOINT_TABLES_SQL, openCheckpointDatabase } from './checkpoint-database.js';
 import { datasetIdOf } from './dataset-id.js';
 import { migrate as migrateWith, type Migration } from './sqlite-file.js';
 
@@ -12,24 +12,7 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 1,
     description: 'checkpoints, metrics, data-shard cache, peers, settings',
     up: (db) =>
-      db.exec(`
-        CREATE TABLE checkpoints (
-          id          INTEGER PRIMARY KEY,
-          kind        TEXT    NOT NULL,
-          epoch       INTEGER NOT NULL,
-          created_at  INTEGER NOT NULL,
-          size        INTEGER NOT NULL,
-          sha256      TEXT    NOT NULL,
-          chunk_count INTEGER NOT NULL,
-          meta        TEXT    NOT NULL DEFAULT '{}'
-        );
-        CREATE INDEX checkpoints_kind ON checkpoints (kind, id);
-        CREATE TABLE checkpoint_chunks (
-          checkpoint_id INTEGER NOT NULL REFERENCES checkpoints (id) ON DELETE CASCADE,
-          seq           INTEGER NOT NULL,
-          data          BLOB    NOT NULL,
-          UNIQUE (checkpoint_id, seq)
-        );
+      db.exec(`${CHECKPOINT_TABLES_SQL}
         CREATE TABLE metrics (
           series TEXT    NOT NULL,
           ts     INTEGER NOT NULL,

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import test from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { prepareDataset } from '../../src/data/prepare.js';
-import { DATABASE_FILE, openStore } from '../../src/store/index.js';
+import { DATABASE_FILE } from '../../src/store/index.js';
+import { prepareManyShards } from '../helpers/datasets.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { spawnCli, waitFor } from './processes.js';
 
@@ -35,10 +35,8 @@ function heldShards(dataDir: string): Map<number, number> {
 test('a joiner with --cache-quota holds at most its quota of a larger dataset, trains, and fetches shards beyond its first subset as it trains', { timeout: 480_000 }, async (t) => {
   const root = tmpDir(t);
   const coDir = path.join(root, 'coordinator');
-  // small shards (6 examples each): the coordinator's dataset has many, and a quota of a third holds a few
-  const store = openStore(coDir);
-  const { info } = await prepareDataset({ store, dataDir: coDir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, maxSeqLen: 64, shardExamples: 6 });
-  store.close();
+  // small shards: the coordinator's dataset has many, and a quota of a third holds a few
+  const info = await prepareManyShards(coDir);
   assert.ok(info.shardCount >= 9, `the dataset has ${info.shardCount} shards`);
   const quotaMiB = info.bytes / 3 / 2 ** 20;
   const quotaBytes = Math.floor(quotaMiB * 2 ** 20);

@@ -4,9 +4,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
-import { prepareDataset } from '../../src/data/prepare.js';
-import { openStore } from '../../src/store/index.js';
 import { spawnCli, waitFor } from '../collab/processes.js';
+import { prepareManyShards } from '../helpers/datasets.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
 
@@ -22,9 +21,7 @@ describe('the run-data panel', { skip }, () => {
   test('a node that joins a run pinning data it lacks shows the fetch from the swarm: MB and shards, up to done', { timeout: 300_000 }, async (t) => {
     const root = tmpDir(t);
     const coDir = path.join(root, 'co');
-    const store = openStore(coDir);
-    const { info } = await prepareDataset({ store, dataDir: coDir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, maxSeqLen: 64, shardExamples: 6 });
-    store.close();
+    const info = await prepareManyShards(coDir);
     const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'e2e-run-data', '--data-dir', coDir, '--listen', '/ip4/127.0.0.1/tcp/0', '--refresh', '1', '--target-batch-size', '8', '--seq-len', '64']);
     const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 60_000);
     const node = await startNode(t, cohortStartTraining);
