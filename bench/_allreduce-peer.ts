@@ -8,7 +8,7 @@ import net from 'node:net';
 import { pino } from 'pino';
 import readline from 'node:readline';
 import { createAverager, type Averager, type Compression } from '../src/averaging/index.js';
-import { createSwarmNode } from '../src/swarm/index.js';
+import { createSwarmNode, ENCRYPTIONS, type Encryption } from '../src/swarm/index.js';
 
 interface Config {
   mode: 'cohort' | 'tcp';
@@ -19,13 +19,15 @@ interface Config {
   runId: string;
 }
 const cfg = JSON.parse(process.argv[2] ?? '{}') as Config;
+const encryption = process.env.COHORT_BENCH_ENCRYPTION;
+if (encryption !== undefined && !(ENCRYPTIONS as readonly string[]).includes(encryption)) throw new Error(`COHORT_BENCH_ENCRYPTION must be one of ${ENCRYPTIONS.join(', ')}, got ${encryption}`);
 const say = (message: unknown): boolean => process.stdout.write(JSON.stringify(message) + '\n');
 const lines = readline.createInterface({ input: process.stdin });
 
 if (cfg.mode === 'cohort') {
   // built first: seconds of blocked event loop right after joining would stall identify and the DHT
   const vector = Float32Array.from({ length: cfg.values }, (_, i) => Math.sin(i));
-  const node = await createSwarmNode({ runId: cfg.runId, listen: [`/ip4/${cfg.host}/tcp/0`], initialPeers: cfg.initialPeers ?? [], initialQuerySelfIntervalMs: 50 });
+  const node = await createSwarmNode({ runId: cfg.runId, listen: [`/ip4/${cfg.host}/tcp/0`], initialPeers: cfg.initialPeers ?? [], initialQuerySelfIntervalMs: 50, ...(encryption === undefined ? {} : { encryption: encryption as Encryption }) });
   await node.ready;
   const averagers = new Map<string, Averager>();
   say({ addr: node.multiaddrs().find((a) => a.includes(cfg.host)) });

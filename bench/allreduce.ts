@@ -8,6 +8,7 @@
 //     every peer declaring the same bandwidth (equal split) against each its link's rate (the LP's split).
 // `-- <MB>` changes the volume (default 72); `-- <MB> loopback` runs (b) only, `-- <MB> lb` (c) only.
 // COHORT_BENCH_PROFILE=<dir> runs every peer process under `node --cpu-prof` (profiles in <dir>).
+// COHORT_BENCH_ENCRYPTION=native-tls|tls|noise secures the peers' connections so (default: the swarm's default).
 // Shaped rounds per group size: a first (cold) one, reported apart as efficiency_<n>_cold; then
 // uncompressed three times (efficiency_<n>: the median), fp16 and 8-bit on the same, warm, connections.
 // Last line: JSON with efficiency_4 (shaped, 4 peers, uncompressed), loopback_vs_tcp_4 (raw TCP
@@ -20,6 +21,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { attachToBridge, createBridge, quiet, removeNetns, sh, shape } from './_netns.js';
+import { DEFAULT_ENCRYPTION } from '../src/swarm/index.js';
 import { reportJson } from './_report.js';
 
 const MB = Number(process.argv[2] ?? 72);
@@ -246,7 +248,7 @@ async function loadBalancing(): Promise<void> {
   cleanup();
 }
 
-if (only !== 'lb') console.log(`(b) loopback: ${MB} MB fp32, Cohort all-reduce vs the same traffic over raw TCP sockets (echo of each peer's slices)`);
+if (only !== 'lb') console.log(`(b) loopback: ${MB} MB fp32, Cohort all-reduce (encryption ${process.env.COHORT_BENCH_ENCRYPTION ?? DEFAULT_ENCRYPTION}) vs the same traffic over raw TCP sockets (echo of each peer's slices)`);
 for (const n of only === 'lb' ? [] : sizes) {
   const cohort = await startPeers('cohort', n, false, VALUES, `bench-loopback-${n}`);
   const { ms, cpuMs, partial } = await cohortRound(cohort.peers, 0, 'none');
