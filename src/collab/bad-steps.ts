@@ -8,6 +8,11 @@ export class BadStepCounter {
 
   constructor(private readonly limit: number) {}
 
+  /** Whether the run of bad steps has reached the limit (and no finite step has ended it since). */
+  get atLimit(): boolean {
+    return this.inARow >= this.limit;
+  }
+
   /** Counts a bad step; true when it is the `limit`-th in a row. */
   add(): boolean {
     this.total++;

@@ -139,7 +139,7 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
         watchdog.start(spec.memory.watchdogIntervalMs);
       },
       checkpoint(step, keep) {
-        if (bad.inARow >= t.maxBadSteps) return;
+        if (bad.atLimit) return;
         if (!Number.isFinite(gradNorm(params))) return spec.log.warn(`not checkpointing step ${step}: the parameters are no longer finite`);
         spec.store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: step, meta: { config: configToHf(config) }, data: encodeParams(params), keep });
         spec.store.checkpoints.save({ kind: OPTIMIZER_CHECKPOINT, epoch: step, data: encodeOptimizerState({ ...optimizer.exportState(), ...(scaler ? { lossScaler: scaler.exportState() } : {}) }), keep });
