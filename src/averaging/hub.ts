@@ -19,10 +19,17 @@ import {
 /** Serves one inbound stream after its first message; `peer` is authenticated by the connection. */
 export type Handler<M> = (framed: FramedStream, peer: string, first: M) => Promise<void>;
 
+/** Poisoned averaging parts a peer sent this node in one run, with the last reason. */
+export interface Offence {
+  readonly peer: string;
+  readonly count: number;
+  readonly reason: string;
+}
+
 /** Where a node keeps its offences for the run (the store's `offences.forRun`), so bans outlive a restart. */
 export interface OffenceLedger {
-  load(): Iterable<{ readonly peer: string; readonly count: number; readonly reason: string }>;
-  record(offence: { readonly peer: string; readonly count: number; readonly reason: string }): void;
+  load(): Iterable<Offence>;
+  record(offence: Offence): void;
 }
 
 /** How long an inbound stream may take to send its first message. */

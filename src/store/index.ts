@@ -17,7 +17,6 @@ export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
-export type { OffenceRecord, RunOffences } from './offences.js';
 export type { SeenPeer } from './peers.js';
 
 /**

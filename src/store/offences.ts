@@ -3,17 +3,11 @@ import type { Database } from 'better-sqlite3';
 /** A run's offences are forgotten once this node has not taken part in it for this long (runs last weeks; a run this node still joins keeps them). */
 export const OFFENCES_RETENTION_MS = 30 * 24 * 3600 * 1000;
 
-/** Poisoned averaging parts a peer sent this node in one run, with the last reason. */
-export interface OffenceRecord {
+/** The averaging hub's Offence (src/averaging/hub.ts) as a row; store/ cannot import it: averaging/ imports swarm/, which imports store/. */
+interface OffenceRow {
   readonly peer: string;
   readonly count: number;
   readonly reason: string;
-}
-
-/** One run's offences as the averaging hub keeps them (src/averaging/hub.ts `keepOffences`). */
-export interface RunOffences {
-  load(): OffenceRecord[];
-  record(offence: OffenceRecord): void;
 }
 
 /**
@@ -24,16 +18,16 @@ export class OffenceStore {
   constructor(private readonly db: Database) {}
 
   /**
-   * The offences of run `runId`. Opening them marks the run as still joined and forgets the runs
-   * this node has not joined for OFFENCES_RETENTION_MS.
+   * The offences of run `runId`, as the averaging hub keeps them (its OffenceLedger). Opening them
+   * marks the run as still joined and forgets the runs this node has not joined for OFFENCES_RETENTION_MS.
    */
-  forRun(runId: string, now = Date.now()): RunOffences {
+  forRun(runId: string, now = Date.now()): { load(): OffenceRow[]; record(offence: OffenceRow): void } {
     this.db.transaction(() => {
       this.db.prepare('UPDATE peer_offences SET updated_at = ? WHERE run_id = ?').run(now, runId);
       this.db.prepare('DELETE FROM peer_offences WHERE updated_at < ?').run(now - OFFENCES_RETENTION_MS);
     })();
     return {
-      load: () => this.db.prepare('SELECT peer_id AS peer, count, reason FROM peer_offences WHERE run_id = ? ORDER BY peer_id').all(runId) as OffenceRecord[],
+      load: () => this.db.prepare('SELECT peer_id AS peer, count, reason FROM peer_offences WHERE run_id = ? ORDER BY peer_id').all(runId) as OffenceRow[],
       record: (o) =>
         void this.db
           .prepare(
