@@ -35,7 +35,9 @@ export type StateSaveRequest =
   /** Touches every page of the saver's new shared buffers here, so the first snapshot's copies into them take no page faults on the main thread. */
   | { readonly type: 'prefault'; readonly buffers: readonly SharedArrayBuffer[] };
 
-export type StateSaveReply = { readonly id: number } & ({ readonly ok: true; readonly info?: CheckpointInfo } | { readonly ok: false; readonly error: string } | { readonly paused: number });
+export type StateSaveReply = { readonly id: number } & ({ readonly info?: CheckpointInfo } | { readonly error: string });
+/** The test fault's notice: the save stopped after `paused` chunks were committed. */
+export type StateSaveNotice = { readonly paused: number };
 
 /** Linux and macOS page size; a larger page is still touched (several times). */
 const PAGE_BYTES = 4096;
@@ -53,7 +55,7 @@ parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
       const bytes = new Uint8Array(buffer);
       for (let i = 0; i < bytes.length; i += PAGE_BYTES) bytes[i] = 0;
     }
-    parentPort!.postMessage({ id: request.id, ok: true } satisfies StateSaveReply);
+    parentPort!.postMessage({ id: request.id } satisfies StateSaveReply);
     return;
   }
   try {
@@ -62,12 +64,12 @@ parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
     const pause = (written: number): void => {
       if (paused || request.pauseMs === undefined) return;
       paused = true;
-      parentPort!.postMessage({ id: request.id, paused: written } satisfies StateSaveReply);
+      parentPort!.postMessage({ paused: written } satisfies StateSaveNotice);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, request.pauseMs); // nothing wakes it: a bounded sleep of this thread
     };
-    reply = { id: request.id, ok: true, info: checkpoints.saveChunked({ kind: request.kind, epoch: request.epoch, meta: request.meta, data, keep: request.keep, onChunk: pause }) };
+    reply = { id: request.id, info: checkpoints.saveChunked({ kind: request.kind, epoch: request.epoch, meta: request.meta, data, keep: request.keep, onChunk: pause }) };
   } catch (err) {
-    reply = { id: request.id, ok: false, error: (err as Error).message };
+    reply = { id: request.id, error: (err as Error).message };
   }
   parentPort!.postMessage(reply);
 });

@@ -13,16 +13,15 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { decodeOptimizerState, encodeOptimizerState, loadModel, saveModel, type DynamicLossScaler, type Optimizer } from '../engine/index.js';
 import { describeConfig } from '../engine/optim/config.js';
 import { ParameterSet } from '../engine/params.js';
 import type { Logger } from '../log/logger.js';
 import type { CheckpointInfo, Store } from '../store/index.js';
-import { siblingEntry, startWorker } from '../util/worker-thread.js';
+import { ownBuffer, RequestWorker, siblingEntry } from '../util/worker-thread.js';
 import { TrainingStateError } from './errors.js';
-import type { StateSaveReply, StateSaveRequest } from './full-state-worker.js';
+import type { StateSaveNotice, StateSaveReply, StateSaveRequest } from './full-state-worker.js';
 import { runParamsSchema, type RunParams } from './run-params.js';
 import { decodeTrainingState, type TrainingState } from './state.js';
 
@@ -159,11 +158,9 @@ interface Shared {
  * on first use) with its own connection to the store's checkpoint file.
  */
 export class FullStateSaver {
-  private worker: Worker | undefined;
+  private worker: RequestWorker<StateSaveRequest, StateSaveReply, StateSaveNotice> | undefined;
   private shared: Shared | undefined;
   private busy = false;
-  private nextId = 0;
-  private readonly waiting = new Map<number, { resolve: (info: CheckpointInfo | undefined) => void; reject: (err: Error) => void }>();
 
   /** Saves (`save`) requested so far: the fault pauses the one numbered `pauseSave`. */
   private saves = 0;
@@ -226,15 +223,7 @@ export class FullStateSaver {
   async close(): Promise<void> {
     const worker = this.worker;
     this.worker = undefined;
-    if (!worker) return;
-    await new Promise<void>((resolve) => {
-      const poll = (): void => {
-        if (this.waiting.size === 0) resolve();
-        else setTimeout(poll, 20);
-      };
-      poll();
-    });
-    await worker.terminate();
+    await worker?.close();
   }
 
   private finish(written: Promise<CheckpointInfo>): Promise<CheckpointInfo> {
@@ -274,42 +263,16 @@ export class FullStateSaver {
     return info;
   }
 
-  private request(message: StateSaveRequest): Promise<CheckpointInfo | undefined> {
-    const id = this.nextId++;
-    const worker = (this.worker ??= this.start());
-    worker.ref(); // a save being written keeps the process alive; an idle worker does not
-    return new Promise<CheckpointInfo | undefined>((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      const owned = message.type === 'bytes' && message.bytes.byteOffset === 0 && message.bytes.byteLength === message.bytes.buffer.byteLength && message.bytes.buffer instanceof ArrayBuffer;
-      worker.postMessage({ ...message, id }, owned ? [message.bytes.buffer] : []);
-    });
-  }
-
-  private start(): Worker {
-    const worker = startWorker(siblingEntry(import.meta.url, 'full-state-worker'), { workerData: { file: this.store.checkpoints.file } });
-    worker.unref();
-    worker.on('message', (reply: StateSaveReply) => {
-      if ('paused' in reply) {
-        this.log.warn(`testing (--fault-pause-state-save): a full-state save paused mid-write after ${reply.paused} chunk committed, for ${PAUSED_SAVE_MS / 1000} s`);
-        return;
-      }
-      const waiting = this.waiting.get(reply.id);
-      this.waiting.delete(reply.id);
-      if (this.waiting.size === 0) worker.unref();
-      if (reply.ok) waiting?.resolve(reply.info);
-      else waiting?.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${reply.error}`));
-    });
-    worker.on('error', (err) => this.failAll(err));
-    worker.on('exit', (code) => {
-      if (this.worker === worker) this.worker = undefined;
-      this.failAll(new Error(`the checkpoint worker exited (code ${code})`));
-    });
-    return worker;
-  }
-
-  private failAll(err: Error): void {
-    for (const w of this.waiting.values()) w.reject(new Error(`saving a full-state checkpoint in ${this.store.checkpoints.file} failed: ${err.message}`, { cause: err }));
-    this.waiting.clear();
-    this.log.debug({ err: err.message }, 'checkpoint worker ended');
+  private async request(message: StateSaveRequest): Promise<CheckpointInfo | undefined> {
+    const file = this.store.checkpoints.file;
+    if (this.worker === undefined || this.worker.ended) {
+      const onNotice = ({ paused }: StateSaveNotice): void => this.log.warn(`testing (--fault-pause-state-save): a full-state save paused mid-write after ${paused} chunk committed, for ${PAUSED_SAVE_MS / 1000} s`);
+      this.worker = new RequestWorker(siblingEntry(import.meta.url, 'full-state-worker'), { name: 'checkpoint worker', workerData: { file }, onNotice });
+    }
+    try {
+      return (await this.worker.request(message, message.type === 'bytes' ? ownBuffer(message.bytes) : [])).info;
+    } catch (err) {
+      throw new Error(`saving a full-state checkpoint in ${file} failed: ${(err as Error).message}`, { cause: err });
+    }
   }
 }

@@ -1,6 +1,5 @@
-import type { Worker } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
-import { siblingEntry, startWorker } from '../util/worker-thread.js';
+import { ownBuffer, RequestWorker, siblingEntry } from '../util/worker-thread.js';
 import type { FromShardIo, ToShardIo } from './shard-io-worker.js';
 
 /** A worker with nothing to do for this long ends (it is started again on the next request). */
@@ -8,62 +7,12 @@ const IDLE_MS = 10_000;
 
 type Request = ToShardIo extends infer M ? (M extends ToShardIo ? Omit<M, 'id'> : never) : never;
 
-/** One worker thread and the requests it has not answered yet. */
-class IoWorker {
-  private readonly worker: Worker;
-  private readonly pending = new Map<number, { resolve: (data: Uint8Array | undefined) => void; reject: (err: Error) => void }>();
-  private nextId = 0;
-  private idle: NodeJS.Timeout | undefined;
-  ended = false;
-
-  constructor() {
-    this.worker = startWorker(siblingEntry(import.meta.url, 'shard-io-worker'));
-    this.worker.on('message', (m: FromShardIo) => {
-      const p = this.pending.get(m.id);
-      this.pending.delete(m.id);
-      if ('error' in m) p?.reject(new Error(m.error));
-      else p?.resolve(m.data);
-      if (this.pending.size > 0) return;
-      // nothing in flight: the process may exit, and the thread ends after a while
-      this.worker.unref();
-      this.idle = setTimeout(() => this.end(), IDLE_MS);
-      this.idle.unref();
-    });
-    this.worker.on('error', (err) => this.fail(new Error(`the shard store worker failed: ${err.message}`, { cause: err })));
-    this.worker.on('exit', (code) => this.fail(new Error(`the shard store worker exited (code ${code})`)));
-  }
-
-  request(message: Request, transfer: ArrayBuffer[]): Promise<Uint8Array | undefined> {
-    clearTimeout(this.idle);
-    this.worker.ref();
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ ...message, id }, transfer);
-    });
-  }
-
-  private end(): void {
-    this.ended = true;
-    void this.worker.terminate();
-  }
-
-  private fail(err: Error): void {
-    this.ended = true;
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
-  }
-}
-
-let current: IoWorker | undefined;
+let current: RequestWorker<Request, FromShardIo> | undefined;
 
 function request(message: Request, transfer: ArrayBuffer[] = []): Promise<Uint8Array | undefined> {
-  if (current === undefined || current.ended) current = new IoWorker();
-  return current.request(message, transfer);
+  if (current === undefined || current.ended) current = new RequestWorker(siblingEntry(import.meta.url, 'shard-io-worker'), { name: 'shard store worker', idleMs: IDLE_MS });
+  return current.request(message, transfer).then((reply) => reply.data);
 }
-
-/** Whether `data` owns its whole ArrayBuffer, so it can be moved to the worker rather than copied. */
-const movable = (data: Uint8Array) => data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && data.buffer instanceof ArrayBuffer;
 
 /**
  * Stores a verified shard and recounts its dataset (DatasetStore.putShard, one transaction) on a
@@ -73,7 +22,7 @@ const movable = (data: Uint8Array) => data.byteOffset === 0 && data.byteLength =
  */
 export async function putShardOffThread(store: Store, cacheKey: string, seq: number, shard: { data: Uint8Array; examples: number; tokens: number; sha256: string }): Promise<void> {
   try {
-    await request({ op: 'put', dbFile: store.file, cacheKey, seq, ...shard }, movable(shard.data) ? [shard.data.buffer as ArrayBuffer] : []);
+    await request({ op: 'put', dbFile: store.file, cacheKey, seq, ...shard }, ownBuffer(shard.data));
   } catch (err) {
     throw new Error(`could not store shard ${seq} of dataset ${cacheKey} in ${store.file}: ${(err as Error).message}`, { cause: err });
   }
