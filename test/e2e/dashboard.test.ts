@@ -6,10 +6,10 @@ import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { ROOT } from '../helpers/cli.js';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { ARTEFACTS, chromiumMissing, ensureRendererBuilt, feedMetrics, launchBrowser, startNode } from './browser.js';
 
-const skip = chromiumMissing();
-if (skip) process.stderr.write(`SKIPPING the browser tests: ${skip}\n`);
+const skip = skipWhenMissing(chromiumMissing(), 'the browser tests');
 
 const WAIT = { timeout: 15_000 };
 

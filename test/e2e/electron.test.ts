@@ -9,11 +9,11 @@ import { test } from 'node:test';
 import { _electron } from 'playwright-core';
 import { electronBinary } from '../../src/doctor/electron.js';
 import { ROOT } from '../helpers/cli.js';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { ARTEFACTS, ensureRendererBuilt } from './browser.js';
 
 const electron = electronBinary();
-const skip = electron.found ? undefined : `no Electron runtime here (${electron.reason})`;
-if (skip) process.stderr.write(`SKIPPING the Electron smoke test: ${skip}\n`);
+const skip = skipWhenMissing(electron.found ? undefined : `no Electron runtime here (${electron.reason})`, 'the Electron smoke test');
 
 test('the desktop app opens its window with the preload API and no Node in the page', { skip }, async (t) => {
   if (!electron.found) return;

@@ -4,10 +4,10 @@ import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import { multiaddr } from '@multiformats/multiaddr';
 import { encodeJoinCode } from '../../src/swarm/index.js';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
 
-const skip = chromiumMissing();
-if (skip) process.stderr.write(`SKIPPING the browser first-screen test: ${skip}\n`);
+const skip = skipWhenMissing(chromiumMissing(), 'the browser first-screen test');
 
 const WAIT = { timeout: 15_000 };
 const PEER = '12D3KooWDhgHNEpmtGWPq3nXBZLSxAMwHF82uXYFP7tG3m3c8iGK';

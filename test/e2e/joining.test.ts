@@ -4,11 +4,11 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import { spawnCli, waitFor } from '../collab/processes.js';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
 
-const skip = chromiumMissing();
-if (skip) process.stderr.write(`SKIPPING the browser joining tests: ${skip}\n`);
+const skip = skipWhenMissing(chromiumMissing(), 'the browser joining tests');
 
 const WAIT = { timeout: 15_000 };
 // the first Start prepares the bundled corpus before training

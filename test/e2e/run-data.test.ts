@@ -6,11 +6,11 @@ import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import { spawnCli, waitFor } from '../collab/processes.js';
 import { prepareManyShards } from '../helpers/datasets.js';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
 
-const skip = chromiumMissing();
-if (skip) process.stderr.write(`SKIPPING the browser run-data test: ${skip}\n`);
+const skip = skipWhenMissing(chromiumMissing(), 'the browser run-data test');
 
 const WAIT = { timeout: 15_000 };
 const FETCH = { timeout: 180_000 };

@@ -5,10 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { skipWhenMissing } from '../helpers/skip.js';
 import { ARTEFACTS, chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
 
-const skip = chromiumMissing();
-if (skip) process.stderr.write(`SKIPPING the browser training test: ${skip}\n`);
+const skip = skipWhenMissing(chromiumMissing(), 'the browser training test');
 
 // the first Start prepares the bundled corpus (tokenizer, shards) before the first step
 const TRAINING = { timeout: 180_000 };
