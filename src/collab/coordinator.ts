@@ -4,7 +4,8 @@
  * flagging inflated claims), and checkpoints the swarm's full state (parameters and optimizer) every N
  * epochs by loading state from peers. Credits and throughput baselines live in the store, so a
  * restarted coordinator (same data dir) continues them and never credits a step twice; it serves its
- * last checkpoint as state, so a run whose peers all left resumes there (full-state.ts).
+ * last checkpoint as state, so a run whose peers all left resumes there (full-state.ts), and the data
+ * its run pins. The dashboard's coordinator switch and `cohort run --coordinator` both run one.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { createAverager, type Averager } from '../averaging/index.js';
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { saveModel } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
+import { serveShards, type ShardServing } from '../shards/index.js';
 import { METRIC } from '../store/metric-series.js';
 import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
 import type { MetricPoint } from '../store/metrics.js';
@@ -93,6 +95,8 @@ export class Coordinator {
   private readonly saver: FullStateSaver;
   /** The last checkpoint served as state after a restart, until the swarm has a state as new (withdraw). */
   private served: Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> = Promise.resolve(undefined);
+  /** The run's data served to its peers while running. */
+  private shards: ShardServing | undefined;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
   private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
@@ -124,6 +128,11 @@ export class Coordinator {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });
+    // a founding coordinator is the first holder of the data it pins; joining one, it serves what it holds of the run's
+    if (this.init.run?.data) {
+      this.shards = serveShards(this.init.node, this.init.store, this.init.log);
+      this.shards.ready.catch((err: unknown) => this.init.log.warn(`could not serve the run's data to its peers: ${(err as Error).message}`));
+    }
     this.timer = setInterval(() => {
       this.busy ??= this.poll()
         .catch((err: unknown) => this.init.log.warn(`coordinator poll failed: ${(err as Error).message}`))
@@ -132,6 +141,8 @@ export class Coordinator {
   }
 
   async stop(): Promise<void> {
+    await this.shards?.release();
+    this.shards = undefined;
     clearInterval(this.timer);
     await this.busy;
     await this.served;

@@ -8,7 +8,6 @@ import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latest
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import type { NodeReachability } from '../shared/api.js';
-import { serveShards, type ShardServing } from '../shards/index.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import type { TrainingEvent } from './events.js';
@@ -226,10 +225,9 @@ export class VolunteerTraining implements TrainingService {
   }
 }
 
-/** The dashboard's coordinator switch: a Coordinator on this node's swarm node, serving the run's data when the run pins some (as `cohort run --coordinator`). */
+/** The dashboard's coordinator switch: a Coordinator on this node's swarm node (as `cohort run --coordinator`). */
 export class SwarmCoordinatorRole implements CoordinatorRole {
   private coordinator: Coordinator | undefined;
-  private shards: ShardServing | undefined;
 
   constructor(
     private readonly o: VolunteerOptions,
@@ -244,11 +242,6 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
     this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
     this.coordinator.start();
-    // a founding coordinator is the first holder of the data it pins; joining one, it serves what it holds of the run's
-    if (record.data !== null) {
-      this.shards = serveShards(node, this.o.store, this.o.log);
-      await this.shards.ready.catch((err: unknown) => this.o.log.warn(`could not serve the run's data to its peers: ${(err as Error).message}`));
-    }
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
 
@@ -256,8 +249,6 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const running = this.coordinator;
     if (!running) return;
     this.coordinator = undefined;
-    await this.shards?.release();
-    this.shards = undefined;
     await running.stop();
     await this.swarm.release();
   }

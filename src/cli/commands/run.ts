@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
-import { ShardServer } from '../../shards/index.js';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { openStore } from '../../store/index.js';
@@ -61,14 +60,9 @@ export function registerRun(program: Command): void {
       const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
-        const { refresh, checkpointEvery, keepCheckpoints } = opts;
-        const coordinator = new Coordinator({ node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, refresh, checkpointEvery, keepCheckpoints, run: record });
+        const coordinator = new Coordinator({ ...pick(opts, ['refresh', 'checkpointEvery', 'keepCheckpoints']), node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, run: record });
         coordinator.start();
-        // the founder is the first holder of the run's data
-        const shards = record.data === null ? undefined : new ShardServer(node, store, log);
-        await shards?.start();
         await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
-        await shards?.stop();
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
