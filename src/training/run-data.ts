@@ -10,6 +10,7 @@ import type { Logger } from '../log/logger.js';
 import { fetchDataset, type FetchProgress } from '../shards/index.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
+import { pick } from '../util/pick.js';
 import { ensureDataset } from './data.js';
 
 /** A dataset's pins (what the run record and matchmaking compare); null until it has a content id. */
@@ -59,16 +60,7 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
   if (info === undefined) {
     o.log.info(`fetching the run's dataset ${datasetId} and its tokenizer from the swarm`);
     try {
-      const { info: fetched } = await fetchDataset(o.node, o.store, {
-        datasetId,
-        dataDir: o.dataDir,
-        log: o.log,
-        ...(o.signal ? { signal: o.signal } : {}),
-        ...(o.waitForHolderMs !== undefined ? { waitForHolderMs: o.waitForHolderMs } : {}),
-        ...(o.quotaBytes !== undefined ? { quotaBytes: o.quotaBytes } : {}),
-        onProgress: progressReports(o.log, o.onProgress),
-      });
-      info = fetched;
+      ({ info } = await fetchDataset(o.node, o.store, { ...pick(o, ['dataDir', 'log', 'signal', 'waitForHolderMs', 'quotaBytes']), datasetId, onProgress: progressReports(o.log, o.onProgress) }));
     } catch (err) {
       throw new RunDataError(`could not fetch the run's dataset ${datasetId} from the swarm: ${(err as Error).message}; retry when a peer holding it is online (\`cohort status --join CODE\` shows how many peers hold each shard)`, { cause: err });
     }
