@@ -84,6 +84,20 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     }
     return new Map([...known.holders].filter(([peer]) => !penalised.has(peer)));
   };
+  // Blob buffers the store's worker hands back once it stored their shard, reused for the next ones:
+  // writing into fresh memory costs a page fault per 4 KiB, more than the copy itself.
+  const parallel = options.maxParallel ?? 4;
+  const spare: ArrayBuffer[] = [];
+  const bufferFor = (size: number): ArrayBuffer => {
+    const fits = spare.filter((b) => b.byteLength >= size).sort((a, b) => a.byteLength - b.byteLength)[0];
+    if (fits === undefined) return new ArrayBuffer(size);
+    spare.splice(spare.indexOf(fits), 1);
+    return fits;
+  };
+  const release = (buffer: ArrayBuffer): void => {
+    spare.push(buffer);
+    if (spare.length > parallel) spare.sort((a, b) => b.byteLength - a.byteLength).pop();
+  };
   /** Transfers of this fetch in progress, per holder. */
   const inFlight = new Map<string, number>();
   const penalise = (peer: string, reason: string) => {
@@ -128,7 +142,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
    * reappear when all have failed, up to `waitForHolderMs`.
    */
   const fetchBlob = async (what: string, sha256: string, size: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
-    const have = new Received();
+    const have = new Received(bufferFor(size), size);
     let contributors = new Set<string>();
     const failedHere = new Set<string>();
     /** Why each holder tried did not deliver this blob (for the error when none is left). */
@@ -255,12 +269,12 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
         report();
       });
       resumed += got.resumed;
-      await putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 });
+      release(await putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 }));
       shardsDone++;
       report();
     }
   };
-  await Promise.all(Array.from({ length: Math.min(options.maxParallel ?? 4, queue.length) }, worker));
+  await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
   datasets.refreshFetched(cacheKey);
   const info = datasets.get(cacheKey)!;
   log.info({ dataset: datasetId, shards: wanted.length, bytes, ms: Date.now() - started }, `fetched ${wanted.length} shard(s) of dataset ${datasetId.slice(0, 12)}… (${bytes} bytes); holding ${info.shardCount} of ${manifest.shards.length}`);
@@ -304,16 +318,21 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
 }
 
 /**
- * A blob as its chunks arrive: kept as received (no copy; each is a fresh frame) and hashed as it
- * grows, so verifying a complete blob does not read it all again at the end.
+ * A blob as its chunks arrive: copied into `buffer` (the fetch's own, moved to the store's worker
+ * thread without another copy; the muxer's buffers are let go at once) and hashed as it grows, so
+ * verifying a complete blob does not read it all again at the end.
  */
 class Received {
-  private chunks: Uint8Array[] = [];
+  private readonly buffer: Buffer;
   private hash = createHash('sha256');
   bytes = 0;
 
+  constructor(buffer: ArrayBuffer, size: number) {
+    this.buffer = Buffer.from(buffer, 0, size);
+  }
+
   push(chunk: Uint8Array): void {
-    this.chunks.push(chunk);
+    this.buffer.set(chunk, this.bytes);
     this.hash.update(chunk);
     this.bytes += chunk.byteLength;
   }
@@ -322,12 +341,12 @@ class Received {
     return this.hash.copy().digest('hex');
   }
 
+  /** The bytes received, a view at offset 0 of the buffer. */
   data(): Buffer {
-    return Buffer.concat(this.chunks, this.bytes);
+    return this.buffer.subarray(0, this.bytes);
   }
 
   reset(): void {
-    this.chunks = [];
     this.hash = createHash('sha256');
     this.bytes = 0;
   }

@@ -78,12 +78,12 @@ export interface ShardServerOptions {
   readonly advertiseIntervalMs?: number;
   /** A transfer making no progress for this long is dropped. @default 30 s */
   readonly stallTimeoutMs?: number;
-  /** Bytes per data frame, up to MAX_BLOB_CHUNK_BYTES. @default MAX_BLOB_CHUNK_BYTES */
+  /** Bytes per data frame, up to MAX_BLOB_CHUNK_BYTES. @default MAX_BLOB_CHUNK_BYTES, or a quarter second at the upload cap (from 4 KiB) */
   readonly chunkBytes?: number;
 }
 
 /**
- * Serves this store's prepared datasets on `shards/1.0.0`: manifests by dataset id, and blobs (shards,
+ * Serves this store's prepared datasets on `shards/1.2.0`: manifests by dataset id, and blobs (shards,
  * tokenizer.json files) by sha256 from any byte offset, and advertises under `shards/<dataset id>`
  * which shards it holds.
  */
@@ -116,7 +116,9 @@ export class ShardServer {
     this.maxConcurrent = options.maxConcurrentTransfers ?? 4;
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
-    this.chunkBytes = options.chunkBytes ?? MAX_BLOB_CHUNK_BYTES;
+    // under a cap a chunk must come well within the fetcher's stall timeout (15 s)
+    const capped = options.uploadBytesPerSecond === undefined ? MAX_BLOB_CHUNK_BYTES : Math.min(MAX_BLOB_CHUNK_BYTES, Math.max(4096, Math.floor(options.uploadBytesPerSecond / 4)));
+    this.chunkBytes = options.chunkBytes ?? capped;
     if (!(Number.isInteger(this.chunkBytes) && this.chunkBytes >= 1 && this.chunkBytes <= MAX_BLOB_CHUNK_BYTES)) throw new RangeError(`chunkBytes ${this.chunkBytes} must be an integer from 1 to ${MAX_BLOB_CHUNK_BYTES}`);
     if (!(Number.isInteger(this.maxConcurrent) && this.maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${this.maxConcurrent} must be an integer ≥ 1`);
     holdingsOf(node);

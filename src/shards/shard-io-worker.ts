@@ -26,7 +26,8 @@ port.on('message', (m: ToShardIo) => {
     const datasets = storeOf(m.dbFile);
     if (m.op === 'put') {
       datasets.putShard(m.cacheKey, m.seq, { data: m.data, examples: m.examples, tokens: m.tokens, sha256: m.sha256 });
-      port.postMessage({ id: m.id } satisfies FromShardIo);
+      // the buffer goes back for the next shard: reusing memory already mapped is far cheaper than fresh pages
+      port.postMessage({ id: m.id, data: m.data } satisfies FromShardIo, [m.data.buffer as ArrayBuffer]);
       return;
     }
     const data = datasets.shardBySha256(m.sha256);

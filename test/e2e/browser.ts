@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { spawnCli, waitFor } from '../collab/processes.js';
 import { CLI, ROOT } from '../helpers/cli.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -39,9 +40,16 @@ export const cohortStart = (dataDir: string): string[] => [CLI, 'start', '--dash
 /** The real CLI as `npm start` runs it: Start trains (alone, no join code) and the coordinator role is available. */
 export const cohortStartTraining = (dataDir: string): string[] => [CLI, 'start', '--dashboard-port', '0', '--data-dir', dataDir, '--log-format', 'json'];
 
-/** Starts a node (by default the real `cohort start`) on a fresh data directory; resolves with the URL it prints. */
-export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart, env: NodeJS.ProcessEnv = {}): Promise<RunningNode> {
+/**
+ * Starts a node (by default the real `cohort start`) on a fresh data directory, which `prepare` fills
+ * first when given; resolves with the URL it prints.
+ */
+export async function startNode(t: TestContext, argv: (dataDir: string) => string[] = cohortStart, env: NodeJS.ProcessEnv = {}, prepare?: (dataDir: string) => Promise<unknown>): Promise<RunningNode> {
   const dataDir = scratchDir('cohort-e2e-');
+  await prepare?.(dataDir).catch((err: unknown) => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  });
   const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -93,4 +101,31 @@ export async function launchBrowser(t: TestContext, colorScheme: 'light' | 'dark
     fs.rmSync(profile, { recursive: true, force: true });
   });
   return context;
+}
+
+/**
+ * The real `cohort run --coordinator` of the browser tests' runs (sequence length 64, target batch 8,
+ * progress every second) on `dataDir`: a run that pins the dataset held there, or none when it holds
+ * none. Resolves with its join code; the process ends with the test.
+ */
+export async function startCoordinator(t: TestContext, runId: string, dataDir: string): Promise<string> {
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', runId, '--data-dir', dataDir, '--listen', '/ip4/127.0.0.1/tcp/0', '--refresh', '1', '--target-batch-size', '8', '--seq-len', '64']);
+  const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 60_000);
+  return code!;
+}
+
+/**
+ * A training node (the real `cohort start`; `prepare` fills its data directory first) whose dashboard,
+ * in headless Chromium, is given the join code `code` and started. `errors`: the page's uncaught errors.
+ */
+export async function joinFromDashboard(t: TestContext, code: string, prepare?: (dataDir: string) => Promise<unknown>): Promise<{ readonly node: RunningNode; readonly page: Page; readonly errors: string[] }> {
+  const node = await startNode(t, cohortStartTraining, {}, prepare);
+  const page = await (await launchBrowser(t)).newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const settings = await page.request.post(`${node.url}/api/updateSettings`, { data: { firstRunDone: true, joinCode: code } });
+  if (settings.status() !== 200) throw new Error(`updateSettings answered ${settings.status()}: ${await settings.text()}`);
+  await page.goto(node.url);
+  await page.getByRole('button', { name: 'Start' }).click({ timeout: 15_000 });
+  return { node, page, errors };
 }

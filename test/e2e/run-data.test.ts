@@ -4,15 +4,13 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
-import { spawnCli, waitFor } from '../collab/processes.js';
 import { prepareManyShards } from '../helpers/datasets.js';
 import { skipWhenMissing } from '../helpers/skip.js';
 import { tmpDir } from '../helpers/tmp.js';
-import { chromiumMissing, cohortStartTraining, ensureRendererBuilt, launchBrowser, startNode } from './browser.js';
+import { chromiumMissing, ensureRendererBuilt, joinFromDashboard, startCoordinator } from './browser.js';
 
 const skip = skipWhenMissing(chromiumMissing(), 'the browser run-data test');
 
-const WAIT = { timeout: 15_000 };
 const FETCH = { timeout: 180_000 };
 
 describe('the run-data panel', { skip }, () => {
@@ -22,15 +20,8 @@ describe('the run-data panel', { skip }, () => {
     const root = tmpDir(t);
     const coDir = path.join(root, 'co');
     const info = await prepareManyShards(coDir);
-    const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'e2e-run-data', '--data-dir', coDir, '--listen', '/ip4/127.0.0.1/tcp/0', '--refresh', '1', '--target-batch-size', '8', '--seq-len', '64']);
-    const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 60_000);
-    const node = await startNode(t, cohortStartTraining);
-    const page = await (await launchBrowser(t)).newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    assert.equal((await page.request.post(`${node.url}/api/updateSettings`, { data: { firstRunDone: true, joinCode: code } })).status(), 200);
-    await page.goto(node.url);
-    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    const code = await startCoordinator(t, 'e2e-run-data', coDir);
+    const { page, errors } = await joinFromDashboard(t, code);
 
     const progress = page.getByTestId('fetch-progress');
     const line = /^([\d.]+) of ([\d.]+) MB \((\d+) %\) · (\d+)\/(\d+) shards · [\d.]+ MB\/s · /;

@@ -6,10 +6,11 @@ import { openStore } from '../../src/store/index.js';
  * store of `dataDir`, for tests of a coordinator that serves it: a quota of a fraction holds a few
  * shards, and a fetch takes long enough to be watched.
  */
-export async function prepareManyShards(dataDir: string): Promise<Awaited<ReturnType<typeof prepareDataset>>['info']> {
+export async function prepareManyShards(dataDir: string, seed = 0): Promise<Awaited<ReturnType<typeof prepareDataset>>['info']> {
   const store = openStore(dataDir);
   try {
-    return (await prepareDataset({ store, dataDir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, maxSeqLen: 64, shardExamples: 6 })).info;
+    // another seed: the same tokenizer and vocabulary (one model shape), other examples, so another dataset id
+    return (await prepareDataset({ store, dataDir, source: 'bundled', maxDocuments: 4, vocabSize: 1500, maxSeqLen: 64, shardExamples: 6, seed })).info;
   } finally {
     store.close();
   }
