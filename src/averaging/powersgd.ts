@@ -6,6 +6,7 @@
  * P̂·Q̄ᵀ. What the approximation missed stays in the error buffer and joins the next epoch's gradient.
  * This module is the arithmetic of one peer's round; the averager runs the two all-reduces.
  */
+import { createHash } from 'node:crypto';
 import { Rng } from '../engine/rng.js';
 
 /** A tensor of the flat gradient vector. */
@@ -85,6 +86,14 @@ export function powerSgdWireFraction(layout: PowerSgdLayout): number {
   return (layout.pLength + layout.qLength) / layout.gradientLength;
 }
 
+/**
+ * The matchmaking schema hash of a PowerSGD round: the gradient's, with the averager's version and
+ * its phase sizes, so peers averaging plain gradients, or PowerSGD of another rank or rule, never meet.
+ */
+export function powerSgdSchema(schema: string, layout: PowerSgdLayout): string {
+  return createHash('sha256').update(`${schema}\npowersgd/1 rank ${layout.rank} P ${layout.pLength} Q ${layout.qLength}`).digest('hex');
+}
+
 /** One peer's PowerSGD state across rounds: the Q matrices and the error-feedback buffers. */
 export class PowerSgd {
   /** Every compressed tensor's Q, cols×rank row-major, one after another (the layout's q offsets). */
@@ -161,6 +170,19 @@ export class PowerSgd {
       }
     }
     for (const t of this.layout.plain) gradient.set(averagedQ.subarray(t.q, t.q + t.length), t.offset);
+    this.p = undefined;
+  }
+
+  /**
+   * A round that failed after phaseP: takes `gradient` (the one phaseP added) back out of the error
+   * buffers, so the local step the caller takes with it is not applied a second time later. Q stays.
+   */
+  abandon(gradient: Float32Array): void {
+    for (const c of this.layout.compressed) {
+      const m = this.errors.subarray(c.m, c.m + c.rows * c.cols);
+      const g = gradient.subarray(c.offset, c.offset + c.rows * c.cols);
+      for (let i = 0; i < m.length; i++) m[i]! -= g[i]!;
+    }
     this.p = undefined;
   }
 }
