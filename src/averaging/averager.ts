@@ -427,7 +427,7 @@ export class Averager {
   private report(group: GroupInfo, result: AllreduceResult): AllreduceResult {
     const n = group.members.length;
     const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
-    const sent = (result.bytesSent / 1e6).toFixed(2);
+    const sent = (result.bytesSent / 1e6).toPrecision(3);
     const mode = result.powerSgd ? `PowerSGD rank ${result.powerSgd.rank}, ${result.powerSgd.ratio.toFixed(1)}× fewer values than plain averaging, ` : '';
     const cpu = `main thread busy ${result.cpu.busySeconds.toFixed(2)} s, process CPU ${result.cpu.processSeconds.toFixed(2)} s`;
     if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mode}${sent} MB sent, ${mb} MB on the wire, ${result.durationMs} ms, ${cpu})`);
