@@ -31,7 +31,7 @@ for (const [name, v] of [['peers', peers], ['steps', steps], ['micro-batch', mic
 if (peers < 2) throw new Error('--peers must be at least 2: one peer averages with nobody');
 const globalBatch = micro * peers * 4; // each peer: about 4 micro-batches per swarm step
 const warmup = String(Math.max(1, Math.floor(steps / 10)));
-const SENT = /Averaged gradients with \d+ peers \((?:PowerSGD[^)]*?, )?([\d.e+-]+) MB sent/g;
+const SENT = /Averaged gradients with \d+ peers \([\d.]+ MB on the wire, ([\d.e+-]+) MB sent/g;
 
 interface Outcome {
   /** Bytes sent in gradient rounds per sample processed, over every peer. */

@@ -430,7 +430,7 @@ export class Averager {
     const sent = (result.bytesSent / 1e6).toPrecision(3);
     const mode = result.powerSgd ? `PowerSGD rank ${result.powerSgd.rank}, ${result.powerSgd.ratio.toFixed(1)}× fewer values than plain averaging, ` : '';
     const cpu = `main thread busy ${result.cpu.busySeconds.toFixed(2)} s, process CPU ${result.cpu.processSeconds.toFixed(2)} s`;
-    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mode}${sent} MB sent, ${mb} MB on the wire, ${result.durationMs} ms, ${cpu})`);
+    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${sent} MB sent, ${mode}${result.durationMs} ms, ${cpu})`);
     else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
     for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
     for (const x of result.clamped) this.log.warn(`lowered the weight of peer ${x.peer} from ${x.weight} to ${x.bound} in the part this peer reduced: more than the progress it has been seen to make`);
