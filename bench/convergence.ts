@@ -3,15 +3,11 @@
 // learning-rate schedule and seed. Both final models are scored on the same held-out batches; the
 // last line's `loss_ratio` is collaborative ÷ single-node MLM loss (goal: ≤ 1.05).
 //   npm run bench -- convergence [--steps 60] [--micro-batch 4] [--lr 0.02] [--peers 3]
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadModel } from '../src/engine/albert/checkpoint.js';
-import { OrtBackend } from '../src/engine/ort-backend.js';
-import { openBatchStream } from '../src/data/index.js';
-import { openStore } from '../src/store/index.js';
+import { cohort, evaluate, joinCode, must } from './_cohort-runs.js';
 import { reportJson } from './_report.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '60' }, 'micro-batch': { type: 'string', default: '4' }, lr: { type: 'string', default: '0.02' }, peers: { type: 'string', default: '3' } } });
@@ -21,60 +17,7 @@ const peers = Number(values.peers);
 const lr = values.lr;
 const globalBatch = micro * peers * 4; // each peer: about 4 micro-batches per swarm step
 const warmup = String(Math.max(1, Math.floor(steps / 10)));
-const CLI = path.resolve('bin/cohort.js');
 const QUIET = ['--log-level', 'warn'];
-
-interface Child {
-  stdout: string;
-  stderr: string;
-  done: Promise<number | null>;
-}
-
-function cohort(args: string[]): Child {
-  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const c = { stdout: '', stderr: '' } as Child;
-  child.stdout.on('data', (d: Buffer) => (c.stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (c.stderr += d.toString()));
-  c.done = new Promise((resolve) => child.on('close', resolve));
-  setTimeout(() => child.kill('SIGKILL'), 15 * 60_000).unref(); // bounded
-  return c;
-}
-
-async function must(c: Child, what: string): Promise<void> {
-  const code = await c.done;
-  if (code !== 0) throw new Error(`${what} exited ${code}: ${c.stderr.slice(-3000)}`);
-}
-
-async function joinCode(c: Child): Promise<string> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const m = c.stdout.match(/cohort run --join (cohort:\S+)/);
-    if (m) return m[1]!;
-    if (Date.now() > deadline) throw new Error(`the first peer printed no join code: ${c.stderr.slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** Mean MLM loss of a saved model over the same held-out batches (a seed and reader no trainer uses). */
-async function evaluate(modelDir: string, dataDir: string): Promise<number> {
-  const { config, params } = loadModel(modelDir);
-  const store = openStore(dataDir);
-  const data = openBatchStream({ store, batchSize: 16, seed: 987_654, peerId: 'convergence-eval', worker: false });
-  const backend = new OrtBackend(config, { provider: 'cpu', intraOpThreads: 2 });
-  try {
-    const losses: number[] = [];
-    for (let i = 0; i < 8; i++) {
-      const batch = await data.next();
-      if (batch.done) throw new Error(`the held-out batch stream of ${dataDir} closed after ${i} batches`);
-      losses.push((await backend.forwardBackward(params, batch.value)).mlmLoss);
-    }
-    return losses.reduce((a, b) => a + b, 0) / losses.length;
-  } finally {
-    await backend.close();
-    await data.close();
-    store.close();
-  }
-}
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-convergence-'));
 try {

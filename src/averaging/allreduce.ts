@@ -66,7 +66,8 @@ export interface AllreduceResult {
   readonly bytesReceived: number;
   readonly durationMs: number;
   /** What the round cost this process's CPU: the main thread's busy time, the process's CPU, the bytes averaged. */
-  readonly cpu: RoundCpu;
+  readonly cpu: RoundCpu;  /** A PowerSGD round (both phases): its rank, and values of the gradient ÷ values each member sent in its place. */
+  readonly powerSgd?: { readonly rank: number; readonly ratio: number };
 }
 
 /**

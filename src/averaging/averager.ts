@@ -4,13 +4,15 @@ import type { SwarmNode } from '../swarm/index.js';
 import { allreduce, type AllreduceResult } from './allreduce.js';
 import { COMPRESSIONS, type Compression } from './compression.js';
 import * as C from './constants.js';
+import { startCpuMeter } from './cpu-meter.js';
 import { MatchmakingError } from './errors.js';
 import type { Fault } from './faults.js';
 import { AGGREGATIONS, type Aggregation } from './reducer.js';
-import { groupKey, schemaHash, type GroupInfo } from './group.js';
+import { groupKey, phaseGroup, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
 import type { DataPins } from './messages.js';
+import { powerSgdSchema, powerSgdWireFraction, type PowerSgd } from './powersgd.js';
 import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
@@ -83,6 +85,14 @@ export interface AveragerInit {
   log?: Logger;
   /** Progress and outcomes as they happen (CLI, logs, UI). */
   onEvent?: (event: AveragingEvent) => void;
+  /**
+   * PowerSGD (hivemind's PowerSGDGradientAverager): every round averages this peer's compressor's
+   * P matrices, then its Q matrices with the uncompressed tensors, in two all-reduces with the one
+   * matched group; the vector given to `step`/`run` is the gradient laid out as the compressor's
+   * layout says, and the result's vector is what to apply. Peers with and without it never meet
+   * (part of the schema hash). @default none: the vector is averaged as it is
+   */
+  powerSgd?: PowerSgd;
   /** Fault injection for tests only (hivemind's Fault); never set in production. */
   fault?: Fault;
 }
@@ -134,16 +144,18 @@ export interface ScheduledStep {
 
 export type StepResult =
   | ({ readonly ok: true } & AllreduceResult)
-  | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string };
+  | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string }
+  /** A PowerSGD round whose phase did not average every part: nothing of it is usable (peers would apply different gradients). */
+  | { readonly ok: false; readonly stage: 'allreduce'; readonly code: 'PHASE_INCOMPLETE'; readonly reason: string };
 
 /** Progress of a step, as a discriminated union (the same events feed logs and the UI). */
 export type AveragingEvent =
   | { readonly type: 'matchmaking'; readonly key: string }
   | { readonly type: 'group'; readonly groupId: string; readonly peers: number; readonly leader: string }
   | { readonly type: 'averaged'; readonly result: AllreduceResult }
-  | { readonly type: 'failed'; readonly stage: 'matchmaking'; readonly reason: string };
+  | { readonly type: 'failed'; readonly stage: 'matchmaking' | 'allreduce'; readonly reason: string };
 
-type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs'>> & {
+type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs' | 'powerSgd'>> & {
   readyTimeoutMs: number;
   label: string;
   uploadLimitBytesPerS: number | undefined;
@@ -259,7 +271,7 @@ export class Averager {
     this.running.add(abort);
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const weight = new MemberWeight();
-    const schema = opts.schema ?? schemaHash(opts.size);
+    const schema = this.init.powerSgd ? powerSgdSchema(opts.schema ?? schemaHash(opts.size), this.init.powerSgd.layout) : (opts.schema ?? schemaHash(opts.size));
     const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, ...(opts.weightBound ? { weightBound: opts.weightBound } : {}), signal };
     const matched = this.match(round, weight);
     matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
@@ -283,7 +295,8 @@ export class Averager {
           group = await this.match(round, new MemberWeight(w));
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
-        return { ok: true, ...(await this.reduce(group, vector, signal, maxRelativeChange, opts.weightBound)) };
+        if (this.init.powerSgd) return await this.reducePowerSgd(this.init.powerSgd, group, vector, signal, opts.weightBound);
+        return { ok: true, ...this.report(group, await this.allreduce(group, vector, signal, this.cfg.averagingTimeoutMs, maxRelativeChange, opts.weightBound)) };
       } finally {
         this.running.delete(abort);
       }
@@ -347,20 +360,77 @@ export class Averager {
     }
   }
 
-  /** The all-reduce of `vector` with a formed group. */
-  private async reduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, maxRelativeChange: number | undefined, weightBound: ((peer: string) => number) | undefined): Promise<AllreduceResult> {
-    const result = await allreduce(
+  /** The all-reduce of `vector` with a formed group, within `timeoutMs`. */
+  private allreduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, timeoutMs: number, maxRelativeChange: number | undefined, weightBound: ((peer: string) => number) | undefined): Promise<AllreduceResult> {
+    return allreduce(
       this.node,
       this.hub,
       group,
       vector,
-      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: this.cfg.averagingTimeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), ...(weightBound ? { weightBound } : {}), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: timeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), ...(weightBound ? { weightBound } : {}), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
       this.log,
     );
+  }
+
+  /**
+   * PowerSGD's round with a formed group: phase P all-reduces the P matrices, phase Q (after
+   * orthonormalisation) the Q matrices and the uncompressed tensors, each in its own round of the
+   * same members (phaseGroup), both within the one averaging timeout. A phase that leaves any part
+   * unaveraged fails the round: this peer's error buffers get the gradient back out and the caller
+   * takes a local step, as after a failed matchmaking.
+   */
+  private async reducePowerSgd(compressor: PowerSgd, group: GroupInfo, gradient: Float32Array, signal: AbortSignal, weightBound: ((peer: string) => number) | undefined): Promise<StepResult> {
+    const started = Date.now();
+    const meter = startCpuMeter(); // the compressor's arithmetic runs on this thread too: part of the round's cost
+    const left = (): number => Math.max(1, this.cfg.averagingTimeoutMs - (Date.now() - started));
+    const p = compressor.phaseP(gradient);
+    const phases: AllreduceResult[] = [];
+    const failed = (phase: string, r: AllreduceResult): StepResult => {
+      compressor.abandon(gradient);
+      const reason = `PowerSGD phase ${phase} with ${group.members.length} peers left ${r.failedParts.length} part(s) unaveraged: ${r.failedParts.map((f) => f.reason).join('; ')}`;
+      this.log.warn(`Averaging ${this.cfg.label} failed: ${reason}`);
+      this.emit({ type: 'failed', stage: 'allreduce', reason });
+      return { ok: false, stage: 'allreduce', code: 'PHASE_INCOMPLETE', reason };
+    };
+    try {
+      const rp = await this.allreduce(phaseGroup(group, 'p', p.length), p, signal, left(), undefined, weightBound);
+      phases.push(rp);
+      if (rp.status !== 'complete') return failed('P', rp);
+      const q = compressor.phaseQ(rp.vector, gradient);
+      const rq = await this.allreduce(phaseGroup(group, 'q', q.length), q, signal, left(), undefined, weightBound);
+      phases.push(rq);
+      if (rq.status !== 'complete') return failed('Q', rq);
+      const vector = new Float32Array(gradient.length);
+      compressor.finish(rq.vector, vector);
+      const sum = (f: (r: AllreduceResult) => number): number => phases.reduce((n, r) => n + f(r), 0);
+      const result: AllreduceResult = {
+        status: 'complete',
+        vector,
+        group,
+        excluded: phases.flatMap((r) => r.excluded),
+        clamped: rp.clamped,
+        failedParts: [],
+        bytesSent: sum((r) => r.bytesSent),
+        bytesReceived: sum((r) => r.bytesReceived),
+        durationMs: Date.now() - started,
+        cpu: meter(gradient.byteLength),
+        powerSgd: { rank: compressor.layout.rank, ratio: 1 / powerSgdWireFraction(compressor.layout) },
+      };
+      return { ok: true, ...this.report(group, result) };
+    } catch (err) {
+      compressor.abandon(gradient);
+      throw err;
+    }
+  }
+
+  /** Logs and emits an all-reduce's outcome; returns it. */
+  private report(group: GroupInfo, result: AllreduceResult): AllreduceResult {
     const n = group.members.length;
     const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
+    const sent = (result.bytesSent / 1e6).toPrecision(3);
+    const mode = result.powerSgd ? `PowerSGD rank ${result.powerSgd.rank}, ${result.powerSgd.ratio.toFixed(1)}× fewer values than plain averaging, ` : '';
     const cpu = `main thread busy ${result.cpu.busySeconds.toFixed(2)} s, process CPU ${result.cpu.processSeconds.toFixed(2)} s`;
-    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${result.durationMs} ms, ${cpu})`);
+    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${sent} MB sent, ${mode}${result.durationMs} ms, ${cpu})`);
     else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
     for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
     for (const x of result.clamped) this.log.warn(`lowered the weight of peer ${x.peer} from ${x.weight} to ${x.bound} in the part this peer reduced: more than the progress it has been seen to make`);

@@ -43,6 +43,11 @@ export const MAX_VECTOR_VALUES = 2 ** 30;
 export const MAX_PART_SHARE_FACTOR = 2;
 /** Largest group. */
 export const MAX_GROUP_SIZE = 256;
+/** How gradients are averaged: as they are, or PowerSGD-compressed (powersgd.ts). */
+export const GRAD_AVERAGERS = ['plain', 'powersgd'] as const;
+/** PowerSGD's rank and the least share of a matrix's values it must save to be compressed (hivemind's averager_rank, min_compression_ratio). */
+export const DEFAULT_POWERSGD_RANK = 32;
+export const DEFAULT_POWERSGD_MIN_RATIO = 0.5;
 /** How reducers combine their senders' chunks unless told otherwise (see AGGREGATIONS). */
 export const DEFAULT_AGGREGATION = 'centered-clip';
 /** Averaged values beyond this magnitude are refused (attack or bug). */

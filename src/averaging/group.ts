@@ -25,6 +25,17 @@ export function groupInfo(wire: GroupWire): GroupInfo {
 }
 
 /**
+ * The all-reduce of phase `phase` of a multi-phase round (PowerSGD's P, then Q) with the members of
+ * `group`, found once by matchmaking: its own round id (so a late stream of one phase never lands in
+ * another's session) and part sizes for its own vector, by the same rule as the group's.
+ */
+export function phaseGroup(group: GroupInfo, phase: string, size: number): GroupInfo {
+  const id = createHash('sha256').update(`${group.id}/phase/${phase}`).digest('hex').slice(0, 32);
+  const { parts: _parts, ...wire } = group;
+  return groupInfo({ ...wire, members: [...wire.members], id, size });
+}
+
+/**
  * Hex SHA-256 of what must match for two peers to average: the tensor layout (names and sizes in
  * order) or, for a bare vector, its length. Peers with different hashes are refused (BAD_SCHEMA_HASH).
  */

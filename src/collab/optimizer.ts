@@ -8,7 +8,7 @@
  * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
+import { createAverager, PowerSgd, powerSgdLayout, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
 import { type AlbertConfig, clipGradNorm, GradientAccumulator, gradNorm, linearWarmupDecay, type Optimizer, type OptimizerState, type ParameterSet } from '../engine/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
@@ -178,7 +178,9 @@ export class CollaborativeOptimizer {
       ...upload,
       log,
     };
-    this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...timing });
+    // PowerSGD's Q matrices come from the run's seed and its error buffers start at zero, on a founder and a newcomer alike: nothing of it is downloaded
+    const powerSgd = this.o.gradAverager === 'powersgd' ? { powerSgd: new PowerSgd(powerSgdLayout(params.specs, this.o.powersgdRank, this.o.powersgdMinRatio), this.o.seed) } : {};
+    this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });

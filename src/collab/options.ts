@@ -4,7 +4,7 @@
  * `undefined` means "the default". See docs/collab.md for what each does.
  */
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from '../averaging/index.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
 
@@ -40,6 +40,18 @@ const collaborativeOptionsObject = z.object({
   averageStateEvery: int.min(1).optional(),
   /** How reducers combine the members' parts: robust to one hostile member (centered-clip, trimmed-mean) or hivemind's mean. */
   aggregation: z.enum(AGGREGATIONS).default(DEFAULT_AGGREGATION),
+  /**
+   * How gradients are averaged: `plain` (as they are, in `gradCompression`'s wire format) or
+   * `powersgd` (hivemind's PowerSGDGradientAverager: matrices as rank-`powersgdRank` factors in two
+   * all-reduces, with error feedback). Run-wide: peers of the two never group.
+   */
+  gradAverager: z.enum(GRAD_AVERAGERS).default('plain'),
+  /** PowerSGD's rank (averager_rank). */
+  powersgdRank: int.min(1).max(1024).default(DEFAULT_POWERSGD_RANK),
+  /** PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio). */
+  powersgdMinRatio: z.number().min(0).lt(1).default(DEFAULT_POWERSGD_MIN_RATIO),
+  /** The run's seed: PowerSGD's first Q matrices are drawn from it, the same on every peer. */
+  seed: int.min(0).max(2 ** 32 - 1).default(0),
   /** Wire compression of state averaging (state_averaging_compression). */
   stateAveragingCompression: z.enum(COMPRESSIONS).default('none'),
   /**

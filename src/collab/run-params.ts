@@ -5,7 +5,7 @@
  * ("The `run` record") for who is authoritative and the limits of that rule.
  */
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, type DataPins } from '../averaging/index.js';
+import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS, type DataPins } from '../averaging/index.js';
 import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
@@ -45,6 +45,12 @@ const runSettingsSchema = z.strictObject({
   batchSizeLead: int.min(0),
   /** How reducers combine their parts (averaging/reducer.ts). Absent: the default. */
   aggregation: z.enum(AGGREGATIONS).optional(),
+  /** How gradients are averaged: `plain`, or `powersgd` (hivemind's PowerSGDGradientAverager). Absent: plain. */
+  gradAverager: z.enum(GRAD_AVERAGERS).optional(),
+  /** PowerSGD's rank (averager_rank). Absent: DEFAULT_POWERSGD_RANK. */
+  powersgdRank: int.min(1).max(1024).optional(),
+  /** PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio). Absent: DEFAULT_POWERSGD_MIN_RATIO. */
+  powersgdMinRatio: z.number().min(0).lt(1).optional(),
   /** LAMB's recipe beside the learning rate (hivemind's adam_beta1, adam_beta2, adam_epsilon, weight_decay, clamp_value). */
   adamBeta1: z.number().min(0).lt(1),
   adamBeta2: z.number().min(0).lt(1),
@@ -118,6 +124,9 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = {
   useLocalUpdates: false,
   batchSizeLead: 0,
   aggregation: DEFAULT_AGGREGATION,
+  gradAverager: 'plain',
+  powersgdRank: DEFAULT_POWERSGD_RANK,
+  powersgdMinRatio: DEFAULT_POWERSGD_MIN_RATIO,
   adamBeta1: LAMB_DEFAULTS.betas[0],
   adamBeta2: LAMB_DEFAULTS.betas[1],
   adamEpsilon: LAMB_DEFAULTS.eps,
@@ -160,7 +169,7 @@ export function describeRunData(data: RunData | null): string {
 }
 
 /** The run settings the collaborative optimizer takes (the rest are the model's and LAMB's: the session's). */
-const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'maxGradNorm'] as const;
+const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'gradAverager', 'powersgdRank', 'powersgdMinRatio', 'seed', 'maxGradNorm'] as const;
 
 /** The optimizer options the settings decide. */
 export function collabOptionsOf(s: RunSettings): Pick<RunSettings, (typeof COLLAB_RUN_KEYS)[number]> {
@@ -184,6 +193,7 @@ export function describeRunSettings(s: RunSettings): string {
     `local updates ${s.useLocalUpdates ? 'on' : 'off'}`,
     `batch size lead ${s.batchSizeLead}`,
     `aggregation ${s.aggregation ?? DEFAULT_AGGREGATION}`,
+    s.gradAverager === 'powersgd' ? `grad averager powersgd (rank ${s.powersgdRank ?? DEFAULT_POWERSGD_RANK}, min ratio ${s.powersgdMinRatio ?? DEFAULT_POWERSGD_MIN_RATIO})` : 'grad averager plain',
     `LAMB betas ${s.adamBeta1}/${s.adamBeta2}, eps ${s.adamEpsilon}, weight decay ${s.weightDecay}, clamp ${s.clampValue}`,
     `grad clip ${s.maxGradNorm}`,
   ].join(', ');

@@ -21,6 +21,8 @@ const SWARM_SERIES = {
   lastLoss: METRIC.loss,
   averagingBusySeconds: METRIC.averagingBusySeconds,
   averagingBusySecondsPerGb: METRIC.averagingBusySecondsPerGb,
+  averagingBytesSent: METRIC.averagingBytesSent,
+  averagingCompression: METRIC.averagingCompression,
 } satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt'>, string>;
 
 /**

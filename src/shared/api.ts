@@ -83,6 +83,9 @@ export interface SwarmState {
   /** Seconds this node's main thread was busy during its latest all-reduce (its averaging's CPU cost), and per GB averaged. */
   readonly averagingBusySeconds: number | null;
   readonly averagingBusySecondsPerGb: number | null;
+  /** Bytes this node sent in its latest all-reduce, and how many times fewer values than plain averaging it sent (1: plain averaging, more: PowerSGD). */
+  readonly averagingBytesSent: number | null;
+  readonly averagingCompression: number | null;
   /** When these numbers were last updated (ms since the epoch); null = never. */
   readonly updatedAt: number | null;
   /** This node's reachability in its swarm; null while it is in none (training alone, coordinator off). */

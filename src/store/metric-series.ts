@@ -32,4 +32,8 @@ export const METRIC = {
   averagingBytes: 'averaging_bytes',
   /** That all-reduce's main-thread busy seconds per GB averaged. */
   averagingBusySecondsPerGb: 'averaging_busy_seconds_per_gb',
+  /** Bytes this node sent in that all-reduce (both phases of a PowerSGD round). */
+  averagingBytesSent: 'averaging_bytes_sent',
+  /** Values of that round's vector ÷ values each member sent in their place: 1 for plain averaging, PowerSGD's ratio. */
+  averagingCompression: 'averaging_compression',
 } as const;

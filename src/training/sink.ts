@@ -60,6 +60,8 @@ export class TrainingSink {
         this.store.metrics.record([
           { series: METRIC.averagingBusySeconds, value: cpu.busySeconds, ts: e.at },
           { series: METRIC.averagingBytes, value: cpu.bytes, ts: e.at },
+          { series: METRIC.averagingBytesSent, value: e.event.result.bytesSent, ts: e.at },
+          { series: METRIC.averagingCompression, value: e.event.result.powerSgd?.ratio ?? 1, ts: e.at },
           ...(perGb !== undefined ? [{ series: METRIC.averagingBusySecondsPerGb, value: perGb, ts: e.at }] : []),
         ]);
         return;
@@ -92,8 +94,8 @@ export class TrainingSink {
 export function swarmStateUpdate(e: TrainingEvent): Partial<Omit<SwarmState, 'updatedAt' | 'reachability'>> | undefined {
   if (e.type === 'stepped') return { epoch: e.epoch, lastLoss: e.loss };
   if (e.type === 'averaging' && e.event.type === 'averaged') {
-    const cpu = e.event.result.cpu;
-    return { averagingBusySeconds: cpu.busySeconds, averagingBusySecondsPerGb: busySecondsPerGb(cpu) ?? null };
+    const { cpu, bytesSent, powerSgd } = e.event.result;
+    return { averagingBusySeconds: cpu.busySeconds, averagingBusySecondsPerGb: busySecondsPerGb(cpu) ?? null, averagingBytesSent: bytesSent, averagingCompression: powerSgd?.ratio ?? 1 };
   }
   if (e.type !== 'progress') return undefined;
   const s = e.swarm;

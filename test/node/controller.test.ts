@@ -226,9 +226,9 @@ test('the run data’s fetch progress and a refusal for other data reach the sna
 });
 
 /** A gradient round's result as the averager reports it, with what it cost the CPU. */
-function averaged(busySeconds: number, bytes: number, at: number): TrainingEvent {
+function averaged(busySeconds: number, bytes: number, at: number, more: Partial<AllreduceResult> = {}): TrainingEvent {
   const group = { id: 'g1', key: 'grad', schema: 'flat:4', compression: 'none', size: 4, chunkValues: 4, members: [], parts: [] } as const;
-  const result: AllreduceResult = { status: 'complete', vector: new Float32Array(4), group, excluded: [], clamped: [], failedParts: [], bytesSent: 8, bytesReceived: 8, durationMs: 900, cpu: { busySeconds, processSeconds: 3 * busySeconds, bytes } };
+  const result: AllreduceResult = { status: 'complete', vector: new Float32Array(4), group, excluded: [], clamped: [], failedParts: [], bytesSent: 8, bytesReceived: 8, durationMs: 900, cpu: { busySeconds, processSeconds: 3 * busySeconds, bytes }, ...more };
   return { type: 'averaging', round: 'gradients', event: { type: 'averaged', result }, at };
 }
 
@@ -246,6 +246,25 @@ test("an all-reduce's main-thread busy time reaches the swarm panel: recorded by
   training.emit(averaged(0.5, 250e6, Date.now()));
   const live = (await c.getSnapshot()).swarm;
   assert.deepEqual([live.averagingBusySeconds, live.averagingBusySecondsPerGb], [0.5, 2]);
+});
+
+test("the averaging mode, bytes sent and compression reach the swarm panel: a plain round's and then a PowerSGD round's", async (t) => {
+  const store = storeIn(t);
+  const sink = new TrainingSink(store, log);
+  sink.handle(averaged(0.5, 4e6, Date.now() - 2000, { bytesSent: 2.7e6 }));
+  assert.deepEqual(
+    [(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingBytesSent, s.averagingCompression])[0],
+    [2.7e6, 1],
+    'a plain round: compression 1',
+  );
+  const training = new FakeTraining();
+  const c = controller(t, store, { training });
+  const powerSgd = averaged(0.5, 4e6, Date.now() - 1000, { bytesSent: 0.3e6, powerSgd: { rank: 32, ratio: 9.5 } });
+  sink.handle(powerSgd);
+  training.emit(powerSgd);
+  const live = (await c.getSnapshot()).swarm;
+  assert.deepEqual([live.averagingBytesSent, live.averagingCompression], [0.3e6, 9.5]);
+  assert.deepEqual([store.metrics.latest(METRIC.averagingBytesSent)?.value, store.metrics.latest(METRIC.averagingCompression)?.value], [0.3e6, 9.5], 'recorded for a restarted dashboard');
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, describeAveragingCpu, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, describeAveragingCpu, describeAveragingMode, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -47,4 +47,10 @@ test("the swarm panel's averaging figure: busy seconds per round and per GB, or 
   assert.equal(describeAveragingCpu(0.4123, 1.18), '0.41 CPU-s per round (1.2 s/GB)');
   assert.equal(describeAveragingCpu(0.4123, null), '0.41 CPU-s per round');
   assert.equal(describeAveragingCpu(null, null), 'no round yet');
+});
+
+test("the swarm panel's averaging mode: plain or PowerSGD with its compression, and the bytes sent", () => {
+  assert.equal(describeAveragingMode(1, 4_000_000), 'plain, 4.00 MB sent');
+  assert.equal(describeAveragingMode(9.84, 412_000), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
+  assert.equal(describeAveragingMode(null, null), 'no round yet');
 });

@@ -50,6 +50,13 @@ export function describeAveragingCpu(busySeconds: number | null, perGb: number |
   return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
 }
 
+/** How this node's latest all-reduce averaged and what it sent: "PowerSGD, 9.8× fewer values, 0.41 MB sent", "plain, 4.00 MB sent". */
+export function describeAveragingMode(compression: number | null, bytesSent: number | null): string {
+  if (compression === null || bytesSent === null) return 'no round yet';
+  const sent = `${(bytesSent / 1e6).toFixed(2)} MB sent`;
+  return compression > 1 ? `PowerSGD, ${compression.toFixed(1)}× fewer values, ${sent}` : `plain, ${sent}`;
+}
+
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
 export function shortPeerId(id: string): string {
   return id.length <= 16 ? id : `${id.slice(0, 8)}…${id.slice(-6)}`;

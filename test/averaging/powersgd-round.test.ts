@@ -1,0 +1,101 @@
+// PowerSGD over the wire: real libp2p nodes in one process average gradients in two all-reduces (P,
+// then Q) with the one group matchmaking found, and get what PowerSGD's arithmetic gives with exact
+// means; a member that drops between the phases fails the round for the others, in bounded time.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { PowerSgd, powerSgdLayout, type GradientTensor } from '../../src/averaging/powersgd.js';
+import { startSwarm } from '../helpers/swarm.js';
+import { averagers, FAST, randomVector } from './helpers.js';
+
+// a 60×50 matrix, a 3-D tensor viewed as 24×(5·6), a bias vector: the matrices are compressed at rank 4
+const TENSORS: GradientTensor[] = [
+  { offset: 0, shape: [60, 50] },
+  { offset: 3000, shape: [24, 5, 6] },
+  { offset: 3720, shape: [50] },
+];
+const SIZE = 3770;
+const RANK = 4;
+
+const layout = () => powerSgdLayout(TENSORS, RANK, 0.5);
+
+/** The weighted mean of each peer's vector, as the reducers compute it with aggregation 'mean'. */
+function mean(vs: readonly Float32Array[], weights: readonly number[]): Float32Array {
+  const total = weights.reduce((a, b) => a + b, 0);
+  const out = new Float32Array(vs[0]!.length);
+  vs.forEach((v, k) => v.forEach((x, i) => (out[i]! += (weights[k]! / total) * x)));
+  return out;
+}
+
+const relErr = (a: Float32Array, b: Float32Array): number => {
+  let d = 0;
+  let n = 0;
+  for (let i = 0; i < a.length; i++) {
+    d += (a[i]! - b[i]!) ** 2;
+    n += b[i]! ** 2;
+  }
+  return Math.sqrt(d / n);
+};
+
+test('three peers average PowerSGD-compressed gradients in two phases of one group: each applies what the arithmetic gives', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'psgd-round' });
+  const compressors = nodes.map(() => new PowerSgd(layout(), 11));
+  const reference = nodes.map(() => new PowerSgd(layout(), 11));
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 3, chunkValues: 300, aggregation: 'mean', powerSgd: compressors[i]! }));
+  const weights = [1, 2, 3];
+  for (const epoch of [0, 1]) {
+    const grads = nodes.map((_, i) => randomVector(SIZE, 100 * epoch + i));
+    const results = await Promise.all(avg.map((a, i) => a.step(grads[i]!, { epoch, weight: weights[i]! })));
+    // the reference: the same arithmetic with the means taken here
+    const p = mean(reference.map((s, i) => s.phaseP(grads[i]!)), weights);
+    const q = mean(reference.map((s, i) => s.phaseQ(p, grads[i]!)), weights);
+    const expected = new Float32Array(SIZE);
+    reference.forEach((s) => s.finish(q, expected));
+    for (const [i, r] of results.entries()) {
+      assert.ok(r.ok, r.ok ? '' : r.reason);
+      assert.equal(r.status, 'complete');
+      assert.equal(r.group.members.length, 3);
+      assert.equal(r.group.size, SIZE, 'the result names the matched group, of the gradient’s size');
+      assert.ok(relErr(r.vector, expected) < 1e-5, `epoch ${epoch}, peer ${i}: relative error ${relErr(r.vector, expected)}`);
+      assert.ok(relErr(compressors[i]!.qs, reference[i]!.qs) < 1e-5, 'the next round’s Q is the averaged Q');
+      assert.ok(relErr(compressors[i]!.errors, reference[i]!.errors) < 1e-4, 'the error buffer holds what the approximation missed');
+      assert.deepEqual(r.powerSgd, { rank: RANK, ratio: SIZE / (layout().pLength + layout().qLength) });
+      // plain averaging sends each of the 2 other reducers its share of 4-byte values; PowerSGD sends P and Q instead
+      assert.ok(r.bytesSent < 0.6 * 4 * SIZE * (2 / 3), `peer ${i} sent ${r.bytesSent} bytes`);
+    }
+    assert.deepEqual(results.map((r) => (r.ok ? r.vector : undefined))[0], results.map((r) => (r.ok ? r.vector : undefined))[1], 'every peer applies the same gradient');
+  }
+});
+
+test('a plain averager and a PowerSGD one never group: their schema hashes differ', async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'psgd-mixed' });
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 2000, targetGroupSize: 2, ...(i === 0 ? { powerSgd: new PowerSgd(layout(), 1) } : {}) }));
+  const results = await Promise.all(avg.map((a, i) => a.step(randomVector(SIZE, i), { epoch: 0, weight: 1 })));
+  for (const r of results) assert.ok(!r.ok && r.stage === 'matchmaking', r.ok ? `grouped with ${r.group.members.length}` : r.reason);
+});
+
+test('a member that drops between phase P and phase Q fails the round for the others, in bounded time, and their error buffers are as before', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'psgd-drop' });
+  const leaver = nodes[2]!;
+  /** Stops its node once phase P is averaged, as a volunteer that quits or crashes mid-round. */
+  class Leaving extends PowerSgd {
+    override phaseQ(_averagedP: Float32Array, _gradient: Float32Array): Float32Array {
+      void leaver.stop();
+      throw new Error('this peer left between the phases');
+    }
+  }
+  const compressors = [new PowerSgd(layout(), 3), new PowerSgd(layout(), 3), new Leaving(layout(), 3)];
+  const init = { ...FAST, senderTimeoutMs: 2000, reducerTimeoutMs: 3000, averagingTimeoutMs: 15_000 };
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...init, targetGroupSize: 3, chunkValues: 300, powerSgd: compressors[i]! }));
+  const grads = nodes.map((_, i) => randomVector(SIZE, 7 + i));
+  const started = Date.now();
+  const results = await Promise.allSettled(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: 1 })));
+  assert.ok(Date.now() - started < init.matchmakingTimeMs! + init.averagingTimeoutMs, 'no peer waits past matchmaking + the averaging timeout');
+  assert.equal(results[2]!.status, 'rejected');
+  for (const [i, settled] of results.slice(0, 2).entries()) {
+    assert.equal(settled.status, 'fulfilled');
+    const r = settled.value;
+    assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? 'the round completed without the leaver' : r.reason);
+    assert.match(r.reason, /PowerSGD phase Q with 3 peers left 1 part\(s\) unaveraged/);
+    assert.ok(compressors[i]!.errors.every((x) => x === 0), 'the gradient went back out of the error buffer (the caller steps on it locally)');
+  }
+});
