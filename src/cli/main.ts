@@ -1,4 +1,14 @@
 // Entry point of the `cohort` command (see bin/cohort.js).
 import { main } from './program.js';
 
+/** How long the process may outlive its command (stdout and stderr flushing) before it exits anyway. */
+const EXIT_GRACE_MS = 3000;
+
 process.exitCode = await main(process.argv.slice(2));
+// The command is done (a stopped `cohort run` has saved its state and printed its summary): a handle
+// still open (a connection libp2p did not close, a timer, a worker) must not keep the process alive.
+// Unref'd: a process with nothing left exits at once, as always.
+setTimeout(() => {
+  process.stderr.write(`cohort: exiting ${EXIT_GRACE_MS / 1000} s after the command ended; still open: ${process.getActiveResourcesInfo().join(', ')}\n`);
+  process.exit();
+}, EXIT_GRACE_MS).unref();

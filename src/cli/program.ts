@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
 import { NonFiniteTrainingError } from '../training/session.js';
+import { RunRecordUnavailableError } from '../collab/errors.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
 import { registerStatus } from './commands/status.js';
@@ -58,7 +59,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return EXIT_USAGE;
     }
     // the message says all: what went wrong and what to do
-    if (err instanceof StoreError || err instanceof NonFiniteTrainingError) {
+    if (err instanceof StoreError || err instanceof NonFiniteTrainingError || err instanceof RunRecordUnavailableError) {
       process.stderr.write(`cohort: ${err.message}\n`);
       return 1;
     }

@@ -14,6 +14,14 @@ export class RunSettingsConflictError extends Error {
   }
 }
 
+/**
+ * A joiner found no run record in the swarm within its wait (and keeps none from an earlier session):
+ * it stops rather than train on settings that are not the run's. The message says what was tried.
+ */
+export class RunRecordUnavailableError extends Error {
+  override readonly name = 'RunRecordUnavailableError';
+}
+
 /** A training state (a donor's download, a checkpoint) that cannot be used. */
 export class TrainingStateError extends Error {
   override readonly name = 'TrainingStateError';

@@ -5,7 +5,7 @@
  */
 export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
 export { BadStepCounter } from './bad-steps.js';
-export { RunSettingsConflictError, TrainingStateError } from './errors.js';
+export { RunRecordUnavailableError, RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { latestLeaderboard } from './leaderboard.js';

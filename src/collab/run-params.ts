@@ -4,6 +4,7 @@
  * joiners, so a volunteer cannot silently train something incompatible. See docs/protocol.md
  * ("The `run` record") for who is authoritative and the limits of that rule.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS, type DataPins } from '../averaging/index.js';
 import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
@@ -11,7 +12,7 @@ import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
 import { pick } from '../util/pick.js';
-import { RunSettingsConflictError } from './errors.js';
+import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
 
 export const RUN_NAMESPACE = 'run';
@@ -20,9 +21,16 @@ export const RUN_KEY = 'run';
 /** Lifetime of a published record; each holder re-publishes well before it expires. */
 const RUN_PARAMS_TTL_MS = 60 * 60_000;
 const RUN_PARAMS_REPUBLISH_MS = 10 * 60_000;
-/** How long a joiner looks for the record before it trains with its own flags. */
+/** How long one look for the record lasts (reads every RETRY_MS). */
 const RUN_PARAMS_WAIT_MS = 10_000;
 const RETRY_MS = 500;
+/**
+ * How long a joiner keeps looking before it gives up: a founder still starting, or a swarm whose
+ * DHT is slow on a loaded machine, publishes late, and a joiner never trains on other settings.
+ */
+const RUN_RECORD_JOIN_WAIT_MS = 120_000;
+/** Pauses between a joiner's looks: doubling from the first, up to the second. */
+const RUN_RECORD_BACKOFF_MS = [2000, 20_000] as const;
 
 const int = z.number().int();
 
@@ -309,12 +317,14 @@ export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonl
 }
 
 export interface ResolveRunSettings {
-  /** This peer's settings: the run's when it founds it, the fallback when a joiner finds no record. */
+  /** This peer's settings: the run's when it founds it (a joiner adopts the swarm's). */
   readonly own: RunSettings;
   /** The data this peer holds (null: none prepared): the run's when it founds it. @default null */
   readonly ownData?: RunData | null;
   /** Peers of the join code or initial peers; undefined: this peer founds the run. */
   readonly joinPeers: readonly string[] | undefined;
+  /** How long a joiner looks for the swarm's record before RunRecordUnavailableError. @default RUN_RECORD_JOIN_WAIT_MS */
+  readonly recordWaitMs?: number;
   /** Settings the user chose explicitly: one that contradicts the swarm's is a RunSettingsConflictError. */
   readonly explicit?: ReadonlyArray<keyof RunSettings>;
   /**
@@ -331,8 +341,9 @@ export interface ResolveRunSettings {
  * The run's record on `node`, for a founder and a joiner alike. A founder publishes its own (in the
  * background: a lone founder's first DHT lookup only ends at its timeout), or the stored one it
  * resumes. A joiner adopts the swarm's published one and keeps re-publishing it (so the record
- * outlives the founder), or trains with the stored one, else its own, warned, when no record is
- * found in time.
+ * outlives the founder), or trains with the stored one when the swarm has none; with neither, it
+ * looks again for up to `recordWaitMs` and then throws RunRecordUnavailableError: a joiner never
+ * trains on settings that are not the run's.
  */
 export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<RunParams> {
   const ownData = r.ownData ?? null;
@@ -351,19 +362,51 @@ export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): 
     );
     return params;
   }
-  const swarm = await readRunParams(node, { joinPeers: r.joinPeers, log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
+  const swarm = await awaitRunParams(node, r);
   if (swarm === undefined) {
-    if (r.stored) {
-      r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored))}; ${describeRunData(r.stored.data)})`);
-      return r.stored;
-    }
-    r.log.warn(`no run parameters published in swarm "${node.runId}" (a founder running another version of Cohort, whose record this one cannot read?): training with this peer's own (${describeRunSettings(r.own)}; ${describeRunData(ownData)}); every peer must use the same ones`);
-    return newRunParams(r.own, ownData);
+    // the run's own record, kept by this data directory's checkpoints
+    r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored!))}; ${describeRunData(r.stored!.data)})`);
+    return r.stored!;
   }
   checkExplicit(r, swarm.params, swarm.owner);
   r.log.info(`adopting the swarm's run parameters (published by ${swarm.owner}): ${describeRunSettings(runSettingsOf(swarm.params))}; ${describeRunData(swarm.params.data)}`);
   publishRunParams(node, swarm.params, r.log).catch((err: unknown) => r.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
   return swarm.params;
+}
+
+/**
+ * A joiner's look for the swarm's record: read, and while nothing is found, read again after a
+ * doubling pause (logged), for up to `recordWaitMs`. Undefined only when this peer keeps the run's
+ * record itself (`stored`, after one look); otherwise a RunRecordUnavailableError saying what was tried.
+ */
+async function awaitRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<SwarmRunParams | undefined> {
+  const started = Date.now();
+  const deadline = started + (r.recordWaitMs ?? RUN_RECORD_JOIN_WAIT_MS);
+  let pause: number = RUN_RECORD_BACKOFF_MS[0];
+  for (let look = 1; ; look++) {
+    const found = await readRunParams(node, { joinPeers: r.joinPeers, waitMs: Math.min(RUN_PARAMS_WAIT_MS, Math.max(0, deadline - Date.now())), log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
+    if (found !== undefined || r.stored !== undefined) return found;
+    r.signal?.throwIfAborted();
+    const peers = node.libp2p.getPeers().map(String);
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      const joinPeers = r.joinPeers ?? [];
+      const reached = joinPeers.filter((p) => peers.includes(p));
+      throw new RunRecordUnavailableError(
+        `could not read the run record (DHT key "${RUN_KEY}") of swarm "${node.runId}" in ${((Date.now() - started) / 1000).toFixed(0)} s (${look} look(s)): ` +
+          `connected to ${peers.length} peer(s)${peers.length > 0 ? ` (${peers.map(shortId).join(', ')})` : ''}, ${reached.length} of the ${joinPeers.length} join peer(s) among them; ` +
+          `this peer trains only on the run's settings: check that the swarm's peers are up and run a compatible Cohort, or found a run of your own (without --join or --initial-peers)`,
+      );
+    }
+    const wait = Math.min(pause, left);
+    r.log.info(`no run record found yet in swarm "${node.runId}" (DHT key "${RUN_KEY}", ${peers.length} peer(s) connected, look ${look}): looking again in ${(wait / 1000).toFixed(0)} s, for up to ${(left / 1000).toFixed(0)} s more`);
+    await delay(wait, undefined, r.signal ? { signal: r.signal } : {}).catch(() => r.signal?.throwIfAborted());
+    pause = Math.min(2 * pause, RUN_RECORD_BACKOFF_MS[1]);
+  }
+}
+
+function shortId(peer: string): string {
+  return `…${peer.slice(-8)}`;
 }
 
 /** Throws RunSettingsConflictError for the first explicit setting that contradicts `params` (signed by `owner`). */

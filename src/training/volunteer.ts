@@ -4,7 +4,7 @@
  * either, or when the swarm cannot be reached, train alone and say so. The coordinator switch runs a
  * Coordinator on the same swarm node.
  */
-import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunParams, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunSettings } from '../collab/index.js';
+import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunParams, RunRecordUnavailableError, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import type { NodeReachability } from '../shared/api.js';
@@ -161,7 +161,16 @@ export class VolunteerTraining implements TrainingService {
     }
     const joinPeers = joinPeerIds(target.initialPeers);
     // the record this data directory's checkpoints keep: found again when the swarm has lost it, and kept in the new ones
-    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+    let record: RunParams;
+    try {
+      record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+    } catch (err) {
+      // never in the swarm on settings that are not the run's
+      if (!(err instanceof RunRecordUnavailableError)) throw err;
+      await this.swarm.release();
+      this.o.log.warn(`${err.message}; training alone until the next start`);
+      return this.startSolo();
+    }
     const run = runSettingsOf(record);
     this.o.log.info(`training with the swarm "${node.runId}"`);
     this.mode = 'swarm';

@@ -41,16 +41,17 @@ export const progressSchema = z.strictObject({ samples: z.number().int().nonnega
 /**
  * `count` DHT servers of one run on loopback: the first is the bootstrap peer of the others. Resolves
  * once every peer serves the DHT (auto mode: AutoNAT confirmed it), every routing table holds at
- * least two others (or all of them, when fewer), and connected peers know each other as servers.
+ * least two others (or all of them, when fewer), and connected peers know each other as servers;
+ * each of these waits fails after `timeoutMs` (8 peers in one process on a loaded machine need more).
  */
-export async function startSwarm(t: TestContext, count: number, init: Partial<SwarmInit> & { runId: string }): Promise<SwarmNode[]> {
+export async function startSwarm(t: TestContext, count: number, init: Partial<SwarmInit> & { runId: string }, timeoutMs = 15_000): Promise<SwarmNode[]> {
   const first = await startNode(t, init);
   const rest = await Promise.all(Array.from({ length: count - 1 }, () => startNode(t, { ...init, initialPeers: first.multiaddrs() })));
   const nodes = [first, ...rest];
-  await waitFor(`${count} peers to serve the DHT`, () => nodes.every((n) => n.reachability === 'public'));
-  await waitFor(`${count} routing tables to fill`, () => nodes.map((n) => n.stats()).every((s) => s.routingTableSize >= Math.min(count - 1, 2)));
+  await waitFor(`${count} peers to serve the DHT`, () => nodes.every((n) => n.reachability === 'public'), timeoutMs);
+  await waitFor(`${count} routing tables to fill`, () => nodes.map((n) => n.stats()).every((s) => s.routingTableSize >= Math.min(count - 1, 2)), timeoutMs);
   // identify-push has told every connected peer that the others serve now (none is still seen as a client)
-  await waitFor('every peer to be seen as a server', () => nodes.every((n) => nodes.every((m) => m === n || n.libp2p.getConnections(m.peerId).length === 0 || n.isClientMode(m.peerId) === false)));
+  await waitFor('every peer to be seen as a server', () => nodes.every((n) => nodes.every((m) => m === n || n.libp2p.getConnections(m.peerId).length === 0 || n.isClientMode(m.peerId) === false)), timeoutMs);
   return nodes;
 }
 

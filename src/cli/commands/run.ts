@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
@@ -15,6 +16,9 @@ import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
+
+/** How long a stopping `cohort run` waits for its swarm node to stop. */
+const NODE_STOP_MS = 10_000;
 
 export function registerRun(program: Command): void {
   const cmd = program
@@ -44,9 +48,14 @@ export function registerRun(program: Command): void {
     let node: SwarmNode | undefined;
     let metricsServer: MetricsServer | undefined;
     const stop = new AbortController();
-    const onSignal = (): void => stop.abort();
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    // the first signal stops cleanly (state saved, summary printed); a second one exits at once
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (!stop.signal.aborted) return stop.abort();
+      process.stderr.write(`cohort: second signal (${signal}) while stopping: exiting now, without saving\n`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
       const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
@@ -82,11 +91,12 @@ export function registerRun(program: Command): void {
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } finally {
+      await metricsServer?.close();
+      // bounded: under load a libp2p stop can wait long on connections closing, and the state is saved already
+      if (node) await Promise.race([node.stop(), delay(NODE_STOP_MS, undefined, { ref: false }).then(() => log.warn(`the swarm node did not stop within ${NODE_STOP_MS / 1000} s; exiting without waiting for it`))]);
+      store.close();
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      await metricsServer?.close();
-      await node?.stop();
-      store.close();
     }
   });
 }

@@ -1,0 +1,46 @@
+// A SIGTERMed `cohort run` peer in a swarm stops cleanly and exits (the swarm lab saw trained peers
+// that saved and printed their summary still alive 60 s later); a second signal exits at once.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import test from 'node:test';
+import { tmpDir } from '../helpers/tmp.js';
+import { preparedDataDirs, spawnCli, waitFor, type Proc } from './processes.js';
+
+const COMMON = ['--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '48', '--refresh', '1', '--lr', '0.01', '--warmup-steps', '1', '--total-steps', '1000'];
+const TRAIN = [...COMMON, '--batch-size', '4', '--matchmaking-time', '2', '--averaging-timeout', '15', '--threads', '1'];
+
+/** Milliseconds from now until `proc` exits, with its exit code and signal. */
+async function exitAfter(proc: Proc): Promise<{ ms: number; code: number | null; signal: NodeJS.Signals | null }> {
+  const started = Date.now();
+  const code = await proc.exited;
+  return { ms: Date.now() - started, code, signal: proc.child.signalCode };
+}
+
+test('a SIGTERMed peer mid-training prints its summary and exits 0; a second signal exits at once', { timeout: 240_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [a, b] = await preparedDataDirs(path.join(root, 'template'), ['a', 'b']);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'sigterm-test', '--data-dir', path.join(root, 'co'), '--checkpoint-every', '0', ...COMMON]);
+  const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 60_000);
+  const peers = [a, b].map((dir) => spawnCli(t, ['run', '--join', code!, '--data-dir', dir!, ...TRAIN]));
+  await Promise.all(peers.map((p) => waitFor(p, /Averaged gradients with 2 peers/, 150_000, 'stderr')));
+
+  // mid-training, connected to a peer and the coordinator, with its averagers' rounds and timers live
+  const [stopped, doubled] = peers as [Proc, Proc];
+  stopped.child.kill('SIGTERM');
+  const clean = await exitAfter(stopped);
+  assert.equal(clean.code, 0, stopped.stderr.slice(-3000));
+  const summary = JSON.parse(stopped.stdout.trim().split('\n').at(-1)!) as { role: string; epoch: number };
+  assert.equal(summary.role, 'peer');
+  // a bound on a hang, not a timing goal: it saves its state and stops its node, then nothing keeps it
+  assert.ok(clean.ms < 30_000, `exited ${clean.ms} ms after SIGTERM`);
+
+  // a volunteer who presses Ctrl+C twice means now: the second signal does not wait for the clean stop
+  doubled.child.kill('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  doubled.child.kill('SIGINT');
+  const forced = await exitAfter(doubled);
+  assert.equal(forced.code, 130, doubled.stderr.slice(-3000));
+  assert.match(doubled.stderr, /second signal/);
+  co.child.kill('SIGTERM');
+  assert.equal(await co.exited, 0, co.stderr.slice(-3000));
+});
