@@ -184,27 +184,9 @@ export function collabOptionsOf(s: RunSettings): Pick<RunSettings, (typeof COLLA
   return pick(s, COLLAB_RUN_KEYS);
 }
 
-/** One line for logs and `cohort status`. */
+/** One line for logs and `cohort status`: every setting by its field name in words ("target batch size 4096"), an absent one as "default". */
 export function describeRunSettings(s: RunSettings): string {
-  return [
-    `preset ${s.preset}`,
-    `seq ${s.seqLen}`,
-    `target batch ${s.targetBatchSize}`,
-    `seed ${s.seed}`,
-    `lr ${s.peakLr}`,
-    `warmup ${s.warmupSteps}`,
-    `total steps ${s.totalSteps}`,
-    `grad compression ${s.gradCompression}`,
-    `state compression ${s.stateAveragingCompression}`,
-    `average state every ${s.averageStateEvery ?? 'default'}`,
-    `average opt statistics ${s.averageOptStatistics ? 'on' : 'off'}`,
-    `local updates ${s.useLocalUpdates ? 'on' : 'off'}`,
-    `batch size lead ${s.batchSizeLead}`,
-    `aggregation ${s.aggregation ?? DEFAULT_AGGREGATION}`,
-    s.gradAverager === 'powersgd' ? `grad averager powersgd (rank ${s.powersgdRank ?? DEFAULT_POWERSGD_RANK}, min ratio ${s.powersgdMinRatio ?? DEFAULT_POWERSGD_MIN_RATIO})` : 'grad averager plain',
-    `LAMB betas ${s.adamBeta1}/${s.adamBeta2}, eps ${s.adamEpsilon}, weight decay ${s.weightDecay}, clamp ${s.clampValue}`,
-    `grad clip ${s.maxGradNorm}`,
-  ].join(', ');
+  return (Object.keys(RUN_SETTING_FIELDS) as (keyof RunSettings)[]).map((k) => `${k.replace(/[A-Z]/g, (c) => ` ${c.toLowerCase()}`)} ${s[k] ?? 'default'}`).join(', ');
 }
 
 const namespaces = new WeakMap<SwarmNode, RecordNamespace<RunParams>>();

@@ -23,7 +23,7 @@ test('a founder publishes its flags; a joiner adopts and re-publishes them; coho
   const [, joinerId] = await waitFor(joiner, /coordinator (12D3[1-9A-HJ-NP-Za-km-z]+)/, 30_000);
   const [adopted] = await waitFor(joiner, /adopting the swarm's run parameters[^"]*/, 30_000, 'stderr');
   assert.ok(adopted.includes(`published by ${founderId}`), adopted);
-  for (const part of ['seq 64', 'target batch 40', 'lr 0.01', 'preset tiny']) assert.ok(adopted.includes(part), `${part} in: ${adopted}`);
+  for (const part of ['seq len 64', 'target batch size 40', 'peak lr 0.01', 'preset tiny']) assert.ok(adopted.includes(part), `${part} in: ${adopted}`);
 
   const [status, contradicting] = await Promise.all([
     runCli(['status', '--join', code!, '--json', '--wait', '3', '--log-level', 'error']),
