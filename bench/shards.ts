@@ -1,5 +1,5 @@
 // Shard exchange throughput on loopback: one seeder, 4 newcomers with empty stores each fetching the
-// whole dataset (64 MB of shards) at once over `shards/1.0.0`, against raw TCP moving the same bytes
+// whole dataset (64 MB of shards) at once over the shard exchange (SHARDS_PROTOCOL), against raw TCP moving the same bytes
 // (one server writing 64 MB to each of 4 clients) in the same process and run, and against bare libp2p
 // streams over the same connections (what the transport allows before any protocol).
 // COHORT_BENCH_SHARDS_MB sets the dataset size (default 64). Goal: shards_vs_tcp ≥ 0.5.
