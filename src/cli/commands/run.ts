@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
@@ -16,6 +17,7 @@ import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
+import { stopOnSignal } from '../stop-signal.js';
 
 /** How long a stopping `cohort run` waits for its swarm node to stop. */
 const NODE_STOP_MS = 10_000;
@@ -47,15 +49,7 @@ export function registerRun(program: Command): void {
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
     let metricsServer: MetricsServer | undefined;
-    const stop = new AbortController();
-    // the first signal stops cleanly (state saved, summary printed); a second one exits at once
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (!stop.signal.aborted) return stop.abort();
-      process.stderr.write(`cohort: second signal (${signal}) while stopping: exiting now, without saving\n`);
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    const stop = stopOnSignal();
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
       const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
@@ -71,7 +65,7 @@ export function registerRun(program: Command): void {
       if (opts.coordinator) {
         const coordinator = new Coordinator({ ...pick(opts, ['refresh', 'checkpointEvery', 'keepCheckpoints']), node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, run: record });
         coordinator.start();
-        await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        await once(stop.signal, 'abort');
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
@@ -95,8 +89,7 @@ export function registerRun(program: Command): void {
       // bounded: under load a libp2p stop can wait long on connections closing, and the state is saved already
       if (node) await Promise.race([node.stop(), delay(NODE_STOP_MS, undefined, { ref: false }).then(() => log.warn(`the swarm node did not stop within ${NODE_STOP_MS / 1000} s; exiting without waiting for it`))]);
       store.close();
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      stop.release();
     }
   });
 }

@@ -1,7 +1,9 @@
+import { once } from 'node:events';
 import type { Command } from 'commander';
 import { volunteerParts } from '../../training/volunteer.js';
 import { startHeadlessNode } from '../../node/headless.js';
 import { addSettingOptions, commandContext } from '../context.js';
+import { stopOnSignal } from '../stop-signal.js';
 
 export function registerStart(program: Command): void {
   const cmd = program.command('start').description('start the headless node with the default settings and serve the dashboard on loopback (what `npm start` runs without Electron)');
@@ -10,11 +12,10 @@ export function registerStart(program: Command): void {
     const { config, log } = commandContext(cmd);
     const node = await startHeadlessNode(config, log, volunteerParts(config));
     process.stdout.write(`Cohort dashboard: ${node.url}${config.dashboardToken ? ' (open it with ?token=<your dashboard token>)' : ''}\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
+    const stop = stopOnSignal();
+    await once(stop.signal, 'abort');
     log.info('stopping');
     await node.stop();
+    stop.release();
   });
 }

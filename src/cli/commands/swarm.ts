@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
@@ -10,6 +11,7 @@ import { addSettingOptions, commandContext, describeCommandEnv } from '../contex
 import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
 import { METRICS_FLAGS, metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, SWARM_FLAGS, describeReachability, swarmFlagsInit, waitForReachability } from '../reachability.js';
+import { stopOnSignal } from '../stop-signal.js';
 
 const START_FLAGS = {
   runId: flagRow({ schema: z.string(), arg: '<id>', description: 'the run (swarm) to join: 1–64 of a-z 0-9 . _ -; taken from the join code when --initial-peers is one' }),
@@ -56,15 +58,14 @@ export function registerSwarm(program: Command): void {
       const recordStats = (): void => store.metrics.record(statsMetricPoints(node.stats()));
       recordStats();
       const timer = setInterval(recordStats, STATS_RECORD_INTERVAL_MS);
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve);
-        process.once('SIGTERM', resolve);
-      });
+      const stop = stopOnSignal();
+      await once(stop.signal, 'abort');
       log.info('stopping');
       clearInterval(timer);
       recordStats();
       await metricsServer?.close();
       await node.stop();
+      stop.release();
     } finally {
       store.close();
     }
