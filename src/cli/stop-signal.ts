@@ -1,3 +1,5 @@
+const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
 /**
  * What a long-running command waits for: the first SIGINT/SIGTERM aborts `signal` (the command stops
  * cleanly: state saved, summary printed); a second one while it stops exits at once, without saving
@@ -10,13 +12,6 @@ export function stopOnSignal(): { readonly signal: AbortSignal; release(): void 
     process.stderr.write(`cohort: second signal (${signal}) while stopping: exiting now, without saving\n`);
     process.exit(signal === 'SIGINT' ? 130 : 143);
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  return {
-    signal: stop.signal,
-    release: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
+  for (const s of SIGNALS) process.on(s, onSignal);
+  return { signal: stop.signal, release: () => SIGNALS.forEach((s) => process.off(s, onSignal)) };
 }
