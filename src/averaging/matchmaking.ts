@@ -100,8 +100,8 @@ const DIAL_TIMEOUT_MS = 5000;
 const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'DATA_MISMATCH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
 /**
- * Times a leader may fail to answer (a dial or stream that failed or timed out) before it is given up
- * for the round. On a loaded machine a live leader misses a 5 s dial now and then, most of all when
+ * Times a leader's dial or stream may fail (not stay silent until the deadline: see follow) before it
+ * is given up for the round. On a loaded machine a live leader misses a 5 s dial now and then, most of all when
  * a whole swarm dials it in the same second; given up at once, it lost every such follower for the
  * round (bench allreduce: 8 peers, no group in 3 runs of 3).
  */
@@ -511,14 +511,18 @@ export class Matchmaker {
     } catch (err) {
       framed?.abort(err as Error);
       this.p.signal?.throwIfAborted();
-      this.onUnreachable(leader, `unreachable or silent: ${(err as Error).message}`);
+      // a dial or stream that failed may be retried; a leader that stayed silent until the deadline
+      // already cost this peer its matchmaking time and is not asked twice (a hostile leader that
+      // takes joins and never answers would otherwise keep honest peers from any group)
+      if (signal.aborted) this.refusedBy.set(leader, `silent until the deadline: ${(err as Error).message}`);
+      else this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
       return undefined;
     } finally {
       if (this.role.kind === 'following') this.role = this.idle();
     }
   }
 
-  /** A leader that did not answer is asked again after a backoff (doubling), and given up after UNREACHABLE_TRIES. */
+  /** A leader whose dial or stream failed is asked again after a backoff (doubling), and given up after UNREACHABLE_TRIES. */
   private onUnreachable(leader: string, why: string): void {
     const tries = (this.unreachable.get(leader)?.tries ?? 0) + 1;
     this.log.debug({ leader, tries, err: why }, 'joining a leader failed');
