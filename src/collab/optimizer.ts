@@ -189,7 +189,12 @@ export class CollaborativeOptimizer {
     const powerSgd = this.o.gradAverager === 'powersgd' ? { powerSgd: new PowerSgd(powerSgdLayout(params.specs, this.o.powersgdRank, this.o.powersgdMinRatio), this.o.seed) } : {};
     const diloco = this.o.outerOptimizer === 'diloco';
     this.outer = diloco ? new OuterNesterov(params, this.o.outerLr, this.o.outerMomentum) : undefined;
-    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing });
+    // a DiLoCo round comes after each peer's own H steps, so peers reach it seconds apart: one that is
+    // done waits for the others expected in the round for up to averaging_timeout, not matchmaking_time
+    // (the group closes as soon as they joined), or the peers fall out of step and each round averages alone
+    const roundWait = Math.max(this.o.matchmakingTime, this.o.averagingTimeout);
+    const window = diloco ? { matchmakingTimeMs: Math.round(roundWait * 1000), averagingExpirationMs: Math.round(Math.max(this.o.averagingExpiration, roundWait) * 1000) } : {};
+    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });
