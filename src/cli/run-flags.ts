@@ -40,6 +40,10 @@ export const RUN_SETTING_FLAGS = {
   gradAverager: wide('gradAverager', 'how gradients are averaged: plain, or powersgd (low-rank factors with error feedback, hivemind’s PowerSGDGradientAverager)'),
   powersgdRank: wide('powersgdRank', 'PowerSGD’s rank (averager_rank)'),
   powersgdMinRatio: wide('powersgdMinRatio', 'PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio)'),
+  outerOptimizer: wide('outerOptimizer', 'none, or diloco: each peer takes up to --inner-steps local LAMB steps, then the peers average θ_start − θ and take one outer Nesterov step (an epoch)'),
+  innerSteps: wide('innerSteps', 'DiLoCo: local steps (micro-batches) per round at most; the round ends sooner once the swarm gathered the target batch'),
+  outerLr: wide('outerLr', 'DiLoCo: outer Nesterov learning rate'),
+  outerMomentum: wide('outerMomentum', 'DiLoCo: outer Nesterov momentum (0: none)'),
   batchSizeLead: wide('batchSizeLead', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)'),
   peakLr: wide('peakLr', 'peak LAMB learning rate', '--lr'),
   warmupSteps: wide('warmupSteps', 'warmup in swarm epochs'),
@@ -129,5 +133,6 @@ export function checkRunSettings(s: RunSettings, local: LocalOptions): void {
   const problem = runSettingsProblem(s);
   if (problem) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, problem.field), problem.message);
   if (local.delayGradAveraging && s.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
+  if ((local.delayGradAveraging || local.delayOptimizerStep) && s.outerOptimizer === 'diloco') throw new ConfigError(local.delayGradAveraging ? '--delay-grad-averaging' : '--delay-optimizer-step', 'is not supported with --outer-optimizer diloco');
   if (local.delayOptimizerStep && s.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');
 }

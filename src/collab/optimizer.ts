@@ -20,6 +20,7 @@ import { BadStepCounter } from './bad-steps.js';
 import { ObservedProgress } from './weight-bound.js';
 import { TrainingStateError } from './errors.js';
 import { decodeTrainingState, encodeTrainingState } from './state.js';
+import { OuterNesterov } from './outer-optimizer.js';
 
 /** After a failed state download a peer waits this long before the next try, doubling up to the max. */
 const LOAD_RETRY_MIN_MS = 1000;
@@ -63,6 +64,8 @@ export type StepOutcome =
 export const STATE_PREFIX = 'state';
 export const GRAD_PREFIX = 'grad';
 export const STATE_AVERAGING_PREFIX = 'state-avg';
+/** DiLoCo's pseudo-gradient averaging: its own group key, so it never meets a gradient round. */
+export const DILOCO_PREFIX = 'diloco';
 
 /** An epoch whose optimizer step is being taken: `finished` → `next`, over `samples` with mean micro-batch `loss`. */
 interface EndedEpoch {
@@ -147,6 +150,10 @@ export class CollaborativeOptimizer {
   /** Test-only: micro-batches whose gradients are still to be made non-finite (fault.nonFiniteMicroBatches). */
   private faultNonFinite: number;
   private readonly o: ResolvedCollaborativeOptions;
+  /** DiLoCo's θ_start and outer momentum (absent unless outerOptimizer is diloco). */
+  private readonly outer: OuterNesterov | undefined;
+  /** DiLoCo: local steps this peer took since its round began. */
+  private innerSteps = 0;
 
   constructor(
     private readonly node: SwarmNode,
@@ -180,7 +187,14 @@ export class CollaborativeOptimizer {
     };
     // PowerSGD's Q matrices come from the run's seed and its error buffers start at zero, on a founder and a newcomer alike: nothing of it is downloaded
     const powerSgd = this.o.gradAverager === 'powersgd' ? { powerSgd: new PowerSgd(powerSgdLayout(params.specs, this.o.powersgdRank, this.o.powersgdMinRatio), this.o.seed) } : {};
-    this.grads = createAverager(node, { prefix: GRAD_PREFIX, ...observe('gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing });
+    const diloco = this.o.outerOptimizer === 'diloco';
+    this.outer = diloco ? new OuterNesterov(params, this.o.outerLr, this.o.outerMomentum) : undefined;
+    // a DiLoCo round comes after each peer's own H steps, so peers reach it seconds apart: one that is
+    // done waits for the others expected in the round for up to averaging_timeout, not matchmaking_time
+    // (the group closes as soon as they joined), or the peers fall out of step and each round averages alone
+    const roundWait = Math.max(this.o.matchmakingTime, this.o.averagingTimeout);
+    const window = diloco ? { matchmakingTimeMs: Math.round(roundWait * 1000), averagingExpirationMs: Math.round(Math.max(this.o.averagingExpiration, roundWait) * 1000) } : {};
+    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });
@@ -230,6 +244,7 @@ export class CollaborativeOptimizer {
   async start(resume: { epoch?: number; samples?: number; seconds?: number } = {}): Promise<StepOutcome | undefined> {
     this.epochValue = resume.epoch ?? 0;
     this.totals = { samples: resume.samples ?? 0, seconds: resume.seconds ?? 0 };
+    this.outer?.reset(this.params); // the parameters the caller resumed from begin the first round
     this.takeBackup(); // so a broken step always has a state to go back to (a state load replaces it)
     const served = await this.state.serveState({
       epoch: () => this.epochValue,
@@ -237,7 +252,9 @@ export class CollaborativeOptimizer {
         this.delayed.run(); // a newcomer gets the parameters of the epoch it is told
         // a run that compresses state averaging sends newcomers its state in fp16 too (half the bytes of parameters and first moments)
         const fp16 = this.o.stateAveragingCompression !== 'none';
-        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, params: this.params, optimizer: this.optimizer.exportState() }, { fp16 }) };
+        // DiLoCo: the round's θ_start, which the swarm shares, and the outer momentum; the inner steps taken since are this peer's own
+        const outer = this.outer ? { params: this.outer.start, outerMomentum: this.outer.momentum } : { params: this.params };
+        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, optimizer: this.optimizer.exportState(), ...outer }, { fp16 }) };
       },
       settled: () => !this.delayed.isPending,
     });
@@ -275,11 +292,12 @@ export class CollaborativeOptimizer {
       this.outOfAveraging = undefined;
     }
     this.bad.reset();
-    if (this.o.useLocalUpdates) {
+    if (this.o.useLocalUpdates || this.outer) {
       if (!Number.isSafeInteger(samples) || samples <= 0) throw new RangeError(`micro-batch sample count must be an integer > 0; got ${samples}`);
-      // hivemind's use_local_updates: the optimizer steps on every micro-batch; the epoch's rate applies
+      // hivemind's use_local_updates and DiLoCo's inner steps: the optimizer steps on every micro-batch; the epoch's rate applies
       this.optimizerStep(grads, this.lr(this.epochValue + 1));
       if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
+      this.innerSteps++;
     } else this.acc.add(grads, samples);
     this.epochSamples += samples;
     this.lossSum += loss * samples;
@@ -307,7 +325,8 @@ export class CollaborativeOptimizer {
     // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
     if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
-    if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead)) return this.update(g);
+    // DiLoCo: or this peer took its H inner steps
+    if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead) || (this.outer && this.innerSteps >= this.o.innerSteps)) return this.update(g);
     this.maybeSchedule(g);
     return { type: 'accumulated', progress: g };
   }
@@ -318,7 +337,8 @@ export class CollaborativeOptimizer {
    * instead of costing a matchmaking time after it. The gradients and weight follow in `update`.
    */
   private maybeSchedule(g: GlobalProgress): void {
-    if (this.o.useLocalUpdates || this.scheduled || g.peers < 2 || !(g.eta <= this.o.matchmakingTime)) return;
+    // DiLoCo's round ends after H inner steps, which the swarm's ETA (samples to the target batch) does not foresee
+    if (this.o.useLocalUpdates || this.outer || this.scheduled || g.peers < 2 || !(g.eta <= this.o.matchmakingTime)) return;
     this.log.info(`Pre-scheduling gradient averaging round in ${g.eta.toFixed(2)} sec`);
     const epoch = this.epochValue;
     // read again when this peer is ready: its view then is up to a micro-batch newer
@@ -362,6 +382,7 @@ export class CollaborativeOptimizer {
       this.beginEpoch(s.next);
       return this.afterStep(s, { averagedWith: 1 }, g.peers);
     }
+    if (this.outer) return this.outerRound(this.outer, s, g.peers);
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
     const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) });
@@ -405,23 +426,40 @@ export class CollaborativeOptimizer {
     this.acc.reset();
     this.epochSamples = 0;
     this.lossSum = 0;
+    this.innerSteps = 0;
   }
 
   /** Takes the optimizer step of an ended epoch with the all-reduced gradient (or this peer's own when the round failed). */
   private applyAveraged(s: EndedEpoch, result: Reduced, peers: number, preScheduled: boolean): Promise<StepOutcome> {
-    let averaged: Averaged;
-    if (result.ok) {
-      this.averaged.data.set(result.vector);
-      averaged = { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
-    } else {
-      this.log.warn(`Averaging gradients failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
-      const dataMismatch = 'code' in result && result.code === 'DATA_MISMATCH';
-      if (dataMismatch) this.log.error(DATA_MISMATCH_ADVICE);
-      averaged = { averagedWith: 1, reason: result.reason, ...(dataMismatch ? { dataMismatch: true as const } : {}) };
-    }
+    if (result.ok) this.averaged.data.set(result.vector);
+    const averaged = this.roundOutcome(s, result, 'gradients', preScheduled);
     const lr = this.lr(s.next);
     // `averaged` stays untouched until the step is taken: the next round fills it only after step() took it
     this.delayed.defer(() => this.optimizerStep(this.averaged, lr));
+    return this.afterStep(s, averaged, peers);
+  }
+
+  /** What a round gave the step, warning when it failed (`what` was averaged). */
+  private roundOutcome(s: EndedEpoch, result: Reduced, what: string, preScheduled: boolean): Averaged {
+    if (result.ok) return { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
+    this.log.warn(`Averaging ${what} failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
+    const dataMismatch = 'code' in result && result.code === 'DATA_MISMATCH';
+    if (dataMismatch) this.log.error(DATA_MISMATCH_ADVICE);
+    return { averagedWith: 1, reason: result.reason, ...(dataMismatch ? { dataMismatch: true as const } : {}) };
+  }
+
+  /**
+   * DiLoCo's round: this peer's pseudo-gradient θ_start − θ is averaged with the group's (weighted by
+   * samples), and θ_start takes the outer step on the average (on its own when the round failed);
+   * the parameters become the new θ_start, the same on every member.
+   */
+  private async outerRound(outer: OuterNesterov, s: EndedEpoch, peers: number): Promise<StepOutcome> {
+    const delta = outer.pseudoGradient(this.params, this.averaged.data);
+    const result = await this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    this.beginEpoch(s.next);
+    const averaged = this.roundOutcome(s, result, 'pseudo-gradients', false);
+    outer.step(result.ok ? result.vector : delta, this.params);
+    this.checkFinite('the outer step');
     return this.afterStep(s, averaged, peers);
   }
 
@@ -429,10 +467,15 @@ export class CollaborativeOptimizer {
   private optimizerStep(grads: ParameterSet, lr: number): void {
     clipGradNorm(grads, this.o.maxGradNorm);
     this.optimizer.step(this.params, grads, lr);
+    this.checkFinite('the optimizer step');
+  }
+
+  /** Marks the parameters broken when `what` (a step) left a non-finite value in them. */
+  private checkFinite(what: string): void {
     // the norm is the fast test (block kernels); the element-wise search only names the culprit
     if (Number.isFinite(gradNorm(this.params))) return;
     const bad = this.params.firstNonFinite();
-    this.paramsBroken = `the optimizer step left ${bad ? `${bad.value} in ${bad.name}[${bad.index}]` : 'parameters whose norm is not finite'}`;
+    this.paramsBroken = `${what} left ${bad ? `${bad.value} in ${bad.name}[${bad.index}]` : 'parameters whose norm is not finite'}`;
   }
 
   private skip(grads: ParameterSet, loss: number): StepOutcome {
@@ -482,6 +525,7 @@ export class CollaborativeOptimizer {
     this.paramsBroken = undefined;
     this.params.data.set(b.params);
     this.optimizer.importState(b.optimizer);
+    this.outer?.reset(this.params); // a momentum that led here is dropped with the rest
     this.log.warn(`parameters became non-finite at epoch ${this.epochValue} (${why}): restored the backup of epoch ${b.epoch}; loading the swarm's state once anyone is ahead`);
     this.dropScheduled('this peer restored its backup');
     this.beginEpoch(b.epoch);
@@ -530,6 +574,7 @@ export class CollaborativeOptimizer {
       return { reason: result.reason };
     }
     this.params.data.set(result.vector.subarray(0, n));
+    this.outer?.start.data.set(this.params.data); // DiLoCo's next round begins from the averaged parameters
     this.delayed.masterChanged();
     if (opt) {
       opt.expAvg.data.set(result.vector.subarray(n, 2 * n));
@@ -549,6 +594,7 @@ export class CollaborativeOptimizer {
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);
+      this.outer?.reset(this.params, s.outerMomentum); // θ_start of the donor's round; no momentum from a donor of a non-DiLoCo run
       this.beginEpoch(s.epoch); // gradients of an older model are useless to the swarm
       this.inFlight = undefined; // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step

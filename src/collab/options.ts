@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from '../averaging/index.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
+import { DEFAULT_INNER_STEPS, DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM, OUTER_OPTIMIZERS } from './outer-optimizer.js';
 
 const int = z.number().int();
 const positive = z.number().finite().positive();
@@ -50,6 +51,19 @@ const collaborativeOptionsObject = z.object({
   powersgdRank: int.min(1).max(1024).default(DEFAULT_POWERSGD_RANK),
   /** PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio). */
   powersgdMinRatio: z.number().min(0).lt(1).default(DEFAULT_POWERSGD_MIN_RATIO),
+  /**
+   * DiLoCo (`diloco`): each peer takes up to `innerSteps` LAMB steps on its own micro-batches from
+   * θ_start, then the peers average the pseudo-gradient θ_start − θ (in `gradCompression`'s wire
+   * format) and take one outer Nesterov step of θ_start: that step is the swarm's epoch. `none`:
+   * gradients are averaged every epoch. Run-wide: the two never group.
+   */
+  outerOptimizer: z.enum(OUTER_OPTIMIZERS).default('none'),
+  /** DiLoCo's H: a peer's inner steps (micro-batches) per round at most; the round ends sooner once the swarm gathered `targetBatchSize` samples. */
+  innerSteps: int.min(1).max(1_000_000).default(DEFAULT_INNER_STEPS),
+  /** DiLoCo's outer learning rate. */
+  outerLr: positive.max(10).default(DEFAULT_OUTER_LR),
+  /** DiLoCo's outer Nesterov momentum (0: plain SGD). */
+  outerMomentum: z.number().min(0).lt(1).default(DEFAULT_OUTER_MOMENTUM),
   /** The run's seed: PowerSGD's first Q matrices are drawn from it, the same on every peer. */
   seed: int.min(0).max(2 ** 32 - 1).default(0),
   /** Wire compression of state averaging (state_averaging_compression). */
@@ -144,6 +158,12 @@ export function resolveCollaborativeOptions(options: CollaborativeOptions): Reso
   if (o.delayGradAveraging && !o.delayOptimizerStep) throw new RangeError('delay_grad_averaging needs delay_optimizer_step (its default); got delay_optimizer_step false');
   // use_local_updates steps on the caller's gradient buffer, which the next micro-batch overwrites
   if (o.useLocalUpdates && o.delayOptimizerStep) throw new RangeError('delay_optimizer_step is not supported with use_local_updates: the local step runs on every micro-batch');
+  if (o.outerOptimizer === 'diloco') {
+    // DiLoCo's inner steps are its own local updates, its round the one all-reduce, taken at once
+    if (o.useLocalUpdates) throw new RangeError('outer_optimizer diloco takes its own local steps: use_local_updates must be off');
+    if (o.gradAverager !== 'plain') throw new RangeError(`outer_optimizer diloco averages its pseudo-gradient as it is: grad_averager must be plain, not ${o.gradAverager}`);
+    if (o.delayOptimizerStep) throw new RangeError('delay_optimizer_step and delay_grad_averaging are not supported with outer_optimizer diloco');
+  }
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
   return o;
 }

@@ -14,6 +14,7 @@ import { parsePeerAddr } from '../swarm/config.js';
 import { pick } from '../util/pick.js';
 import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
+import { DEFAULT_INNER_STEPS, DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM, OUTER_OPTIMIZERS } from './outer-optimizer.js';
 
 export const RUN_NAMESPACE = 'run';
 /** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
@@ -59,6 +60,14 @@ const runSettingsSchema = z.strictObject({
   powersgdRank: int.min(1).max(1024).optional(),
   /** PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio). Absent: DEFAULT_POWERSGD_MIN_RATIO. */
   powersgdMinRatio: z.number().min(0).lt(1).optional(),
+  /** `diloco`: H local LAMB steps, then an outer Nesterov step on the averaged pseudo-gradient (the epoch). Absent: none. */
+  outerOptimizer: z.enum(OUTER_OPTIMIZERS).optional(),
+  /** DiLoCo's inner steps per round at most (H). Absent: DEFAULT_INNER_STEPS. */
+  innerSteps: int.min(1).max(1_000_000).optional(),
+  /** DiLoCo's outer learning rate. Absent: DEFAULT_OUTER_LR. */
+  outerLr: z.number().finite().positive().max(10).optional(),
+  /** DiLoCo's outer Nesterov momentum. Absent: DEFAULT_OUTER_MOMENTUM. */
+  outerMomentum: z.number().min(0).lt(1).optional(),
   /** LAMB's recipe beside the learning rate (hivemind's adam_beta1, adam_beta2, adam_epsilon, weight_decay, clamp_value). */
   adamBeta1: z.number().min(0).lt(1),
   adamBeta2: z.number().min(0).lt(1),
@@ -90,6 +99,8 @@ function combinationProblem(s: RunSettings): SettingsProblem {
   if (s.seqLen > maxSeq) return { field: 'seqLen', message: `${s.seqLen} exceeds the ${s.preset} preset's ${maxSeq} positions` };
   if (s.warmupSteps >= s.totalSteps) return { field: 'warmupSteps', message: `${s.warmupSteps} is not an integer from 0 to ${s.totalSteps - 1} (less than the total steps ${s.totalSteps})` };
   if (s.batchSizeLead >= s.targetBatchSize) return { field: 'batchSizeLead', message: `${s.batchSizeLead} is not an integer from 0 to ${s.targetBatchSize - 1} (less than the target batch size ${s.targetBatchSize})` };
+  if (s.outerOptimizer === 'diloco' && s.useLocalUpdates) return { field: 'useLocalUpdates', message: 'true: diloco takes its own local steps (--outer-optimizer diloco)' };
+  if (s.outerOptimizer === 'diloco' && (s.gradAverager ?? 'plain') !== 'plain') return { field: 'gradAverager', message: `${s.gradAverager}: diloco averages its pseudo-gradient as it is (--outer-optimizer diloco needs --grad-averager plain)` };
   return undefined;
 }
 
@@ -135,6 +146,10 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = {
   gradAverager: 'plain',
   powersgdRank: DEFAULT_POWERSGD_RANK,
   powersgdMinRatio: DEFAULT_POWERSGD_MIN_RATIO,
+  outerOptimizer: 'none',
+  innerSteps: DEFAULT_INNER_STEPS,
+  outerLr: DEFAULT_OUTER_LR,
+  outerMomentum: DEFAULT_OUTER_MOMENTUM,
   adamBeta1: LAMB_DEFAULTS.betas[0],
   adamBeta2: LAMB_DEFAULTS.betas[1],
   adamEpsilon: LAMB_DEFAULTS.eps,
@@ -177,7 +192,7 @@ export function describeRunData(data: RunData | null): string {
 }
 
 /** The run settings the collaborative optimizer takes (the rest are the model's and LAMB's: the session's). */
-const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'gradAverager', 'powersgdRank', 'powersgdMinRatio', 'seed', 'maxGradNorm'] as const;
+const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'gradAverager', 'powersgdRank', 'powersgdMinRatio', 'outerOptimizer', 'innerSteps', 'outerLr', 'outerMomentum', 'seed', 'maxGradNorm'] as const;
 
 /** The optimizer options the settings decide. */
 export function collabOptionsOf(s: RunSettings): Pick<RunSettings, (typeof COLLAB_RUN_KEYS)[number]> {

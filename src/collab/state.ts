@@ -14,6 +14,8 @@ export interface TrainingState {
   readonly params: ParameterSet;
   /** Absent in a state that carries only the model. */
   readonly optimizer?: OptimizerState;
+  /** DiLoCo's outer momentum (in the parameters' layout); absent in other runs' states. */
+  readonly outerMomentum?: ParameterSet;
 }
 
 const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected bytes');
@@ -25,6 +27,8 @@ const wireSchema = z.strictObject({
   config: z.record(z.string(), z.unknown()),
   params: bytes,
   optimizer: bytes.optional(),
+  /** safetensors, F32, the parameters' tensor names. */
+  outerMomentum: bytes.optional(),
 });
 type Wire = z.infer<typeof wireSchema>;
 
@@ -51,6 +55,7 @@ export function encodeTrainingStatePieces(s: TrainingState, { fp16 = false } = {
   ];
   const large: Array<[keyof Wire, Uint8Array[]]> = [['params', encodeParamsPieces(s.params, undefined, fp16)]];
   if (s.optimizer) large.push(['optimizer', encodeOptimizerStatePieces(s.optimizer, { halfFirstMoment: fp16 })]);
+  if (s.outerMomentum) large.push(['outerMomentum', encodeParamsPieces(s.outerMomentum)]);
   const pieces: Uint8Array[] = [Uint8Array.of(CBOR_MAP | (small.length + large.length))];
   for (const [key, value] of small) pieces.push(cborEncode(key), cborEncode(value));
   for (const [key, value] of large) pieces.push(cborEncode(key), cborBytesHead(value.reduce((n, p) => n + p.byteLength, 0)), ...value);
@@ -85,5 +90,6 @@ export function decodeTrainingState(bytes: Uint8Array, source: string): Training
   const config = checkConfig(configFromHf(wire.config, `training state from ${source}`));
   const { params } = decodeParams(config, wire.params, `training state from ${source}`);
   const optimizer = wire.optimizer ? decodeOptimizerState(wire.optimizer, params) : undefined;
-  return { epoch: wire.epoch, config, params, ...(optimizer ? { optimizer } : {}) };
+  const outerMomentum = wire.outerMomentum ? decodeParams(config, wire.outerMomentum, `outer momentum of the training state from ${source}`).params : undefined;
+  return { epoch: wire.epoch, config, params, ...(optimizer ? { optimizer } : {}), ...(outerMomentum ? { outerMomentum } : {}) };
 }

@@ -82,6 +82,9 @@ export interface SwarmPeerSummary {
   readonly stateAveraged: number;
   readonly loadedState: number;
   readonly samples: number;
+  /** Seconds this run spent computing micro-batches, and from its first micro-batch to its last step: their ratio is its compute utilisation. */
+  readonly computeSeconds: number;
+  readonly trainingSeconds: number;
   /** fp16 micro-batches dropped because their gradients overflowed. */
   readonly skippedMicroBatches: number;
   /** Micro-batches dropped because their loss or gradients were not finite (beyond what the fp16 scaler handles). */
@@ -182,6 +185,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     observe(await collab.start({ ...sink.contributed(), ...(resumeEpoch !== undefined ? { epoch: resumeEpoch } : {}) }));
     let halt: string | undefined;
     session.watchMemory((reason) => (halt = reason));
+    const computedBefore = collab.contributed.seconds;
+    const trainingStarted = performance.now();
     while (halt === undefined && !init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = await session.data.next();
@@ -212,11 +217,12 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     if (halt !== undefined) throw new MemoryLimitError(halt);
     // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
+    const trainingSeconds = (performance.now() - trainingStarted) / 1000; // saving the state and the model is not training
     await writing;
     await saveState();
     await writing;
     if (init.out) saveModel(init.out, session.config, session.params);
-    return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
+    return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, computeSeconds: collab.contributed.seconds - computedBefore, trainingSeconds, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
   } finally {
     await writing;
     await saver.close();

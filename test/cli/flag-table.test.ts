@@ -6,7 +6,7 @@ import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS, resolveCollaborative
 import { ConfigError } from '../../src/config/load.js';
 import { buildProgram } from '../../src/cli/program.js';
 import { acceptedOf, parseFlags } from '../../src/cli/flag-table.js';
-import { RUN_FLAGS, runSettingFlags } from '../../src/cli/run-flags.js';
+import { checkRunSettings, RUN_FLAGS, runSettingFlags } from '../../src/cli/run-flags.js';
 import { z } from 'zod';
 
 function run(args: readonly string[]) {
@@ -42,4 +42,23 @@ test('a value the owning schema refuses is a ConfigError naming the flag and wha
   for (const [args, message] of refused) assert.throws(() => run(args), (err: unknown) => err instanceof ConfigError && message.test(err.message), args.join(' '));
   assert.equal(acceptedOf(COLLABORATIVE_OPTION_FIELDS.targetGroupSize), 'an integer from 1 to 256');
   assert.equal(acceptedOf(z.number().min(0).max(1)), 'a number from 0 to 1');
+});
+
+test('DiLoCo: its flags are run settings; a combination it cannot train with is refused naming the flag, and by the optimizer naming the option', () => {
+  const { cmd, flags } = run(['--outer-optimizer', 'diloco', '--inner-steps', '5', '--outer-lr', '0.5', '--outer-momentum', '0']);
+  const { settings, explicit } = runSettingFlags(cmd, flags);
+  assert.deepEqual([settings.outerOptimizer, settings.innerSteps, settings.outerLr, settings.outerMomentum], ['diloco', 5, 0.5, 0]);
+  assert.deepEqual([...explicit].sort(), ['innerSteps', 'outerLr', 'outerMomentum', 'outerOptimizer']);
+  const local = { delayGradAveraging: false, delayOptimizerStep: false };
+  checkRunSettings(settings, local);
+  const refused: Array<[() => void, RegExp]> = [
+    [() => checkRunSettings({ ...settings, useLocalUpdates: true }, local), /^--use-local-updates: true: diloco takes its own local steps/],
+    [() => checkRunSettings({ ...settings, gradAverager: 'powersgd' }, local), /^--grad-averager: powersgd: diloco averages/],
+    [() => checkRunSettings(settings, { ...local, delayOptimizerStep: true }), /^--delay-optimizer-step: is not supported with --outer-optimizer diloco/],
+    [() => run(['--inner-steps', '0']), /^--inner-steps: invalid value "0"/],
+    [() => run(['--outer-optimizer', 'adam']), /^--outer-optimizer: invalid value "adam"; accepted: none, diloco$/],
+  ];
+  for (const [f, message] of refused) assert.throws(f, (err: unknown) => err instanceof ConfigError && message.test(err.message), String(message));
+  assert.throws(() => resolveCollaborativeOptions({ ...settings, gradAverager: 'powersgd' }), /^RangeError: outer_optimizer diloco averages its pseudo-gradient as it is: grad_averager must be plain, not powersgd$/);
+  assert.throws(() => resolveCollaborativeOptions({ ...settings, delayGradAveraging: true }), /delay_optimizer_step and delay_grad_averaging are not supported with outer_optimizer diloco/);
 });

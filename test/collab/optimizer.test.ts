@@ -2,14 +2,17 @@
 // average_state_every re-converges peers whose parameters differ; use_local_updates steps every
 // micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch
 // ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds; a
-// peer on other data is never averaged with and is told what to do.
+// peer on other data is never averaged with and is told what to do. DiLoCo: H = 1 with outer lr 1 and no
+// momentum is parameter averaging after one local step; after a round every member holds the same
+// parameters, and a newcomer downloads θ_start with the outer momentum.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
 import type { StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
-import { trainOneEpoch, unstarted, type Peer } from '../helpers/collab-peer.js';
+import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { config, trainOneEpoch, unstarted, type Peer } from '../helpers/collab-peer.js';
 import { warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
@@ -239,4 +242,65 @@ test('a peer on another tokenizer steps alone, told both hashes and what to do; 
   assert.ok(sc.reason?.includes('b'.repeat(64)) && sc.reason.includes('c'.repeat(64)), `its reason names both tokenizer hashes: ${sc.reason}`);
   assert.ok(odd.warnings.some((w) => w.includes('--data-dir NEW_DIR')), `it is told what to do: ${odd.warnings.join('\n')}`);
   assert.ok(maxAbsDiff(a!.params.data, b!.params.data) <= 1e-6, 'the two peers took the same averaged step');
+});
+
+/** Longer than BASE's maxRefresh: the next micro-batch of every peer reads the others' progress afresh (their records from start), so its round expects them. */
+const pastRefresh = (): Promise<void> => new Promise((r) => setTimeout(r, 1500));
+
+test('DiLoCo with H = 1, outer lr 1 and no momentum takes the steps of use_local_updates with parameters averaged every epoch (the average of one local step each), to float tolerance', { timeout: 90_000 }, async (t) => {
+  const EPOCHS = 3;
+  // one local step per peer per epoch on both paths: one 4-sample micro-batch fills the plain path's
+  // target batch; DiLoCo's round ends after H = 1, and its larger target keeps each pseudo-gradient's
+  // weight bound (a share of the target) above the 4 samples it carries, so both peers weigh the same
+  const train = async (runId: string, options: Partial<CollaborativeOptions>): Promise<Peer[]> => {
+    const list = await peers(t, runId, [1, 1], { aggregation: 'mean', ...options });
+    await pastRefresh();
+    for (let e = 0; e < EPOCHS; e++) {
+      const stepped = await Promise.all(list.map((p) => trainOneEpoch(p)));
+      for (const s of stepped) assert.equal(Math.max(s.averagedWith, s.stateAveraging && 'averagedWith' in s.stateAveraging ? s.stateAveraging.averagedWith : 0), 2, `${runId} epoch ${s.epoch}: averaged with both (${s.reason ?? ''})`);
+    }
+    for (const p of list) assert.equal(p.optimizer.stepCount, EPOCHS, `${runId}: one inner step per epoch`);
+    return list;
+  };
+  const initial = initAlbertParams(config, 1).data;
+  const plain = await train('opt-diloco-plain', { targetBatchSize: 4, useLocalUpdates: true, averageStateEvery: 1 });
+  const diloco = await train('opt-diloco-h1', { targetBatchSize: 32, outerOptimizer: 'diloco', innerSteps: 1, outerLr: 1, outerMomentum: 0 });
+  assert.ok(maxAbsDiff(plain[0]!.params.data, initial) > 1e-3, 'the peers trained');
+  for (const [i, p] of diloco.entries()) assert.ok(maxAbsDiff(p.params.data, plain[i]!.params.data) <= 1e-6, `peer ${i}: DiLoCo and the plain path differ by ${maxAbsDiff(p.params.data, plain[i]!.params.data)}`);
+});
+
+test('DiLoCo: each peer takes H local steps, then every member of the round holds the same parameters; a newcomer downloads θ_start with the outer momentum, so its next round lands where the others’ does', { timeout: 120_000 }, async (t) => {
+  const H = 3;
+  const options: Partial<CollaborativeOptions> = { outerOptimizer: 'diloco', innerSteps: H, targetBatchSize: 1000, peakLr: 0.05 };
+  const nodes = await startSwarm(t, 4, { runId: 'opt-diloco' });
+  // the same initial weights (seed 1), each peer its own gradient direction: the inner steps move them apart
+  const list = nodes.map((node, i) => {
+    const p = unstarted(t, node, 1, options);
+    p.grads.data.set(randomVector(p.grads.size, 100 + i, 0.01));
+    return p;
+  });
+  const [newcomer, ...first] = [list[3]!, ...list.slice(0, 3)];
+  await Promise.all(first.map((p) => p.collab.start()));
+  await pastRefresh();
+  const round = async (members: Peer[], epoch: number): Promise<void> => {
+    const before = members.map((p) => p.optimizer.stepCount);
+    const stepped = await Promise.all(members.map((p) => trainOneEpoch(p)));
+    for (const [i, s] of stepped.entries()) {
+      assert.equal(s.epoch, epoch, 'one outer step is one epoch');
+      assert.equal(s.averagedWith, members.length, `peer ${i} averaged its pseudo-gradient with every member (${s.reason ?? ''})`);
+      assert.equal(members[i]!.optimizer.stepCount - before[i]!, H, `peer ${i} took H inner steps`);
+    }
+    for (const p of members.slice(1)) assert.ok(maxAbsDiff(p.params.data, members[0]!.params.data) <= 1e-6, `after round ${epoch} parameters differ by ${maxAbsDiff(p.params.data, members[0]!.params.data)}`);
+  };
+  const initial = Float32Array.from(first[0]!.params.data);
+  await round(first, 1);
+  await round(first, 2); // the outer momentum is not zero from here
+  assert.ok(maxAbsDiff(first[0]!.params.data, initial) > 1e-3, 'the outer steps moved the parameters');
+
+  newcomer.params.data.set(randomVector(newcomer.params.size, 9, 0.02)); // not the swarm's model
+  const loaded = await newcomer.collab.start();
+  assert.equal(loaded?.type === 'loaded' && loaded.epoch, 2, JSON.stringify(loaded));
+  assert.deepEqual(newcomer.params.data, first[0]!.params.data, 'the newcomer holds θ_start of the swarm');
+  // with the momentum of a fresh optimizer its outer step would differ from the others' by lr·μ²·b
+  await round(list, 3);
 });
