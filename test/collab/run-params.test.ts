@@ -1,30 +1,17 @@
 // The `run` record: a founder publishes the run's parameters, a joiner adopts those of its join
 // code's peer (even when an earlier-dated conflicting record exists), malformed records are refused.
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import test from 'node:test';
 import { z } from 'zod';
 import { DEFAULT_RUN_SETTINGS, chooseRunParams, defaultRunSettings, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, runSettingsProblem, type RunParams } from '../../src/collab/run-params.js';
 import { encodeCbor } from '../../src/swarm/cbor-message.js';
-import { createLogger } from '../../src/log/logger.js';
 import type { RecordEntry } from '../../src/swarm/index.js';
+import { capturingLogger } from '../helpers/log.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
 
 const RUN = 'params-test';
 /** A run's data pins (any two sha256s). */
 const DATA = { datasetId: 'a'.repeat(64), tokenizerSha256: 'b'.repeat(64) };
-
-/** A logger whose lines are kept (JSON), to assert on what was logged. */
-function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: string[] } {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  return { log: createLogger({ logLevel: 'info', logFormat: 'json' }, sink), lines };
-}
 
 test('a joiner adopts the record of its join code’s peer over an earlier-dated conflicting one; a malformed record is refused', { timeout: 60_000 }, async (t) => {
   const founder = await startNode(t, { runId: RUN });

@@ -2,23 +2,11 @@
 // again with a doubling pause, logged), adopts it when it arrives late, and stops with an error
 // saying what it tried when it never does.
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import test from 'node:test';
 import { RunRecordUnavailableError } from '../../src/collab/errors.js';
 import { DEFAULT_RUN_SETTINGS, joinPeerIds, newRunParams, publishRunParams, resolveRunParams } from '../../src/collab/run-params.js';
-import { createLogger } from '../../src/log/logger.js';
+import { capturingLogger } from '../helpers/log.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
-
-function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: string[] } {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  return { log: createLogger({ logLevel: 'info', logFormat: 'json' }, sink), lines };
-}
 
 /** The messages of JSON log lines. */
 function messages(lines: readonly string[]): string[] {
