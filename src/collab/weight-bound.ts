@@ -4,10 +4,16 @@ import type { PeerProgress } from './progress.js';
 const EPOCHS_KEPT = 2;
 /**
  * The allowance for samples a peer made but had not published when this peer last read its record:
- * its reported rate over the time since (at most `maxStaleSeconds`, a record's lifetime), plus this share of the target batch (a last micro-batch: 1/16 clamped honest peers
+ * twice its reported rate over the time since (at most `maxStaleSeconds`, a record's lifetime), plus this share of the target batch (a last micro-batch: 1/16 clamped honest peers
  * of small runs, whose micro-batch of 4 was more than 1/16 of a target of 48).
  */
 const ALLOWANCE_TARGET_SHARE = 1 / 8;
+/**
+ * Headroom over the rate a record reports: it is a moving average, which lags a peer that speeds up
+ * (its first epochs warming up, load on its machine easing). At 1× an honest fp16 peer whose rate rose
+ * from 10 to 18 samples/s over a run was clamped to 18.75 of its 24 samples (CI, 2026-11-26).
+ */
+const RATE_SLACK = 2;
 
 interface Seen {
   readonly samples: number;
@@ -57,7 +63,7 @@ export class ObservedProgress {
     const s = epochs?.get(epoch);
     const rated = s ?? newestBefore(epochs, epoch);
     if (rated === undefined) return 2 * targetBatchSize;
-    const unpublished = rated.samplesPerSecond * Math.min(maxStaleSeconds, Math.max(0, (now - rated.time) / 1000));
+    const unpublished = RATE_SLACK * rated.samplesPerSecond * Math.min(maxStaleSeconds, Math.max(0, (now - rated.time) / 1000));
     return Math.min(2 * targetBatchSize, (s?.samples ?? 0) + unpublished + ALLOWANCE_TARGET_SHARE * targetBatchSize);
   }
 }

@@ -5,17 +5,17 @@ import { ObservedProgress } from '../../src/collab/weight-bound.js';
 
 const report = (peerId: string, epoch: number, samples: number, samplesPerSecond: number, time: number): PeerProgress => ({ peerId, epoch, samples, samplesPerSecond, time, clientMode: false });
 
-test('a peer’s weight bound: the most samples seen in the epoch, its rate since (for a record’s lifetime at most), 1/8 of the target; twice the target for a peer not seen yet, and never above', () => {
+test('a peer’s weight bound: the most samples seen in the epoch, twice its rate since (for a record’s lifetime at most), 1/8 of the target; twice the target for a peer not seen yet, and never above', () => {
   const o = new ObservedProgress({ targetBatchSize: 160, maxStaleSeconds: 30 });
   const t0 = 1_000_000;
   o.observe([report('a', 3, 50, 2, t0), report('b', 3, 100, 1000, t0)]);
   assert.equal(o.bound('a', 3, t0), 50 + 20, 'at the record: its samples and 1/8 of the target');
-  assert.equal(o.bound('a', 3, t0 + 5000), 50 + 20 + 2 * 5, 'its reported rate over the 5 s since');
-  assert.equal(o.bound('a', 3, t0 + 600_000), 50 + 20 + 2 * 30, 'the rate counts for a record’s lifetime at most');
+  assert.equal(o.bound('a', 3, t0 + 5000), 50 + 20 + 2 * 2 * 5, 'twice its reported rate over the 5 s since');
+  assert.equal(o.bound('a', 3, t0 + 600_000), 50 + 20 + 2 * 2 * 30, 'the rate counts for a record’s lifetime at most');
   assert.equal(o.bound('b', 3, t0 + 10_000), 320, 'never above twice the target');
   assert.equal(o.bound('nobody', 3, t0), 320, 'a peer never seen: nothing to judge by, twice the target');
   assert.equal(o.bound('a', 4, t0), 20, 'samples of another epoch do not count');
-  assert.equal(o.bound('a', 4, t0 + 5000), 20 + 2 * 5, 'no record of epoch 4 yet: its rate from the epoch-3 record, over the time since');
+  assert.equal(o.bound('a', 4, t0 + 5000), 20 + 2 * 2 * 5, 'no record of epoch 4 yet: its rate from the epoch-3 record, over the time since');
   assert.equal(o.bound('a', 2, t0 + 5000), 320, 'a later epoch gives no rate to an earlier one');
   // a later read with fewer samples (a stale holder's copy) does not lower what was seen
   o.observe([report('a', 3, 20, 2, t0 + 1000)]);
