@@ -10,7 +10,10 @@
  * autocast fp16) runs the same shapes on the same GPU after ours: torch_* keys and gpu_vs_torch = ours ÷
  * torch, fp16 seq 128. Without a CUDA provider ours is not measured (reason says why), the PyTorch peer
  * still runs where a GPU and torch are, and it exits 0.
- * Usage: npm run bench -- gpu [--steps N] [--max-batch B]
+ * `--provider webgpu` measures onnxruntime-node's WebGPU provider (Vulkan on Linux) instead of CUDA (its
+ * gradients are wrong at these sizes: docs/engine.md; speed only); `--batch B` times that micro-batch only (no search:
+ * each probe builds a session, which costs WebGPU its shader compilation), `--seq-len S` one length.
+ * Usage: npm run bench -- gpu [--steps N] [--max-batch B] [--batch B] [--seq-len 128|512] [--provider cuda|webgpu]
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +35,7 @@ import { findTorchPython, torchEnv } from './_torch_check.js';
 
 const config = PRESETS.large;
 const SEQ_LENS = [128, 512] as const;
+type GpuProvider = 'cuda' | 'webgpu';
 const PRECISIONS = ['fp32', 'fp16'] as const satisfies readonly Precision[];
 
 /** DeepLearningExamples BERT-large pretraining, PyTorch, 1 GPU, seq 128, mixed precision (seq/s), by GPU class. */
@@ -40,6 +44,10 @@ const BERT_LARGE_REFERENCE: ReadonlyArray<{ readonly pattern: RegExp; readonly g
   { pattern: /A100/, gpu: 'A100', seqPerS: 580 },
 ];
 
+const flag = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(name);
   const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
@@ -48,13 +56,13 @@ const arg = (name: string, fallback: number) => {
 };
 
 /** Median seconds of `steps` timed training steps at micro-batch `b` (after one warm-up step that builds the session), or the error. */
-async function timeSteps(seqLen: number, precision: Precision, b: number, steps: number): Promise<{ seconds: number } | { error: string }> {
+async function timeSteps(provider: GpuProvider, seqLen: number, precision: Precision, b: number, steps: number): Promise<{ seconds: number } | { error: string }> {
   const params = initAlbertParams(config, 0);
   const grads = params.zerosLike();
   const optimizer = createOptimizer(params, { kind: 'lamb' });
   const scaler = precision === 'fp16' ? new DynamicLossScaler() : undefined;
   const batch = syntheticBatch(config, b, seqLen, new Rng(1));
-  const backend = new OrtBackend(config, { provider: 'cuda', precision });
+  const backend = new OrtBackend(config, { provider, precision });
   try {
     const times: number[] = [];
     for (let i = 0; i <= steps; i++) {
@@ -75,23 +83,38 @@ async function timeSteps(seqLen: number, precision: Precision, b: number, steps:
  * while steps run and bisecting between the largest that ran and the smallest that failed (bounded:
  * about 2·log2(maxBatch) probes of one timed step each), then timed with the full step count.
  */
-async function largestFitting(seqLen: number, precision: Precision, gpu: GpuInfo | undefined, maxBatch: number, steps: number) {
+async function largestFitting(provider: GpuProvider, seqLen: number, precision: Precision, gpu: GpuInfo | undefined, maxBatch: number, steps: number) {
   const plan = gpu ? planGpuMicroBatch(config, { seqLen, precision, maxBatchSize: maxBatch }, gpu) : undefined;
   const guess = plan?.fits ? plan.batchSize : null;
   let [lo, hi] = [0, maxBatch + 1]; // largest that ran, smallest that failed
   let lastError = '';
   let b = guess ?? 1;
   for (let probes = 0; hi - lo > 1 && probes < 2 * Math.ceil(Math.log2(maxBatch + 1)) + 2; probes++) {
-    const r = await timeSteps(seqLen, precision, b, 1);
+    const r = await timeSteps(provider, seqLen, precision, b, 1);
     if ('seconds' in r) lo = b;
     else [hi, lastError] = [b, r.error];
     b = hi > maxBatch ? Math.min(2 * lo, maxBatch) : Math.floor((lo + hi) / 2);
     if (b <= lo || b >= hi) break;
   }
   if (lo === 0) return { batchSize: 0, seqPerS: null, guess, error: lastError };
-  const timed = await timeSteps(seqLen, precision, lo, steps);
+  const timed = await timeSteps(provider, seqLen, precision, lo, steps);
   if ('error' in timed) return { batchSize: lo, seqPerS: null, guess, error: timed.error };
   return { batchSize: lo, seqPerS: lo / timed.seconds, guess, error: null };
+}
+
+/** One micro-batch size timed as given (`--batch`). */
+async function fixedBatch(provider: GpuProvider, seqLen: number, precision: Precision, b: number, steps: number) {
+  const timed = await timeSteps(provider, seqLen, precision, b, steps);
+  return 'error' in timed ? { batchSize: 0, seqPerS: null, guess: null, error: timed.error } : { batchSize: b, seqPerS: b / timed.seconds, guess: null, error: null };
+}
+
+/** The provider to measure (`--provider`, default cuda) if it loads, or why not. */
+async function chooseProvider(): Promise<{ provider: GpuProvider } | { reason: string }> {
+  const provider = flag('--provider') ?? 'cuda';
+  if (provider !== 'cuda' && provider !== 'webgpu') throw new Error(`--provider: ${provider} is not cuda or webgpu`);
+  const probe = await probeProvider(provider);
+  if (probe.ok) return { provider };
+  return { reason: provider === 'cuda' ? (missingCudaProvider() ?? probe.error ?? 'the CUDA provider does not load') : `WebGPU: ${probe.error}` };
 }
 
 /** Figures of the PyTorch peer (bench/gpu_torch.py) on the same GPU, keyed like ours with a `torch_` prefix, or why there are none. */
@@ -119,12 +142,16 @@ async function main(): Promise<void> {
   const gpu = queryGpus()?.[0];
   const name = gpu?.name ?? null;
   const figures: Record<string, number | string | null> = { gpu: name, steps };
-  const cuda = await probeProvider('cuda');
-  if (cuda.ok) {
-    console.log(`gpu bench: ALBERT-large on ${name ?? 'unknown GPU (nvidia-smi unavailable)'}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''}, largest micro-batch that runs (up to ${maxBatch}), median of ${steps} steps after a warm-up`);
-    for (const seqLen of SEQ_LENS) {
+  const fixed = flag('--batch') === undefined ? undefined : arg('--batch', 1);
+  const seqLens = flag('--seq-len') === undefined ? SEQ_LENS : SEQ_LENS.filter((s) => s === arg('--seq-len', 128));
+  if (seqLens.length === 0) throw new Error(`--seq-len: ${flag('--seq-len')} is not one of ${SEQ_LENS.join(', ')}`);
+  const chosen = await chooseProvider();
+  if ('provider' in chosen) {
+    figures.provider = chosen.provider;
+    console.log(`gpu bench: ALBERT-large on ${name ?? 'unknown GPU (nvidia-smi unavailable)'}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''} through onnxruntime's ${chosen.provider} provider, ${fixed ? `micro-batch ${fixed}` : `largest micro-batch that runs (up to ${maxBatch})`}, median of ${steps} steps after a warm-up`);
+    for (const seqLen of seqLens) {
       for (const precision of PRECISIONS) {
-        const r = await largestFitting(seqLen, precision, gpu, maxBatch, steps);
+        const r = fixed ? await fixedBatch(chosen.provider, seqLen, precision, fixed, steps) : await largestFitting(chosen.provider, seqLen, precision, gpu, maxBatch, steps);
         const key = `seq${seqLen}_${precision}`;
         console.log(`seq ${seqLen} ${precision}: ${r.seqPerS === null ? `no micro-batch ran (${r.error})` : `micro-batch ${r.batchSize} (estimate said ${r.guess ?? '–'}), ${r.seqPerS.toFixed(1)} seq/s`}`);
         figures[`${key}_batch`] = r.batchSize;
@@ -133,9 +160,9 @@ async function main(): Promise<void> {
       }
     }
   } else {
-    figures.reason = missingCudaProvider() ?? cuda.error ?? 'the CUDA provider does not load';
-    console.log(`gpu bench: no CUDA provider here, Cohort's step is not measured (${String(figures.reason)}).`);
-    console.log('It needs an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider.');
+    figures.reason = chosen.reason;
+    console.log(`gpu bench: the provider does not load here, Cohort's step is not measured (${chosen.reason}).`);
+    console.log('CUDA needs an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider; WebGPU a GPU driver with Vulkan (Linux), D3D12 or Metal.');
   }
   // the PyTorch peer needs only a GPU: with no CUDA provider it still gives this machine's reference
   const torch = name === null ? { skipped: 'no GPU (nvidia-smi sees none)' } : torchPeer(maxBatch, steps);

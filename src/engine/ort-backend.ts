@@ -9,10 +9,15 @@ import { missingCudaProvider } from './cuda-install.js';
 import { encodeModel } from './onnx/encode.js';
 import type { ParameterSet } from './params.js';
 
-export type ProviderChoice = 'auto' | 'cpu' | 'cuda';
+export type ProviderChoice = 'auto' | 'cpu' | 'cuda' | 'webgpu';
 
 export interface OrtBackendOptions {
-  /** 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). */
+  /**
+   * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' (the WebGPU provider
+   * onnxruntime-node ships: Vulkan, D3D12 or Metal) is for measurement only (`npm run bench -- gpu
+   * --provider webgpu`) and no command offers it: on a real GPU its embedding gradients and its fp16
+   * weight gradients are wrong at training batch sizes (docs/engine.md, "WebGPU provider").
+   */
   readonly provider?: ProviderChoice;
   /** ORT intra-op threads (default: ORT's choice, one per core). */
   readonly intraOpThreads?: number;
@@ -41,7 +46,7 @@ export function ortDescription(provider: string, options: OrtBackendOptions): st
  */
 export class OrtBackend implements TrainingBackend {
   private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
-  private provider: 'cpu' | 'cuda' | undefined;
+  private provider: Exclude<ProviderChoice, 'auto'> | undefined;
 
   constructor(
     readonly config: AlbertConfig,
@@ -131,6 +136,7 @@ export class OrtBackend implements TrainingBackend {
       ...(this.options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: this.options.profileFilePrefix } : {}),
     };
     const choice = this.options.provider ?? 'auto';
+    if (choice === 'webgpu') return this.webgpuSession(model, base);
     if (choice !== 'cpu' && this.provider !== 'cpu') {
       const cuda = await this.cudaSession(model, base);
       if ('session' in cuda) {
@@ -143,6 +149,22 @@ export class OrtBackend implements TrainingBackend {
     this.provider = 'cpu';
     this.options.log?.info({ intraOpThreads: this.options.intraOpThreads ?? 'default' }, 'onnxruntime session on CPU');
     return ort.InferenceSession.create(model, { ...base, executionProviders: ['cpu'] });
+  }
+
+  /**
+   * A WebGPU session. Unlike CUDA's, nodes without a WebGPU kernel (LogSoftmax; small integer shape
+   * ops) run on the CPU provider: the graph's tensors cross to the CPU around them, which costs a
+   * copy, not correctness (test/engine/webgpu.test.ts compares loss and gradients with the CPU's).
+   */
+  private async webgpuSession(model: Uint8Array, base: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> {
+    try {
+      const session = await ort.InferenceSession.create(model, { ...base, executionProviders: ['webgpu'], logSeverityLevel: 4 });
+      if (this.provider !== 'webgpu') this.options.log?.info({ intraOpThreads: this.options.intraOpThreads ?? 'default' }, 'onnxruntime session on WebGPU');
+      this.provider = 'webgpu';
+      return session;
+    } catch (err) {
+      throw new Error(`WebGPU execution provider failed to load: ${(err as Error).message.split('\n')[0]!}`, { cause: err });
+    }
   }
 
   /** A CUDA session, or why there is none: the provider's files are not installed, or ORT could not load it. */
