@@ -3,9 +3,7 @@
  * with progress, for the run's sequence length), else the dataset it holds (a training founder
  * prepares the bundled corpus on its first start), else none.
  */
-import fs from 'node:fs';
 import type { RunData } from '../collab/index.js';
-import { ConfigError } from '../config/load.js';
 import { prepareDatasetInWorker } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -25,13 +23,6 @@ export interface FoundingDataOptions {
   readonly tokenizer?: string | undefined;
   /** The run's sequence length: examples are built for it. */
   readonly seqLen: number;
-}
-
-/** Checks `--data-source`/`--tokenizer` before anything starts (exit 2 naming the flag). */
-export function checkFoundingDataFlags(founding: boolean, source: string | undefined, tokenizer: string | undefined): void {
-  if (!founding && source !== undefined) throw new ConfigError('--data-source', 'founds a run on a dataset; a joiner gets the run’s data from the swarm (omit it)');
-  if (tokenizer !== undefined && source === undefined) throw new ConfigError('--tokenizer', 'is the tokenizer of --data-source; give both');
-  if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
 }
 
 export async function foundingData(o: FoundingDataOptions): Promise<RunData | null> {

@@ -3,8 +3,8 @@ import { ConfigError } from '../config/load.js';
 import { SETTINGS } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import { checkListenAccess } from '../node/access-token.js';
-import { startMetricsServer, type MetricsServer } from '../node/metrics-server.js';
-import { metricsRegistry, type MetricFamily } from '../util/prometheus.js';
+import type { MetricsServer } from '../node/metrics-server.js';
+import type { MetricFamily } from '../util/prometheus.js';
 import { flagRow, type FlagValues } from './flag-table.js';
 
 /** The metrics flags `cohort run` and `cohort swarm start` share. */
@@ -36,6 +36,8 @@ export function metricsEndpoint(opts: MetricsFlagValues): MetricsEndpoint | unde
 
 /** Starts the metrics server for `families` and the process's own metrics, and says where it is. */
 export async function serveNodeMetrics(endpoint: MetricsEndpoint, families: readonly MetricFamily[], log: Logger): Promise<MetricsServer> {
+  // loaded here, not with the flags: a command without --metrics-port (or only asked for --help) needs no HTTP server or prom-client
+  const [{ startMetricsServer }, { metricsRegistry }] = await Promise.all([import('../node/metrics-server.js'), import('../util/prometheus.js')]);
   const server = await startMetricsServer({ ...endpoint, registry: metricsRegistry(families, { processMetrics: true }), log });
   log.info(`Prometheus metrics on ${server.url}`);
   return server;

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { StoreError } from '../store/errors.js';
-import { NonFiniteTrainingError } from '../training/session.js';
+import { NonFiniteTrainingError } from '../training/errors.js';
 import { RunRecordUnavailableError } from '../collab/errors.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
@@ -14,6 +14,10 @@ import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
+
+// The command modules import only their flag tables and the schemas under them; each action loads
+// the runtime it drives (swarm, engine, store) with `await import()` once its flags are read, so
+// --help, a bad flag or a bad value costs no libp2p, onnxruntime or SQLite (test/cli/startup.test.ts).
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
 const EXIT_USAGE = 2;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../config/load.js';
-import { DEFAULT_ENCRYPTION, ENCRYPTIONS, type Encryption, type SwarmInit, type SwarmNode } from '../swarm/index.js';
-import { REACHABILITY_MODES, type ReachabilityMode } from '../swarm/reachability/reachability.js';
+import { DEFAULT_ENCRYPTION, ENCRYPTIONS, REACHABILITY_MODES, type ReachabilityMode } from '../swarm/constants.js';
+import type { Encryption, SwarmInit, SwarmNode } from '../swarm/index.js';
 import { flagRow } from './flag-table.js';
 
 /** How a node reaches the swarm: the flags `cohort run` and `cohort swarm start` share. */

@@ -4,13 +4,14 @@
  * collaborative optimizer's options. Which run-wide flags the user gave decides what a joiner checks
  * against the swarm's record.
  */
+import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { COLLABORATIVE_OPTION_FIELDS as OPTION, DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS as SETTING, runSettingsProblem, type RunSettings } from '../collab/index.js';
+import { COLLABORATIVE_OPTION_FIELDS as OPTION } from '../collab/options.js';
+import { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS as SETTING, runSettingsProblem, type RunSettings } from '../collab/run-settings.js';
 import { ConfigError } from '../config/load.js';
-import { PRECISIONS } from '../engine/index.js';
-import { DEFAULT_LOCAL_TRAINER } from '../training/options.js';
-import { DEFAULT_SAVE_STATE_MINUTES } from '../training/swarm-peer.js';
+import { PRECISIONS } from '../engine/albert/graph.js';
+import { DEFAULT_LOCAL_TRAINER, DEFAULT_SAVE_STATE_MINUTES } from '../training/options.js';
 import { flagOf, flagRow, givenFlags, tagged, type FlagRow, type FlagValues } from './flag-table.js';
 import { PRECISION_NOTE } from './commands/model.js';
 import { METRICS_FLAGS } from './metrics-endpoint.js';
@@ -135,4 +136,11 @@ export function checkRunSettings(s: RunSettings, local: LocalOptions): void {
   if (local.delayGradAveraging && s.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
   if ((local.delayGradAveraging || local.delayOptimizerStep) && s.outerOptimizer === 'diloco') throw new ConfigError(local.delayGradAveraging ? '--delay-grad-averaging' : '--delay-optimizer-step', 'is not supported with --outer-optimizer diloco');
   if (local.delayOptimizerStep && s.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');
+}
+
+/** Checks `--data-source`/`--tokenizer` before anything starts (exit 2 naming the flag). */
+export function checkFoundingDataFlags(founding: boolean, source: string | undefined, tokenizer: string | undefined): void {
+  if (!founding && source !== undefined) throw new ConfigError('--data-source', 'founds a run on a dataset; a joiner gets the run’s data from the swarm (omit it)');
+  if (tokenizer !== undefined && source === undefined) throw new ConfigError('--tokenizer', 'is the tokenizer of --data-source; give both');
+  if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
 }

@@ -1,7 +1,9 @@
 /**
  * Collaborative training's front door (hivemind.Optimizer's semantics on Cohort's swarm): the
  * optimizer and its options, the run's published parameters, the coordinator, and the swarm records
- * others read (progress, leaderboards). Code outside collab/ imports from here.
+ * others read (progress, leaderboards). Code outside collab/ imports from here, but for the schemas
+ * of the run settings and the optimizer's options (run-settings.ts, options.ts): the CLI's flag tables
+ * import those directly, as importing this module loads the swarm and onnxruntime.
  */
 export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
 export { BadStepCounter } from './bad-steps.js';

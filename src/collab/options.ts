@@ -4,7 +4,10 @@
  * `undefined` means "the default". See docs/collab.md for what each does.
  */
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from '../averaging/index.js';
+import { COMPRESSIONS } from '../averaging/compression.js';
+import { DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from '../averaging/constants.js';
+import { dataPinsSchema } from '../averaging/messages.js';
+import { AGGREGATIONS } from '../averaging/reducer.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
 import { DEFAULT_INNER_STEPS, DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM, OUTER_OPTIMIZERS } from './outer-optimizer.js';

@@ -1,20 +1,22 @@
 /**
- * The run's parameters: what every peer of a swarm must agree on (model, data shape, schedule,
- * averaging wire formats), published by the swarm's founder in a signed `run` record and adopted by
- * joiners, so a volunteer cannot silently train something incompatible. See docs/protocol.md
- * ("The `run` record") for who is authoritative and the limits of that rule.
+ * The run's parameters: the settings every peer of a swarm must agree on (run-settings.ts) and the
+ * run's data, published by the swarm's founder in a signed `run` record and adopted by joiners, so a
+ * volunteer cannot silently train something incompatible. See docs/protocol.md ("The `run` record")
+ * for who is authoritative and the limits of that rule.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { AGGREGATIONS, COMPRESSIONS, dataPinsSchema, DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS, type DataPins } from '../averaging/index.js';
-import { PRESET_NAMES, PRESETS, type PresetName, LAMB_DEFAULTS } from '../engine/index.js';
+import { dataPinsSchema, type DataPins } from '../averaging/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
 import { pick } from '../util/pick.js';
 import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
-import { DEFAULT_INNER_STEPS, DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM, OUTER_OPTIMIZERS } from './outer-optimizer.js';
+import { combinationProblem, RUN_SETTING_FIELDS, runSettingsSchema, type RunSettings } from './run-settings.js';
+
+// the settings with the record that carries them (the CLI's flag tables import run-settings.ts itself, which loads no swarm)
+export { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS, runSettingsProblem, type RunSettings } from './run-settings.js';
 
 export const RUN_NAMESPACE = 'run';
 /** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
@@ -32,77 +34,6 @@ const RETRY_MS = 500;
 const RUN_RECORD_JOIN_WAIT_MS = 120_000;
 /** Pauses between a joiner's looks: doubling from the first, up to the second. */
 const RUN_RECORD_BACKOFF_MS = [2000, 20_000] as const;
-
-const int = z.number().int();
-
-/** The parameters peers must share; local ones (micro-batch, threads, precision, upload cap, timeouts) are not here. */
-const runSettingsSchema = z.strictObject({
-  preset: z.enum(PRESET_NAMES as [PresetName, ...PresetName[]]),
-  seqLen: int.min(5),
-  targetBatchSize: int.min(1).max(10_000_000),
-  /** Seed of the initial weights. */
-  seed: int.min(0).max(2 ** 32 - 1),
-  peakLr: z.number().finite().positive(),
-  warmupSteps: int.min(0),
-  totalSteps: int.min(1),
-  gradCompression: z.enum(COMPRESSIONS),
-  stateAveragingCompression: z.enum(COMPRESSIONS),
-  /** Absent: the optimizer's default (every epoch with useLocalUpdates, else never). */
-  averageStateEvery: int.min(1).optional(),
-  averageOptStatistics: z.boolean(),
-  useLocalUpdates: z.boolean(),
-  batchSizeLead: int.min(0),
-  /** How reducers combine their parts (averaging/reducer.ts). Absent: the default. */
-  aggregation: z.enum(AGGREGATIONS).optional(),
-  /** How gradients are averaged: `plain`, or `powersgd` (hivemind's PowerSGDGradientAverager). Absent: plain. */
-  gradAverager: z.enum(GRAD_AVERAGERS).optional(),
-  /** PowerSGD's rank (averager_rank). Absent: DEFAULT_POWERSGD_RANK. */
-  powersgdRank: int.min(1).max(1024).optional(),
-  /** PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio). Absent: DEFAULT_POWERSGD_MIN_RATIO. */
-  powersgdMinRatio: z.number().min(0).lt(1).optional(),
-  /** `diloco`: H local LAMB steps, then an outer Nesterov step on the averaged pseudo-gradient (the epoch). Absent: none. */
-  outerOptimizer: z.enum(OUTER_OPTIMIZERS).optional(),
-  /** DiLoCo's inner steps per round at most (H). Absent: DEFAULT_INNER_STEPS. */
-  innerSteps: int.min(1).max(1_000_000).optional(),
-  /** DiLoCo's outer learning rate. Absent: DEFAULT_OUTER_LR. */
-  outerLr: z.number().finite().positive().max(10).optional(),
-  /** DiLoCo's outer Nesterov momentum. Absent: DEFAULT_OUTER_MOMENTUM. */
-  outerMomentum: z.number().min(0).lt(1).optional(),
-  /** LAMB's recipe beside the learning rate (hivemind's adam_beta1, adam_beta2, adam_epsilon, weight_decay, clamp_value). */
-  adamBeta1: z.number().min(0).lt(1),
-  adamBeta2: z.number().min(0).lt(1),
-  adamEpsilon: z.number().positive().max(1),
-  weightDecay: z.number().min(0).max(1),
-  clampValue: z.number().finite().positive(),
-  /** The global gradient-norm clip before each step (max_grad_norm). */
-  maxGradNorm: z.number().finite().positive(),
-});
-export type RunSettings = z.infer<typeof runSettingsSchema>;
-/** Each run setting's schema (`cohort run`'s run-wide flags are rows over these). */
-export const RUN_SETTING_FIELDS = runSettingsSchema.shape;
-
-type SettingsProblem = { field: keyof RunSettings; message: string } | undefined;
-
-/** Why settings are invalid (a value out of its range, or a combination), by field (the CLI names the flag), or undefined. */
-export function runSettingsProblem(s: RunSettings): SettingsProblem {
-  const parsed = runSettingsSchema.safeParse(s);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    return { field: issue.path[0] as keyof RunSettings, message: `${String(s[issue.path[0] as keyof RunSettings])}: ${issue.message}` };
-  }
-  return combinationProblem(s);
-}
-
-/** Why a combination of (individually valid) settings is invalid. */
-function combinationProblem(s: RunSettings): SettingsProblem {
-  const maxSeq = PRESETS[s.preset].maxPositionEmbeddings;
-  if (s.seqLen > maxSeq) return { field: 'seqLen', message: `${s.seqLen} exceeds the ${s.preset} preset's ${maxSeq} positions` };
-  if (s.warmupSteps >= s.totalSteps) return { field: 'warmupSteps', message: `${s.warmupSteps} is not an integer from 0 to ${s.totalSteps - 1} (less than the total steps ${s.totalSteps})` };
-  if (s.batchSizeLead >= s.targetBatchSize) return { field: 'batchSizeLead', message: `${s.batchSizeLead} is not an integer from 0 to ${s.targetBatchSize - 1} (less than the target batch size ${s.targetBatchSize})` };
-  if (s.outerOptimizer === 'diloco' && s.useLocalUpdates) return { field: 'useLocalUpdates', message: 'true: diloco takes its own local steps (--outer-optimizer diloco)' };
-  if (s.outerOptimizer === 'diloco' && (s.gradAverager ?? 'plain') !== 'plain') return { field: 'gradAverager', message: `${s.gradAverager}: diloco averages its pseudo-gradient as it is (--outer-optimizer diloco needs --grad-averager plain)` };
-  return undefined;
-}
 
 /**
  * The data a run trains on: its prepared dataset's content id and the sha256 of the tokenizer.json
@@ -127,49 +58,6 @@ export const runParamsSchema = runSettingsSchema
     if (problem) ctx.addIssue({ code: 'custom', path: [problem.field], message: problem.message });
   });
 export type RunParams = z.infer<typeof runParamsSchema>;
-
-/** A founder's settings where it chose none (`cohort run`'s flag defaults, the app, solo training). */
-export const DEFAULT_RUN_SETTINGS: RunSettings = {
-  preset: 'tiny',
-  seqLen: 128,
-  targetBatchSize: 4096,
-  seed: 0,
-  peakLr: LAMB_DEFAULTS.lr,
-  warmupSteps: 50,
-  totalSteps: 10_000,
-  gradCompression: 'none',
-  stateAveragingCompression: 'none',
-  averageOptStatistics: false,
-  useLocalUpdates: false,
-  batchSizeLead: 0,
-  aggregation: DEFAULT_AGGREGATION,
-  gradAverager: 'plain',
-  powersgdRank: DEFAULT_POWERSGD_RANK,
-  powersgdMinRatio: DEFAULT_POWERSGD_MIN_RATIO,
-  outerOptimizer: 'none',
-  innerSteps: DEFAULT_INNER_STEPS,
-  outerLr: DEFAULT_OUTER_LR,
-  outerMomentum: DEFAULT_OUTER_MOMENTUM,
-  adamBeta1: LAMB_DEFAULTS.betas[0],
-  adamBeta2: LAMB_DEFAULTS.betas[1],
-  adamEpsilon: LAMB_DEFAULTS.eps,
-  weightDecay: LAMB_DEFAULTS.weightDecay,
-  clampValue: LAMB_DEFAULTS.clampValue,
-  maxGradNorm: 1,
-};
-
-/**
- * Where a preset's defaults differ from DEFAULT_RUN_SETTINGS: `large` runs hivemind's examples/albert
- * recipe (its LAMB values are LAMB_DEFAULTS, so DEFAULT_RUN_SETTINGS' already).
- */
-const PRESET_RUN_DEFAULTS: { readonly [P in PresetName]?: Partial<RunSettings> } = {
-  large: { seqLen: 512, targetBatchSize: 4096, warmupSteps: 5000, totalSteps: 125_000, gradCompression: 'fp16', stateAveragingCompression: 'fp16' },
-};
-
-/** The settings a founder of `preset` runs where it chose none. */
-export function defaultRunSettings(preset: PresetName): RunSettings {
-  return { ...DEFAULT_RUN_SETTINGS, ...PRESET_RUN_DEFAULTS[preset], preset };
-}
 
 export function newRunParams(settings: RunSettings, data: RunData | null, created = Date.now()): RunParams {
   return runParamsSchema.parse({ ...settings, v: RUN_PARAMS_VERSION, created, data });

@@ -1,10 +1,9 @@
 import type { PrivateKey } from '@libp2p/interface';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import type { Logger } from '../log/logger.js';
-import { DEFAULT_ENCRYPTION, type ENCRYPTIONS, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION } from './constants.js';
+import { DEFAULT_ENCRYPTION, type ENCRYPTIONS, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION, REACHABILITY_MODES, type ReachabilityMode } from './constants.js';
 import { decodeJoinCode, isJoinCode } from './join-code.js';
 import { checkRunId } from './protocols.js';
-import { REACHABILITY_MODES, type ReachabilityMode } from './reachability/reachability.js';
 
 /** Everything a swarm node is made from. Every field but `runId` (or a join code) is optional. */
 export interface SwarmInit {

@@ -100,6 +100,10 @@ export const IDENTIFY_PUSH_DEBOUNCE_MS = 100;
 /** A node that just turned DHT server looks itself up after each of these delays (the first: a few push debounces). */
 export const SERVER_JOIN_LOOKUP_DELAYS_MS: readonly number[] = [500, 3 * second];
 
+/** `auto`: probe (AutoNAT); `public`/`private`: forced (`private` is hivemind's client mode). See reachability/reachability.ts. */
+export type ReachabilityMode = 'auto' | 'public' | 'private';
+export const REACHABILITY_MODES: readonly ReachabilityMode[] = ['auto', 'public', 'private'];
+
 /**
  * How connections are secured. 'native-tls': direct TCP connections run TLS 1.3 in Node on the socket
  * (src/swarm/tls-tcp.ts, tls-tcp/1), relayed ones negotiate TLS or Noise. 'tls' / 'noise': standard

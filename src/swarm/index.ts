@@ -11,8 +11,8 @@
 export { createSwarmNode, type SwarmNode, type HandleOptions, type DialOptions } from './node.js';
 export type { SwarmStats } from './stats.js';
 export { resolveSwarmInit, type Encryption, type SwarmInit } from './config.js';
-export { DEFAULT_ENCRYPTION, ENCRYPTIONS } from './constants.js';
-export { REACHABILITY_MODES, type Reachability, type ReachabilityMode } from './reachability/reachability.js';
+export { DEFAULT_ENCRYPTION, ENCRYPTIONS, REACHABILITY_MODES, type ReachabilityMode } from './constants.js';
+export type { Reachability } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
 export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';

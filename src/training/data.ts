@@ -6,9 +6,7 @@ import { datasetStore, findDataset, openBatchStream, prepareDatasetInWorker, typ
 import { Rng, syntheticBatch, type AlbertBatch, type AlbertConfig } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
-
-export const DATA_CHOICES = ['auto', 'prepared', 'synthetic'] as const;
-export type DataChoice = (typeof DATA_CHOICES)[number];
+import type { DataChoice } from './options.js';
 
 export interface TrainingData {
   readonly kind: 'prepared' | 'synthetic';

@@ -3,7 +3,8 @@
  * (a swarm's published run settings; alone, the same defaults a founder publishes) and this node's
  * own choices. One set of defaults, so Start alone and Start with a swarm train the same way.
  */
-import { COLLABORATIVE_OPTION_FIELDS, DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/index.js';
+import { COLLABORATIVE_OPTION_FIELDS } from '../collab/options.js';
+import { DEFAULT_RUN_SETTINGS, type RunSettings } from '../collab/run-settings.js';
 import type { Precision } from '../engine/index.js';
 import { DEFAULT_SETTINGS } from '../shared/settings-schema.js';
 import { pick } from '../util/pick.js';
@@ -42,6 +43,13 @@ export const DEFAULT_LOCAL_TRAINER: LocalTrainerSettings = {
 export function trainerSettings(run: RunSettings = DEFAULT_RUN_SETTINGS, local: Partial<LocalTrainerSettings> = {}): TrainerSettings {
   return { ...DEFAULT_LOCAL_TRAINER, ...definedOnly(local), ...pick(run, TRAINER_RUN_KEYS) };
 }
+
+/** Where a training session gets its batches (training/data.ts): auto is the prepared dataset if there is one, else synthetic tokens. */
+export const DATA_CHOICES = ['auto', 'prepared', 'synthetic'] as const;
+export type DataChoice = (typeof DATA_CHOICES)[number];
+
+/** Minutes of training between two saves of a swarm peer's full state (training/swarm-peer.ts). */
+export const DEFAULT_SAVE_STATE_MINUTES = 5;
 
 /** Leaves out keys whose value is undefined, so they take the default. */
 function definedOnly<T extends object>(o: T): Partial<T> {

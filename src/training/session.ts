@@ -9,8 +9,9 @@ import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
 import { BadStepCounter } from '../collab/index.js';
 import { fitGpuMicroBatch, fitMicroBatch, MemoryWatchdog, type WatchdogOptions } from './memory-limit.js';
-import type { TrainerSettings } from './options.js';
-import { dataSource, openTrainingData, preparedVocabSize, type DataChoice, type TrainingData } from './data.js';
+import type { DataChoice, TrainerSettings } from './options.js';
+import { dataSource, openTrainingData, preparedVocabSize, type TrainingData } from './data.js';
+import { NonFiniteTrainingError } from './errors.js';
 
 /** Checkpoint kinds in the store. */
 export const MODEL_CHECKPOINT = 'model';
@@ -153,14 +154,6 @@ export async function openTrainingSession(spec: SessionSpec): Promise<TrainingSe
   } catch (err) {
     await data.close();
     throw err;
-  }
-}
-
-/** Training alone kept meeting a non-finite loss or gradient: going on would only skip every step. */
-export class NonFiniteTrainingError extends Error {
-  constructor(inARow: number, lr: number) {
-    super(`the last ${inARow} steps had a non-finite loss or gradient (each skipped); the parameters or the data are broken, or the learning rate ${lr} is too high`);
-    this.name = 'NonFiniteTrainingError';
   }
 }
 

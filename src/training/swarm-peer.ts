@@ -15,14 +15,12 @@ import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import type { EmitTrainingEvent } from './events.js';
 import { MemoryLimitError, type WatchdogOptions } from './memory-limit.js';
-import type { TrainerSettings } from './options.js';
+import { DEFAULT_SAVE_STATE_MINUTES, type TrainerSettings } from './options.js';
 import { serveShards, ShardRotation } from '../shards/index.js';
 import { pinsOf, runDataset } from './run-data.js';
 import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
 
-/** Minutes of training between two saves of the peer's full state. */
-export const DEFAULT_SAVE_STATE_MINUTES = 5;
 /** The peer's own full-state checkpoints kept (the newest and one before it, should it be damaged). */
 const KEPT_STATES = 2;
 

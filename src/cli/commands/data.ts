@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { BatchProducer, DataError, datasetStore, MASKING_MODES, SOURCE_FORMATS, findDataset, loadTokenizer, prepareDataset, type DatasetInfo, type PrepareEvent } from '../../data/index.js';
-import { IGNORE_INDEX } from '../../engine/index.js';
-import { openStore } from '../../store/index.js';
+import { DataError } from '../../data/errors.js';
+import type { DatasetInfo, PrepareEvent } from '../../data/index.js';
+import { MASKING_MODES } from '../../data/masking.js';
+import { SOURCE_FORMATS } from '../../data/sources.js';
+import { IGNORE_INDEX } from '../../engine/batch.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 
@@ -104,6 +106,7 @@ export function registerData(program: Command): void {
     reportDataErrors(async () => {
       const { config, log } = commandContext(prepare);
       const { tokenizer, cacheQuota, json, ...opts } = parseFlags(prepare, PREPARE_FLAGS);
+      const [{ openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
 
       const store = openStore(config.dataDir);
       const progress = preparationProgress();
@@ -139,8 +142,9 @@ export function registerData(program: Command): void {
     .description('show the prepared datasets: documents, sentences, examples, tokens, shards and cache size')
     .option('--json', 'print one JSON object');
   stats.action(
-    reportDataErrors((opts: { json?: boolean }) => {
+    reportDataErrors(async (opts: { json?: boolean }) => {
       const { config } = commandContext(stats);
+      const [{ openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
       const store = openStore(config.dataDir);
       try {
         const datasets = datasetStore(store);
@@ -168,9 +172,10 @@ export function registerData(program: Command): void {
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
   addFlags(sample, SAMPLE_FLAGS);
   sample.action(
-    reportDataErrors(() => {
+    reportDataErrors(async () => {
       const { config } = commandContext(sample);
       const { n, cacheKey, masking: mode, seed } = parseFlags(sample, SAMPLE_FLAGS);
+      const [{ openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
       const store = openStore(config.dataDir);
       try {
         const info = findDataset(store, cacheKey);

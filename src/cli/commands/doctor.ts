@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { runChecks, type CheckResult } from '../../doctor/checks.js';
-import { checkGpuTrainingStep } from '../../doctor/gpu-step.js';
+import type { CheckResult } from '../../doctor/checks.js';
 import { addSettingOptions, commandContext } from '../context.js';
 
 const MARK: Record<CheckResult['status'], string> = { ok: 'ok     ', missing: 'missing', warn: 'warn   ', fail: 'FAIL   ' };
@@ -14,6 +13,7 @@ export function registerDoctor(program: Command): void {
   addSettingOptions(cmd, ['initialPeers']);
   cmd.action(async (opts: { json?: boolean; gpu?: boolean }) => {
     const { config } = commandContext(cmd);
+    const [{ runChecks }, { checkGpuTrainingStep }] = await Promise.all([import('../../doctor/checks.js'), import('../../doctor/gpu-step.js')]);
     const results = [...(await runChecks(config)), ...(opts.gpu ? [await checkGpuTrainingStep()] : [])];
     const failed = results.filter((r) => r.status === 'fail');
     if (opts.json) {

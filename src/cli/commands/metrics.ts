@@ -2,11 +2,10 @@ import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { CREDITED_SERIES, FLAGGED_SERIES, EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportOptions } from '../../collab/index.js';
+import { EXPORT_FORMATS, EXPORT_TABLES, type ExportOptions } from '../../collab/export.js';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
-import { openExistingStore, type Store } from '../../store/index.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 
@@ -17,9 +16,6 @@ const EXPORT_FLAGS = {
   since: flagRow({ schema: z.string(), arg: '<when>', description: 'only points recorded (or steps credited) since then: an ISO 8601 date/time (2026-05-01, 2026-05-01T12:00:00Z) or a duration back from now (90s, 30m, 2h, 7d)' }),
   out: flagRow({ schema: z.string(), arg: '<file>', description: 'write to this file instead of stdout' }),
 };
-
-/** Series a store may hold even before it has points of them. */
-const KNOWN_SERIES = [...Object.values(METRIC), CREDITED_SERIES, FLAGGED_SERIES];
 
 /** `cohort metrics export`: the store's metric history or contributions as CSV or JSON. */
 export function registerMetrics(program: Command): void {
@@ -34,9 +30,12 @@ export function registerMetrics(program: Command): void {
     const { format, table } = flags;
     if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
     const since = parseSince(flags.since, Date.now());
+    const [{ openExistingStore }, { CREDITED_SERIES, FLAGGED_SERIES, exportStream }] = await Promise.all([import('../../store/index.js'), import('../../collab/index.js')]);
     const store = openExistingStore(config.dataDir);
     try {
-      const series = flags.series === undefined ? undefined : parseSeries(flags.series, store);
+      // the series a store may hold even before it has points of them, and those it has
+      const known = [...Object.values(METRIC), CREDITED_SERIES, FLAGGED_SERIES, ...store.metrics.seriesNames()];
+      const series = flags.series === undefined ? undefined : parseSeries(flags.series, known);
       const options: ExportOptions = { table, format, ...(series ? { series } : {}), ...(since !== undefined ? { since } : {}) };
       if (flags.out === undefined) {
         await pipeline(exportStream(store, options), process.stdout, { end: false });
@@ -73,9 +72,9 @@ function parseSince(raw: string | undefined, now: number): number | undefined {
   return at;
 }
 
-function parseSeries(raw: string, store: Store): string[] {
+function parseSeries(raw: string, known: readonly string[]): string[] {
   const names = commaList(raw);
-  const accepted = [...new Set([...KNOWN_SERIES, ...store.metrics.seriesNames()])].sort();
+  const accepted = [...new Set(known)].sort();
   const unknown = names.filter((n) => !accepted.includes(n));
   if (names.length === 0 || unknown.length > 0) throw new ConfigError('--series', `invalid value ${JSON.stringify(raw)}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}; accepted: a comma-separated list of ${accepted.join(', ')}`);
   return names;

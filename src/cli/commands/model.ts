@@ -1,10 +1,12 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { checkConfig, PRESET_NAMES, PRESETS, type PresetName, encodeParams, loadModel, saveModel, PRECISIONS, initAlbertParams, batchFromJson, DynamicLossScaler, OrtBackend, type ProviderChoice } from '../../engine/index.js';
+import { PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
+import { PRECISIONS } from '../../engine/albert/graph.js';
+import { batchFromJson } from '../../engine/batch.js';
+import type { ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
-import { openExistingStore } from '../../store/index.js';
-import { exportModel, type ExportSource } from '../../training/model-export.js';
+import type { ExportSource } from '../../training/model-export.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags, parseFlagValue, requiredFlag } from '../flag-table.js';
 
@@ -36,11 +38,12 @@ export function registerModel(program: Command): void {
     .command('init')
     .description('write a randomly initialized AlbertForPreTraining (HF init: normal(0, 0.02), zero biases, LayerNorm 1/0) to DIR/config.json and DIR/model.safetensors');
   addFlags(init, INIT_FLAGS);
-  init.action(() => {
+  init.action(async () => {
     const { log } = commandContext(init);
     const { seed, vocabSize, ...opts } = parseFlags(init, INIT_FLAGS);
     const preset = requiredFlag('--preset', opts.preset);
     const out = requiredFlag('--out', opts.out);
+    const { checkConfig, initAlbertParams, saveModel } = await import('../../engine/index.js');
     const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
     const params = initAlbertParams(config, seed);
     saveModel(out, config, params);
@@ -53,9 +56,10 @@ export function registerModel(program: Command): void {
     .description('write a checkpoint as a directory Hugging Face loads: config.json (AlbertConfig), model.safetensors (AlbertForPreTraining) and the run’s tokenizer.json (AutoTokenizer)')
     .option('--from <checkpoint>', 'latest (the newest model checkpoint in --data-dir’s store, a coordinator’s or a training session’s), an epoch (the newest checkpoint of it), or a model directory (a coordinator’s checkpoints/epoch-N)', 'latest')
     .option('--out <dir>', 'output directory (created if missing)');
-  exp.action((opts: { from: string; out?: string }) => {
+  exp.action(async (opts: { from: string; out?: string }) => {
     const { config, log } = commandContext(exp);
     const out = requiredFlag('--out', opts.out);
+    const [{ openExistingStore }, { exportModel }] = await Promise.all([import('../../store/index.js'), import('../../training/model-export.js')]);
     const store = openExistingStore(config.dataDir);
     try {
       const exported = exportModel(store, exportSource(opts.from), out);
@@ -76,6 +80,7 @@ export function registerModel(program: Command): void {
     const { provider, threads, precision } = opts;
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
+    const { loadModel, OrtBackend, DynamicLossScaler, encodeParams } = await import('../../engine/index.js');
     const { config, params, ignored } = loadModel(dir);
     if (ignored.length > 0) log.debug({ ignored }, 'checkpoint keys not used (aliases and buffers)');
     const batch = readBatch(batchFile, config.vocabSize);

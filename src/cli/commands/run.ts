@@ -1,22 +1,19 @@
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { collabOptionsOf, Coordinator, joinPeerIds, loadStateDir, resolveRunParams, RunSettingsConflictError, runSettingsOf, storedRunRecord, trainingMetrics, type CollaborativeOptions, type RunData, type RunParams } from '../../collab/index.js';
+import type { CollaborativeOptions, RunData, RunParams, TrainingState } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
-import { openStore } from '../../store/index.js';
-import { resolveSwarmInit } from '../../swarm/config.js';
+import type { Logger } from '../../log/logger.js';
 import type { MetricsServer } from '../../node/metrics-server.js';
-import { createSwarmNode, isJoinCode, swarmMetrics, type SwarmInit, type SwarmNode } from '../../swarm/index.js';
+import type { SwarmInit, SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
-import { runSwarmPeer } from '../../training/swarm-peer.js';
 import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, parseFlags } from '../flag-table.js';
-import { checkFoundingDataFlags, foundingData } from '../founding-data.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
-import { checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
+import { checkFoundingDataFlags, checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
 import { stopOnSignal } from '../stop-signal.js';
 
 /** How long a stopping `cohort run` waits for its swarm node to stop. */
@@ -42,9 +39,16 @@ export function registerRun(program: Command): void {
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local);
     checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
-    const init = swarmInit(opts, settings.initialPeers);
+    const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
-    const resumeFrom = resumeState(opts, founding);
+    const resumeFrom = await resumeState(opts, founding);
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+      import('../../collab/index.js'),
+      import('../../store/index.js'),
+      import('../../swarm/index.js'),
+      import('../../training/swarm-peer.js'),
+      import('../founding-data.js'),
+    ]);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
     let node: SwarmNode | undefined;
@@ -95,7 +99,8 @@ export function registerRun(program: Command): void {
 }
 
 /** The run's record (see resolveRunParams; `stored`: the one this data directory's checkpoints keep); an explicit flag that contradicts it exits 2 naming it. */
-async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, ownData: RunData | null, stored: RunParams | undefined, log: Parameters<typeof resolveRunParams>[1]['log'], signal: AbortSignal): Promise<RunParams> {
+async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, ownData: RunData | null, stored: RunParams | undefined, log: Logger, signal: AbortSignal): Promise<RunParams> {
+  const { resolveRunParams, RunSettingsConflictError } = await import('../../collab/index.js');
   try {
     return await resolveRunParams(node, { own: flags.settings, ownData, joinPeers, explicit: flags.explicit, stored, log, signal });
   } catch (err) {
@@ -105,9 +110,10 @@ async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags
 }
 
 /** The state `--resume-from` names, read before anything starts; a bad directory or use exits 2 naming the flag. */
-function resumeState(opts: RunFlags, founding: boolean): ReturnType<typeof loadStateDir> | undefined {
+async function resumeState(opts: RunFlags, founding: boolean): Promise<TrainingState | undefined> {
   if (opts.resumeFrom === undefined) return undefined;
   if (opts.coordinator || !founding) throw new ConfigError('--resume-from', 'founds a run from a state: give it to a training peer without --coordinator, --join or --initial-peers');
+  const { loadStateDir } = await import('../../collab/index.js');
   try {
     return loadStateDir(opts.resumeFrom);
   } catch (err) {
@@ -116,7 +122,8 @@ function resumeState(opts: RunFlags, founding: boolean): ReturnType<typeof loadS
 }
 
 /** The flags as a SwarmInit; a bad value exits 2 naming its flag. */
-function swarmInit(opts: RunFlags, initialPeers: readonly string[]): SwarmInit {
+async function swarmInit(opts: RunFlags, initialPeers: readonly string[]): Promise<SwarmInit> {
+  const [{ isJoinCode }, { resolveSwarmInit }] = await Promise.all([import('../../swarm/join-code.js'), import('../../swarm/config.js')]);
   if (opts.join !== undefined && initialPeers.length > 0) throw new ConfigError('--join', 'give either --join or --initial-peers, not both');
   if (opts.join !== undefined && !isJoinCode(opts.join)) throw new ConfigError('--join', `"${opts.join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
   const init: SwarmInit = {

@@ -1,7 +1,5 @@
 import { once } from 'node:events';
 import type { Command } from 'commander';
-import { volunteerParts } from '../../training/volunteer.js';
-import { startHeadlessNode } from '../../node/headless.js';
 import { addSettingOptions, commandContext } from '../context.js';
 import { stopOnSignal } from '../stop-signal.js';
 
@@ -10,6 +8,7 @@ export function registerStart(program: Command): void {
   addSettingOptions(cmd, ['dashboardHost', 'dashboardPort', 'dashboardToken', 'initialPeers', 'training', 'moveAside']);
   cmd.action(async () => {
     const { config, log } = commandContext(cmd);
+    const [{ volunteerParts }, { startHeadlessNode }] = await Promise.all([import('../../training/volunteer.js'), import('../../node/headless.js')]);
     const node = await startHeadlessNode(config, log, volunteerParts(config));
     process.stdout.write(`Cohort dashboard: ${node.url}${config.dashboardToken ? ' (open it with ?token=<your dashboard token>)' : ''}\n`);
     const stop = stopOnSignal();

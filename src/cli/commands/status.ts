@@ -1,9 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
-import { holdersPerShard } from '../../shards/index.js';
-import { createSwarmNode, isJoinCode } from '../../swarm/index.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 
@@ -26,8 +23,14 @@ export function registerStatus(program: Command): void {
   addFlags(cmd, STATUS_FLAGS);
   cmd.action(async ({ join }: { join: string }) => {
     const { log } = commandContext(cmd);
+    const { isJoinCode } = await import('../../swarm/join-code.js');
     if (!isJoinCode(join)) throw new ConfigError('--join', `"${join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
     const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
+    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf }, { holdersPerShard }, { createSwarmNode }] = await Promise.all([
+      import('../../collab/index.js'),
+      import('../../shards/index.js'),
+      import('../../swarm/index.js'),
+    ]);
     const node = await createSwarmNode({ initialPeers: join, clientMode: true, log });
     try {
       const report = await node.ready;

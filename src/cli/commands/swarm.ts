@@ -3,10 +3,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
-import { openStore } from '../../store/index.js';
-import { resolveSwarmInit } from '../../swarm/config.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
-import { JoinCodeError, createSwarmNode, statsMetricPoints, swarmMetrics, decodeJoinCode, generatePsk, isJoinCode, parsePskHex, type SwarmInit } from '../../swarm/index.js';
+import type { SwarmInit } from '../../swarm/index.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
 import { METRICS_FLAGS, metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
@@ -37,8 +35,9 @@ export function registerSwarm(program: Command): void {
   start.action(async () => {
     const { config, log } = commandContext(start);
     const opts = parseFlags(start, START_FLAGS);
-    const init = startInit(opts, config.initialPeers);
+    const init = await startInit(opts, config.initialPeers);
     const metrics = metricsEndpoint(opts);
+    const [{ openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
     const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
     try {
       const node = await createSwarmNode({ ...init, log }, store);
@@ -76,7 +75,8 @@ export function registerSwarm(program: Command): void {
     .description('show what a join code holds (run id, bootstrap multiaddrs, whether the swarm is closed)')
     .requiredOption('--decode <code>', 'the join code to decode')
     .option('--json', 'print it as one JSON object');
-  joinCode.action((opts: { decode: string; json?: boolean }) => {
+  joinCode.action(async (opts: { decode: string; json?: boolean }) => {
+    const [{ decodeJoinCode }, { JoinCodeError }] = await Promise.all([import('../../swarm/join-code.js'), import('../../swarm/errors.js')]);
     let info;
     try {
       info = decodeJoinCode(opts.decode);
@@ -91,7 +91,13 @@ export function registerSwarm(program: Command): void {
 }
 
 /** Validates the flags into a SwarmInit; every bad value becomes a ConfigError naming its flag (exit 2). */
-function startInit(opts: StartOptions, initialPeers: readonly string[]): SwarmInit {
+async function startInit(opts: StartOptions, initialPeers: readonly string[]): Promise<SwarmInit> {
+  const [{ decodeJoinCode, isJoinCode }, { JoinCodeError }, { generatePsk, parsePskHex }, { resolveSwarmInit }] = await Promise.all([
+    import('../../swarm/join-code.js'),
+    import('../../swarm/errors.js'),
+    import('../../swarm/private-network.js'),
+    import('../../swarm/config.js'),
+  ]);
   if (opts.psk !== undefined && opts.newPsk) throw new ConfigError('--new-psk', 'cannot be combined with --psk');
   let psk: Uint8Array | undefined;
   try {

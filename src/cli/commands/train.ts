@@ -1,12 +1,10 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../config/load.js';
 import { z } from 'zod';
-import { DEFAULT_RUN_SETTINGS } from '../../collab/index.js';
-import { linearWarmupDecay, type LocalStep, PRESETS, saveModel, type OptimizerKind } from '../../engine/index.js';
-import { openStore } from '../../store/index.js';
-import { DATA_CHOICES, VocabularyMismatchError } from '../../training/data.js';
-import { DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
-import { openTrainingSession } from '../../training/session.js';
+import { DEFAULT_RUN_SETTINGS } from '../../collab/run-settings.js';
+import { PRESETS } from '../../engine/albert/config.js';
+import type { LocalStep, OptimizerKind } from '../../engine/index.js';
+import { DATA_CHOICES, DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
@@ -47,6 +45,12 @@ export function registerTrain(program: Command): void {
     if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
     const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
     if (warmupSteps >= steps) throw new ConfigError('--warmup-steps', `${warmupSteps} is not an integer from 0 to ${steps - 1} (less than --steps ${steps})`);
+    const [{ openStore }, { openTrainingSession }, { VocabularyMismatchError }, { linearWarmupDecay, saveModel }] = await Promise.all([
+      import('../../store/index.js'),
+      import('../../training/session.js'),
+      import('../../training/data.js'),
+      import('../../engine/index.js'),
+    ]);
 
     const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
     let session;

@@ -1,15 +1,11 @@
 import type { Libp2p, PeerId } from '@libp2p/interface';
 import { CODE_P2P, type Multiaddr } from '@multiformats/multiaddr';
 import type { Logger } from '../../log/logger.js';
-import { DIALBACK_MIN_INTERVAL_MS, DIALBACK_PROBE_PEERS, DIALBACK_REQUEST_TIMEOUT_MS, REACHABILITY_REFRESH_MS } from '../constants.js';
+import { DIALBACK_MIN_INTERVAL_MS, DIALBACK_PROBE_PEERS, DIALBACK_REQUEST_TIMEOUT_MS, REACHABILITY_REFRESH_MS, type ReachabilityMode } from '../constants.js';
 import { askDialback, type DialbackAnswer } from './dialback.js';
 
 /** What this node knows about its own reachability: `unknown` until a probe (or the configuration) decides. */
 export type Reachability = 'unknown' | 'public' | 'private';
-
-/** `auto`: probe (AutoNAT); `public`/`private`: forced (`private` is hivemind's client mode). */
-export type ReachabilityMode = 'auto' | 'public' | 'private';
-export const REACHABILITY_MODES: readonly ReachabilityMode[] = ['auto', 'public', 'private'];
 
 export interface ReachabilityComponents {
   readonly libp2p: Pick<Libp2p, 'getMultiaddrs' | 'getConnections' | 'dialProtocol' | 'addEventListener' | 'removeEventListener'>;
