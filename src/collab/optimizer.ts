@@ -194,7 +194,7 @@ export class CollaborativeOptimizer {
     // (the group closes as soon as they joined), or the peers fall out of step and each round averages alone
     const roundWait = Math.max(this.o.matchmakingTime, this.o.averagingTimeout);
     const window = diloco ? { matchmakingTimeMs: Math.round(roundWait * 1000), averagingExpirationMs: Math.round(Math.max(this.o.averagingExpiration, roundWait) * 1000) } : {};
-    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window });
+    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window, diloco });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });
