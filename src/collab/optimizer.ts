@@ -622,7 +622,12 @@ export class CollaborativeOptimizer {
     this.log.info(`this peer is at epoch ${this.epochValue}, the swarm at ${swarmEpoch}: loading state from peers`);
     this.dropScheduled(`this peer loads the state of epoch ≥ ${swarmEpoch}`);
     try {
-      const loaded = await this.state.loadStateFromPeers({ minEpoch: swarmEpoch });
+      // DiLoCo's overlap: a peer serves θ_start of its round in flight, one epoch behind its progress,
+      // until the round lands; when the next round is due by then (peers waiting for others to join)
+      // that lag never closes. The in-flight round's state is what its members started from: a peer
+      // that loads it joins that round (its group may still be forming) and lands where they do
+      const minEpoch = this.o.outerOverlap ? swarmEpoch - 1 : swarmEpoch;
+      const loaded = await this.state.loadStateFromPeers({ minEpoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
