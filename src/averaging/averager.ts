@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import type { Logger } from '../log/logger.js';
+import type { AveragingMode } from '../shared/api.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { allreduce, type AllreduceResult } from './allreduce.js';
 import { COMPRESSIONS, type Compression } from './compression.js';
@@ -93,6 +94,11 @@ export interface AveragerInit {
    * (part of the schema hash). @default none: the vector is averaged as it is
    */
   powerSgd?: PowerSgd;
+  /**
+   * The vector is DiLoCo's pseudo-gradient (averaged as it is): each averaged round's log line and
+   * 'averaged' event name the mode `diloco`. @default false
+   */
+  diloco?: boolean;
   /** Fault injection for tests only (hivemind's Fault); never set in production. */
   fault?: Fault;
 }
@@ -152,10 +158,11 @@ export type StepResult =
 export type AveragingEvent =
   | { readonly type: 'matchmaking'; readonly key: string }
   | { readonly type: 'group'; readonly groupId: string; readonly peers: number; readonly leader: string }
-  | { readonly type: 'averaged'; readonly result: AllreduceResult }
+  /** `mode`: how the round averaged (PowerSGD's rounds are `powersgd`, AveragerInit's `diloco` rounds `diloco`), as logs and the dashboard name it. */
+  | { readonly type: 'averaged'; readonly result: AllreduceResult; readonly mode: AveragingMode }
   | { readonly type: 'failed'; readonly stage: 'matchmaking' | 'allreduce'; readonly reason: string };
 
-type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs' | 'powerSgd'>> & {
+type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs' | 'powerSgd' | 'diloco'>> & {
   readyTimeoutMs: number;
   label: string;
   uploadLimitBytesPerS: number | undefined;
@@ -428,13 +435,14 @@ export class Averager {
     const n = group.members.length;
     const mb = ((result.bytesSent + result.bytesReceived) / 1e6).toFixed(1);
     const sent = (result.bytesSent / 1e6).toPrecision(3);
-    const mode = result.powerSgd ? `PowerSGD rank ${result.powerSgd.rank}, ${result.powerSgd.ratio.toFixed(1)}× fewer values than plain averaging, ` : '';
+    const mode: AveragingMode = result.powerSgd ? 'powersgd' : this.init.diloco ? 'diloco' : 'plain';
+    const words = result.powerSgd ? `PowerSGD rank ${result.powerSgd.rank}, ${result.powerSgd.ratio.toFixed(1)}× fewer values than plain averaging, ` : mode === 'diloco' ? 'DiLoCo outer step, ' : '';
     const cpu = `main thread busy ${result.cpu.busySeconds.toFixed(2)} s, process CPU ${result.cpu.processSeconds.toFixed(2)} s`;
-    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${sent} MB sent, ${mode}${result.durationMs} ms, ${cpu})`);
+    if (result.status === 'complete') this.log.info(`Averaged ${this.cfg.label} with ${n} peers (${mb} MB on the wire, ${sent} MB sent, ${words}${result.durationMs} ms, ${cpu})`);
     else this.log.warn(`Averaged ${this.cfg.label} with ${n} peers, but ${result.failedParts.length} part(s) kept local values: ${result.failedParts.map((p) => p.reason).join('; ')}`);
     for (const x of result.excluded) this.log.warn(`excluded peer ${x.peer} from averaging: ${x.reason}`);
     for (const x of result.clamped) this.log.warn(`lowered the weight of peer ${x.peer} from ${x.weight} to ${x.bound} in the part this peer reduced: more than the progress it has been seen to make`);
-    this.emit({ type: 'averaged', result });
+    this.emit({ type: 'averaged', result, mode });
     return result;
   }
 

@@ -45,6 +45,7 @@ export const RUN_SETTING_FLAGS = {
   innerSteps: wide('innerSteps', 'DiLoCo: local steps (micro-batches) per round at most; the round ends sooner once the swarm gathered the target batch'),
   outerLr: wide('outerLr', 'DiLoCo: outer Nesterov learning rate'),
   outerMomentum: wide('outerMomentum', 'DiLoCo: outer Nesterov momentum (0: none)'),
+  outerOverlap: wide('outerOverlap', 'DiLoCo: average a round’s pseudo-gradient in the background while the next round’s inner steps run; its outer step lands when the round ends (one-step-delayed outer update)'),
   batchSizeLead: wide('batchSizeLead', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)'),
   peakLr: wide('peakLr', 'peak LAMB learning rate', '--lr'),
   warmupSteps: wide('warmupSteps', 'warmup in swarm epochs'),

@@ -29,6 +29,8 @@ export type StateSaveRequest =
       readonly params: Float32Array;
       readonly expAvg: Float32Array;
       readonly expAvgSq: Float32Array;
+      /** DiLoCo's outer momentum, in the parameters' layout. */
+      readonly outerMomentum?: Float32Array;
       readonly optimizer: Omit<OptimizerState, 'expAvg' | 'expAvgSq'>;
     })
   | (Common & { readonly type: 'bytes'; readonly bytes: Uint8Array })
@@ -77,5 +79,5 @@ parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
 /** The training state's encoding as pieces over the shared buffers: nothing large is copied before the chunks are cut. */
 function encode(r: Extract<StateSaveRequest, { type: 'state' }>): Uint8Array[] {
   const wrap = (data: Float32Array): ParameterSet => ParameterSet.wrap(r.specs, data);
-  return encodeTrainingStatePieces({ epoch: r.epoch, config: r.config, params: wrap(r.params), optimizer: { ...r.optimizer, expAvg: wrap(r.expAvg), expAvgSq: wrap(r.expAvgSq) } });
+  return encodeTrainingStatePieces({ epoch: r.epoch, config: r.config, params: wrap(r.params), optimizer: { ...r.optimizer, expAvg: wrap(r.expAvg), expAvgSq: wrap(r.expAvgSq) }, ...(r.outerMomentum ? { outerMomentum: wrap(r.outerMomentum) } : {}) });
 }

@@ -138,11 +138,13 @@ export function loadStateDir(dir: string): TrainingState {
   return { epoch: info.epoch, config, params, ...(optimizer ? { optimizer } : {}) };
 }
 
-/** What a training peer saves: its parameters with their epoch, its optimizer and loss scaler. */
+/** What a training peer saves: its parameters with their epoch, its optimizer and loss scaler (and DiLoCo's outer momentum). */
 export interface LiveState {
   readonly epoch: number;
   readonly config: TrainingState['config'];
+  /** In a DiLoCo run θ_start of the peer's round. */
   readonly params: ParameterSet;
+  readonly outerMomentum?: ParameterSet | undefined;
   readonly optimizer: Optimizer;
   readonly scaler?: DynamicLossScaler | undefined;
 }
@@ -151,6 +153,8 @@ interface Shared {
   readonly params: Float32Array;
   readonly expAvg: ParameterSet;
   readonly expAvgSq: ParameterSet;
+  /** Allocated by the first save that has an outer momentum. */
+  outerMomentum?: Float32Array;
 }
 
 /**
@@ -201,6 +205,7 @@ export class FullStateSaver {
         params: shared.params,
         expAvg: shared.expAvg.data,
         expAvgSq: shared.expAvgSq.data,
+        ...(live.outerMomentum ? { outerMomentum: shared.outerMomentum! } : {}),
         optimizer: { kind: o.config.kind, step: o.stepCount, config: describeConfig(o.config), ...(live.scaler ? { lossScaler: live.scaler.exportState() } : {}) },
         ...pause,
       });
@@ -230,7 +235,7 @@ export class FullStateSaver {
     return written.finally(() => (this.busy = false));
   }
 
-  /** Copies the parameters and moments into the shared buffers, a slice of tensors per event-loop turn. */
+  /** Copies the parameters, moments and outer momentum into the shared buffers, a slice of tensors per event-loop turn. */
   private async snapshot(live: LiveState): Promise<void> {
     const n = live.params.size;
     if (this.shared?.params.length !== n) {
@@ -242,6 +247,10 @@ export class FullStateSaver {
       this.shared = shared;
     }
     const shared = this.shared;
+    if (live.outerMomentum && !shared.outerMomentum) {
+      shared.outerMomentum = new Float32Array(new SharedArrayBuffer(n * 4));
+      await this.request({ type: 'prefault', buffers: [shared.outerMomentum.buffer as SharedArrayBuffer] });
+    }
     const specs = live.params.specs;
     for (let first = 0; first < specs.length; ) {
       let end = first;
@@ -250,6 +259,7 @@ export class FullStateSaver {
       const from = specs[first]!.offset;
       const to = specs[end - 1]!.offset + specs[end - 1]!.size;
       shared.params.set(live.params.data.subarray(from, to), from);
+      if (live.outerMomentum) shared.outerMomentum!.set(live.outerMomentum.data.subarray(from, to), from);
       live.optimizer.copyMoments(shared, first, end);
       first = end;
       if (first < specs.length) await new Promise<void>((resolve) => setImmediate(resolve));

@@ -90,7 +90,7 @@ interface Averaged {
   readonly weights?: Record<string, number>;
 }
 
-/** delay_grad_averaging's round running in the background while the next epoch trains. */
+/** delay_grad_averaging's (or DiLoCo's overlapped) round running in the background while the next epoch trains. */
 interface InFlight {
   readonly ended: EndedEpoch;
   readonly peers: number;
@@ -194,7 +194,7 @@ export class CollaborativeOptimizer {
     // (the group closes as soon as they joined), or the peers fall out of step and each round averages alone
     const roundWait = Math.max(this.o.matchmakingTime, this.o.averagingTimeout);
     const window = diloco ? { matchmakingTimeMs: Math.round(roundWait * 1000), averagingExpirationMs: Math.round(Math.max(this.o.averagingExpiration, roundWait) * 1000) } : {};
-    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window });
+    this.grads = createAverager(node, { prefix: diloco ? DILOCO_PREFIX : GRAD_PREFIX, ...observe(diloco ? 'pseudo-gradients' : 'gradients'), compression: this.o.gradCompression, ...powerSgd, ...timing, ...window, diloco });
     this.state = createAverager(node, { prefix: STATE_PREFIX, ...observe('state'), log, ...upload, state: { trusted: this.o.trustedPeers } });
     this.followable = new FollowableReports(() => this.state.advertisedStateEpoch(), log);
     this.observed = new ObservedProgress({ targetBatchSize: this.o.targetBatchSize, maxStaleSeconds: this.o.metadataExpiration });
@@ -226,13 +226,21 @@ export class CollaborativeOptimizer {
   }
 
   /**
-   * Takes a pending delayed step, then tells the epoch whose parameters `params` hold: the epoch
-   * itself, or while delay_grad_averaging's round runs, the epoch it averages (its step is not taken
-   * yet). What a checkpoint of this moment is labelled with.
+   * The state this peer keeps in its checkpoints, after a pending delayed step: the epoch its
+   * parameters hold (while delay_grad_averaging's round runs, the epoch it averages: its step is not
+   * taken yet) and the parameters; in DiLoCo θ_start of its round (the swarm's; the inner steps taken
+   * since are this peer's own) with the outer momentum, and while an overlapped round is in flight
+   * that round's epoch (θ_start moves once it lands). Views of live values: copy them before the next step.
    */
-  settledEpoch(): number {
+  stateToSave(): { epoch: number; params: ParameterSet; outerMomentum?: ParameterSet } {
     this.delayed.run();
-    return this.inFlight?.ended.finished ?? this.epochValue;
+    const epoch = this.inFlight?.ended.finished ?? this.epochValue;
+    return this.outer ? { epoch, params: this.outer.start, outerMomentum: this.outer.momentum } : { epoch, params: this.params };
+  }
+
+  /** The epoch of the state served to newcomers: DiLoCo's θ_start is the in-flight round's until it lands; otherwise the epoch this peer is at. */
+  private servedEpoch(): number {
+    return this.outer ? (this.inFlight?.ended.finished ?? this.epochValue) : this.epochValue;
   }
 
   /** Cumulative samples and compute seconds this peer contributed (resumable). */
@@ -241,20 +249,20 @@ export class CollaborativeOptimizer {
   }
 
   /** Serves this peer's state to newcomers, publishes progress, and catches up if the swarm is ahead. */
-  async start(resume: { epoch?: number; samples?: number; seconds?: number } = {}): Promise<StepOutcome | undefined> {
+  async start(resume: { epoch?: number; samples?: number; seconds?: number; outerMomentum?: ParameterSet | undefined } = {}): Promise<StepOutcome | undefined> {
     this.epochValue = resume.epoch ?? 0;
     this.totals = { samples: resume.samples ?? 0, seconds: resume.seconds ?? 0 };
-    this.outer?.reset(this.params); // the parameters the caller resumed from begin the first round
+    // the parameters the caller resumed from begin the first round, with the momentum it saved (its own checkpoint's)
+    this.outer?.reset(this.params, resume.outerMomentum);
     this.takeBackup(); // so a broken step always has a state to go back to (a state load replaces it)
     const served = await this.state.serveState({
-      epoch: () => this.epochValue,
+      epoch: () => this.servedEpoch(),
       snapshot: () => {
-        this.delayed.run(); // a newcomer gets the parameters of the epoch it is told
+        // a newcomer gets the parameters of the epoch it is told (DiLoCo: θ_start and the outer momentum, as checkpointed)
+        const state = { ...this.stateToSave(), epoch: this.servedEpoch() };
         // a run that compresses state averaging sends newcomers its state in fp16 too (half the bytes of parameters and first moments)
         const fp16 = this.o.stateAveragingCompression !== 'none';
-        // DiLoCo: the round's θ_start, which the swarm shares, and the outer momentum; the inner steps taken since are this peer's own
-        const outer = this.outer ? { params: this.outer.start, outerMomentum: this.outer.momentum } : { params: this.params };
-        return { epoch: this.epochValue, data: encodeTrainingState({ epoch: this.epochValue, config: this.config, optimizer: this.optimizer.exportState(), ...outer }, { fp16 }) };
+        return { epoch: state.epoch, data: encodeTrainingState({ ...state, config: this.config, optimizer: this.optimizer.exportState() }, { fp16 }) };
       },
       settled: () => !this.delayed.isPending,
     });
@@ -322,11 +330,12 @@ export class CollaborativeOptimizer {
     this.delayed.run();
     if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     this.backupIfDue();
-    // delay_grad_averaging: the background round ended during the last micro-batch; its update is applied now
-    if (this.inFlight?.result) return this.applyInFlight(this.inFlight, this.inFlight.result);
     // others already stepped past this epoch, or the swarm has gathered the target batch
     // DiLoCo: or this peer took its H inner steps
-    if (g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead) || (this.outer && this.innerSteps >= this.o.innerSteps)) return this.update(g);
+    const due = g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead) || (this.outer !== undefined && this.innerSteps >= this.o.innerSteps);
+    // delay_grad_averaging, DiLoCo's overlap: the background round ended during the last micro-batch; its update is applied now
+    if (this.inFlight?.result && !due) return this.applyInFlight(this.inFlight, this.inFlight.result);
+    if (due) return this.update(g);
     this.maybeSchedule(g);
     return { type: 'accumulated', progress: g };
   }
@@ -374,10 +383,14 @@ export class CollaborativeOptimizer {
   }
 
   private async update(g: GlobalProgress): Promise<StepOutcome> {
-    // delay_grad_averaging: a round still running is finished and applied before the next begins
-    if (this.inFlight) return this.applyInFlight(this.inFlight, await this.inFlight.done);
-    // hivemind: next epoch = max(local + 1, global) so a late peer lands on the swarm's epoch
-    const s: EndedEpoch = { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
+    // delay_grad_averaging, DiLoCo's overlap: a round still running is finished and applied before the next begins
+    if (this.inFlight) {
+      const applied = await this.applyInFlight(this.inFlight, await this.inFlight.done);
+      // DiLoCo: this peer's own round is due as well; it begins now, not a micro-batch later (the caller sees the step that landed)
+      if (this.outer && applied.type === 'stepped') await this.outerRound(this.outer, this.ended(g), g.peers);
+      return applied;
+    }
+    const s = this.ended(g);
     if (this.o.useLocalUpdates) {
       this.beginEpoch(s.next);
       return this.afterStep(s, { averagedWith: 1 }, g.peers);
@@ -393,14 +406,23 @@ export class CollaborativeOptimizer {
       this.beginEpoch(s.next);
       return this.applyAveraged(s, result, g.peers, scheduled !== undefined);
     }
-    this.beginEpoch(s.next);
-    const round: InFlight = { ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, result: undefined };
-    void done.then((r) => (round.result = r));
+    return this.inBackground({ ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, result: undefined }, 'gradients', 'training');
+  }
+
+  /** The epoch this peer ends now: hivemind's next epoch = max(local + 1, global), so a late peer lands on the swarm's epoch. */
+  private ended(g: GlobalProgress): EndedEpoch {
+    return { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
+  }
+
+  /** Moves to the next epoch while `round` runs in the background; its update is applied once it ends (applyInFlight). */
+  private async inBackground(round: InFlight, what: string, meanwhile: string): Promise<StepOutcome> {
+    this.beginEpoch(round.ended.next);
+    void round.done.then((r) => (round.result = r));
     this.inFlight = round;
-    this.log.info(`Began averaging the gradients of epoch ${s.finished} in the background; training epoch ${s.next} meanwhile`);
+    this.log.info(`Began averaging the ${what} of epoch ${round.ended.finished} in the background; ${meanwhile} epoch ${round.ended.next} meanwhile`);
     await this.publish(true);
     this.nextFetch = 0;
-    return { type: 'averaging', epoch: s.next };
+    return { type: 'averaging', epoch: round.ended.next };
   }
 
   /**
@@ -418,6 +440,7 @@ export class CollaborativeOptimizer {
 
   private applyInFlight(round: InFlight, result: Reduced): Promise<StepOutcome> {
     this.inFlight = undefined;
+    if (this.outer) return this.applyOuter(this.outer, round.ended, result, round.peers, true);
     return this.applyAveraged(round.ended, result, round.peers, round.preScheduled);
   }
 
@@ -451,14 +474,24 @@ export class CollaborativeOptimizer {
   /**
    * DiLoCo's round: this peer's pseudo-gradient θ_start − θ is averaged with the group's (weighted by
    * samples), and θ_start takes the outer step on the average (on its own when the round failed);
-   * the parameters become the new θ_start, the same on every member.
+   * the parameters become the new θ_start, the same on every member. With outerOverlap the round runs
+   * in the background while the inner steps go on (applyOuter re-bases them once it lands).
    */
   private async outerRound(outer: OuterNesterov, s: EndedEpoch, peers: number): Promise<StepOutcome> {
+    // `averaged` holds the pseudo-gradient sent until the outer step is taken: the overlap's re-basing reads it
     const delta = outer.pseudoGradient(this.params, this.averaged.data);
-    const result = await this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    const done = this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, result: undefined }, 'pseudo-gradient', 'inner steps of');
+    const result = await done;
     this.beginEpoch(s.next);
+    return this.applyOuter(outer, s, result, peers, false);
+  }
+
+  /** DiLoCo's outer step on the round's average (this peer's own pseudo-gradient when it failed); `overlapped`: re-basing the inner steps taken since. */
+  private applyOuter(outer: OuterNesterov, s: EndedEpoch, result: Reduced, peers: number, overlapped: boolean): Promise<StepOutcome> {
     const averaged = this.roundOutcome(s, result, 'pseudo-gradients', false);
-    outer.step(result.ok ? result.vector : delta, this.params);
+    const sent = this.averaged.data;
+    outer.step(result.ok ? result.vector : sent, this.params, overlapped ? sent : undefined);
     this.checkFinite('the outer step');
     return this.afterStep(s, averaged, peers);
   }
@@ -589,7 +622,12 @@ export class CollaborativeOptimizer {
     this.log.info(`this peer is at epoch ${this.epochValue}, the swarm at ${swarmEpoch}: loading state from peers`);
     this.dropScheduled(`this peer loads the state of epoch ≥ ${swarmEpoch}`);
     try {
-      const loaded = await this.state.loadStateFromPeers({ minEpoch: swarmEpoch });
+      // DiLoCo's overlap: a peer serves θ_start of its round in flight, one epoch behind its progress,
+      // until the round lands; when the next round is due by then (peers waiting for others to join)
+      // that lag never closes. The in-flight round's state is what its members started from: a peer
+      // that loads it joins that round (its group may still be forming) and lands where they do
+      const minEpoch = this.o.outerOverlap ? swarmEpoch - 1 : swarmEpoch;
+      const loaded = await this.state.loadStateFromPeers({ minEpoch });
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
@@ -646,7 +684,7 @@ export class CollaborativeOptimizer {
    * pre-scheduled round reads this again (it was counted out once it had moved on: expectedPeers 0).
    */
   private peersAt(epoch: number): number {
-    const ahead = this.o.delayGradAveraging ? 1 : 0;
+    const ahead = this.o.delayGradAveraging || this.o.outerOverlap ? 1 : 0;
     return 1 + this.reports.filter((r) => r.epoch >= epoch - 1 && r.epoch <= epoch + ahead).length;
   }
 

@@ -67,6 +67,12 @@ const collaborativeOptionsObject = z.object({
   outerLr: positive.max(10).default(DEFAULT_OUTER_LR),
   /** DiLoCo's outer Nesterov momentum (0: plain SGD). */
   outerMomentum: z.number().min(0).lt(1).default(DEFAULT_OUTER_MOMENTUM),
+  /**
+   * DiLoCo's one-step-delayed outer update (Streaming DiLoCo's overlap): a peer that ended its round
+   * averages its pseudo-gradient in the background and goes on with inner steps; the outer step lands
+   * when the round ends and re-bases the inner steps taken meanwhile on the new θ_start. Run-wide.
+   */
+  outerOverlap: z.boolean().default(false),
   /** The run's seed: PowerSGD's first Q matrices are drawn from it, the same on every peer. */
   seed: int.min(0).max(2 ** 32 - 1).default(0),
   /** Wire compression of state averaging (state_averaging_compression). */
@@ -167,6 +173,7 @@ export function resolveCollaborativeOptions(options: CollaborativeOptions): Reso
     if (o.gradAverager !== 'plain') throw new RangeError(`outer_optimizer diloco averages its pseudo-gradient as it is: grad_averager must be plain, not ${o.gradAverager}`);
     if (o.delayOptimizerStep) throw new RangeError('delay_optimizer_step and delay_grad_averaging are not supported with outer_optimizer diloco');
   }
+  if (o.outerOverlap && o.outerOptimizer !== 'diloco') throw new RangeError(`outer_overlap delays DiLoCo's outer step: it needs outer_optimizer diloco, not ${o.outerOptimizer}`);
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
   return o;
 }

@@ -47,6 +47,8 @@ export const runSettingsSchema = z.strictObject({
   outerLr: z.number().finite().positive().max(10).optional(),
   /** DiLoCo's outer Nesterov momentum. Absent: DEFAULT_OUTER_MOMENTUM. */
   outerMomentum: z.number().min(0).lt(1).optional(),
+  /** DiLoCo's one-step-delayed outer update: the next round's inner steps overlap the averaging. Absent: false. */
+  outerOverlap: z.boolean().optional(),
   /** LAMB's recipe beside the learning rate (hivemind's adam_beta1, adam_beta2, adam_epsilon, weight_decay, clamp_value). */
   adamBeta1: z.number().min(0).lt(1),
   adamBeta2: z.number().min(0).lt(1),
@@ -79,6 +81,7 @@ export function combinationProblem(s: RunSettings): SettingsProblem {
   if (s.warmupSteps >= s.totalSteps) return { field: 'warmupSteps', message: `${s.warmupSteps} is not an integer from 0 to ${s.totalSteps - 1} (less than the total steps ${s.totalSteps})` };
   if (s.batchSizeLead >= s.targetBatchSize) return { field: 'batchSizeLead', message: `${s.batchSizeLead} is not an integer from 0 to ${s.targetBatchSize - 1} (less than the target batch size ${s.targetBatchSize})` };
   if (s.outerOptimizer === 'diloco' && s.useLocalUpdates) return { field: 'useLocalUpdates', message: 'true: diloco takes its own local steps (--outer-optimizer diloco)' };
+  if (s.outerOverlap === true && s.outerOptimizer !== 'diloco') return { field: 'outerOverlap', message: `true: the overlap delays DiLoCo's outer step (it needs --outer-optimizer diloco, not ${s.outerOptimizer ?? 'none'})` };
   if (s.outerOptimizer === 'diloco' && (s.gradAverager ?? 'plain') !== 'plain') return { field: 'gradAverager', message: `${s.gradAverager}: diloco averages its pseudo-gradient as it is (--outer-optimizer diloco needs --grad-averager plain)` };
   return undefined;
 }
@@ -106,6 +109,7 @@ export const DEFAULT_RUN_SETTINGS: RunSettings = {
   innerSteps: DEFAULT_INNER_STEPS,
   outerLr: DEFAULT_OUTER_LR,
   outerMomentum: DEFAULT_OUTER_MOMENTUM,
+  outerOverlap: false,
   adamBeta1: LAMB_DEFAULTS.betas[0],
   adamBeta2: LAMB_DEFAULTS.betas[1],
   adamEpsilon: LAMB_DEFAULTS.eps,

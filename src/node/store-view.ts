@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ChartSeries, MyContribution, PeerRow, SeriesData, SwarmState } from '../shared/api.js';
+import { AVERAGING_MODES, type ChartSeries, type MyContribution, type PeerRow, type SeriesData, type SwarmState } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { METRIC } from '../store/metric-series.js';
 
@@ -23,7 +23,7 @@ const SWARM_SERIES = {
   averagingBusySecondsPerGb: METRIC.averagingBusySecondsPerGb,
   averagingBytesSent: METRIC.averagingBytesSent,
   averagingCompression: METRIC.averagingCompression,
-} satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt'>, string>;
+} satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt' | 'averagingMode'>, string>;
 
 /**
  * Read-only views of the store for the dashboard: the newest values of the series the training side
@@ -65,7 +65,9 @@ export class StoreView {
     const read = Object.entries(SWARM_SERIES).map(([key, series]) => [key, this.latest(series)] as const);
     const times = read.flatMap(([, p]) => (p ? [p.ts] : []));
     const numbers = Object.fromEntries(read.map(([key, p]) => [key, p?.value ?? null])) as Record<keyof typeof SWARM_SERIES, number | null>;
-    return { ...numbers, updatedAt: times.length > 0 ? Math.max(...times) : null };
+    // recorded as its index in AVERAGING_MODES
+    const mode = this.latest(METRIC.averagingMode);
+    return { ...numbers, averagingMode: mode === undefined ? null : (AVERAGING_MODES[mode.value] ?? null), updatedAt: times.length > 0 ? Math.max(...times) : null };
   }
 
   /** This node's contribution as its own records show it (the leaderboard is the swarm's: leaderboard-view.ts). */

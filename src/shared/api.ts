@@ -69,6 +69,10 @@ export interface MyContribution {
 export const REACHABILITY_STATES = ['public', 'private', 'unknown'] as const;
 export type NodeReachability = (typeof REACHABILITY_STATES)[number];
 
+/** How a run averages, as the dashboard names it: gradients as they are, PowerSGD's low-rank factors, or DiLoCo's pseudo-gradient once per round of local steps. */
+export const AVERAGING_MODES = ['plain', 'powersgd', 'diloco'] as const;
+export type AveragingMode = (typeof AVERAGING_MODES)[number];
+
 /** The swarm's collaborative progress toward the next optimizer step. */
 export interface SwarmState {
   readonly peersAlive: number | null;
@@ -83,9 +87,11 @@ export interface SwarmState {
   /** Seconds this node's main thread was busy during its latest all-reduce (its averaging's CPU cost), and per GB averaged. */
   readonly averagingBusySeconds: number | null;
   readonly averagingBusySecondsPerGb: number | null;
-  /** Bytes this node sent in its latest all-reduce, and how many times fewer values than plain averaging it sent (1: plain averaging, more: PowerSGD). */
+  /** Bytes this node sent in its latest all-reduce, and how many times fewer values than plain averaging it sent (1: plain averaging and DiLoCo, more: PowerSGD). */
   readonly averagingBytesSent: number | null;
   readonly averagingCompression: number | null;
+  /** How that all-reduce averaged (the run's mode; a state-averaging round is plain). */
+  readonly averagingMode: AveragingMode | null;
   /** When these numbers were last updated (ms since the epoch); null = never. */
   readonly updatedAt: number | null;
   /** This node's reachability in its swarm; null while it is in none (training alone, coordinator off). */

@@ -36,4 +36,6 @@ export const METRIC = {
   averagingBytesSent: 'averaging_bytes_sent',
   /** Values of that round's vector ÷ values each member sent in their place: 1 for plain averaging, PowerSGD's ratio. */
   averagingCompression: 'averaging_compression',
+  /** How that all-reduce averaged: its index in AVERAGING_MODES (0 plain, 1 PowerSGD, 2 DiLoCo). */
+  averagingMode: 'averaging_mode',
 } as const;

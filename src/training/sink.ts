@@ -5,7 +5,7 @@
  */
 import { busySecondsPerGb } from '../averaging/cpu-meter.js';
 import type { Logger } from '../log/logger.js';
-import type { SwarmState } from '../shared/api.js';
+import { AVERAGING_MODES, type SwarmState } from '../shared/api.js';
 import { METRIC } from '../store/metric-series.js';
 import type { Store } from '../store/index.js';
 import type { TrainingEvent } from './events.js';
@@ -62,6 +62,7 @@ export class TrainingSink {
           { series: METRIC.averagingBytes, value: cpu.bytes, ts: e.at },
           { series: METRIC.averagingBytesSent, value: e.event.result.bytesSent, ts: e.at },
           { series: METRIC.averagingCompression, value: e.event.result.powerSgd?.ratio ?? 1, ts: e.at },
+          { series: METRIC.averagingMode, value: AVERAGING_MODES.indexOf(e.event.mode), ts: e.at },
           ...(perGb !== undefined ? [{ series: METRIC.averagingBusySecondsPerGb, value: perGb, ts: e.at }] : []),
         ]);
         return;
@@ -95,7 +96,7 @@ export function swarmStateUpdate(e: TrainingEvent): Partial<Omit<SwarmState, 'up
   if (e.type === 'stepped') return { epoch: e.epoch, lastLoss: e.loss };
   if (e.type === 'averaging' && e.event.type === 'averaged') {
     const { cpu, bytesSent, powerSgd } = e.event.result;
-    return { averagingBusySeconds: cpu.busySeconds, averagingBusySecondsPerGb: busySecondsPerGb(cpu) ?? null, averagingBytesSent: bytesSent, averagingCompression: powerSgd?.ratio ?? 1 };
+    return { averagingBusySeconds: cpu.busySeconds, averagingBusySecondsPerGb: busySecondsPerGb(cpu) ?? null, averagingBytesSent: bytesSent, averagingCompression: powerSgd?.ratio ?? 1, averagingMode: e.event.mode };
   }
   if (e.type !== 'progress') return undefined;
   const s = e.swarm;

@@ -114,19 +114,20 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     memory: limit === undefined ? undefined : { limitMiB: limit, trainer: 'swarm', delayOptimizerStep: init.collab.delayOptimizerStep === true || init.collab.delayGradAveraging === true, memoryProbe: init.memoryProbe, watchdogIntervalMs: init.watchdogIntervalMs },
     onWarning: (m) => log.warn(m),
   });
-  const resumeEpoch = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
+  const resumed = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   keepOffences(node, store.offences.forRun(node.runId)); // bans this node made in the run outlive a restart
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
   const saver = new FullStateSaver(store, log, init.faultPauseStateSave);
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
   let lastSave = performance.now();
-  let savedEpoch = resumeEpoch ?? 0;
+  let savedEpoch = resumed?.epoch ?? 0;
   let writing: Promise<void> = Promise.resolve();
   /** Snapshots the state (awaited: nothing may step meanwhile) and writes it in the background. */
   const saveState = async (): Promise<void> => {
-    const epoch = collab.settledEpoch();
+    const state = collab.stateToSave();
+    const { epoch } = state;
     if (epoch === savedEpoch) return;
-    const save = saver.save(PEER_STATE_CHECKPOINT, { epoch, config: session.config, params: session.params, optimizer: session.optimizer, scaler: session.scaler }, { runId: node.runId, ...(init.run ? { run: init.run } : {}) }, KEPT_STATES);
+    const save = saver.save(PEER_STATE_CHECKPOINT, { ...state, config: session.config, optimizer: session.optimizer, scaler: session.scaler }, { runId: node.runId, ...(init.run ? { run: init.run } : {}) }, KEPT_STATES);
     if (!save) return; // the previous save is still being written: the next epoch tries again
     lastSave = performance.now();
     savedEpoch = epoch;
@@ -180,7 +181,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     if (init.simulatedCompute !== undefined) log.warn(`simulated compute (testing): ${init.simulatedCompute} samples/s, random gradients, no forward/backward`);
     log.info(`training a ${t.preset} ALBERT (${session.params.size} parameters) with the swarm on ${session.data.description}; target batch size ${init.collab.targetBatchSize}`);
     // a restarted peer keeps its contribution history (its identity is kept by the swarm node)
-    observe(await collab.start({ ...sink.contributed(), ...(resumeEpoch !== undefined ? { epoch: resumeEpoch } : {}) }));
+    // DiLoCo: the checkpoint's outer momentum with its θ_start (a state given by --resume-from has none)
+    observe(await collab.start({ ...sink.contributed(), ...resumed }));
     let halt: string | undefined;
     session.watchMemory((reason) => (halt = reason));
     const computedBefore = collab.contributed.seconds;
@@ -235,10 +237,10 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
 
 /**
  * Loads this peer's newest full-state checkpoint of the run into the session (parameters, optimizer,
- * loss scaler) and returns its epoch; undefined when there is none that fits (another run record,
- * another model), which is logged.
+ * loss scaler) and returns its epoch and outer momentum; undefined when there is none that fits
+ * (another run record, another model), which is logged.
  */
-function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number | undefined {
+function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
   const own = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: node.runId, onSkip: (m) => log.warn(m) });
   if (!own) return undefined;
@@ -256,15 +258,18 @@ function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): number |
   return resumeFrom(state, session, where);
 }
 
-/** Puts `state` into the session (parameters, optimizer and loss scaler when it has them); returns its epoch. */
-function resumeFrom(state: TrainingState, session: TrainingSession, where: string): number {
+/** What the collaborative optimizer starts from after a resume: the state's epoch and DiLoCo's outer momentum. */
+type Resumed = Pick<TrainingState, 'epoch' | 'outerMomentum'>;
+
+/** Puts `state` into the session (parameters, optimizer and loss scaler when it has them); returns its epoch and outer momentum. */
+function resumeFrom(state: TrainingState, session: TrainingSession, where: string): Resumed {
   if (!sameModel(state, session)) {
     throw new TrainingStateError(`${where} holds a model (${JSON.stringify(configToHf(state.config))}) other than the run's (${JSON.stringify(configToHf(session.config))})`);
   }
   session.params.data.set(state.params.data);
   if (state.optimizer) session.optimizer.importState(state.optimizer);
   if (session.scaler && state.optimizer?.lossScaler) session.scaler.importState(state.optimizer.lossScaler);
-  return state.epoch;
+  return { epoch: state.epoch, ...(state.outerMomentum ? { outerMomentum: state.outerMomentum } : {}) };
 }
 
 function sameModel(state: TrainingState, session: TrainingSession): boolean {

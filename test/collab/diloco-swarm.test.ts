@@ -18,6 +18,7 @@ test('a DiLoCo run: 2 peers adopt it from the founder and train, loss falls; a n
     const rounds = [...proc.stderr.matchAll(new RegExp(ROUND('\\d'), 'g'))];
     assert.ok(rounds.length > 0, `peer ${i} never averaged a pseudo-gradient:\n${proc.stderr.split('\n').filter((l) => /averag|group/i.test(l)).slice(-20).join('\n')}`);
     t.diagnostic(`peer ${i}: ${rounds.length} DiLoCo rounds; last: ${rounds.at(-1)![0]}`);
+    assert.match(proc.stderr, /Averaged pseudo-gradients with \d peers \([\d.]+ MB on the wire, [\d.e+-]+ MB sent, DiLoCo outer step, \d+ ms/, `peer ${i}: the round's line names DiLoCo`);
     assert.doesNotMatch(proc.stderr, /Averaged gradients with/, `peer ${i} averaged gradients: no round but the outer one`);
   }
 });

@@ -70,9 +70,10 @@ test('the run record schema rejects malformed and inconsistent values', () => {
   const good = newRunParams(DEFAULT_RUN_SETTINGS, DATA, 1000);
   assert.equal(runParamsSchema.safeParse(good).success, true);
   assert.equal(runParamsSchema.safeParse({ ...good, data: null }).success, true, 'a run may pin no data');
-  const { gradAverager: _g, powersgdRank: _r, powersgdMinRatio: _p, outerOptimizer: _o, innerSteps: _h, outerLr: _ol, outerMomentum: _om, ...plain } = good;
+  const { gradAverager: _g, powersgdRank: _r, powersgdMinRatio: _p, outerOptimizer: _o, innerSteps: _h, outerLr: _ol, outerMomentum: _om, outerOverlap: _ov, ...plain } = good;
   assert.equal(runParamsSchema.safeParse(plain).success, true, 'a record of an earlier Cohort, without the averager and outer optimizer fields, means plain averaging');
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', innerSteps: 5 }).success, true, 'a DiLoCo run');
+  assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', outerOverlap: true }).success, true, 'a DiLoCo run with the one-step-delayed outer update');
   assert.ok(encodeCbor(good).length <= 1024, `the record fits the namespace's 1 KiB: ${encodeCbor(good).length} bytes`);
   const { data: _data, adamBeta1: _b1, adamBeta2: _b2, adamEpsilon: _e, weightDecay: _w, clampValue: _c, maxGradNorm: _m, ...v1 } = good;
   const bad: Array<[string, unknown]> = [
@@ -98,6 +99,7 @@ test('the run record schema rejects malformed and inconsistent values', () => {
     ['an outer momentum of 1', { ...good, outerMomentum: 1 }],
     ['DiLoCo with local updates', { ...good, outerOptimizer: 'diloco', useLocalUpdates: true }],
     ['DiLoCo with PowerSGD', { ...good, outerOptimizer: 'diloco', gradAverager: 'powersgd' }],
+    ['the outer overlap without DiLoCo', { ...good, outerOverlap: true }],
     ['an unknown field', { ...good, extra: 1 }],
     ['a missing field', { ...good, seed: undefined }],
   ];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { createLogger } from '../../src/log/logger.js';
-import { DEFAULT_SETTINGS, type Snapshot } from '../../src/shared/api.js';
+import { DEFAULT_SETTINGS, type AveragingMode, type Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import type { AllreduceResult } from '../../src/averaging/index.js';
@@ -225,11 +225,11 @@ test('the run data’s fetch progress and a refusal for other data reach the sna
   assert.deepEqual((await c.getSnapshot()).data, { fetch: null, mismatch: null }, 'a new Start fetches and matches again');
 });
 
-/** A gradient round's result as the averager reports it, with what it cost the CPU. */
-function averaged(busySeconds: number, bytes: number, at: number, more: Partial<AllreduceResult> = {}): TrainingEvent {
+/** A gradient round's result as the averager reports it (a `mode` round), with what it cost the CPU. */
+function averaged(busySeconds: number, bytes: number, at: number, more: Partial<AllreduceResult> = {}, mode: AveragingMode = 'plain'): TrainingEvent {
   const group = { id: 'g1', key: 'grad', schema: 'flat:4', compression: 'none', size: 4, chunkValues: 4, members: [], parts: [] } as const;
   const result: AllreduceResult = { status: 'complete', vector: new Float32Array(4), group, excluded: [], clamped: [], failedParts: [], bytesSent: 8, bytesReceived: 8, durationMs: 900, cpu: { busySeconds, processSeconds: 3 * busySeconds, bytes }, ...more };
-  return { type: 'averaging', round: 'gradients', event: { type: 'averaged', result }, at };
+  return { type: 'averaging', round: 'gradients', event: { type: 'averaged', result, mode }, at };
 }
 
 test("an all-reduce's main-thread busy time reaches the swarm panel: recorded by the sink, and live", async (t) => {
@@ -248,23 +248,30 @@ test("an all-reduce's main-thread busy time reaches the swarm panel: recorded by
   assert.deepEqual([live.averagingBusySeconds, live.averagingBusySecondsPerGb], [0.5, 2]);
 });
 
-test("the averaging mode, bytes sent and compression reach the swarm panel: a plain round's and then a PowerSGD round's", async (t) => {
+test("the averaging mode, bytes sent and compression reach the swarm panel: a plain round's, a PowerSGD round's and a DiLoCo round's", async (t) => {
   const store = storeIn(t);
   const sink = new TrainingSink(store, log);
-  sink.handle(averaged(0.5, 4e6, Date.now() - 2000, { bytesSent: 2.7e6 }));
+  assert.equal((await controller(t, store).getSnapshot()).swarm.averagingMode, null, 'no round yet');
+  sink.handle(averaged(0.5, 4e6, Date.now() - 3000, { bytesSent: 2.7e6 }));
   assert.deepEqual(
-    [(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingBytesSent, s.averagingCompression])[0],
-    [2.7e6, 1],
+    [(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingBytesSent, s.averagingCompression])[0],
+    ['plain', 2.7e6, 1],
     'a plain round: compression 1',
   );
   const training = new FakeTraining();
   const c = controller(t, store, { training });
-  const powerSgd = averaged(0.5, 4e6, Date.now() - 1000, { bytesSent: 0.3e6, powerSgd: { rank: 32, ratio: 9.5 } });
+  const powerSgd = averaged(0.5, 4e6, Date.now() - 2000, { bytesSent: 0.3e6, powerSgd: { rank: 32, ratio: 9.5 } }, 'powersgd');
   sink.handle(powerSgd);
   training.emit(powerSgd);
   const live = (await c.getSnapshot()).swarm;
-  assert.deepEqual([live.averagingBytesSent, live.averagingCompression], [0.3e6, 9.5]);
+  assert.deepEqual([live.averagingMode, live.averagingBytesSent, live.averagingCompression], ['powersgd', 0.3e6, 9.5]);
   assert.deepEqual([store.metrics.latest(METRIC.averagingBytesSent)?.value, store.metrics.latest(METRIC.averagingCompression)?.value], [0.3e6, 9.5], 'recorded for a restarted dashboard');
+  // DiLoCo sends its pseudo-gradient as it is: compression 1, as a plain round's, yet the panel names it
+  const diloco = averaged(0.5, 4e6, Date.now() - 1000, { bytesSent: 2.7e6 }, 'diloco');
+  sink.handle(diloco);
+  training.emit(diloco);
+  assert.deepEqual([(await c.getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingCompression])[0], ['diloco', 1], 'live');
+  assert.deepEqual([(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingCompression])[0], ['diloco', 1], 'recorded for a restarted dashboard');
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {

@@ -49,8 +49,10 @@ test("the swarm panel's averaging figure: busy seconds per round and per GB, or 
   assert.equal(describeAveragingCpu(null, null), 'no round yet');
 });
 
-test("the swarm panel's averaging mode: plain or PowerSGD with its compression, and the bytes sent", () => {
-  assert.equal(describeAveragingMode(1, 4_000_000), 'plain, 4.00 MB sent');
-  assert.equal(describeAveragingMode(9.84, 412_000), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
-  assert.equal(describeAveragingMode(null, null), 'no round yet');
+test("the swarm panel's averaging mode: plain, PowerSGD with its compression or DiLoCo, as the run's mode names it, and the bytes sent", () => {
+  assert.equal(describeAveragingMode('plain', 1, 4_000_000), 'plain, 4.00 MB sent');
+  assert.equal(describeAveragingMode('powersgd', 9.84, 412_000), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
+  // a DiLoCo round sends its pseudo-gradient as it is (compression 1): the mode, not the ratio, names it
+  assert.equal(describeAveragingMode('diloco', 1, 4_000_000), 'DiLoCo, 4.00 MB sent');
+  assert.equal(describeAveragingMode(null, null, null), 'no round yet');
 });

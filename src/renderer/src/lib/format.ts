@@ -1,5 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
-import type { DataFetchProgress, NodeReachability } from '../../../shared/api.js';
+import type { AveragingMode, DataFetchProgress, NodeReachability } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -50,11 +50,12 @@ export function describeAveragingCpu(busySeconds: number | null, perGb: number |
   return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
 }
 
-/** How this node's latest all-reduce averaged and what it sent: "PowerSGD, 9.8× fewer values, 0.41 MB sent", "plain, 4.00 MB sent". */
-export function describeAveragingMode(compression: number | null, bytesSent: number | null): string {
-  if (compression === null || bytesSent === null) return 'no round yet';
+/** How this node's latest all-reduce averaged and what it sent: "PowerSGD, 9.8× fewer values, 0.41 MB sent", "DiLoCo, 4.00 MB sent", "plain, 4.00 MB sent". */
+export function describeAveragingMode(mode: AveragingMode | null, compression: number | null, bytesSent: number | null): string {
+  if (mode === null || compression === null || bytesSent === null) return 'no round yet';
   const sent = `${(bytesSent / 1e6).toFixed(2)} MB sent`;
-  return compression > 1 ? `PowerSGD, ${compression.toFixed(1)}× fewer values, ${sent}` : `plain, ${sent}`;
+  if (mode === 'powersgd') return `PowerSGD, ${compression.toFixed(1)}× fewer values, ${sent}`;
+  return `${mode === 'diloco' ? 'DiLoCo' : 'plain'}, ${sent}`;
 }
 
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
