@@ -8,6 +8,10 @@ const JOIN_BATCH = 5;
 
 export interface DhtFigures {
   readonly peers: number;
+  /** peers routable when the swarm finished starting, or when it stopped trying (`failed`) */
+  readonly joined: number;
+  /** why the swarm did not finish starting (no store/get was measured) */
+  readonly failed?: string;
   readonly store: number[];
   readonly get: number[];
   /** share of gets that returned the value stored just before (by another peer) */
@@ -45,7 +49,12 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       const batch = await Promise.all(Array.from({ length: Math.min(JOIN_BATCH, peers - i) }, () => createSwarmNode({ ...init, initialPeers: first.multiaddrs() })));
       nodes.push(...batch);
       await Promise.all(batch.map((n) => n.ready));
-      await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+      try {
+        await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+      } catch (err) {
+        // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
+        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, startupS: (performance.now() - started) / 1000 };
+      }
     }
     const startupS = (performance.now() - started) / 1000;
     const ns = nodes.map((n) => n.registerNamespace('progress', schema));
@@ -63,7 +72,7 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       get.push(performance.now() - t);
       if ([...got.values()][0]?.value.samples === i) found++;
     }
-    return { peers, store, get, success: found / ops, startupS };
+    return { peers, joined: peers, store, get, success: found / ops, startupS };
   } finally {
     await Promise.all(nodes.map((n) => n.stop()));
   }
@@ -71,5 +80,6 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
 
 /** One human line for a measurement. */
 export function describeDht(f: DhtFigures): string {
+  if (f.failed !== undefined) return `${f.peers} peers: did not start, ${f.joined} routable after ${f.startupS.toFixed(1)} s (${f.failed})`;
   return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys [startup ${f.startupS.toFixed(1)} s]`;
 }
