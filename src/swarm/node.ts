@@ -10,7 +10,6 @@ import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
-import { tls } from '@libp2p/tls';
 import { tcp } from '@libp2p/tcp';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
@@ -30,6 +29,8 @@ import type { SwarmStats } from './stats.js';
 import type { SwarmStore } from './identity.js';
 import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace } from './records/service.js';
+import { TlsCredentials } from './tls-credentials.js';
+import { tlsEncrypter } from './tls-encrypter.js';
 import { tlsTcp } from './tls-tcp.js';
 
 export interface HandleOptions {
@@ -88,14 +89,16 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   const log = (init.log ?? pino({ level: 'silent' })).child({ component: 'swarm' });
   const privateKey = init.privateKey ?? (await loadIdentity({ keyFile: init.identityFile, store }));
   const transfer = new TransferMetrics();
+  const credentials = new TlsCredentials(privateKey);
   const forcedPrivate = cfg.reachability === 'private';
   const libp2p = await createLibp2p({
     privateKey,
     addresses: { listen: [...cfg.listen, ...(forcedPrivate ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
     // native-tls: TLS 1.3 on the TCP socket for direct connections, the encrypters for relayed ones;
     // else standard libp2p TCP, every connection secured by the encrypters
-    transports: [cfg.encryption === 'native-tls' ? tlsTcp({ onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }) : tcp(), circuitRelayTransport()],
-    connectionEncrypters: cfg.encryption === 'noise' ? [noise(), tls()] : [tls(), noise()],
+    transports: [cfg.encryption === 'native-tls' ? tlsTcp({ credentials, onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }) : tcp(), circuitRelayTransport()],
+    // /tls/1.0.0 with the node's one certificate (@libp2p/tls's tls() makes one per connection)
+    connectionEncrypters: cfg.encryption === 'noise' ? [noise(), tlsEncrypter(credentials)] : [tlsEncrypter(credentials), noise()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),
