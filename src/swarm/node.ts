@@ -116,6 +116,11 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
         clientMode: cfg.reachability !== 'public',
         peerInfoMapper: cfg.privateAddresses ? passthroughMapper : removePrivateAddressesMapper,
         initialQuerySelfInterval: cfg.initialQuerySelfIntervalMs,
+        // k: a lookup ends once the k nearest peers answered, dialing every peer it asks, and a
+        // FIND_NODE answer names k peers. Records need no more than a get asks (2 × replication, 10
+        // by default); with libp2p's 20 every joiner dialed every node of a swarm of ~25, and 50
+        // in-process peers did not finish starting (bench dht, docs/protocol.md)
+        kBucketSize: 2 * cfg.replication,
         logPrefix: `libp2p:cohort:${cfg.runId}:dht`,
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
       }),
@@ -349,9 +354,9 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
 /**
  * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
  * ends as soon as the `count` nearest servers known have all answered and no server still to be
- * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its 20
- * nearest (kBucketSize) answered on every one of its 20 disjoint paths, asking (and dialing) far
- * more peers than a record needs.
+ * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its k
+ * nearest (kBucketSize) answered on every one of its 10 disjoint paths (alpha), asking (and
+ * dialing) more peers than a store needs.
  */
 async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
   const target = sha256(key);
