@@ -3,6 +3,7 @@
 // Human-readable lines, then one JSON object as the last line: store/get latency (median, p90, ms)
 // and success with 10, 50 and 256 peers (--quick: 10 and 50; --peers: these; `dht_256_get_ms`,
 // `dht_256_success`), `joined_<n>` (peers routable: n, or how far a swarm that did not start got),
+// `startup_cpu_s_<n>` (CPU seconds to start the swarm: steadier than wall time on a shared machine),
 // and libp2p stream throughput (a direct connection: TCP + TLS 1.3 on the socket + yamux) against a raw TCP socket moving the same bytes in the same rounds
 // (`stream_vs_tcp` = libp2p ÷ raw TCP).
 import net from 'node:net';
@@ -112,6 +113,7 @@ for (const peers of sizes) {
   const f = await measureDht(peers, OPS);
   console.log(describeDht(f));
   figures[`joined_${peers}`] = f.joined;
+  figures[`startup_cpu_s_${peers}`] = +f.startupCpuS.toFixed(1);
   if (f.failed !== undefined) {
     figures[`success_${peers}`] = 0;
     continue;
