@@ -8,11 +8,17 @@ const JOIN_BATCH = 5;
 
 export interface DhtFigures {
   readonly peers: number;
+  /** peers routable when the swarm finished starting, or when it stopped trying (`failed`) */
+  readonly joined: number;
+  /** why the swarm did not finish starting (no store/get was measured) */
+  readonly failed?: string;
   readonly store: number[];
   readonly get: number[];
   /** share of gets that returned the value stored just before (by another peer) */
   readonly success: number;
   readonly startupS: number;
+  /** CPU seconds this process spent starting the swarm: steadier than startupS on a shared machine */
+  readonly startupCpuS: number;
 }
 
 export function p90(values: readonly number[]): number {
@@ -34,6 +40,11 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs: number
  */
 export async function measureDht(peers: number, ops: number): Promise<DhtFigures> {
   const started = performance.now();
+  const cpuAtStart = process.cpuUsage();
+  const cpuS = (): number => {
+    const { user, system } = process.cpuUsage(cpuAtStart);
+    return (user + system) / 1e6;
+  };
   // every peer is on 127.0.0.1: lift the per-IP inbound connection limit meant for the internet
   const init = { runId: `bench-${peers}`, listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000 };
   const first = await createSwarmNode(init);
@@ -45,9 +56,15 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       const batch = await Promise.all(Array.from({ length: Math.min(JOIN_BATCH, peers - i) }, () => createSwarmNode({ ...init, initialPeers: first.multiaddrs() })));
       nodes.push(...batch);
       await Promise.all(batch.map((n) => n.ready));
-      await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+      try {
+        await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+      } catch (err) {
+        // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
+        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
+      }
     }
     const startupS = (performance.now() - started) / 1000;
+    const startupCpuS = cpuS();
     const ns = nodes.map((n) => n.registerNamespace('progress', schema));
     const store: number[] = [];
     const get: number[] = [];
@@ -63,7 +80,7 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       get.push(performance.now() - t);
       if ([...got.values()][0]?.value.samples === i) found++;
     }
-    return { peers, store, get, success: found / ops, startupS };
+    return { peers, joined: peers, store, get, success: found / ops, startupS, startupCpuS };
   } finally {
     await Promise.all(nodes.map((n) => n.stop()));
   }
@@ -71,5 +88,6 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
 
 /** One human line for a measurement. */
 export function describeDht(f: DhtFigures): string {
-  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys [startup ${f.startupS.toFixed(1)} s]`;
+  if (f.failed !== undefined) return `${f.peers} peers: did not start, ${f.joined} routable after ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s (${f.failed})`;
+  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys [startup ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s]`;
 }

@@ -121,6 +121,8 @@ export const DEFAULT_ENCRYPTION: (typeof ENCRYPTIONS)[number] = 'tls';
 export const TLS_TCP_ALPN = 'libp2p';
 /** An inbound TCP connection has this long to complete its TLS handshake (libp2p's inbound upgrade timeout starts after it). */
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10 * second;
+/** A node's TLS certificate, reused for every connection, is made again once it has less than this to live (peers refuse an expired one). */
+export const TLS_CERT_RENEW_BEFORE_MS = 24 * hour;
 /** A direct connection with no traffic for this long is closed (libp2p's TCP transport: 2 min). */
 export const TCP_INACTIVITY_TIMEOUT_MS = 2 * minute;
 

@@ -10,7 +10,6 @@ import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
-import { tls } from '@libp2p/tls';
 import { tcp } from '@libp2p/tcp';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p } from 'libp2p';
@@ -30,6 +29,8 @@ import type { SwarmStats } from './stats.js';
 import type { SwarmStore } from './identity.js';
 import { TransferMetrics } from './transfer-metrics.js';
 import { DhtRecords, type RecordNamespace } from './records/service.js';
+import { TlsCredentials } from './tls-credentials.js';
+import { tlsEncrypter } from './tls-encrypter.js';
 import { tlsTcp } from './tls-tcp.js';
 
 export interface HandleOptions {
@@ -88,14 +89,16 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   const log = (init.log ?? pino({ level: 'silent' })).child({ component: 'swarm' });
   const privateKey = init.privateKey ?? (await loadIdentity({ keyFile: init.identityFile, store }));
   const transfer = new TransferMetrics();
+  const credentials = new TlsCredentials(privateKey);
   const forcedPrivate = cfg.reachability === 'private';
   const libp2p = await createLibp2p({
     privateKey,
     addresses: { listen: [...cfg.listen, ...(forcedPrivate ? ['/p2p-circuit'] : [])], announce: [...cfg.announce] },
     // native-tls: TLS 1.3 on the TCP socket for direct connections, the encrypters for relayed ones;
     // else standard libp2p TCP, every connection secured by the encrypters
-    transports: [cfg.encryption === 'native-tls' ? tlsTcp({ onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }) : tcp(), circuitRelayTransport()],
-    connectionEncrypters: cfg.encryption === 'noise' ? [noise(), tls()] : [tls(), noise()],
+    transports: [cfg.encryption === 'native-tls' ? tlsTcp({ credentials, onInboundError: (remote, err) => log.info(`inbound connection from ${remote} refused: ${err.message}`) }) : tcp(), circuitRelayTransport()],
+    // /tls/1.0.0 with the node's one certificate (@libp2p/tls's tls() makes one per connection)
+    connectionEncrypters: cfg.encryption === 'noise' ? [noise(), tlsEncrypter(credentials)] : [tlsEncrypter(credentials), noise()],
     streamMuxers: [yamux()],
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),
@@ -113,6 +116,11 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
         clientMode: cfg.reachability !== 'public',
         peerInfoMapper: cfg.privateAddresses ? passthroughMapper : removePrivateAddressesMapper,
         initialQuerySelfInterval: cfg.initialQuerySelfIntervalMs,
+        // k: a lookup ends once the k nearest peers answered, dialing every peer it asks, and a
+        // FIND_NODE answer names k peers. Records need no more than a get asks (2 × replication, 10
+        // by default); with libp2p's 20 every joiner dialed every node of a swarm of ~25, and 50
+        // in-process peers did not finish starting (bench dht, docs/protocol.md)
+        kBucketSize: 2 * cfg.replication,
         logPrefix: `libp2p:cohort:${cfg.runId}:dht`,
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
       }),
@@ -346,9 +354,9 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
 /**
  * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
  * ends as soon as the `count` nearest servers known have all answered and no server still to be
- * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its 20
- * nearest (kBucketSize) answered on every one of its 20 disjoint paths, asking (and dialing) far
- * more peers than a record needs.
+ * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its k
+ * nearest (kBucketSize) answered on every one of its 10 disjoint paths (alpha), asking (and
+ * dialing) more peers than a store needs.
  */
 async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
   const target = sha256(key);

@@ -12,17 +12,17 @@ import type {
   ListenerEvents,
   Logger,
   PeerId,
-  PrivateKey,
   Transport,
   Upgrader,
 } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
-import { generateCertificate, verifyPeerCertificate } from '@libp2p/tls/utils';
+import { verifyPeerCertificate } from '@libp2p/tls/utils';
 import { AbstractMultiaddrConnection, getNetConfig, getThinWaistAddresses, ipPortToMultiaddr } from '@libp2p/utils';
 import type { Multiaddr } from '@multiformats/multiaddr';
 // libp2p's own event emitter (its Listener type is a TypedEventTarget of this package)
 import { TypedEventEmitter } from 'main-event';
 import { TLS_HANDSHAKE_TIMEOUT_MS, TLS_TCP_ALPN, TCP_INACTIVITY_TIMEOUT_MS } from './constants.js';
+import type { TlsCredentials } from './tls-credentials.js';
 
 /**
  * Direct connections: TCP with TLS 1.3 run by Node's own TLS on the socket (OpenSSL on the TCP
@@ -34,53 +34,32 @@ import { TLS_HANDSHAKE_TIMEOUT_MS, TLS_TCP_ALPN, TCP_INACTIVITY_TIMEOUT_MS } fro
  * JavaScript Duplex over the connection: a quarter of an all-reduce's CPU went there.
  */
 export interface TlsTcpInit {
+  /** The node's certificate, shared with its encrypter for relayed connections. */
+  readonly credentials: TlsCredentials;
   /** Where handshakes that fail on the listener are told (an older peer speaking plain TCP, a scanner). */
   readonly onInboundError?: (remote: string, err: Error) => void;
 }
 
 interface TlsTcpComponents {
-  readonly privateKey: PrivateKey;
   readonly logger: ComponentLogger;
 }
 
-export function tlsTcp(init: TlsTcpInit = {}): (components: TlsTcpComponents) => Transport {
+export function tlsTcp(init: TlsTcpInit): (components: TlsTcpComponents) => Transport {
   return (components) => new TlsTcp(components, init);
-}
-
-/**
- * The certificate's identity, bound to this node's key (made once: it is valid for 100 years), in
- * two secure contexts: one for dialing, one for listening. Node installs a server's session callbacks
- * on the context's SSL_CTX, and a client connection sharing it crashed the process (SIGSEGV in
- * SSL_read of a TLS 1.3 session ticket; bench allreduce with 8 peers, Node 20).
- */
-class Credentials {
-  #identity: Promise<{ cert: string; key: string }> | undefined;
-  readonly #contexts = new Map<'client' | 'server', Promise<tls.SecureContext>>();
-  constructor(private readonly privateKey: PrivateKey) {}
-
-  context(side: 'client' | 'server'): Promise<tls.SecureContext> {
-    this.#identity ??= generateCertificate(this.privateKey);
-    let context = this.#contexts.get(side);
-    if (context === undefined) {
-      context = this.#identity.then(({ cert, key }) => tls.createSecureContext({ cert, key, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
-      this.#contexts.set(side, context);
-    }
-    return context;
-  }
 }
 
 class TlsTcp implements Transport {
   readonly [transportSymbol] = true;
   readonly [Symbol.toStringTag] = 'cohort/tls-tcp';
   readonly [serviceCapabilities] = ['@libp2p/transport'];
-  readonly #credentials: Credentials;
+  readonly #credentials: TlsCredentials;
   readonly #log: Logger;
 
   constructor(
     components: TlsTcpComponents,
     private readonly init: TlsTcpInit,
   ) {
-    this.#credentials = new Credentials(components.privateKey);
+    this.#credentials = init.credentials;
     this.#log = components.logger.forComponent('cohort:tls-tcp');
   }
 
@@ -259,7 +238,7 @@ class TlsTcpListener extends TypedEventEmitter<ListenerEvents> implements Listen
 
   constructor(
     private readonly upgrader: Upgrader,
-    private readonly credentials: Credentials,
+    private readonly credentials: TlsCredentials,
     private readonly log: Logger,
     private readonly init: TlsTcpInit,
   ) {
@@ -281,6 +260,8 @@ class TlsTcpListener extends TypedEventEmitter<ListenerEvents> implements Listen
     try {
       const signal = AbortSignal.any([this.#shutdown.signal, AbortSignal.timeout(TLS_HANDSHAKE_TIMEOUT_MS)]);
       const socket = new tls.TLSSocket(raw, { isServer: true, secureContext: this.#context, requestCert: true, rejectUnauthorized: false, ALPNProtocols: [TLS_TCP_ALPN] });
+      // the next socket gets the renewed certificate once the credentials made one (the old one is still valid for a while)
+      void this.credentials.context('server').then((context) => (this.#context = context), () => undefined);
       const { remotePeer } = await handshake(socket, 'server', undefined, signal);
       maConn = new TlsSocketConnection(socket, { remoteAddr: remote, direction: 'inbound', log: this.log.newScope('connection'), ...(this.#listeningAddr ? { localAddr: this.#listeningAddr } : {}) });
       await this.upgrader.upgradeInbound(maConn, { signal: this.#shutdown.signal, skipEncryption: true, remotePeer });
