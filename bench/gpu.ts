@@ -10,8 +10,8 @@
  * autocast fp16) runs the same shapes on the same GPU after ours: torch_* keys and gpu_vs_torch = ours ÷
  * torch, fp16 seq 128. Without a CUDA provider ours is not measured (reason says why), the PyTorch peer
  * still runs where a GPU and torch are, and it exits 0.
- * `--provider webgpu` measures onnxruntime-node's WebGPU provider (Vulkan on Linux) instead of CUDA (its
- * gradients are wrong at these sizes: docs/engine.md; speed only); `--batch B` times that micro-batch only (no search:
+ * `--provider webgpu` measures onnxruntime-node's WebGPU provider (Vulkan on Linux) instead of CUDA, in fp32
+ * (the only precision it trains in); `--batch B` times that micro-batch only (no search:
  * each probe builds a session, which costs WebGPU its shader compilation), `--seq-len S` one length.
  * Usage: npm run bench -- gpu [--steps N] [--max-batch B] [--batch B] [--seq-len 128|512] [--provider cuda|webgpu]
  */
@@ -27,6 +27,7 @@ import { DynamicLossScaler } from '../src/engine/loss-scaler.js';
 import { formatBytes } from '../src/engine/memory-estimate.js';
 import { createOptimizer } from '../src/engine/optim/index.js';
 import { OrtBackend } from '../src/engine/ort-backend.js';
+import { providerPrecisionProblem } from '../src/engine/providers.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { trainStep } from '../src/engine/trainer.js';
@@ -150,7 +151,8 @@ async function main(): Promise<void> {
     figures.provider = chosen.provider;
     console.log(`gpu bench: ALBERT-large on ${name ?? 'unknown GPU (nvidia-smi unavailable)'}${gpu ? ` (${formatBytes(gpu.freeBytes)} free)` : ''} through onnxruntime's ${chosen.provider} provider, ${fixed ? `micro-batch ${fixed}` : `largest micro-batch that runs (up to ${maxBatch})`}, median of ${steps} steps after a warm-up`);
     for (const seqLen of seqLens) {
-      for (const precision of PRECISIONS) {
+      // the WebGPU provider trains in fp32 only (providerPrecisionProblem)
+      for (const precision of PRECISIONS.filter((p) => providerPrecisionProblem(chosen.provider, p) === undefined)) {
         const r = fixed ? await fixedBatch(chosen.provider, seqLen, precision, fixed, steps) : await largestFitting(chosen.provider, seqLen, precision, gpu, maxBatch, steps);
         const key = `seq${seqLen}_${precision}`;
         console.log(`seq ${seqLen} ${precision}: ${r.seqPerS === null ? `no micro-batch ran (${r.error})` : `micro-batch ${r.batchSize} (estimate said ${r.guess ?? '–'}), ${r.seqPerS.toFixed(1)} seq/s`}`);

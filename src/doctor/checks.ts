@@ -65,6 +65,13 @@ async function checkOnnxRuntime(): Promise<CheckResult[]> {
               : 'the CUDA provider is offered for Linux x64 and Windows x64 only; the CPU provider is used',
         },
   );
+  // shipped with onnxruntime-node itself: it needs only a GPU driver (and, on Linux, the Vulkan loader)
+  const webgpu = await probeProvider('webgpu');
+  results.push(
+    webgpu.ok
+      ? { name: 'WebGPU provider', status: 'ok', detail: 'an adapter loads; `--provider webgpu` trains on it in fp32 (a software adapter such as Mesa\'s lavapipe is slower than the CPU provider)' }
+      : { name: 'WebGPU provider', status: 'missing', detail: `does not load: ${webgpu.error}`, fix: process.platform === 'linux' ? 'needs a GPU driver with Vulkan and the Vulkan loader (Debian/Ubuntu: `libvulkan1`)' : 'needs a GPU driver with D3D12 (Windows) or Metal (macOS)' },
+  );
   return results;
 }
 

@@ -7,16 +7,18 @@ import { checkBatch, type AlbertBatch } from './batch.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
 import { missingCudaProvider } from './cuda-install.js';
 import { encodeModel } from './onnx/encode.js';
+import { providerPrecisionProblem, type ProviderChoice } from './providers.js';
 import type { ParameterSet } from './params.js';
 
-export type ProviderChoice = 'auto' | 'cpu' | 'cuda' | 'webgpu';
+export type { ProviderChoice } from './providers.js';
 
 export interface OrtBackendOptions {
   /**
-   * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' (the WebGPU provider
-   * onnxruntime-node ships: Vulkan, D3D12 or Metal) is for measurement only (`npm run bench -- gpu
-   * --provider webgpu`) and no command offers it: on a real GPU its embedding gradients and its fp16
-   * weight gradients are wrong at training batch sizes (docs/engine.md, "WebGPU provider").
+   * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' runs on any GPU
+   * with a Vulkan (Linux), D3D12 or Metal driver through the WebGPU provider that onnxruntime-node
+   * ships, fp32 only (its fp16 weight gradients are wrong: docs/engine.md, "WebGPU provider"); asked
+   * for by name only, since the adapter it finds may be a software one (Mesa's lavapipe) slower than
+   * the CPU provider.
    */
   readonly provider?: ProviderChoice;
   /** ORT intra-op threads (default: ORT's choice, one per core). */
@@ -28,6 +30,12 @@ export interface OrtBackendOptions {
   readonly mlmProbability?: number;
   /** Writes onnxruntime's per-node profile (JSON, one file per session, on close) under this path prefix. */
   readonly profileFilePrefix?: string;
+}
+
+/** Throws where the provider cannot train at the precision (providerPrecisionProblem). */
+export function checkProviderPrecision(options: Pick<OrtBackendOptions, 'provider' | 'precision'>): void {
+  const problem = providerPrecisionProblem(options.provider, options.precision);
+  if (problem !== undefined) throw new Error(problem);
 }
 
 /** "onnxruntime cpu, 2 threads, fp16": the provider in use (the choice before the first session) and the options. */
@@ -51,7 +59,9 @@ export class OrtBackend implements TrainingBackend {
   constructor(
     readonly config: AlbertConfig,
     private readonly options: OrtBackendOptions = {},
-  ) {}
+  ) {
+    checkProviderPrecision(options);
+  }
 
   get precision(): Precision {
     return this.options.precision ?? 'fp32';
@@ -121,7 +131,9 @@ export class OrtBackend implements TrainingBackend {
     const key = mlmPositions === undefined ? `${batchSize}x${seqLen}` : `${batchSize}x${seqLen}_k${mlmPositions}`;
     let session = this.sessions.get(key);
     if (!session) {
-      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, precision: this.precision, mlmPositions }), `albert_${key}`));
+      // WebGPU's ScatterND loses additions that land on one embedding row at once
+      const embeddingGradient = this.options.provider === 'webgpu' ? 'matmul' : 'scatter';
+      session = this.createSession(encodeModel(buildAlbertGraph(this.config, { batchSize, seqLen, precision: this.precision, mlmPositions, embeddingGradient }), `albert_${key}`));
       session.catch(() => this.sessions.delete(key));
       this.sessions.set(key, session);
     }

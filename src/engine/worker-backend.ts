@@ -3,7 +3,7 @@ import type { Precision } from './albert/graph.js';
 import type { AlbertConfig } from './albert/config.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
 import type { AlbertBatch } from './batch.js';
-import { ortDescription, type OrtBackendOptions } from './ort-backend.js';
+import { checkProviderPrecision, ortDescription, type OrtBackendOptions } from './ort-backend.js';
 import type { FromWorker, OrtWorkerData, RunRequest, ToWorker } from './ort-worker-protocol.js';
 import type { ParameterSet } from './params.js';
 import { siblingEntry, startWorker } from '../util/worker-thread.js';
@@ -50,6 +50,7 @@ export class WorkerBackend implements TrainingBackend {
     readonly config: AlbertConfig,
     private readonly options: WorkerBackendOptions = {},
   ) {
+    checkProviderPrecision(options);
     this.ortDescription = ortDescription(options.provider ?? 'auto', options);
   }
 

@@ -43,7 +43,7 @@ test('a bad environment value exits 2 and names the variable', async () => {
   assert.match(r.stderr, /COHORT_LOG_LEVEL: invalid value "chatty"/);
 });
 
-test('doctor reports Electron, onnxruntime providers, SQLite and the data dir, and exits 0', async (t) => {
+test('doctor reports Electron, onnxruntime providers (CPU, CUDA, WebGPU), SQLite and the data dir, and exits 0', async (t) => {
   const dataDir = tmpDir(t);
   const r = await runCli(['doctor', '--json', '--data-dir', dataDir], { timeoutMs: 120_000 });
   assert.equal(r.code, 0, r.stderr);
@@ -60,6 +60,8 @@ test('doctor reports Electron, onnxruntime providers, SQLite and the data dir, a
   // the CUDA provider check must say what happened, whichever way it went
   const cuda = byName.get('CUDA provider');
   assert.ok(cuda && (cuda.status === 'ok' || /does not load: \S/.test(cuda.detail)), JSON.stringify(cuda));
+  const webgpu = byName.get('WebGPU provider');
+  assert.ok(webgpu && (webgpu.status === 'ok' || /does not load: \S/.test(webgpu.detail)), JSON.stringify(webgpu));
 });
 
 test('doctor --gpu adds the CUDA training step: where there is no CUDA provider it says so and still exits 0', async (t) => {

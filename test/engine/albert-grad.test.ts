@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { PRESETS, type AlbertConfig } from '../../src/engine/albert/config.js';
-import { buildAlbertGraph, gradOutput, METRIC_OUTPUTS } from '../../src/engine/albert/graph.js';
+import { buildAlbertGraph, gradOutput, METRIC_OUTPUTS, type EmbeddingGradient } from '../../src/engine/albert/graph.js';
 import { labelledPositions } from '../../src/engine/albert/mlm-positions.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { encodeModel } from '../../src/engine/onnx/encode.js';
@@ -29,8 +29,8 @@ const K = 5;
  * The float64 graph with the MLM head on K gathered positions (and, by default, the last layer on the rows the
  * heads read only), or on all positions when `mlmPositions` is undefined.
  */
-async function float64Session(mlmPositions: number | undefined, pruneLastLayer?: boolean) {
-  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64', mlmPositions, pruneLastLayer })));
+async function float64Session(mlmPositions: number | undefined, pruneLastLayer?: boolean, embeddingGradient?: EmbeddingGradient) {
+  const session = await ort.InferenceSession.create(encodeModel(buildAlbertGraph(config, { batchSize: 2, seqLen: 5, float: 'float64', mlmPositions, pruneLastLayer, embeddingGradient })));
   const run = async (values: Map<string, Float64Array>, fetch?: string[]) => {
     const feeds: Record<string, ort.Tensor> = {
       input_ids: new ort.Tensor('int32', batch.inputIds, [2, 5]),
@@ -81,6 +81,23 @@ test('tiny ALBERT (MLM head on gathered positions): every parameter tensor\'s gr
   }
   assert.equal(checked, 3 * p0.specs.length);
   await session.release();
+});
+
+test('embedding gradients as one-hot matmuls (the WebGPU graph) = ScatterND scatter-adds: every gradient (float64, a batch with pad tokens)', async () => {
+  // Tolerance: float64, only the summation order differs: |matmul − scatter| ≤ 1e-12 + 1e-9·(tensor's largest |scatter|).
+  const values = new Map(p0.specs.map((s) => [s.name, Float64Array.from(p0.view(s.name))]));
+  const outputs: ort.InferenceSession.ReturnType[] = [];
+  for (const embeddingGradient of ['scatter', 'matmul'] as const) {
+    const { session, run } = await float64Session(K, undefined, embeddingGradient);
+    outputs.push(await run(values));
+    await session.release();
+  }
+  const [scatter, matmul] = outputs as [ort.InferenceSession.ReturnType, ort.InferenceSession.ReturnType];
+  for (const s of p0.specs) {
+    const [a, b] = [scatter[gradOutput(s.name)]!.data as Float64Array, matmul[gradOutput(s.name)]!.data as Float64Array];
+    const scale = Math.max(...Array.from(a, Math.abs));
+    a.forEach((v, i) => assert.ok(Math.abs(b[i]! - v) <= 1e-12 + 1e-9 * scale, `${s.name}[${i}]: matmul ${b[i]} vs scatter ${v}`));
+  }
 });
 
 test('ORT float32 backend agrees with the float64 graph (loss, metrics, gradients)', async () => {

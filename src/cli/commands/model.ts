@@ -2,15 +2,21 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { PRESET_NAMES, PRESETS, type PresetName } from '../../engine/albert/config.js';
-import { PRECISIONS } from '../../engine/albert/graph.js';
+import { PRECISIONS, type Precision } from '../../engine/albert/graph.js';
 import { batchFromJson } from '../../engine/batch.js';
+import { providerPrecisionProblem } from '../../engine/providers.js';
 import type { ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
 import type { ExportSource } from '../../training/model-export.js';
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags, parseFlagValue, requiredFlag } from '../flag-table.js';
 
-export const PROVIDERS = ['auto', 'cpu', 'cuda'] as const satisfies readonly ProviderChoice[];
+export const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const satisfies readonly ProviderChoice[];
+/** --provider and --precision together: a provider that cannot train at that precision is a usage error. */
+export function checkProviderFlags(provider: ProviderChoice, precision: Precision): void {
+  const problem = providerPrecisionProblem(provider, precision);
+  if (problem !== undefined) throw new ConfigError('--precision', `${precision}: ${problem}`);
+}
 /** What fp16 means, for every command with --precision. */
 export const PRECISION_NOTE = '(fp16: float16 matmuls on float32 weights with dynamic loss scaling, meant for CUDA; on CPU onnxruntime computes the float16 matmuls in float32 behind casts)';
 const int = z.number().int();
@@ -26,7 +32,7 @@ const LOSS_FLAGS = {
   model: flagRow({ schema: z.string(), arg: '<dir>', description: 'model directory with config.json and model.safetensors (any HF AlbertForPreTraining layout)' }),
   batch: flagRow({ schema: z.string(), arg: '<file>', description: 'JSON with input_ids, token_type_ids, attention_mask, labels (-100 = ignored), sentence_order_label as nested int arrays' }),
   grads: flagRow({ schema: z.string(), arg: '<file>', description: 'write ∂loss/∂param as safetensors under the parameter names' }),
-  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider (auto: CUDA if it loads, else CPU)' }),
+  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider (auto: CUDA if it loads, else CPU; webgpu: any GPU through Vulkan, D3D12 or Metal, fp32 only)' }),
   threads: flagRow({ schema: int.min(1).max(1024), description: 'onnxruntime intra-op threads (default: one per core)' }),
   precision: flagRow({ schema: z.enum(PRECISIONS), default: 'fp32', arg: '<name>', description: `compute precision ${PRECISION_NOTE}; with fp16 the output also has the loss_scale the gradients were computed at` }),
 };
@@ -78,6 +84,7 @@ export function registerModel(program: Command): void {
     const { log } = commandContext(loss);
     const opts = parseFlags(loss, LOSS_FLAGS);
     const { provider, threads, precision } = opts;
+    checkProviderFlags(provider, precision);
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
     const { loadModel, OrtBackend, DynamicLossScaler, encodeParams } = await import('../../engine/index.js');

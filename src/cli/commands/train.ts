@@ -8,7 +8,7 @@ import { DATA_CHOICES, DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../trai
 import { commandContext } from '../context.js';
 import { addFlags, flagRow, parseFlags, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
-import { PROVIDERS } from './model.js';
+import { checkProviderFlags, PROVIDERS } from './model.js';
 
 const OPTIMIZERS = ['lamb', 'adamw'] as const satisfies readonly OptimizerKind[];
 const int = z.number().int();
@@ -41,6 +41,7 @@ export function registerTrain(program: Command): void {
     const preset = requiredFlag('--preset', opts.preset);
     const steps = requiredFlag('--steps', opts.steps);
     const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, maxBadSteps, seed, provider, threads, precision } = opts;
+    checkProviderFlags(provider, precision);
     const maxPositions = PRESETS[preset].maxPositionEmbeddings;
     if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
     const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
