@@ -164,7 +164,7 @@ async function main(): Promise<void> {
   } else {
     figures.reason = chosen.reason;
     console.log(`gpu bench: the provider does not load here, Cohort's step is not measured (${chosen.reason}).`);
-    console.log('CUDA needs an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider; WebGPU a GPU driver with Vulkan (Linux), D3D12 or Metal.');
+    console.log('CUDA needs an NVIDIA GPU, its driver, CUDA 12 + cuDNN 9 and onnxruntime-node\'s CUDA provider; WebGPU a GPU driver with Vulkan (Linux; D3D12 or Metal elsewhere).');
   }
   // the PyTorch peer needs only a GPU: with no CUDA provider it still gives this machine's reference
   const torch = name === null ? { skipped: 'no GPU (nvidia-smi sees none)' } : torchPeer(maxBatch, steps);

@@ -70,7 +70,7 @@ async function checkOnnxRuntime(): Promise<CheckResult[]> {
   results.push(
     webgpu.ok
       ? { name: 'WebGPU provider', status: 'ok', detail: 'an adapter loads; `--provider webgpu` trains on it in fp32 (a software adapter such as Mesa\'s lavapipe is slower than the CPU provider)' }
-      : { name: 'WebGPU provider', status: 'missing', detail: `does not load: ${webgpu.error}`, fix: process.platform === 'linux' ? 'needs a GPU driver with Vulkan and the Vulkan loader (Debian/Ubuntu: `libvulkan1`)' : 'needs a GPU driver with D3D12 (Windows) or Metal (macOS)' },
+      : { name: 'WebGPU provider', status: 'missing', detail: `does not load: ${webgpu.error}`, fix: process.platform === 'linux' ? 'needs a GPU driver with Vulkan and the Vulkan loader (Debian/Ubuntu: `libvulkan1`)' : 'needs a GPU driver that offers WebGPU (D3D12 on Windows, Metal on macOS; checked on Linux only)' },
   );
   return results;
 }

@@ -15,7 +15,7 @@ export type { ProviderChoice } from './providers.js';
 export interface OrtBackendOptions {
   /**
    * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' runs on any GPU
-   * with a Vulkan (Linux), D3D12 or Metal driver through the WebGPU provider that onnxruntime-node
+   * whose driver offers Vulkan (Linux; D3D12 and Metal elsewhere, not checked) through the WebGPU provider that onnxruntime-node
    * ships, fp32 only (its fp16 weight gradients are wrong: docs/engine.md, "WebGPU provider"); asked
    * for by name only, since the adapter it finds may be a software one (Mesa's lavapipe) slower than
    * the CPU provider.

@@ -32,7 +32,7 @@ const LOSS_FLAGS = {
   model: flagRow({ schema: z.string(), arg: '<dir>', description: 'model directory with config.json and model.safetensors (any HF AlbertForPreTraining layout)' }),
   batch: flagRow({ schema: z.string(), arg: '<file>', description: 'JSON with input_ids, token_type_ids, attention_mask, labels (-100 = ignored), sentence_order_label as nested int arrays' }),
   grads: flagRow({ schema: z.string(), arg: '<file>', description: 'write ∂loss/∂param as safetensors under the parameter names' }),
-  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider (auto: CUDA if it loads, else CPU; webgpu: any GPU through Vulkan, D3D12 or Metal, fp32 only)' }),
+  provider: flagRow({ schema: z.enum(PROVIDERS), default: 'auto', arg: '<name>', description: 'onnxruntime execution provider (auto: CUDA if it loads, else CPU; webgpu: a GPU through the WebGPU provider, fp32 only)' }),
   threads: flagRow({ schema: int.min(1).max(1024), description: 'onnxruntime intra-op threads (default: one per core)' }),
   precision: flagRow({ schema: z.enum(PRECISIONS), default: 'fp32', arg: '<name>', description: `compute precision ${PRECISION_NOTE}; with fp16 the output also has the loss_scale the gradients were computed at` }),
 };
