@@ -9,7 +9,8 @@
 import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
 import { initAlbertParams } from '../src/engine/albert/params.js';
 import { DynamicLossScaler } from '../src/engine/loss-scaler.js';
-import { OrtBackend, type ProviderChoice } from '../src/engine/ort-backend.js';
+import { OrtBackend } from '../src/engine/ort-backend.js';
+import type { ProviderChoice } from '../src/engine/providers.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { scaledGradients } from '../src/engine/trainer.js';

@@ -16,7 +16,8 @@ export { formatBytes, planMicroBatch, type TrainingShape } from './memory-estima
 export { encodeModel } from './onnx/encode.js';
 export { Graph } from './onnx/graph.js';
 export * from './optim/index.js';
-export { OrtBackend, type ProviderChoice } from './ort-backend.js';
+export { OrtBackend } from './ort-backend.js';
+export type { ProviderChoice } from './providers.js';
 export type { ParameterSet } from './params.js';
 export { Rng } from './rng.js';
 export { syntheticBatch } from './synthetic.js';

@@ -7,18 +7,16 @@ import { checkBatch, type AlbertBatch } from './batch.js';
 import type { PassOptions, StepResult, TrainingBackend } from './backend.js';
 import { missingCudaProvider } from './cuda-install.js';
 import { encodeModel } from './onnx/encode.js';
-import { providerPrecisionProblem, type ProviderChoice } from './providers.js';
+import { checkProviderPrecision, type ProviderChoice } from './providers.js';
 import type { ParameterSet } from './params.js';
-
-export type { ProviderChoice } from './providers.js';
 
 export interface OrtBackendOptions {
   /**
-   * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' runs on any GPU
-   * whose driver offers Vulkan (Linux; D3D12 and Metal elsewhere, not checked) through the WebGPU provider that onnxruntime-node
-   * ships, fp32 only (its fp16 weight gradients are wrong: docs/engine.md, "WebGPU provider"); asked
-   * for by name only, since the adapter it finds may be a software one (Mesa's lavapipe) slower than
-   * the CPU provider.
+   * 'auto' tries CUDA and falls back to CPU, logging why (default 'auto'). 'webgpu' runs on a GPU
+   * whose driver offers Vulkan (Linux; D3D12 and Metal elsewhere, not checked) through the WebGPU
+   * provider that onnxruntime-node ships, fp32 only (its fp16 weight gradients are wrong:
+   * docs/engine.md, "WebGPU provider"); asked for by name only, since the adapter it finds may be a
+   * software one (Mesa's lavapipe) slower than the CPU provider.
    */
   readonly provider?: ProviderChoice;
   /** ORT intra-op threads (default: ORT's choice, one per core). */
@@ -30,12 +28,6 @@ export interface OrtBackendOptions {
   readonly mlmProbability?: number;
   /** Writes onnxruntime's per-node profile (JSON, one file per session, on close) under this path prefix. */
   readonly profileFilePrefix?: string;
-}
-
-/** Throws where the provider cannot train at the precision (providerPrecisionProblem). */
-export function checkProviderPrecision(options: Pick<OrtBackendOptions, 'provider' | 'precision'>): void {
-  const problem = providerPrecisionProblem(options.provider, options.precision);
-  if (problem !== undefined) throw new Error(problem);
 }
 
 /** "onnxruntime cpu, 2 threads, fp16": the provider in use (the choice before the first session) and the options. */

@@ -13,3 +13,9 @@ export function providerPrecisionProblem(provider: ProviderChoice | undefined, p
   if (provider === 'webgpu' && precision === 'fp16') return 'the WebGPU provider trains in fp32 only (its fp16 gradients are wrong); use --precision fp32 or another provider';
   return undefined;
 }
+
+/** Throws where the provider cannot train at the precision (providerPrecisionProblem); both backends call it. */
+export function checkProviderPrecision(options: { readonly provider?: ProviderChoice; readonly precision?: Precision }): void {
+  const problem = providerPrecisionProblem(options.provider, options.precision);
+  if (problem !== undefined) throw new Error(problem);
+}
