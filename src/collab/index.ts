@@ -17,4 +17,5 @@ export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type Collabor
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, DEFAULT_RUN_SETTINGS, defaultRunSettings, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, RUN_SETTING_FIELDS, runSettingsOf, runSettingsProblem, type RunData, type RunParams, type RunSettings } from './run-params.js';
+export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type RunData, type RunParams } from './run-params.js';
+export { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS, runSettingsProblem, type RunSettings } from './run-settings.js';

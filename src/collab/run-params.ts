@@ -15,9 +15,6 @@ import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js
 import { once } from './records.js';
 import { combinationProblem, RUN_SETTING_FIELDS, runSettingsSchema, type RunSettings } from './run-settings.js';
 
-// the settings with the record that carries them (the CLI's flag tables import run-settings.ts itself, which loads no swarm)
-export { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS, runSettingsProblem, type RunSettings } from './run-settings.js';
-
 export const RUN_NAMESPACE = 'run';
 /** The key inside the namespace (one per swarm: the run is already the swarm's own DHT). */
 export const RUN_KEY = 'run';

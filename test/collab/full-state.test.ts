@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, storedRunRecord, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
-import { DEFAULT_RUN_SETTINGS, newRunParams } from '../../src/collab/run-params.js';
+import { newRunParams } from '../../src/collab/run-params.js';
+import { DEFAULT_RUN_SETTINGS } from '../../src/collab/run-settings.js';
 import { encode as cborEncode } from 'cborg';
 import { decodeTrainingState, encodeTrainingState, encodeTrainingStatePieces } from '../../src/collab/state.js';
 import { checkConfig, configToHf, createOptimizer, DynamicLossScaler, encodeOptimizerState, encodeParams, initAlbertParams, PRESETS } from '../../src/engine/index.js';

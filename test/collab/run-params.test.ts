@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { z } from 'zod';
-import { DEFAULT_RUN_SETTINGS, chooseRunParams, defaultRunSettings, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, runSettingsProblem, type RunParams } from '../../src/collab/run-params.js';
+import { chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
+import { DEFAULT_RUN_SETTINGS, defaultRunSettings, runSettingsProblem } from '../../src/collab/run-settings.js';
 import { encodeCbor } from '../../src/swarm/cbor-message.js';
 import type { RecordEntry } from '../../src/swarm/index.js';
 import { capturingLogger } from '../helpers/log.js';

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { RunRecordUnavailableError } from '../../src/collab/errors.js';
-import { DEFAULT_RUN_SETTINGS, joinPeerIds, newRunParams, publishRunParams, resolveRunParams } from '../../src/collab/run-params.js';
+import { joinPeerIds, newRunParams, publishRunParams, resolveRunParams } from '../../src/collab/run-params.js';
+import { DEFAULT_RUN_SETTINGS } from '../../src/collab/run-settings.js';
 import { capturingLogger } from '../helpers/log.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
 
