@@ -144,7 +144,7 @@ export interface ScheduledStep {
   readonly epoch: number;
   /** Averages `vector` (weight = samples) with the scheduled group; if that group did not form, looks for one again once. */
   run(vector: Float32Array, weight: number): Promise<StepResult>;
-  /** Gives the round up before `run` (the group goes on without this peer). */
+  /** Gives the round up: before `run` the group goes on without this peer; while it runs, the round is aborted: this peer stops sending and reducing its parts. */
   cancel(reason: string): void;
 }
 
@@ -309,7 +309,6 @@ export class Averager {
       }
     };
     const cancel = (reason: string): void => {
-      if (ran) return;
       ran = true;
       abort.abort(new Error(reason));
       this.running.delete(abort);

@@ -96,6 +96,8 @@ interface InFlight {
   readonly peers: number;
   readonly done: Promise<Reduced>;
   readonly preScheduled: boolean;
+  /** Aborts the round: a dropped round must not go on sending from the buffer the next round fills. */
+  readonly cancel: (reason: string) => void;
   result: Reduced | undefined;
 }
 
@@ -398,7 +400,8 @@ export class CollaborativeOptimizer {
     if (this.outer) return this.outerRound(this.outer, s, g.peers);
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
-    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) });
+    const abort = new AbortController();
+    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal });
     // never rejects: a background round must not become an unhandled rejection
     const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     if (!this.o.delayGradAveraging) {
@@ -406,7 +409,8 @@ export class CollaborativeOptimizer {
       this.beginEpoch(s.next);
       return this.applyAveraged(s, result, g.peers, scheduled !== undefined);
     }
-    return this.inBackground({ ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, result: undefined }, 'gradients', 'training');
+    const cancel = scheduled ? (reason: string) => scheduled.cancel(reason) : (reason: string) => abort.abort(new Error(reason));
+    return this.inBackground({ ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, cancel, result: undefined }, 'gradients', 'training');
   }
 
   /** The epoch this peer ends now: hivemind's next epoch = max(local + 1, global), so a late peer lands on the swarm's epoch. */
@@ -442,6 +446,12 @@ export class CollaborativeOptimizer {
     this.inFlight = undefined;
     if (this.outer) return this.applyOuter(this.outer, round.ended, result, round.peers, true);
     return this.applyAveraged(round.ended, result, round.peers, round.preScheduled);
+  }
+
+  /** Gives up the background round, if any: its update is of a model this peer no longer holds. */
+  private dropInFlight(reason: string): void {
+    this.inFlight?.cancel(reason);
+    this.inFlight = undefined;
   }
 
   private beginEpoch(epoch: number): void {
@@ -480,8 +490,9 @@ export class CollaborativeOptimizer {
   private async outerRound(outer: OuterNesterov, s: EndedEpoch, peers: number): Promise<StepOutcome> {
     // `averaged` holds the pseudo-gradient sent until the outer step is taken: the overlap's re-basing reads it
     const delta = outer.pseudoGradient(this.params, this.averaged.data);
-    const done = this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished) }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
-    if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, result: undefined }, 'pseudo-gradient', 'inner steps of');
+    const abort = new AbortController();
+    const done = this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, cancel: (reason) => abort.abort(new Error(reason)), result: undefined }, 'pseudo-gradient', 'inner steps of');
     const result = await done;
     this.beginEpoch(s.next);
     return this.applyOuter(outer, s, result, peers, false);
@@ -562,7 +573,7 @@ export class CollaborativeOptimizer {
     this.log.warn(`parameters became non-finite at epoch ${this.epochValue} (${why}): restored the backup of epoch ${b.epoch}; loading the swarm's state once anyone is ahead`);
     this.dropScheduled('this peer restored its backup');
     this.beginEpoch(b.epoch);
-    this.inFlight = undefined;
+    this.dropInFlight('this peer restored its backup');
     this.delayed.discard();
     this.synced = false;
     this.loadRetryAt = 0;
@@ -634,7 +645,7 @@ export class CollaborativeOptimizer {
       if (s.optimizer) this.optimizer.importState(s.optimizer);
       this.outer?.reset(this.params, s.outerMomentum); // θ_start of the donor's round; no momentum from a donor of a non-DiLoCo run
       this.beginEpoch(s.epoch); // gradients of an older model are useless to the swarm
-      this.inFlight = undefined; // so is a background round's update of the older model
+      this.dropInFlight(`this peer loaded the state of epoch ${s.epoch}`); // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step
       this.loadFailures = 0;
       this.loadRetryAt = 0;

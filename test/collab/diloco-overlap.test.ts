@@ -160,6 +160,25 @@ test('outer overlap: a background round that fails steps θ_start on the peer’
   assert.deepEqual(p.params.data, held, 'nothing landed after stop()');
 });
 
+test('outer overlap: a peer whose parameters break while its round is in flight restores its backup and gives that round up; the other member does not average with it', { timeout: 60_000 }, async (t) => {
+  // A's second inner step leaves a NaN: A restores its backup, and its round of epoch 0 (waiting for B) must stop speaking for it
+  const broken = sgd((params, steps) => {
+    if (steps === 2) params[0] = Number.NaN;
+  });
+  const options: Partial<CollaborativeOptions> = { outerOptimizer: 'diloco', outerOverlap: true, innerSteps: 1, targetBatchSize: 32, matchmakingTime: 1, averagingTimeout: 4, maxGradNorm: 1e9 };
+  const nodes = await startSwarm(t, 2, { runId: 'diloco-overlap-dropped' });
+  const [a, b] = [unstarted(t, nodes[0]!, 1, options, undefined, broken), unstarted(t, nodes[1]!, 2, options, undefined, sgd())];
+  await Promise.all([a, b].map((p) => p.collab.start()));
+  await pastRefresh();
+  assert.deepEqual(await a.collab.step(a.grads, 4, 1, 1), { type: 'averaging', epoch: 1 });
+  const restored = await a.collab.step(a.grads, 4, 1, 1);
+  assert.equal(restored.type, 'restored', JSON.stringify(restored));
+  // B ends its round of epoch 0 now, while A's given-up round would still be waiting for it
+  assert.deepEqual(await b.collab.step(b.grads, 4, 1, 1), { type: 'averaging', epoch: 1 });
+  const landed = await b.collab.flush();
+  assert.ok(landed?.type === 'stepped' && landed.averagedWith === 1 && landed.reason !== undefined, `B averaged with the round A gave up: ${JSON.stringify(landed)}`);
+});
+
 test('a DiLoCo peer resumed from its own checkpoint (θ_start, LAMB state and the outer momentum) takes the outer step the uninterrupted peer takes; with zero momentum it would not', { timeout: 90_000 }, async (t) => {
   const H = 2;
   // each peer alone in its swarm: every round fails after 2 s and steps on the peer's own pseudo-gradient, with momentum 0.9
