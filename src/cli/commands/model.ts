@@ -120,18 +120,15 @@ function exportSource(raw: string): ExportSource {
 
 /** The --batch file as an AlbertBatch; unreadable or invalid content is a usage error naming the file. */
 function readBatch(file: string, vocabSize: number) {
-  let problem: string | undefined;
   let json: unknown;
   try {
     json = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (err) {
-    problem = (err as Error).message;
+    throw new ConfigError('--batch', `cannot read ${file} as JSON (${(err as Error).message})`);
   }
-  if (problem !== undefined) throw new ConfigError('--batch', `cannot read ${file} as JSON (${problem})`);
   try {
     return batchFromJson(json, vocabSize);
   } catch (err) {
-    problem = (err as Error).message;
+    throw new ConfigError('--batch', `${file}: ${(err as Error).message}`);
   }
-  throw new ConfigError('--batch', `${file}: ${problem}`);
 }
