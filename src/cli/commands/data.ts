@@ -5,8 +5,8 @@ import type { DatasetInfo, PrepareEvent } from '../../data/index.js';
 import { MASKING_MODES } from '../../data/masking.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
-import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags } from '../flag-table.js';
+import { commandContext, flagAction } from '../context.js';
+import { flagRow } from '../flag-table.js';
 
 const int = z.number().int();
 
@@ -87,10 +87,7 @@ export function registerData(program: Command): void {
   const prepare = data
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them');
-  addFlags(prepare, PREPARE_FLAGS);
-  prepare.action(async () => {
-    const { config, log } = commandContext(prepare);
-    const { tokenizer, cacheQuota, json, ...opts } = parseFlags(prepare, PREPARE_FLAGS);
+  flagAction(prepare, PREPARE_FLAGS, async ({ tokenizer, cacheQuota, json, ...opts }, { config, log }) => {
     const [{ openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
 
     const store = openStore(config.dataDir);
@@ -152,10 +149,7 @@ export function registerData(program: Command): void {
   const sample = data
     .command('sample')
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
-  addFlags(sample, SAMPLE_FLAGS);
-  sample.action(async () => {
-    const { config } = commandContext(sample);
-    const { n, cacheKey, masking: mode, seed } = parseFlags(sample, SAMPLE_FLAGS);
+  flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config }) => {
     const [{ openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
     const store = openStore(config.dataDir);
     try {
