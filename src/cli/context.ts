@@ -4,6 +4,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, readConfigFile, resolveConfig } from '../config/load.js';
 import { SETTINGS, booleanish, flagName, envName, type Config, type SettingKey } from '../config/settings.js';
 import { createLogger, type Logger } from '../log/logger.js';
+import { addFlags, parseFlags, type FlagTable, type FlagValues } from './flag-table.js';
 
 /** Settings every command accepts. */
 export const GLOBAL_SETTINGS: readonly SettingKey[] = ['dataDir', 'logLevel', 'logFormat'];
@@ -96,4 +97,13 @@ export function commandContext(command: Command, env: NodeJS.ProcessEnv = proces
   if (withEnvAndFile.has(command)) applyEnvAndFile(command, env, file);
   const config = resolveConfig({ flags: command.optsWithGlobals(), env, file, otherKeys: commandOptionKeys(command) });
   return { config, log: createLogger(config) };
+}
+
+/** Adds `table`'s flags to `command`; its action resolves the context, parses the flags and runs `body` with both. */
+export function flagAction<T extends FlagTable>(command: Command, table: T, body: (flags: FlagValues<T>, context: CommandContext) => Promise<void>): void {
+  addFlags(command, table);
+  command.action(async () => {
+    const context = commandContext(command);
+    await body(parseFlags(command, table), context);
+  });
 }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
+import { DataError } from '../data/errors.js';
 import { StoreError } from '../store/errors.js';
 import { NonFiniteTrainingError } from '../training/errors.js';
 import { RunRecordUnavailableError } from '../collab/errors.js';
@@ -62,8 +63,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`cohort: ${origin ? `${origin} (${err.message})` : err.message}\n`);
       return EXIT_USAGE;
     }
-    // the message says all: what went wrong and what to do
-    if (err instanceof StoreError || err instanceof NonFiniteTrainingError || err instanceof RunRecordUnavailableError) {
+    // the message says all: what went wrong and what to do (an expected data failure: bad input, no dataset)
+    if (err instanceof StoreError || err instanceof DataError || err instanceof NonFiniteTrainingError || err instanceof RunRecordUnavailableError) {
       process.stderr.write(`cohort: ${err.message}\n`);
       return 1;
     }

@@ -176,11 +176,6 @@ export class FullStateSaver {
     private readonly pauseSave?: number,
   ) {}
 
-  /** A save is being written. */
-  get saving(): boolean {
-    return this.busy;
-  }
-
   /**
    * Snapshots `live` and writes it as a checkpoint of `kind`, keeping the newest `keep`. Resolves
    * `snapshotted` once the values are copied (nothing may change `live` before: the caller awaits it

@@ -10,7 +10,6 @@ import type { ParameterSet } from '../engine/index.js';
 
 /** `none`: gradients are averaged every epoch (plain or PowerSGD); `diloco`: H local steps, then an outer step. */
 export const OUTER_OPTIMIZERS = ['none', 'diloco'] as const;
-export type OuterOptimizerName = (typeof OUTER_OPTIMIZERS)[number];
 /** DiLoCo's recipe: H = 500 in the paper; 50 keeps a round within minutes on a volunteer's CPU. */
 export const DEFAULT_INNER_STEPS = 50;
 export const DEFAULT_OUTER_LR = 0.7;

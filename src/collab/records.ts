@@ -86,3 +86,9 @@ export type LeaderboardRecord = z.infer<typeof leaderboardRecordSchema>;
 export function leaderboardRecords(node: SwarmNode): RecordNamespace<LeaderboardRecord> {
   return once(leaderboardByNode, node, () => node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 }));
 }
+
+/** The newest leaderboard any coordinator published (`cohort status` prints it, the dashboard shows it), or undefined when none is found. */
+export async function latestLeaderboard(node: SwarmNode): Promise<LeaderboardRecord | undefined> {
+  const boards = [...(await leaderboardRecords(node).get(LEADERBOARD_NAMESPACE)).values()];
+  return boards.sort((a, b) => b.value.time - a.value.time)[0]?.value;
+}

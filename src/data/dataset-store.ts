@@ -49,28 +49,12 @@ export function cacheKeyOf(datasetHash: string, tokenizerId: string, params: Bui
   return createHash('sha256').update(`${datasetHash}\0${tokenizerId}\0${JSON.stringify(params)}`).digest('hex').slice(0, 32);
 }
 
-interface DatasetRow {
-  cache_key: string;
-  source: string;
-  dataset_hash: string;
-  tokenizer_hash: string;
-  tokenizer_file: string;
-  params: string;
-  dataset_id: string | null;
-  manifest: string | null;
-  vocab_size: number;
-  documents: number;
-  sentences: number;
-  examples: number;
-  tokens: number;
-  shard_count: number;
-  complete: number;
-  created_at: number;
-  last_used_at: number;
-  bytes: number | null;
-}
+/** A `datasets` row as SELECT_DATASET names its columns: DatasetInfo but for the three it stores as JSON text, 0/1 and a nullable sum. */
+type DatasetRow = Omit<DatasetInfo, 'params' | 'complete' | 'bytes'> & { params: string; complete: number; bytes: number | null };
 
-const SELECT_DATASET = `SELECT d.*, (SELECT sum(length(data)) FROM shards s WHERE s.cache_key = d.cache_key) AS bytes FROM datasets d`;
+const SELECT_DATASET = `SELECT d.cache_key AS cacheKey, d.source, d.dataset_hash AS datasetHash, d.tokenizer_hash AS tokenizerHash, d.tokenizer_file AS tokenizerFile, d.params,
+  d.dataset_id AS datasetId, d.manifest, d.vocab_size AS vocabSize, d.documents, d.sentences, d.examples, d.tokens, d.shard_count AS shardCount, d.complete,
+  (SELECT sum(length(data)) FROM shards s WHERE s.cache_key = d.cache_key) AS bytes, d.created_at AS createdAt, d.last_used_at AS lastUsedAt FROM datasets d`;
 
 /** The data pipeline's tables in the store: datasets, their shards and the peers' read cursors. */
 export class DatasetStore {
@@ -228,10 +212,9 @@ export class DatasetStore {
   }
 
   getCursor(cacheKey: string, peerId: string, seed: number): ReadCursor | undefined {
-    const row = this.db.prepare('SELECT epoch, shard_pos, example_pos, examples_read FROM data_cursors WHERE cache_key = ? AND peer_id = ? AND seed = ?').get(cacheKey, peerId, seed) as
-      | { epoch: number; shard_pos: number; example_pos: number; examples_read: number }
-      | undefined;
-    return row && { epoch: row.epoch, shardPos: row.shard_pos, examplePos: row.example_pos, examplesRead: row.examples_read };
+    return this.db
+      .prepare('SELECT epoch, shard_pos AS shardPos, example_pos AS examplePos, examples_read AS examplesRead FROM data_cursors WHERE cache_key = ? AND peer_id = ? AND seed = ?')
+      .get(cacheKey, peerId, seed) as ReadCursor | undefined;
   }
 
   setCursor(cacheKey: string, peerId: string, seed: number, c: ReadCursor, now = Date.now()): void {
@@ -258,33 +241,14 @@ export class DatasetStore {
     const candidates = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key != ? ORDER BY d.last_used_at ASC, d.created_at ASC`).all(keep) as DatasetRow[];
     for (const row of candidates) {
       if (total <= quotaBytes) break;
-      this.remove(row.cache_key);
+      this.remove(row.cacheKey);
       total -= row.bytes ?? 0;
-      evicted.push(row.cache_key);
+      evicted.push(row.cacheKey);
     }
     return evicted;
   }
 }
 
 function toInfo(row: DatasetRow): DatasetInfo {
-  return {
-    cacheKey: row.cache_key,
-    source: row.source,
-    datasetHash: row.dataset_hash,
-    tokenizerHash: row.tokenizer_hash,
-    tokenizerFile: row.tokenizer_file,
-    params: JSON.parse(row.params) as BuildParams,
-    datasetId: row.dataset_id,
-    manifest: row.manifest,
-    vocabSize: row.vocab_size,
-    documents: row.documents,
-    sentences: row.sentences,
-    examples: row.examples,
-    tokens: row.tokens,
-    shardCount: row.shard_count,
-    complete: row.complete === 1,
-    bytes: row.bytes ?? 0,
-    createdAt: row.created_at,
-    lastUsedAt: row.last_used_at,
-  };
+  return { ...row, params: JSON.parse(row.params) as BuildParams, complete: row.complete === 1, bytes: row.bytes ?? 0 };
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
+import { pick } from '../util/pick.js';
 import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
 import { datasetStore } from './store-datasets.js';
 import type { DownloadProgress } from './download.js';
@@ -71,10 +72,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   const warn = options.onWarning ?? (() => {});
   const source = await openSource(options.source ?? 'bundled', {
     downloadDir: path.join(dataDir, 'downloads'),
-    format: options.format,
-    field: options.field,
-    sha256: options.sha256,
-    maxDocuments: options.maxDocuments,
+    ...pick(options, ['format', 'field', 'sha256', 'maxDocuments']),
     onDownloadProgress: (progress) => onProgress({ phase: 'download', progress }),
   });
   const params: BuildParams = {

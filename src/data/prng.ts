@@ -40,17 +40,6 @@ export class Prng {
     return lo + Math.floor(this.next() * (hi - lo + 1));
   }
 
-  /** Fisher–Yates shuffle in place. */
-  shuffle<T>(items: T[]): T[] {
-    for (let i = items.length - 1; i > 0; i--) {
-      const j = Math.floor(this.next() * (i + 1));
-      const tmp = items[i]!;
-      items[i] = items[j]!;
-      items[j] = tmp;
-    }
-    return items;
-  }
-
   /** A random permutation of 0..n-1. */
   permutation(n: number): Uint32Array {
     const p = new Uint32Array(n);

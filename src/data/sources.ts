@@ -58,7 +58,7 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
     const corpus = bundledCorpus();
     return {
       description: `bundled corpus ${corpus.id} (${corpus.files.length} documents)`,
-      hash: sha256(`bundled\0${corpus.id}\0${limit}`),
+      hash: createHash('sha256').update(`bundled\0${corpus.id}\0${limit}`).digest('hex'),
       documents: () => take(mapIter(corpus.files, readBundledDocument), limit),
     };
   }
@@ -180,8 +180,4 @@ async function* take<T>(items: AsyncIterable<T>, n: number): AsyncGenerator<T> {
     yield t;
     if (++i >= n) return;
   }
-}
-
-function sha256(s: string): string {
-  return createHash('sha256').update(s).digest('hex');
 }

@@ -146,19 +146,16 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
   let waiting: { resolve: (m: FromWorker) => void; reject: (e: Error) => void } | undefined;
   let failure: Error | undefined;
   const deliver = (m: FromWorker) => {
-    if (waiting) {
-      const w = waiting;
-      waiting = undefined;
-      w.resolve(m);
-    } else ready.push(m);
+    const w = waiting;
+    waiting = undefined;
+    if (w) w.resolve(m);
+    else ready.push(m);
   };
   const fail = (e: Error) => {
     failure ??= e;
-    if (waiting) {
-      const w = waiting;
-      waiting = undefined;
-      w.reject(e);
-    }
+    const w = waiting;
+    waiting = undefined;
+    w?.reject(e);
   };
   // The worker keeps the process alive only while a batch is awaited, so a trainer that ends
   // without close() does not hang on the prefetching thread.
@@ -169,24 +166,16 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
   worker.postMessage({ type: 'credit', n: prefetch } satisfies ToWorker);
   return {
     async next() {
-      const m =
-        ready.shift() ??
-        (failure
-          ? Promise.reject(failure)
-          : await new Promise<FromWorker>((resolve, reject) => {
-              worker.ref();
-              waiting = {
-                resolve: (m) => {
-                  worker.unref();
-                  resolve(m);
-                },
-                reject: (e) => {
-                  worker.unref();
-                  reject(e);
-                },
-              };
-            }));
-      const msg = await m;
+      let msg = ready.shift();
+      if (msg === undefined) {
+        if (failure) throw failure;
+        worker.ref();
+        try {
+          msg = await new Promise<FromWorker>((resolve, reject) => (waiting = { resolve, reject }));
+        } finally {
+          worker.unref();
+        }
+      }
       if (msg.type === 'error') throw new Error(msg.message);
       worker.postMessage({ type: 'credit', n: 1 } satisfies ToWorker);
       return msg.produced;

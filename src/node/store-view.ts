@@ -34,11 +34,6 @@ export class StoreView {
 
   constructor(private readonly store: Store) {}
 
-  /** Newest value of a series for one peer, with its time. */
-  latest(series: string, peer = SELF): { value: number; ts: number } | undefined {
-    return this.store.db.prepare('SELECT value, ts FROM metrics WHERE series = ? AND peer = ? ORDER BY ts DESC, rowid DESC LIMIT 1').get(series, peer) as { value: number; ts: number } | undefined;
-  }
-
   /**
    * Newest value of a series for every peer. Kept incrementally (only rows added since the last call
    * are read), because a coordinator's table grows by every peer's points and this runs every second.
@@ -62,11 +57,11 @@ export class StoreView {
 
   /** The swarm's numbers as recorded (this node's reachability is not a recorded number). */
   swarm(): Omit<SwarmState, 'reachability'> {
-    const read = Object.entries(SWARM_SERIES).map(([key, series]) => [key, this.latest(series)] as const);
+    const read = Object.entries(SWARM_SERIES).map(([key, series]) => [key, this.store.metrics.latest(series)] as const);
     const times = read.flatMap(([, p]) => (p ? [p.ts] : []));
     const numbers = Object.fromEntries(read.map(([key, p]) => [key, p?.value ?? null])) as Record<keyof typeof SWARM_SERIES, number | null>;
     // recorded as its index in AVERAGING_MODES
-    const mode = this.latest(METRIC.averagingMode);
+    const mode = this.store.metrics.latest(METRIC.averagingMode);
     return { ...numbers, averagingMode: mode === undefined ? null : (AVERAGING_MODES[mode.value] ?? null), updatedAt: times.length > 0 ? Math.max(...times) : null };
   }
 
@@ -78,11 +73,11 @@ export class StoreView {
     const contributors = [...samples.values()].filter((v) => v > 0).length;
     return {
       samples: mySamples,
-      computeHours: (this.latest(METRIC.computeSeconds)?.value ?? 0) / 3600,
+      computeHours: (this.store.metrics.latest(METRIC.computeSeconds)?.value ?? 0) / 3600,
       share: total > 0 ? mySamples / total : null,
       rank: mySamples > 0 ? 1 + [...samples.values()].filter((v) => v > mySamples).length : null,
       contributors,
-      samplesPerSecond: this.latest(METRIC.samplesPerSecond)?.value ?? null,
+      samplesPerSecond: this.store.metrics.latest(METRIC.samplesPerSecond)?.value ?? null,
     };
   }
 

@@ -68,7 +68,8 @@ export const SettingsPatchSchema = AppSettingsSchema.extend({ policies: Policies
 export type SettingsPatch = z.infer<typeof SettingsPatchSchema>;
 
 export const DEFAULT_SETTINGS: AppSettings = {
-  policies: {
+  // the policies PoliciesSchema has no default for; it adds its defaults of the others
+  policies: PoliciesSchema.parse({
     pauseOnBattery: true,
     onlyWhenIdle: false,
     idleMinutes: 5,
@@ -76,12 +77,7 @@ export const DEFAULT_SETTINGS: AppSettings = {
     useGpu: true,
     maxMemoryMiB: 4096,
     bandwidthCapKiBps: 0,
-    precision: 'fp32',
-    keepAwake: true,
-    scheduleEnabled: false,
-    scheduleFromHour: 22,
-    scheduleToHour: 7,
-  },
+  }),
   joinCode: '',
   displayName: '',
   startAtLogin: false,

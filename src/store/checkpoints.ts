@@ -38,16 +38,9 @@ export interface SaveCheckpoint {
   readonly onChunk?: (written: number) => void;
 }
 
-interface Row {
-  id: number;
-  kind: string;
-  epoch: number;
-  created_at: number;
-  size: number;
-  sha256: string;
-  chunk_count: number;
-  meta: string;
-}
+/** A `checkpoints` row as SELECT_CHECKPOINT names its columns. */
+type Row = Omit<CheckpointInfo, 'meta'> & { meta: string; chunkCount: number };
+const SELECT_CHECKPOINT = 'SELECT id, kind, epoch, created_at AS createdAt, size, sha256, meta, chunk_count AS chunkCount FROM checkpoints';
 
 /**
  * Checkpoints as chunked blobs with a SHA-256, in their own file (checkpoint-database.ts). A save is
@@ -151,14 +144,14 @@ export class CheckpointStore {
   /** Newest first; chunked saves still being written are left out. */
   list(kind?: string): CheckpointInfo[] {
     const rows = (kind === undefined
-      ? this.db.prepare('SELECT * FROM checkpoints WHERE kind NOT LIKE ? ORDER BY id DESC').all(`${PARTIAL_PREFIX}%`)
-      : this.db.prepare('SELECT * FROM checkpoints WHERE kind = ? ORDER BY id DESC').all(kind)) as Row[];
+      ? this.db.prepare(`${SELECT_CHECKPOINT} WHERE kind NOT LIKE ? ORDER BY id DESC`).all(`${PARTIAL_PREFIX}%`)
+      : this.db.prepare(`${SELECT_CHECKPOINT} WHERE kind = ? ORDER BY id DESC`).all(kind)) as Row[];
     return rows.map(toInfo);
   }
 
   /** Reads and verifies one checkpoint; throws CheckpointCorruptError if chunks are missing or the hash differs. */
   load(id: number): { info: CheckpointInfo; data: Buffer } {
-    const row = this.db.prepare('SELECT * FROM checkpoints WHERE id = ?').get(id) as Row | undefined;
+    const row = this.db.prepare(`${SELECT_CHECKPOINT} WHERE id = ?`).get(id) as Row | undefined;
     if (!row) throw new CheckpointCorruptError(this.file, `checkpoint ${id} does not exist in ${this.file}`);
     // read chunk by chunk into one buffer of the stored size, hashing as it goes (no second copy)
     const data = Buffer.allocUnsafe(row.size);
@@ -174,8 +167,8 @@ export class CheckpointStore {
       }
       bytes += c.data.byteLength;
     }
-    if (count !== row.chunk_count || !inOrder) {
-      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${count} of ${row.chunk_count} chunks`);
+    if (count !== row.chunkCount || !inOrder) {
+      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${count} of ${row.chunkCount} chunks`);
     }
     const sha256 = bytes === row.size ? hash.digest('hex') : `${bytes} bytes instead of ${row.size}`;
     if (bytes !== row.size || sha256 !== row.sha256) {
@@ -208,8 +201,8 @@ export class CheckpointStore {
   }
 }
 
-function toInfo(row: Row): CheckpointInfo {
-  return { id: row.id, kind: row.kind, epoch: row.epoch, createdAt: row.created_at, size: row.size, sha256: row.sha256, meta: JSON.parse(row.meta) as Record<string, unknown> };
+function toInfo({ chunkCount: _, ...row }: Row): CheckpointInfo {
+  return { ...row, meta: JSON.parse(row.meta) as Record<string, unknown> };
 }
 
 /**

@@ -41,16 +41,9 @@ export interface PeerTotals {
   readonly flaggedSteps: number;
 }
 
-interface CreditDbRow {
-  run_id: string;
-  peer_id: string;
-  epoch: number;
-  display_name: string | null;
-  claimed: number;
-  credited: number;
-  compute_seconds: number;
-  flag: string | null;
-  ts: number;
+/** A row with its NULL columns left out: the optional fields (display name, flag) are absent, not null. */
+function withoutNulls<T>(row: Record<string, unknown>): T {
+  return Object.fromEntries(Object.entries(row).filter(([, v]) => v !== null)) as T;
 }
 
 /**
@@ -93,11 +86,11 @@ export class ContributionStore {
 
   /** One peer's baseline as of its last credited step and the samples credited to it in the run (what a coordinator restores when the peer reappears). */
   peerState(runId: string, peerId: string): { baseline?: ThroughputBaseline; credited: number } {
-    const r = this.db.prepare('SELECT time, total_samples, epoch, samples_in_epoch, compute_seconds FROM contribution_peers WHERE run_id = ? AND peer_id = ?').get(runId, peerId) as
-      | { time: number; total_samples: number; epoch: number; samples_in_epoch: number; compute_seconds: number }
-      | undefined;
+    const baseline = this.db
+      .prepare('SELECT time, total_samples AS totalSamples, epoch, samples_in_epoch AS samplesInEpoch, compute_seconds AS computeSeconds FROM contribution_peers WHERE run_id = ? AND peer_id = ?')
+      .get(runId, peerId) as ThroughputBaseline | undefined;
     const { credited } = this.db.prepare('SELECT COALESCE(SUM(credited), 0) AS credited FROM contribution_credits WHERE run_id = ? AND peer_id = ?').get(runId, peerId) as { credited: number };
-    return { credited, ...(r ? { baseline: { time: r.time, totalSamples: r.total_samples, epoch: r.epoch, samplesInEpoch: r.samples_in_epoch, computeSeconds: r.compute_seconds } } : {}) };
+    return { credited, ...(baseline ? { baseline } : {}) };
   }
 
   /** Display name per peer (as of its newest credited step in any run; peers without one are absent). */
@@ -110,39 +103,24 @@ export class ContributionStore {
   /** Credited steps in the order they were credited, optionally of one run, since `since` (ms), only the flagged ones. */
   credits(options: { runId?: string; since?: number; flaggedOnly?: boolean } = {}): CreditRow[] {
     const rows = this.db
-      .prepare(`SELECT * FROM contribution_credits WHERE ts >= ? ${options.runId !== undefined ? 'AND run_id = ?' : ''} ${options.flaggedOnly ? 'AND flag IS NOT NULL' : ''} ORDER BY ts, rowid`)
-      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as CreditDbRow[];
-    return rows.map((r) => ({
-      runId: r.run_id,
-      peerId: r.peer_id,
-      epoch: r.epoch,
-      ...(r.display_name !== null ? { displayName: r.display_name } : {}),
-      claimed: r.claimed,
-      credited: r.credited,
-      computeSeconds: r.compute_seconds,
-      ...(r.flag !== null ? { flag: r.flag } : {}),
-      ts: r.ts,
-    }));
+      .prepare(
+        `SELECT run_id AS runId, peer_id AS peerId, epoch, display_name AS displayName, claimed, credited, compute_seconds AS computeSeconds, flag, ts
+         FROM contribution_credits WHERE ts >= ? ${options.runId !== undefined ? 'AND run_id = ?' : ''} ${options.flaggedOnly ? 'AND flag IS NOT NULL' : ''} ORDER BY ts, rowid`,
+      )
+      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as Record<string, unknown>[];
+    return rows.map(withoutNulls<CreditRow>);
   }
 
   /** Per-(run, peer) sums of the steps credited, optionally of one run and since `since` (ms); by run, then most credited first. */
   totals(options: { runId?: string; since?: number } = {}): PeerTotals[] {
     const rows = this.db
       .prepare(
-        `SELECT run_id, peer_id, SUM(claimed) AS claimed, SUM(credited) AS credited, SUM(compute_seconds) AS compute_seconds, COUNT(*) AS steps, COUNT(flag) AS flagged,
-           (SELECT display_name FROM contribution_credits n WHERE n.run_id = c.run_id AND n.peer_id = c.peer_id ORDER BY n.ts DESC, n.rowid DESC LIMIT 1) AS display_name
+        `SELECT run_id AS runId, peer_id AS peerId,
+           (SELECT display_name FROM contribution_credits n WHERE n.run_id = c.run_id AND n.peer_id = c.peer_id ORDER BY n.ts DESC, n.rowid DESC LIMIT 1) AS displayName,
+           SUM(claimed) AS claimed, SUM(credited) AS credited, SUM(compute_seconds) AS computeSeconds, COUNT(*) AS steps, COUNT(flag) AS flaggedSteps
          FROM contribution_credits c WHERE ts >= ? ${options.runId !== undefined ? 'AND run_id = ?' : ''} GROUP BY run_id, peer_id ORDER BY run_id, credited DESC, peer_id`,
       )
-      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as Array<{ run_id: string; peer_id: string; claimed: number; credited: number; compute_seconds: number; steps: number; flagged: number; display_name: string | null }>;
-    return rows.map((r) => ({
-      runId: r.run_id,
-      peerId: r.peer_id,
-      ...(r.display_name !== null ? { displayName: r.display_name } : {}),
-      claimed: r.claimed,
-      credited: r.credited,
-      computeSeconds: r.compute_seconds,
-      steps: r.steps,
-      flaggedSteps: r.flagged,
-    }));
+      .all(options.since ?? 0, ...(options.runId !== undefined ? [options.runId] : [])) as Record<string, unknown>[];
+    return rows.map(withoutNulls<PeerTotals>);
   }
 }

@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { CHECKPOINT_TABLES_SQL, openCheckpointDatabase } from './checkpoint-database.js';
 import { datasetIdOf } from './dataset-id.js';
-import { migrate as migrateWith, type Migration } from './sqlite-file.js';
+import type { Migration } from './sqlite-file.js';
 
 export type { Migration } from './sqlite-file.js';
 
@@ -159,13 +159,6 @@ export const MIGRATIONS: readonly Migration[] = [
       `),
   },
 ];
-
-export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
-
-/** Applies the migrations newer than the database's version; returns the versions applied. */
-export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
-  return migrateWith(db, migrations);
-}
 
 /**
  * Copies cohort.db's checkpoints, ids kept, into checkpoints.db beside it in one transaction of that

@@ -17,8 +17,4 @@ export class SettingsStore {
     const checked = schema.parse(value);
     this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, JSON.stringify(checked));
   }
-
-  delete(key: string): void {
-    this.db.prepare('DELETE FROM settings WHERE key = ?').run(key);
-  }
 }

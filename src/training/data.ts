@@ -35,10 +35,9 @@ export async function ensureDataset(store: Store, dataDir: string, log: Logger, 
   await prepareDatasetInWorker({ ...options, store, dataDir, onWarning: (m) => log.warn(m) });
 }
 
+/** Whether the store holds a complete dataset (DatasetStore.list lists only those). */
 function hasDataset(store: Store): boolean {
-  return datasetStore(store)
-    .list()
-    .some((d) => d.complete);
+  return datasetStore(store).list().length > 0;
 }
 
 /** `auto`: the prepared dataset when there is one, else synthetic tokens. */

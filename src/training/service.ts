@@ -2,6 +2,7 @@
  * The seams between the node host (src/node: controller, dashboard, API) and training: what Start and
  * Pause drive, the coordinator switch, and this node's presence in a swarm.
  */
+import type { LeaderboardRecord } from '../collab/records.js';
 import type { Logger } from '../log/logger.js';
 import type { AppSettings, NodeReachability, SwarmDescription } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -21,12 +22,8 @@ export interface TrainingService {
   subscribe(listener: (event: TrainingEvent) => void): () => void;
 }
 
-/** A coordinator's leaderboard as found on the swarm (src/collab/records.ts). */
-export interface FoundLeaderboard {
-  /** When the coordinator published it (ms since the epoch). */
-  readonly time: number;
-  readonly rows: ReadonlyArray<{ readonly name: string; readonly samples: number; readonly computeHours?: number | undefined; readonly share: number; readonly rank: number }>;
-}
+/** A coordinator's leaderboard as found on the swarm: when it was published (ms since the epoch) and its rows. */
+export type FoundLeaderboard = Pick<LeaderboardRecord, 'time' | 'rows'>;
 
 /** This node's presence in a swarm, read on every snapshot (reachability changes when AutoNAT decides). */
 export interface SwarmPresence {

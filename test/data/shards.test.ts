@@ -10,7 +10,8 @@ import { openBatchStream } from '../../src/data/stream.js';
 import { loadTokenizer } from '../../src/data/tokenizer.js';
 import { checkBatch, type AlbertBatch } from '../../src/engine/batch.js';
 import { openStore, type Store } from '../../src/store/index.js';
-import { MIGRATIONS, migrate } from '../../src/store/migrations.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+import { migrate } from '../../src/store/sqlite-file.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 function setup(t: TestContext): { dataDir: string; store: Store; base: PrepareOptions } {

@@ -7,8 +7,12 @@ import BetterSqlite3 from 'better-sqlite3';
 import { CHECKPOINT_APPLICATION_ID, openCheckpointDatabase } from '../../src/store/checkpoint-database.js';
 import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
 import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
-import { MIGRATIONS, SCHEMA_VERSION, migrate, type Migration } from '../../src/store/migrations.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+import { migrate, type Migration } from '../../src/store/sqlite-file.js';
 import { tmpDir } from '../helpers/tmp.js';
+
+/** The version the newest migration brings a database to. */
+const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;
 
 const tablesOf = (db: BetterSqlite3.Database): string[] => (db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
 
@@ -89,7 +93,7 @@ test('reopening keeps data and applies no migration twice', (t) => {
   const second = openStore(dir);
   t.after(() => second.close());
   assert.deepEqual(second.metrics.query('loss').map((m) => m.value), [2.5]);
-  assert.deepEqual(migrate(second.db), []);
+  assert.deepEqual(migrate(second.db, MIGRATIONS), []);
 });
 
 test('migrations run in order, each in its own transaction, and a failing one changes nothing', (t) => {

@@ -1,26 +1,12 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { DataError } from '../../data/errors.js';
 import type { DatasetInfo, PrepareEvent } from '../../data/index.js';
 import { MASKING_MODES } from '../../data/masking.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
-import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags } from '../flag-table.js';
-
-/** Runs a command body; an expected data failure (bad input, no dataset) is one line on stderr and exit 1, not a stack trace. */
-function reportDataErrors<A extends unknown[]>(body: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {
-  return async (...args) => {
-    try {
-      await body(...args);
-    } catch (err) {
-      if (!(err instanceof DataError)) throw err;
-      process.stderr.write(`cohort: ${err.message}\n`);
-      process.exitCode = 1;
-    }
-  };
-}
+import { commandContext, flagAction } from '../context.js';
+import { flagRow } from '../flag-table.js';
 
 const int = z.number().int();
 
@@ -101,118 +87,106 @@ export function registerData(program: Command): void {
   const prepare = data
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them');
-  addFlags(prepare, PREPARE_FLAGS);
-  prepare.action(
-    reportDataErrors(async () => {
-      const { config, log } = commandContext(prepare);
-      const { tokenizer, cacheQuota, json, ...opts } = parseFlags(prepare, PREPARE_FLAGS);
-      const [{ openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+  flagAction(prepare, PREPARE_FLAGS, async ({ tokenizer, cacheQuota, json, ...opts }, { config, log }) => {
+    const [{ openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
 
-      const store = openStore(config.dataDir);
-      const progress = preparationProgress();
-      try {
-        const result = await prepareDataset({
-          ...opts,
-          store,
-          dataDir: config.dataDir,
-          tokenizerFile: tokenizer,
-          cacheQuotaBytes: cacheQuota * 1024 ** 2,
-          onProgress: progress.update,
-          onWarning: (m) => log.warn(m),
-        });
-        progress.done();
-        if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
-        for (const key of result.evicted) log.info(`evicted dataset ${key} to stay within the cache quota`);
-        const d = result.info;
-        if (json) process.stdout.write(JSON.stringify({ reused: result.reused, skipped: result.skipped, ...describe(d) }) + '\n');
-        else
-          process.stdout.write(
-            `${result.reused ? 'reused' : 'prepared'} dataset ${d.cacheKey}: ${d.documents} documents, ${d.sentences} sentences, ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards (${mb(d.bytes)})\n` +
-              `vocabulary ${d.vocabSize} from ${d.tokenizerFile}\n`,
-          );
-      } finally {
-        progress.done();
-        store.close();
-      }
-    }),
-  );
+    const store = openStore(config.dataDir);
+    const progress = preparationProgress();
+    try {
+      const result = await prepareDataset({
+        ...opts,
+        store,
+        dataDir: config.dataDir,
+        tokenizerFile: tokenizer,
+        cacheQuotaBytes: cacheQuota * 1024 ** 2,
+        onProgress: progress.update,
+        onWarning: (m) => log.warn(m),
+      });
+      progress.done();
+      if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
+      for (const key of result.evicted) log.info(`evicted dataset ${key} to stay within the cache quota`);
+      const d = result.info;
+      if (json) process.stdout.write(JSON.stringify({ reused: result.reused, skipped: result.skipped, ...describe(d) }) + '\n');
+      else
+        process.stdout.write(
+          `${result.reused ? 'reused' : 'prepared'} dataset ${d.cacheKey}: ${d.documents} documents, ${d.sentences} sentences, ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards (${mb(d.bytes)})\n` +
+            `vocabulary ${d.vocabSize} from ${d.tokenizerFile}\n`,
+        );
+    } finally {
+      progress.done();
+      store.close();
+    }
+  });
 
   const stats = data
     .command('stats')
     .description('show the prepared datasets: documents, sentences, examples, tokens, shards and cache size')
     .option('--json', 'print one JSON object');
-  stats.action(
-    reportDataErrors(async (opts: { json?: boolean }) => {
-      const { config } = commandContext(stats);
-      const [{ openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
-      const store = openStore(config.dataDir);
-      try {
-        const datasets = datasetStore(store);
-        const list = datasets.list();
-        const cacheBytes = datasets.totalBytes();
-        if (opts.json) {
-          process.stdout.write(JSON.stringify({ cacheBytes, datasets: list.map(describe) }) + '\n');
-          return;
-        }
-        if (list.length === 0) process.stdout.write('no prepared dataset; run `cohort data prepare`\n');
-        for (const d of list) {
-          process.stdout.write(
-            `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n  dataset id ${d.datasetId}\n  tokenizer sha256 ${d.tokenizerHash}\n`,
-          );
-        }
-        process.stdout.write(`cache size ${mb(cacheBytes)} in ${list.length} dataset(s)\n`);
-      } finally {
-        store.close();
+  stats.action(async (opts: { json?: boolean }) => {
+    const { config } = commandContext(stats);
+    const [{ openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const store = openStore(config.dataDir);
+    try {
+      const datasets = datasetStore(store);
+      const list = datasets.list();
+      const cacheBytes = datasets.totalBytes();
+      if (opts.json) {
+        process.stdout.write(JSON.stringify({ cacheBytes, datasets: list.map(describe) }) + '\n');
+        return;
       }
-    }),
-  );
+      if (list.length === 0) process.stdout.write('no prepared dataset; run `cohort data prepare`\n');
+      for (const d of list) {
+        process.stdout.write(
+          `${d.cacheKey}  ${d.source}\n  documents ${d.documents}  sentences ${d.sentences}  examples ${d.examples}  tokens ${d.tokens}  shards ${d.shardCount}  size ${mb(d.bytes)}\n  vocabulary ${d.vocabSize}  max_seq_length ${d.params.maxSeqLen}  tokenizer ${d.tokenizerFile}\n  dataset id ${d.datasetId}\n  tokenizer sha256 ${d.tokenizerHash}\n`,
+        );
+      }
+      process.stdout.write(`cache size ${mb(cacheBytes)} in ${list.length} dataset(s)\n`);
+    } finally {
+      store.close();
+    }
+  });
 
   const sample = data
     .command('sample')
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
-  addFlags(sample, SAMPLE_FLAGS);
-  sample.action(
-    reportDataErrors(async () => {
-      const { config } = commandContext(sample);
-      const { n, cacheKey, masking: mode, seed } = parseFlags(sample, SAMPLE_FLAGS);
-      const [{ openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
-      const store = openStore(config.dataDir);
-      try {
-        const info = findDataset(store, cacheKey);
-        const tok = loadTokenizer(info.tokenizerFile);
-        // Read without a cursor: sampling must not move any peer's read position.
-        const producer = new BatchProducer(datasetStore(store), {
-          cacheKey: info.cacheKey,
-          batchSize: n,
-          seqLen: info.params.maxSeqLen,
-          seed,
-          peerId: 'cohort-data-sample',
-          vocab: { vocabSize: tok.vocabSize, special: tok.special, isSpecial: tok.isSpecial, wordStart: tok.wordStart },
-          masking: { mode },
-        });
-        const { batch } = producer.next();
-        for (let r = 0; r < batch.batchSize; r++) {
-          const parts: string[] = [];
-          let predicted = 0;
-          let real = 0;
-          for (let i = r * batch.seqLen; i < (r + 1) * batch.seqLen && batch.attentionMask[i] === 1; i++) {
-            real++;
-            const shown = tok.idToToken(batch.inputIds[i]!);
-            const label = batch.labels[i]!;
-            if (label === IGNORE_INDEX) parts.push(shown);
-            else {
-              predicted++;
-              parts.push(`⟦${shown}→${tok.idToToken(label)}⟧`);
-            }
+  flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config }) => {
+    const [{ openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const store = openStore(config.dataDir);
+    try {
+      const info = findDataset(store, cacheKey);
+      const tok = loadTokenizer(info.tokenizerFile);
+      // Read without a cursor: sampling must not move any peer's read position.
+      const producer = new BatchProducer(datasetStore(store), {
+        cacheKey: info.cacheKey,
+        batchSize: n,
+        seqLen: info.params.maxSeqLen,
+        seed,
+        peerId: 'cohort-data-sample',
+        vocab: { vocabSize: tok.vocabSize, special: tok.special, isSpecial: tok.isSpecial, wordStart: tok.wordStart },
+        masking: { mode },
+      });
+      const { batch } = producer.next();
+      for (let r = 0; r < batch.batchSize; r++) {
+        const parts: string[] = [];
+        let predicted = 0;
+        let real = 0;
+        for (let i = r * batch.seqLen; i < (r + 1) * batch.seqLen && batch.attentionMask[i] === 1; i++) {
+          real++;
+          const shown = tok.idToToken(batch.inputIds[i]!);
+          const label = batch.labels[i]!;
+          if (label === IGNORE_INDEX) parts.push(shown);
+          else {
+            predicted++;
+            parts.push(`⟦${shown}→${tok.idToToken(label)}⟧`);
           }
-          const order = batch.sentenceOrderLabel[r] === 1 ? '1 (segments swapped)' : '0 (original order)';
-          // WordPiece marks continuations (##), SentencePiece and byte-level BPE mark word starts (▁, Ġ).
+        }
+        const order = batch.sentenceOrderLabel[r] === 1 ? '1 (segments swapped)' : '0 (original order)';
+        // WordPiece marks continuations (##), SentencePiece and byte-level BPE mark word starts (▁, Ġ).
         const text = tok.kind === 'WordPiece' ? parts.join(' ').replace(/ ##/g, '') : parts.join('').replace(/[▁Ġ]/g, ' ');
         process.stdout.write(`example ${r + 1}: sentence_order_label ${order}; ${predicted} of ${real} tokens predicted\n  ${text.trim()}\n\n`);
-        }
-      } finally {
-        store.close();
       }
-    }),
-  );
+    } finally {
+      store.close();
+    }
+  });
 }

@@ -6,8 +6,8 @@ import { EXPORT_FORMATS, EXPORT_TABLES, type ExportOptions } from '../../collab/
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
-import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags } from '../flag-table.js';
+import { flagAction } from '../context.js';
+import { flagRow } from '../flag-table.js';
 
 const EXPORT_FLAGS = {
   format: flagRow({ schema: z.enum(EXPORT_FORMATS), default: 'csv', arg: '<format>', description: 'output format' }),
@@ -23,10 +23,7 @@ export function registerMetrics(program: Command): void {
   const cmd = metrics
     .command('export')
     .description('export metric points (per-epoch swarm metrics, per-peer values) or per-peer contributions as CSV or JSON');
-  addFlags(cmd, EXPORT_FLAGS);
-  cmd.action(async () => {
-    const { config, log } = commandContext(cmd);
-    const flags = parseFlags(cmd, EXPORT_FLAGS);
+  flagAction(cmd, EXPORT_FLAGS, async (flags, { config, log }) => {
     const { format, table } = flags;
     if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
     const since = parseSince(flags.since, Date.now());

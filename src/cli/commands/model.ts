@@ -8,8 +8,8 @@ import { providerPrecisionProblem } from '../../engine/providers.js';
 import type { ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
 import type { ExportSource } from '../../training/model-export.js';
-import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags, parseFlagValue, requiredFlag } from '../flag-table.js';
+import { commandContext, flagAction } from '../context.js';
+import { flagRow, parseFlagValue, requiredFlag } from '../flag-table.js';
 
 export const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const satisfies readonly ProviderChoice[];
 /** --provider and --precision together: a provider that cannot train at that precision is a usage error. */
@@ -43,10 +43,7 @@ export function registerModel(program: Command): void {
   const init = model
     .command('init')
     .description('write a randomly initialized AlbertForPreTraining (HF init: normal(0, 0.02), zero biases, LayerNorm 1/0) to DIR/config.json and DIR/model.safetensors');
-  addFlags(init, INIT_FLAGS);
-  init.action(async () => {
-    const { log } = commandContext(init);
-    const { seed, vocabSize, ...opts } = parseFlags(init, INIT_FLAGS);
+  flagAction(init, INIT_FLAGS, async ({ seed, vocabSize, ...opts }, { log }) => {
     const preset = requiredFlag('--preset', opts.preset);
     const out = requiredFlag('--out', opts.out);
     const { checkConfig, initAlbertParams, saveModel } = await import('../../engine/index.js');
@@ -79,10 +76,7 @@ export function registerModel(program: Command): void {
   const loss = model
     .command('loss')
     .description('one forward + backward pass: prints {"loss","mlm_loss","sop_loss","mlm_accuracy","sop_accuracy"} for a batch; --grads saves every parameter gradient');
-  addFlags(loss, LOSS_FLAGS);
-  loss.action(async () => {
-    const { log } = commandContext(loss);
-    const opts = parseFlags(loss, LOSS_FLAGS);
+  flagAction(loss, LOSS_FLAGS, async (opts, { log }) => {
     const { provider, threads, precision } = opts;
     checkProviderFlags(provider, precision);
     const dir = requiredFlag('--model', opts.model);
@@ -120,18 +114,15 @@ function exportSource(raw: string): ExportSource {
 
 /** The --batch file as an AlbertBatch; unreadable or invalid content is a usage error naming the file. */
 function readBatch(file: string, vocabSize: number) {
-  let problem: string | undefined;
   let json: unknown;
   try {
     json = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (err) {
-    problem = (err as Error).message;
+    throw new ConfigError('--batch', `cannot read ${file} as JSON (${(err as Error).message})`);
   }
-  if (problem !== undefined) throw new ConfigError('--batch', `cannot read ${file} as JSON (${problem})`);
   try {
     return batchFromJson(json, vocabSize);
   } catch (err) {
-    problem = (err as Error).message;
+    throw new ConfigError('--batch', `${file}: ${(err as Error).message}`);
   }
-  throw new ConfigError('--batch', `${file}: ${problem}`);
 }

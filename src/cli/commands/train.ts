@@ -5,8 +5,8 @@ import { DEFAULT_RUN_SETTINGS } from '../../collab/run-settings.js';
 import { PRESETS } from '../../engine/albert/config.js';
 import type { LocalStep, OptimizerKind } from '../../engine/index.js';
 import { DATA_CHOICES, DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
-import { commandContext } from '../context.js';
-import { addFlags, flagRow, parseFlags, requiredFlag } from '../flag-table.js';
+import { flagAction } from '../context.js';
+import { flagRow, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
 import { checkProviderFlags, PROVIDERS } from './model.js';
 
@@ -34,10 +34,7 @@ export function registerTrain(program: Command): void {
   const cmd = program
     .command('train')
     .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line');
-  addFlags(cmd, TRAIN_FLAGS);
-  cmd.action(async () => {
-    const { config: settings, log } = commandContext(cmd);
-    const opts = parseFlags(cmd, TRAIN_FLAGS);
+  flagAction(cmd, TRAIN_FLAGS, async (opts, { config: settings, log }) => {
     const preset = requiredFlag('--preset', opts.preset);
     const steps = requiredFlag('--steps', opts.steps);
     const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, maxBadSteps, seed, provider, threads, precision } = opts;
