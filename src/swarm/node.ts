@@ -17,7 +17,7 @@ import { pino } from 'pino';
 import type { z } from 'zod';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol } from './libp2p-internals.js';
@@ -103,7 +103,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),
     connectionManager: { inboundConnectionThreshold: cfg.inboundConnectionsPerHostPerSecond, maxIncomingPendingConnections: Math.max(10, cfg.inboundConnectionsPerHostPerSecond) },
-    connectionMonitor: { pingTimeout: { minTimeout: PING_TIMEOUT_MIN_MS } },
+    connectionMonitor: { pingInterval: CONNECTION_PING_INTERVAL_MS, pingTimeout: { minTimeout: PING_TIMEOUT_MIN_MS } },
     nodeInfo: { name: 'cohort', version: '0.1.0', userAgent: `cohort/${cfg.runId}` },
     services: {
       identify: identify(),
