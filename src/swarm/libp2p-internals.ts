@@ -1,12 +1,13 @@
-import type { Libp2p, StreamHandler, StreamHandlerOptions } from '@libp2p/interface';
+import type { AbortOptions, Libp2p, PeerId, StreamHandler, StreamHandlerOptions } from '@libp2p/interface';
+import type { KadDHT } from '@libp2p/kad-dht';
 import { multiaddr } from '@multiformats/multiaddr';
 
 /**
- * The two libp2p internals a node whose reachability changes at run time needs, and that the public
- * Libp2p interface lacks: listening on a new address after start (relay reservations once AutoNAT
- * says "private"), and the stream handler a service registered (to withdraw and restore the relay
- * server's hop protocol: its service cannot be stopped and restarted). Kept in one place so a
- * libp2p upgrade that moves them breaks here, loudly.
+ * The libp2p internals a swarm node needs and the public interfaces lack: listening on a new address
+ * after start (relay reservations once AutoNAT says "private"), the stream handler a service
+ * registered (to withdraw and restore the relay server's hop protocol: its service cannot be stopped
+ * and restarted), and kad-dht's routing table (to add a peer again). Kept in one place so a libp2p
+ * upgrade that moves them breaks here, loudly.
  */
 interface Components {
   readonly transportManager: { listen(addrs: ReturnType<typeof multiaddr>[]): Promise<void> };
@@ -38,4 +39,16 @@ export function toggleableProtocol(libp2p: Libp2p, protocol: string): { set(on: 
       else await libp2p.unhandle(protocol);
     },
   };
+}
+
+/** kad-dht's routing table; `add` pings the peer first and adds it only if it answers. */
+export interface RoutingTable {
+  readonly size: number;
+  add(peer: PeerId, options?: AbortOptions): Promise<void>;
+}
+
+export function routingTable(dht: KadDHT): RoutingTable {
+  const table = (dht as { routingTable?: Partial<RoutingTable> }).routingTable;
+  if (typeof table?.add !== 'function' || typeof table.size !== 'number') throw new TypeError('this kad-dht version does not expose routingTable.add / size');
+  return table as RoutingTable;
 }

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
 import { circuitRelayServer, circuitRelayTransport, RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2';
-import { identify, identifyPush } from '@libp2p/identify';
+import { identify, identifyPush, type Identify } from '@libp2p/identify';
 import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
@@ -17,10 +17,10 @@ import { pino } from 'pino';
 import type { z } from 'zod';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
-import { listenOnRelays, toggleableProtocol } from './libp2p-internals.js';
+import { listenOnRelays, routingTable, toggleableProtocol } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
 import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 import { DialbackServer } from './reachability/dialback.js';
@@ -103,7 +103,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     ...(cfg.psk ? { connectionProtector: pskProtector(cfg.psk) } : {}),
     metrics: transfer.component(),
     connectionManager: { inboundConnectionThreshold: cfg.inboundConnectionsPerHostPerSecond, maxIncomingPendingConnections: Math.max(10, cfg.inboundConnectionsPerHostPerSecond) },
-    connectionMonitor: { pingTimeout: { minTimeout: PING_TIMEOUT_MIN_MS } },
+    connectionMonitor: { pingInterval: CONNECTION_PING_INTERVAL_MS, pingTimeout: { minTimeout: PING_TIMEOUT_MIN_MS } },
     nodeInfo: { name: 'cohort', version: '0.1.0', userAgent: `cohort/${cfg.runId}` },
     services: {
       identify: identify(),
@@ -186,6 +186,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   });
 
   let rejoin: Promise<void> | undefined;
+  const identifyService: Identify = libp2p.services.identify;
   const ready = bootstrap(libp2p, cfg.initialPeers, {
     ...cfg.bootstrap,
     signal: stopping.signal,
@@ -194,7 +195,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     logBootstrap(log, cfg, report);
     if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
     if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length);
-    if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, cfg, stopping.signal, log);
+    if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, cfg, stopping.signal, log);
     return report;
   });
 
@@ -276,9 +277,10 @@ async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log:
 /**
  * Until the node stops: every REJOIN_CHECK_MS, a node with no connection left redials its initial
  * peers (once each) and looks itself up again. Connections drop when pings time out on a loaded
- * machine or peers restart; a node left with none would otherwise stay alone for good.
+ * machine or peers restart; a node left with none would otherwise stay alone for good. A node that
+ * is connected but whose routing table is empty refills it (`refillRoutingTable`).
  */
-async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, cfg: ResolvedSwarmInit, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, cfg: ResolvedSwarmInit, stopping: AbortSignal, log: pino.Logger): Promise<void> {
   let alone = false;
   for (;;) {
     try {
@@ -288,6 +290,7 @@ async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, cfg: ResolvedSwarmIn
     }
     if (libp2p.getConnections().length > 0) {
       alone = false;
+      await refillRoutingTable(libp2p, dht, identifyService, kadProtocol(cfg.runId), stopping, log);
       continue;
     }
     // said once per time alone: the redials repeat every few seconds while the swarm is unreachable
@@ -299,6 +302,34 @@ async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, cfg: ResolvedSwarmIn
     log.info(`rejoined swarm "${cfg.runId}" through ${report.connected.length} of ${cfg.initialPeers.length} initial peer(s)`);
     await joinLookup(dht, libp2p.peerId, stopping, log);
   }
+}
+
+/**
+ * kad-dht adds a connected peer to its routing table once, when identify first reports the peer's
+ * DHT protocol, and only if a ping answers then. On a loaded machine either can time out, and
+ * nothing tries again: the node stays connected with an empty routing table, and its own lookups
+ * wait for a peer in it until they time out (bench dht: 1–2 of 5 joiners of a 30–100 peer swarm in
+ * one process, their one connection to a DHT server). So a node whose table is empty adds its
+ * connected DHT servers again, and identifies again the peers whose identify never finished.
+ */
+async function refillRoutingTable(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, kad: string, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+  const table = routingTable(dht);
+  if (table.size > 0) return;
+  const signal = AbortSignal.any([stopping, AbortSignal.timeout(REJOIN_CHECK_MS)]);
+  await Promise.all(
+    libp2p.getConnections().map(async (connection) => {
+      const peer = connection.remotePeer;
+      try {
+        const protocols = (await libp2p.peerStore.get(peer).catch(() => undefined))?.protocols ?? [];
+        // identify done again reports the protocols afresh: kad-dht then tries to add the peer itself
+        if (protocols.length === 0) await identifyService.identify(connection, { signal });
+        else if (protocols.includes(kad)) await table.add(peer, { signal });
+      } catch (err) {
+        log.debug({ peer: peer.toString(), err: (err as Error).message }, 'routing table still empty: the peer did not answer');
+      }
+    }),
+  );
+  if (table.size > 0) log.info(`routing table was empty while connected: refilled from ${table.size} connected DHT server(s)`);
 }
 
 async function serverJoinLookups(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
