@@ -25,6 +25,8 @@ export class FramedStream {
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
   private paused = false;
+  /** expectTransient's buffer. */
+  private joined = new Uint8Array(0);
   /** Bytes written and read, frames' headers included. */
   sent = 0;
   received = 0;
@@ -53,6 +55,8 @@ export class FramedStream {
     });
     stream.addEventListener('close', (event) => {
       this.ended = true;
+      // the stream object may outlive its use (libp2p keeps closed streams referenced a while): its join buffer must not
+      this.joined = new Uint8Array(0);
       if (event.error !== undefined) this.failure ??= event.error;
       this.notify();
     });
@@ -96,6 +100,26 @@ export class FramedStream {
   async read<T>(schema: z.ZodType<T>, signal: AbortSignal): Promise<T | null> {
     const frame = await this.nextFrame(signal);
     return frame === null ? null : decodeMessage(schema, frame.subarray(), this.what);
+  }
+
+  /**
+   * Like `expect`, but a frame that arrived in several parts is joined in a buffer this stream
+   * reuses instead of a new one: the message's byte fields are valid only until the next read. For
+   * a reader that decodes each chunk at once (the all-reduce's 512 KiB chunks always span several
+   * muxer frames: a fresh buffer each would be garbage).
+   */
+  async expectTransient<T>(schema: z.ZodType<T>, signal: AbortSignal, expected: string): Promise<T> {
+    const frame = await this.nextFrame(signal);
+    if (frame === null) throw new ProtocolError(`${this.what}: stream closed before ${expected}`);
+    const parts = [...frame];
+    if (parts.length <= 1) return decodeMessage(schema, frame.subarray(), this.what);
+    if (this.joined.byteLength < frame.byteLength) this.joined = new Uint8Array(frame.byteLength);
+    let at = 0;
+    for (const part of parts) {
+      this.joined.set(part, at);
+      at += part.byteLength;
+    }
+    return decodeMessage(schema, this.joined.subarray(0, at), this.what);
   }
 
   /**
