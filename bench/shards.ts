@@ -2,7 +2,8 @@
 // whole dataset (64 MB of shards) at once over the shard exchange (SHARDS_PROTOCOL), against raw TCP moving the same bytes
 // (one server writing 64 MB to each of 4 clients) in the same process and run, and against bare libp2p
 // streams over the same connections (what the transport allows before any protocol).
-// COHORT_BENCH_SHARDS_MB sets the dataset size (default 64). Goal: shards_vs_tcp ≥ 0.5.
+// COHORT_BENCH_SHARDS_MB sets the dataset size (default 64); COHORT_BENCH_ENCRYPTION=native-tls|tls|noise
+// secures the peers' connections so (default: the swarm's default). Goal: shards_vs_tcp ≥ 0.5.
 // Last line: one JSON object; `shard_mb_s` = aggregate MB/s over the 4 newcomers; `*_cpu_s_per_gb` =
 // process CPU-seconds (all threads) per GB each phase moved, steadier than MB/s on a loaded machine.
 import { createHash } from 'node:crypto';
@@ -15,7 +16,7 @@ import { DatasetStore } from '../src/data/dataset-store.js';
 import { Prng } from '../src/data/prng.js';
 import { ShardServer, fetchDataset, holdingsOf } from '../src/shards/index.js';
 import { openStore, type Store } from '../src/store/index.js';
-import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
+import { DEFAULT_ENCRYPTION, ENCRYPTIONS, createSwarmNode, type Encryption, type SwarmNode } from '../src/swarm/index.js';
 import { reportJson } from './_report.js';
 
 const DATASET_MB = Number(process.env.COHORT_BENCH_SHARDS_MB ?? 64);
@@ -23,6 +24,8 @@ const NEWCOMERS = 4;
 const SEQ = 512;
 const EXAMPLES_PER_SHARD = 2048; // ≈ 2 MB per shard (uint16 ids), as `prepare` writes them at length 512
 const log = pino({ level: 'silent' });
+const ENCRYPTION = (process.env.COHORT_BENCH_ENCRYPTION ?? DEFAULT_ENCRYPTION) as Encryption;
+if (!ENCRYPTIONS.includes(ENCRYPTION)) throw new Error(`COHORT_BENCH_ENCRYPTION must be one of ${ENCRYPTIONS.join(', ')}, got ${ENCRYPTION}`);
 
 /** Process CPU-seconds (every thread) and wall seconds of `run`: under a shared machine's load, CPU per GB moved varies less than MB/s. */
 async function measured<T>(run: () => Promise<T>): Promise<{ result: T; seconds: number; cpuSeconds: number }> {
@@ -137,7 +140,7 @@ const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-bench-shards-'));
 const nodes: SwarmNode[] = [];
 const stores: Store[] = [];
 try {
-  const init = { runId: 'bench-shards', listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000 };
+  const init = { runId: 'bench-shards', listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000, encryption: ENCRYPTION };
   const seeder = await createSwarmNode(init);
   nodes.push(seeder);
   const newcomers = await Promise.all(Array.from({ length: NEWCOMERS }, () => createSwarmNode({ ...init, initialPeers: seeder.multiaddrs() })));
@@ -149,6 +152,7 @@ try {
   for (const d of dirs) fs.mkdirSync(d);
   stores.push(...dirs.map((d) => openStore(d)));
   const seeded = seedDataset(stores[0]!, dirs[0]!);
+  console.log(`encryption: ${ENCRYPTION}`);
   console.log(`dataset: ${seeded.shards} shards, ${(seeded.bytes / 1024 ** 2).toFixed(1)} MB (random token ids, shard format CDS1), id ${seeded.datasetId.slice(0, 16)}…`);
   const server = new ShardServer(seeder, stores[0]!, log, { maxConcurrentTransfers: 2 * NEWCOMERS });
   await server.start();
@@ -184,6 +188,7 @@ try {
     libp2p_cpu_s_per_gb: cpuPerGb(bare.cpuSeconds),
     tcp_cpu_s_per_gb: cpuPerGb(tcp.cpuSeconds),
     dataset_mb: Number((seeded.bytes / 1024 ** 2).toFixed(1)),
+    encryption: ENCRYPTION,
     newcomers: NEWCOMERS,
     seconds: Number(seconds.toFixed(2)),
   });

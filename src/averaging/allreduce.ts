@@ -193,7 +193,8 @@ async function sendPart(
     })();
     writing.catch(() => undefined);
     for (let i = 0; i < chunks; i++) {
-      const message = await out.expect(reducerMessageSchema, deadline(opts.reducerTimeoutMs, signal), `averaged chunk ${i} of ${chunks}`);
+      // decoded at once into the output: the frame's bytes may live in the stream's reused buffer
+      const message = await out.expectTransient(reducerMessageSchema, deadline(opts.reducerTimeoutMs, signal), `averaged chunk ${i} of ${chunks}`);
       if (message.t === 'refused') throw new ProtocolError(`reducer ${reducer} refused us: ${message.code}: ${message.message}`);
       if (message.i !== i) throw new ProtocolError(`reducer ${reducer} sent averaged chunk ${message.i}, expected ${i}`);
       const [s, e] = chunkRange(size, group.chunkValues, i);
@@ -329,13 +330,15 @@ class ReducerSession {
     // a sender that connects late has missed nothing: no chunk is answered before every live sender delivered it
     state.framed = framed;
     const size = this.reducer.size;
+    // each chunk is decoded into this sender's one scratch array, which the reducer adds or copies at once
+    const scratch = new Float32Array(Math.min(size, this.group.chunkValues));
     try {
       for (let i = 0; i < this.reducer.chunks; i++) {
-        const message = await framed.expect(chunkSchema, this.overall, `chunk ${i} of ${this.reducer.chunks}`);
+        const message = await framed.expectTransient(chunkSchema, this.overall, `chunk ${i} of ${this.reducer.chunks}`);
         const [s, e] = chunkRange(size, this.group.chunkValues, message.i < this.reducer.chunks ? message.i : i);
         let values: Float32Array;
         try {
-          values = decode(this.group.compression, message.d, e - s);
+          values = decode(this.group.compression, message.d, e - s, scratch.subarray(0, e - s));
         } catch (err) {
           throw new PeerFault(peer, `chunk ${message.i}: ${(err as Error).message}`);
         }

@@ -1,11 +1,16 @@
 // deadline() needs timeouts that survive garbage collection (see the polyfill)
 import '../runtime/polyfills.js';
 import type { Stream } from '@libp2p/interface';
+import { Uint8ArrayList } from 'uint8arraylist';
 import type { z } from 'zod';
+import { checkMessage } from '../swarm/cbor-message.js';
 import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
-import { chunkHeader, decodeMessage, encodeMessage } from './messages.js';
+import { CHUNK_FRAME_TAG, CHUNK_HEADER_BYTES, chunkHeader, decodeMessage, encodeMessage } from './messages.js';
 import type { UploadLimit } from './upload-limit.js';
+
+/** Messages up to this size are copied behind their length prefix (one part on the wire); larger ones go as two parts, uncopied. */
+const SMALL_MESSAGE_BYTES = 16 * 1024;
 
 /**
  * Varint-length-prefixed frames (CBOR messages, or binary chunk frames) over a libp2p stream, with backpressure both ways: writes wait
@@ -20,6 +25,8 @@ export class FramedStream {
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
   private paused = false;
+  /** expectTransient's buffer. */
+  private joined = new Uint8Array(0);
   /** Bytes written and read, frames' headers included. */
   sent = 0;
   received = 0;
@@ -48,6 +55,8 @@ export class FramedStream {
     });
     stream.addEventListener('close', (event) => {
       this.ended = true;
+      // the stream object may outlive its use (libp2p keeps closed streams referenced a while): its join buffer must not
+      this.joined = new Uint8Array(0);
       if (event.error !== undefined) this.failure ??= event.error;
       this.notify();
     });
@@ -56,7 +65,13 @@ export class FramedStream {
   /** Sends one message; resolves once the stream can take more (backpressure). */
   async write(message: unknown, signal?: AbortSignal): Promise<void> {
     const body = encodeMessage(message);
-    await this.send(encodeVarint(body.byteLength), body, signal);
+    const length = encodeVarint(body.byteLength);
+    if (body.byteLength > SMALL_MESSAGE_BYTES) return this.send(new Uint8ArrayList(length, body), signal);
+    // a small message goes as one part: every part becomes a write (and a TLS record) further down
+    const frame = new Uint8Array(length.byteLength + body.byteLength);
+    frame.set(length);
+    frame.set(body, length.byteLength);
+    await this.send(new Uint8ArrayList(frame), signal);
   }
 
   /**
@@ -67,26 +82,67 @@ export class FramedStream {
   async writeChunk(i: number, payload: Uint8Array, signal?: AbortSignal): Promise<void> {
     const header = chunkHeader(i);
     const length = encodeVarint(header.byteLength + payload.byteLength);
+    // length and header in one part: every part becomes a write (and a TLS record) further down
     const prefix = new Uint8Array(length.byteLength + header.byteLength);
     prefix.set(length);
     prefix.set(header, length.byteLength);
-    await this.send(prefix, payload, signal);
+    await this.send(new Uint8ArrayList(prefix, payload), signal);
   }
 
-  private async send(prefix: Uint8Array, body: Uint8Array, signal: AbortSignal | undefined): Promise<void> {
-    await this.upload?.take(prefix.byteLength + body.byteLength, signal);
-    this.sent += prefix.byteLength + body.byteLength;
-    this.stream.send(prefix);
-    if (!this.stream.send(body)) await this.stream.onDrain(signal ? { signal } : {});
+  /** One muxer write for the whole frame (a list of its parts, none copied): one yamux frame and one drain check instead of one per part. */
+  private async send(frame: Uint8ArrayList, signal: AbortSignal | undefined): Promise<void> {
+    if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal);
+    this.sent += frame.byteLength;
+    if (!this.stream.send(frame)) await this.stream.onDrain(signal ? { signal } : {});
   }
 
   /** The next message, validated by `schema`; `null` when the remote closed cleanly between frames. */
   async read<T>(schema: z.ZodType<T>, signal: AbortSignal): Promise<T | null> {
+    const frame = await this.nextFrame(signal);
+    return frame === null ? null : decodeMessage(schema, frame.subarray(), this.what);
+  }
+
+  /**
+   * Like `expect`, but a frame that arrived in several parts is joined in a buffer this stream
+   * reuses instead of a new one: the message's byte fields are valid only until the next read. For
+   * a reader that decodes each chunk at once (the all-reduce's 512 KiB chunks always span several
+   * muxer frames: a fresh buffer each would be garbage).
+   */
+  async expectTransient<T>(schema: z.ZodType<T>, signal: AbortSignal, expected: string): Promise<T> {
+    const frame = await this.nextFrame(signal);
+    if (frame === null) throw new ProtocolError(`${this.what}: stream closed before ${expected}`);
+    const parts = [...frame];
+    if (parts.length <= 1) return decodeMessage(schema, frame.subarray(), this.what);
+    if (this.joined.byteLength < frame.byteLength) this.joined = new Uint8Array(frame.byteLength);
+    let at = 0;
+    for (const part of parts) {
+      this.joined.set(part, at);
+      at += part.byteLength;
+    }
+    return decodeMessage(schema, this.joined.subarray(0, at), this.what);
+  }
+
+  /**
+   * Like `expect` for a binary chunk frame, without joining its payload: `schema` sees
+   * `{ t: 'chunk', i, d }` with `d` a Uint8ArrayList of views of the received buffers (a reader that
+   * copies the bytes where they belong, or hashes them, copies them once). Any other frame is decoded
+   * and checked against `schema` as `read` does.
+   */
+  async expectChunk<T>(schema: z.ZodType<T>, signal: AbortSignal, expected: string): Promise<T> {
+    const frame = await this.nextFrame(signal);
+    if (frame === null) throw new ProtocolError(`${this.what}: stream closed before ${expected}`);
+    if (frame.byteLength < CHUNK_HEADER_BYTES || frame.get(0) !== CHUNK_FRAME_TAG) return decodeMessage(schema, frame.subarray(), this.what);
+    const fail = (message: string): ProtocolError => new ProtocolError(message);
+    return checkMessage(schema, { t: 'chunk', i: frame.getUint32(1), d: frame.sublist(CHUNK_HEADER_BYTES) }, this.what, fail);
+  }
+
+  /** The next frame's body as the parts it arrived in; `null` when the remote closed cleanly between frames. */
+  private async nextFrame(signal: AbortSignal): Promise<Uint8ArrayList | null> {
     for (;;) {
       const frame = this.takeFrame();
       if (frame !== undefined) {
         if (this.paused && this.queued < READ_HIGH_WATER_BYTES / 2) this.setPaused(false);
-        return decodeMessage(schema, frame, this.what);
+        return frame;
       }
       // a frame larger than the high-water mark must not wait behind our own pause
       if (this.paused) this.setPaused(false);
@@ -141,7 +197,7 @@ export class FramedStream {
   }
 
   /** Removes and returns one complete frame's body, or undefined when it has not fully arrived. */
-  private takeFrame(): Uint8Array | undefined {
+  private takeFrame(): Uint8ArrayList | undefined {
     const head = this.peek(10);
     let length = 0;
     let headerBytes: number;
@@ -158,7 +214,7 @@ export class FramedStream {
     }
     if (length > this.maxFrameBytes) throw new ProtocolError(`${this.what}: frame of ${length} bytes exceeds the limit of ${this.maxFrameBytes}`);
     if (this.queued < headerBytes + length) return undefined;
-    this.consume(headerBytes);
+    this.drop(headerBytes);
     return this.consume(length);
   }
 
@@ -175,21 +231,29 @@ export class FramedStream {
     return out;
   }
 
-  private consume(n: number): Uint8Array {
+  /** Removes the next `n` queued bytes (a length prefix, within the first few parts). */
+  private drop(n: number): void {
     this.queued -= n;
-    const first = this.queue[0];
-    if (first !== undefined && first.byteLength >= n) {
-      if (first.byteLength === n) this.queue.shift();
-      else this.queue[0] = first.subarray(n);
-      return first.subarray(0, n);
-    }
-    const out = new Uint8Array(n);
-    let at = 0;
-    while (at < n) {
+    for (let left = n; left > 0; ) {
       const part = this.queue[0]!;
-      const take = Math.min(part.byteLength, n - at);
-      out.set(part.subarray(0, take), at);
-      at += take;
+      if (part.byteLength <= left) {
+        left -= part.byteLength;
+        this.queue.shift();
+      } else {
+        this.queue[0] = part.subarray(left);
+        left = 0;
+      }
+    }
+  }
+
+  /** Removes the next `n` queued bytes and returns them as views of the received buffers (no copy). */
+  private consume(n: number): Uint8ArrayList {
+    this.queued -= n;
+    const out = new Uint8ArrayList();
+    while (out.byteLength < n) {
+      const part = this.queue[0]!;
+      const take = Math.min(part.byteLength, n - out.byteLength);
+      out.append(take === part.byteLength ? part : part.subarray(0, take));
       if (take === part.byteLength) this.queue.shift();
       else this.queue[0] = part.subarray(take);
     }
@@ -219,9 +283,10 @@ export function deadline(ms: number | undefined, ...signals: Array<AbortSignal |
  * Like `deadline`, but `release()` clears the timer and unhooks `signal` at once. For a deadline
  * whose listeners hold large buffers (an all-reduce round): a timeout signal stays referenced until
  * it fires (see the polyfill), so a round that ended early would keep its vectors for the whole
- * timeout.
+ * timeout. `refresh()` starts the `ms` again: a stall deadline pushed back by each step of progress,
+ * one timer for a whole transfer.
  */
-export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly signal: AbortSignal; release(): void } {
+export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly signal: AbortSignal; release(): void; refresh(): void } {
   const controller = new AbortController();
   const onAbort = (): void => controller.abort(signal!.reason);
   const timer = setTimeout(() => controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError')), Math.max(0, ms));
@@ -233,5 +298,6 @@ export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
     },
+    refresh: () => void timer.refresh(),
   };
 }

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
-import { deadline, FramedStream } from '../averaging/framing.js';
+import type { Uint8ArrayList } from 'uint8arraylist';
+import { deadline, FramedStream, releasableDeadline } from '../averaging/framing.js';
 import { datasetIdOf } from '../store/dataset-id.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
@@ -12,7 +13,7 @@ import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { ShardExchangeError } from './errors.js';
-import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
+import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, STREAM_IDLE_MS, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
 import { holdingKey, holdingsOf } from './server.js';
 import { putShardOffThread } from './shard-io.js';
 
@@ -66,6 +67,15 @@ const HOLDERS_TTL_MS = 5000;
  * are kept, so calling it again (after a restart, or with a larger quota) fetches only what is missing.
  */
 export async function fetchDataset(node: SwarmNode, store: Store, options: FetchOptions): Promise<FetchResult> {
+  const streams = new HolderStreams();
+  try {
+    return await fetchOver(streams, node, store, options);
+  } finally {
+    await streams.close(deadline(options.stallTimeoutMs ?? 15_000));
+  }
+}
+
+async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, options: FetchOptions): Promise<FetchResult> {
   const started = Date.now();
   const self = node.peerId.toString();
   const { datasetId, log } = options;
@@ -104,13 +114,13 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
     penalised.set(peer, reason);
     log.warn({ peer, dataset: datasetId, reason }, `skipping shard holder ${peer} for this fetch: ${reason}`);
   };
+  /** Runs one request on a stream to `peer` (an idle one of this fetch's, or a new one); the stream is kept for the next request only if it succeeds. */
   const call = async <T>(peer: string, body: (framed: FramedStream, stall: () => AbortSignal) => Promise<T>): Promise<T> => {
     const stall = () => deadline(stallMs, options.signal);
-    const stream = await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false });
-    const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shards from ${peer}`);
+    const framed = streams.take(peer) ?? new FramedStream(await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false }), MAX_SHARD_FRAME_BYTES, `shards from ${peer}`);
     try {
       const result = await body(framed, stall);
-      await framed.close(stall());
+      streams.put(peer, framed);
       return result;
     } catch (err) {
       framed.abort(err as Error);
@@ -126,13 +136,20 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
       if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
       if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
-      for (let n = 0; at < header.size; n++) {
-        const { i, d } = await framed.expect(blobDataSchema, stall(), `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
-        if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
-        if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
-        have.push(d);
-        at += d.byteLength;
-        onBytes(d.byteLength);
+      // one stall timer for the transfer, pushed back by every chunk (a timer per chunk costs more than its framing)
+      const stalled = releasableDeadline(stallMs, options.signal);
+      try {
+        for (let n = 0; at < header.size; n++) {
+          const { i, d } = await framed.expectChunk(blobDataSchema, stalled.signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+          stalled.refresh();
+          if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
+          if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
+          have.push(d);
+          at += d.byteLength;
+          onBytes(d.byteLength);
+        }
+      } finally {
+        stalled.release();
       }
     });
 
@@ -262,16 +279,27 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   };
   const queue = [...wanted];
   const worker = async () => {
-    for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
-      const shard = manifest.shards[i]!;
-      const got = await fetchBlob(`shard ${i}`, shard.sha256, shard.bytes, (have) => hasBit(have, i), (n) => {
-        bytes += n;
-        report();
-      });
-      resumed += got.resumed;
-      release(await putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 }));
-      shardsDone++;
-      report();
+    // each shard is stored while the next one arrives; at most one store per worker is pending
+    let storing: Promise<void> | undefined;
+    try {
+      for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
+        const shard = manifest.shards[i]!;
+        const got = await fetchBlob(`shard ${i}`, shard.sha256, shard.bytes, (have) => hasBit(have, i), (n) => {
+          bytes += n;
+          report();
+        });
+        resumed += got.resumed;
+        await storing;
+        storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 }).then((buffer) => {
+          release(buffer);
+          shardsDone++;
+          report();
+        });
+      }
+      await storing;
+    } finally {
+      // a fetch that failed leaves no store behind it (its error, if any, is not the one reported)
+      await storing?.catch(() => undefined);
     }
   };
   await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
@@ -318,6 +346,39 @@ export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peer
 }
 
 /**
+ * A fetch's open streams to holders between requests (shards/1.3.0: a stream carries one request
+ * after another), so a shard costs no stream set-up. A stream is reused while the holder still waits
+ * for requests on it (idle under half of STREAM_IDLE_MS, both sides open); one whose request failed
+ * is never put back.
+ */
+class HolderStreams {
+  private readonly idle = new Map<string, Array<{ readonly framed: FramedStream; readonly since: number }>>();
+
+  take(peer: string): FramedStream | undefined {
+    const list = this.idle.get(peer) ?? [];
+    for (let entry = list.pop(); entry !== undefined; entry = list.pop()) {
+      const { stream } = entry.framed;
+      if (Date.now() - entry.since < STREAM_IDLE_MS / 2 && stream.status === 'open' && stream.remoteWriteStatus === 'writable') return entry.framed;
+      void entry.framed.close(deadline(STREAM_IDLE_MS));
+    }
+    return undefined;
+  }
+
+  put(peer: string, framed: FramedStream): void {
+    const list = this.idle.get(peer) ?? [];
+    list.push({ framed, since: Date.now() });
+    this.idle.set(peer, list);
+  }
+
+  /** Closes every idle stream (the holders then close theirs). */
+  async close(signal: AbortSignal): Promise<void> {
+    const all = [...this.idle.values()].flat();
+    this.idle.clear();
+    await Promise.all(all.map((e) => e.framed.close(signal)));
+  }
+}
+
+/**
  * A blob as its chunks arrive: copied into `buffer` (the fetch's own, moved to the store's worker
  * thread without another copy; the muxer's buffers are let go at once) and hashed as it grows, so
  * verifying a complete blob does not read it all again at the end.
@@ -331,10 +392,12 @@ class Received {
     this.buffer = Buffer.from(buffer, 0, size);
   }
 
-  push(chunk: Uint8Array): void {
-    this.buffer.set(chunk, this.bytes);
-    this.hash.update(chunk);
-    this.bytes += chunk.byteLength;
+  push(chunk: Uint8ArrayList): void {
+    for (const part of chunk) {
+      this.buffer.set(part, this.bytes);
+      this.hash.update(part);
+      this.bytes += part.byteLength;
+    }
   }
 
   sha256(): string {

@@ -1,7 +1,8 @@
+import { Uint8ArrayList } from 'uint8arraylist';
 import { z } from 'zod';
 
-/** `/cohort/<run>/shards/1.2.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
-export const SHARDS_PROTOCOL = 'shards/1.2.0';
+/** `/cohort/<run>/shards/1.3.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
+export const SHARDS_PROTOCOL = 'shards/1.3.0';
 /** DHT namespace: `shards/<dataset id>` holds, per holder, which of the dataset's shards it serves. */
 export const SHARDS_NAMESPACE = 'shards';
 /**
@@ -14,6 +15,13 @@ export const MAX_BLOB_CHUNK_BYTES = 1024 * 1024;
 export const MAX_SHARD_FRAME_BYTES = 4 * 1024 * 1024;
 /** Shards in one dataset: bounds the manifest and the advert's bitfield. */
 export const MAX_SHARDS = 30_000;
+/**
+ * A stream carries requests one after another (1.3.0): the holder waits this long for the next one
+ * before it closes the stream, and a fetcher reuses a stream idle for at most half of it.
+ */
+export const STREAM_IDLE_MS = 10_000;
+/** Requests one stream may carry: the manifest, the tokenizer and every shard of the largest dataset. */
+export const MAX_REQUESTS_PER_STREAM = MAX_SHARDS + 2;
 /** Largest blob (a shard or a tokenizer.json) a fetcher accepts. */
 export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
 
@@ -36,7 +44,7 @@ export const manifestSchema = z.strictObject({
 });
 export type Manifest = z.infer<typeof manifestSchema>;
 
-/** First (and only) message of a request stream. `get`: a blob (shard or tokenizer.json) by sha256, from byte `offset`. */
+/** A request; a stream carries them one after another, each sent once the previous answer is complete. `get`: a blob (shard or tokenizer.json) by sha256, from byte `offset`. */
 export const shardRequestSchema = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('manifest'), datasetId: hex64 }),
   z.strictObject({ t: z.literal('get'), sha256: hex64, offset: count.max(MAX_BLOB_BYTES) }),
@@ -53,9 +61,10 @@ export const blobHeaderSchema = z.discriminatedUnion('t', [z.strictObject({ t: z
 export type BlobHeader = z.infer<typeof blobHeaderSchema>;
 /**
  * A blob's bytes: binary chunk frames (FramedStream.writeChunk: tag, u32 `i`, bytes), numbered from 0
- * in each transfer; the bytes go to the muxer without a CBOR copy.
+ * in each transfer; the bytes go to the muxer without a CBOR copy, and reach the fetcher as the
+ * parts they arrived in (FramedStream.expectChunk).
  */
-export const blobDataSchema = z.strictObject({ t: z.literal('chunk'), i: count, d: bytes() });
+export const blobDataSchema = z.strictObject({ t: z.literal('chunk'), i: count, d: z.instanceof(Uint8ArrayList, { message: 'expected a chunk frame' }) });
 
 /** A holder's advert under `shards/<dataset id>`: bit i set = it serves the manifest's shard i (and the tokenizer, and the manifest). */
 export const holdingSchema = z.strictObject({ shards: count.max(MAX_SHARDS), have: bytes() });

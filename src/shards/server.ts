@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from '../log/logger.js';
-import { deadline, FramedStream } from '../averaging/framing.js';
+import { deadline, FramedStream, releasableDeadline } from '../averaging/framing.js';
 import { UploadLimit } from '../averaging/upload-limit.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
@@ -10,9 +10,11 @@ import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import {
   MAX_BLOB_CHUNK_BYTES,
   MAX_HOLDING_BYTES,
+  MAX_REQUESTS_PER_STREAM,
   MAX_SHARD_FRAME_BYTES,
   SHARDS_NAMESPACE,
   SHARDS_PROTOCOL,
+  STREAM_IDLE_MS,
   encodeBits,
   hasBit,
   holdingSchema,
@@ -76,6 +78,8 @@ export interface ShardServerOptions {
   readonly maxConcurrentTransfers?: number;
   /** How often the holdings are published again (records expire after 3 intervals). @default 60 s */
   readonly advertiseIntervalMs?: number;
+  /** Bytes of recently served shards kept in memory: newcomers ask for the same shards, and a read from the store costs a fresh buffer each time. @default 32 MiB */
+  readonly recentBlobBytes?: number;
   /** A transfer making no progress for this long is dropped. @default 30 s */
   readonly stallTimeoutMs?: number;
   /** Bytes per data frame, up to MAX_BLOB_CHUNK_BYTES. @default MAX_BLOB_CHUNK_BYTES, or a quarter second at the upload cap (from 4 KiB) */
@@ -83,7 +87,7 @@ export interface ShardServerOptions {
 }
 
 /**
- * Serves this store's prepared datasets on `shards/1.2.0`: manifests by dataset id, and blobs (shards,
+ * Serves this store's prepared datasets on SHARDS_PROTOCOL: manifests by dataset id, and blobs (shards,
  * tokenizer.json files) by sha256 from any byte offset, and advertises under `shards/<dataset id>`
  * which shards it holds.
  */
@@ -96,11 +100,16 @@ export class ShardServer {
   private readonly chunkBytes: number;
   private timer: NodeJS.Timeout | undefined;
   private readonly manifests = new Map<string, Manifest>();
+  /** Shards served lately, least recent first, up to `recentBlobBytes` in all (content-addressed: never stale). */
+  private readonly recent = new Map<string, Uint8Array>();
+  private recentBytes = 0;
+  private readonly recentBlobBytes: number;
   private stopped = true;
   /** Adverts in a row that reached nobody. */
   private retries = 0;
   private active = 0;
-  /** Transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
+  /** Streams opened to this server, transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
+  streams = 0;
   served = 0;
   bytesSent = 0;
   busyRefusals = 0;
@@ -116,6 +125,7 @@ export class ShardServer {
     this.maxConcurrent = options.maxConcurrentTransfers ?? 4;
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
+    this.recentBlobBytes = options.recentBlobBytes ?? 32 * 1024 * 1024;
     // under a cap a chunk must come well within the fetcher's stall timeout (15 s)
     const capped = options.uploadBytesPerSecond === undefined ? MAX_BLOB_CHUNK_BYTES : Math.min(MAX_BLOB_CHUNK_BYTES, Math.max(4096, Math.floor(options.uploadBytesPerSecond / 4)));
     this.chunkBytes = options.chunkBytes ?? capped;
@@ -127,14 +137,12 @@ export class ShardServer {
   async start(): Promise<void> {
     await this.node.handle(SHARDS_PROTOCOL, (stream, connection) => {
       const peer = connection.remotePeer.toString();
-      const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shard request from ${peer}`, this.upload);
-      framed
-        .expect(shardRequestSchema, deadline(5000), 'its request')
-        .then((request) => this.serve(framed, peer, request))
-        .catch((err: Error) => {
-          this.log.warn({ peer, err: err.message }, 'shard transfer to a peer failed');
-          framed.abort(err);
-        });
+      const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shard requests from ${peer}`, this.upload);
+      this.streams++;
+      this.session(framed, peer).catch((err: Error) => {
+        this.log.warn({ peer, err: err.message }, 'shard transfer to a peer failed');
+        framed.abort(err);
+      });
     }, { maxInboundStreams: 32, allowRelayed: false });
     this.stopped = false;
     await this.advertise();
@@ -176,12 +184,23 @@ export class ShardServer {
     this.timer.unref();
   }
 
+  /** A stream's requests, answered in turn, until the fetcher closes its side or sends nothing for STREAM_IDLE_MS. */
+  private async session(framed: FramedStream, peer: string): Promise<void> {
+    for (let n = 0; n < MAX_REQUESTS_PER_STREAM; n++) {
+      const request = await framed.read(shardRequestSchema, deadline(STREAM_IDLE_MS));
+      if (request === null) break;
+      await this.serve(framed, peer, request);
+    }
+    await framed.close(deadline(this.stallTimeoutMs));
+  }
+
   private async serve(framed: FramedStream, peer: string, request: ShardRequest): Promise<void> {
-    const stall = () => deadline(this.stallTimeoutMs);
+    // one stall deadline per transfer, pushed back by each chunk that goes out: a timer per chunk would cost more than the chunk's framing
+    const stall = releasableDeadline(this.stallTimeoutMs);
     if (this.active >= this.maxConcurrent) {
       this.busyRefusals++;
-      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.maxConcurrent})` } satisfies BlobHeader, stall());
-      return framed.close(stall());
+      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.maxConcurrent})` } satisfies BlobHeader, stall.signal);
+      return stall.release();
     }
     this.active++;
     try {
@@ -190,28 +209,27 @@ export class ShardServer {
         const reply: ManifestReply = info
           ? { t: 'manifest', manifest: this.manifest(info) }
           : { t: 'refused', code: 'NOT_FOUND', message: `no dataset ${request.datasetId} here` };
-        await framed.write(reply, stall());
-        return await framed.close(stall());
+        return await framed.write(reply, stall.signal);
       }
       const blob = await this.blob(request.sha256);
       if (blob === undefined || request.offset > blob.byteLength) {
         const refusal: BlobHeader = blob === undefined
           ? { t: 'refused', code: 'NOT_FOUND', message: `no shard or tokenizer with sha256 ${request.sha256} here` }
           : { t: 'refused', code: 'BAD_OFFSET', message: `offset ${request.offset} is past the end (${blob.byteLength} bytes)` };
-        await framed.write(refusal, stall());
-        return await framed.close(stall());
+        return await framed.write(refusal, stall.signal);
       }
-      await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall());
+      await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall.signal);
       for (let at = request.offset, i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
         const d = blob.subarray(at, at + this.chunkBytes);
-        await framed.writeChunk(i, d, stall());
+        await framed.writeChunk(i, d, stall.signal);
+        stall.refresh();
         this.bytesSent += d.byteLength;
       }
-      await framed.close(stall());
       this.served++;
       this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
     } finally {
       this.active--;
+      stall.release();
     }
   }
 
@@ -224,8 +242,17 @@ export class ShardServer {
 
   /** A shard by its sha256 (read off the event loop), or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
   private async blob(sha256: string): Promise<Uint8Array | undefined> {
+    const kept = this.recent.get(sha256);
+    if (kept !== undefined) {
+      this.recent.delete(sha256);
+      this.recent.set(sha256, kept);
+      return kept;
+    }
     const shard = await readShardOffThread(this.store, sha256);
-    if (shard !== undefined) return shard;
+    if (shard !== undefined) {
+      this.keep(sha256, shard);
+      return shard;
+    }
     const info = this.datasets.list().find((d) => d.tokenizerHash === sha256);
     if (info === undefined) return undefined;
     try {
@@ -233,6 +260,17 @@ export class ShardServer {
       return createHash('sha256').update(bytes).digest('hex') === sha256 ? bytes : undefined;
     } catch {
       return undefined;
+    }
+  }
+
+  private keep(sha256: string, shard: Uint8Array): void {
+    if (shard.byteLength > this.recentBlobBytes) return;
+    this.recent.set(sha256, shard);
+    this.recentBytes += shard.byteLength;
+    for (const [oldest, blob] of this.recent) {
+      if (this.recentBytes <= this.recentBlobBytes) break;
+      this.recent.delete(oldest);
+      this.recentBytes -= blob.byteLength;
     }
   }
 }

@@ -212,11 +212,8 @@ class TlsSocketConnection extends AbstractMultiaddrConnection {
   }
 
   sendReset(): void {
-    // a TLSSocket's handle is a TLSWrap, which has no TCP reset (resetAndDestroy throws). Destroyed on
-    // the next turn: a reset decided while handling a 'data' event runs inside TLSWrap's SSL_read loop
-    // (ticks and microtasks too), and freeing the SSL there crashed the process (SIGSEGV in SSL_read,
-    // bench allreduce with 8 peers, Node 20)
-    setImmediate(() => this.socket.destroy());
+    // a TLSSocket's handle is a TLSWrap, which has no TCP reset (resetAndDestroy throws)
+    destroyDrained(this.socket);
   }
 
   sendPause(): void {
@@ -226,6 +223,35 @@ class TlsSocketConnection extends AbstractMultiaddrConnection {
   sendResume(): void {
     this.socket.resume();
   }
+}
+
+/** How long a reset connection may take to flush what it has written before it is destroyed anyway. */
+const DRAIN_BEFORE_DESTROY_MS = 2000;
+
+/**
+ * Tears a TLS socket down without freeing its SSL object under a write in flight or inside its read
+ * loop. Destroying at once crashed 8-peer all-reduces (SIGSEGV: OpenSSL's SSL_read on freed memory
+ * from TLSWrap::ClearOut, the shape of nodejs/node#62967, where TLSWrap::Destroy frees the SSL while a
+ * write is pending). So: stop reading, end the socket (close_notify and FIN once the queued writes are
+ * flushed), and destroy it on the turn after it finished or closed; a peer that never lets the
+ * writes drain gets the socket destroyed after DRAIN_BEFORE_DESTROY_MS, still never from within a
+ * TLSWrap callback.
+ */
+function destroyDrained(socket: tls.TLSSocket): void {
+  if (socket.destroyed) return;
+  let done = false;
+  const destroy = (): void => {
+    if (done) return;
+    done = true;
+    clearTimeout(fallback);
+    setImmediate(() => socket.destroy());
+  };
+  const fallback = setTimeout(destroy, DRAIN_BEFORE_DESTROY_MS);
+  fallback.unref();
+  socket.once('finish', destroy);
+  socket.once('close', destroy);
+  socket.pause();
+  socket.end();
 }
 
 class TlsTcpListener extends TypedEventEmitter<ListenerEvents> implements Listener {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import '../../src/runtime/polyfills.js';
 import { streamPair } from '@libp2p/utils';
+import { Uint8ArrayList } from 'uint8arraylist';
 import { z } from 'zod';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { beginSchema, CHUNK_FRAME_TAG, chunkHeader, chunkSchema, decodeMessage, reducerMessageSchema } from '../../src/averaging/messages.js';
@@ -81,4 +82,31 @@ test('oversized frames, malformed messages and silence are errors, not hangs', a
     await assert.rejects(new FramedStream(b, 1024, 'reader').read(z.unknown(), AbortSignal.timeout(100)), /TimeoutError|timeout/i);
   }
   clearInterval(alive);
+});
+
+test('chunks read as the parts they arrived in (expectChunk) or joined in a reused buffer (expectTransient) carry the bytes sent', async () => {
+  const [a, b] = await streamPair();
+  const out = new FramedStream(a, 8 << 20, 'test out');
+  const inn = new FramedStream(b, 8 << 20, 'test in');
+  const big = new Uint8Array(3 << 20).map((_, i) => (i * 7) & 0xff);
+  const other = new Uint8Array(1 << 20).map((_, i) => (i * 13) & 0xff);
+  const listChunk = z.strictObject({ t: z.literal('chunk'), i: z.number(), d: z.instanceof(Uint8ArrayList) });
+  const writing = (async () => {
+    await out.writeChunk(0, big);
+    await out.writeChunk(1, big);
+    await out.writeChunk(2, other);
+    await out.write({ t: 'refused', code: 'EXCLUDED', message: 'a message where a chunk is due' });
+    await out.close();
+  })();
+  const first = await inn.expectChunk(listChunk, signal(), 'chunk 0');
+  assert.equal(first.i, 0);
+  assert.ok(Buffer.from(first.d.subarray()).equals(Buffer.from(big)));
+  const second = await inn.expectTransient(chunkSchema, signal(), 'chunk 1');
+  assert.ok(Buffer.from(second.d).equals(Buffer.from(big)));
+  assert.equal(second.i, 1);
+  const third = await inn.expectTransient(chunkSchema, signal(), 'chunk 2');
+  assert.ok(Buffer.from(third.d).equals(Buffer.from(other)));
+  await assert.rejects(inn.expectChunk(listChunk, signal(), 'chunk 3'), /test in is malformed: t: /);
+  await writing;
+  assert.equal(inn.received, out.sent);
 });

@@ -8,7 +8,7 @@ import { DatasetStore, type DatasetInfo } from '../../src/data/dataset-store.js'
 import { prepareDataset } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
-import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, type FetchProgress } from '../../src/shards/index.js';
+import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -115,6 +115,32 @@ test('a holder serving altered bytes is rejected and penalised; the shards come 
   assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
   assert.match(r.penalised[0]!.reason, /served shard \d+ with sha256 [0-9a-f]{16}…, expected [0-9a-f]{16}…/);
   assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+});
+
+test('one stream carries a fetch’s requests in turn; a shard altered mid-stream is still rejected and its holder penalised', async (t) => {
+  const [honest, liar, newcomer] = await peers(t, 3);
+  const info = await found(honest!);
+  const forged = await found(liar!);
+  copyTokenizer(info, newcomer!);
+  // the liar alters only the second shard the newcomer asks for: the first comes right over the same stream
+  const order = shardOrder(manifestOf(info, new DatasetStore(honest!.store.db)), newcomer!.node.peerId.toString());
+  const second = manifestOf(info, new DatasetStore(honest!.store.db)).shards[order[1]!]!;
+  const data = shardBytes(liar!.store, forged.cacheKey).get(second.sha256)!;
+  data[0]! ^= 0xff;
+  liar!.store.db.prepare('UPDATE shards SET data = ? WHERE sha256 = ?').run(data, second.sha256);
+  const liarServer = await serve(t, liar!);
+  const { warnings, log } = warningLog();
+  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
+  await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar!.node.peerId.toString()}`)));
+  const honestServer = await serve(t, honest!);
+  const r = await fetching;
+  assert.equal(liarServer.streams, 1, 'the manifest and both shards came over one stream');
+  assert.equal(liarServer.served, 2);
+  assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
+  assert.match(r.penalised[0]!.reason, new RegExp(`served shard ${order[1]!} with sha256 [0-9a-f]{16}…, expected ${second.sha256.slice(0, 16)}…`));
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+  assert.equal(honestServer.served, info.shardCount - 1);
+  assert.ok(honestServer.streams < honestServer.served, `${honestServer.streams} stream(s) for ${honestServer.served} shards`);
 });
 
 test('a seeder stopped mid-shard: the newcomer waits, then resumes from the same byte offset at another holder', async (t) => {
