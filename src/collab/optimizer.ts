@@ -122,6 +122,10 @@ export class CollaborativeOptimizer {
   private reports: PeerProgress[] = [];
   private nextFetch = 0;
   private lastPublish = 0;
+  /** The periodic progress report in flight (publish). */
+  private reporting: Promise<void> | undefined;
+  /** The progress fetch in flight (progressView). */
+  private fetching: Promise<GlobalProgress> | undefined;
   private lastLog = 0;
   /** Set by stop(): the last progress record says this peer left. */
   private left = false;
@@ -316,8 +320,8 @@ export class CollaborativeOptimizer {
     const measured = samples / Math.max(seconds, 1e-6);
     this.rate = this.rate === 0 ? measured : 0.9 * this.rate + 0.1 * measured; // hivemind's performance_ema
     await this.publish(false);
+    const g = await this.progressView();
     const now = Date.now();
-    const g = now >= this.nextFetch ? await this.fetchProgress() : globalProgress(this.withOwn(now), now, this.progressOptions());
     if (now - this.lastLog >= 1000 * Math.max(1, g.refreshIn)) {
       this.lastLog = now;
       this.log.info(progressLine(g));
@@ -332,14 +336,33 @@ export class CollaborativeOptimizer {
     this.delayed.run();
     if (this.paramsBroken !== undefined) return this.restore(this.paramsBroken);
     this.backupIfDue();
-    // others already stepped past this epoch, or the swarm has gathered the target batch
-    // DiLoCo: or this peer took its H inner steps
-    const due = g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead) || (this.outer !== undefined && this.innerSteps >= this.o.innerSteps);
+    const due = this.due(g);
     // delay_grad_averaging, DiLoCo's overlap: the background round ended during the last micro-batch; its update is applied now
     if (this.inFlight?.result && !due) return this.applyInFlight(this.inFlight, this.inFlight.result);
     if (due) return this.update(g);
     this.maybeSchedule(g);
     return { type: 'accumulated', progress: g };
+  }
+
+  /** Whether this peer's epoch ends: others already stepped past it, or the swarm has gathered the target batch; DiLoCo: or this peer took its H inner steps. */
+  private due(g: GlobalProgress): boolean {
+    return g.epoch > this.epochValue || readyForStep(g, this.o.batchSizeLead) || (this.outer !== undefined && this.innerSteps >= this.o.innerSteps);
+  }
+
+  /**
+   * The swarm's progress for a micro-batch's decisions. A fetch that is due runs in the background, at
+   * most one at a time (hivemind's ProgressTracker fetches in its own task): a DHT read takes tens of
+   * milliseconds to over a second under load, and micro-batches waited for it. The fetch in flight is
+   * waited for only when the last view puts the epoch's end within a matchmaking time (or past it: this
+   * peer would pre-schedule, step or load the state), so that when a peer acts, the round it joins
+   * and the members it expects come from a current view; a slow peer's view is otherwise a whole
+   * micro-batch older, and it met its partners' pre-scheduled groups already closed.
+   */
+  private async progressView(): Promise<GlobalProgress> {
+    const now = Date.now();
+    if (now >= this.nextFetch) this.fetching ??= this.fetchProgress().finally(() => (this.fetching = undefined));
+    const last = globalProgress(this.withOwn(now), now, this.progressOptions());
+    return this.fetching !== undefined && (this.due(last) || last.eta <= this.o.matchmakingTime) ? this.fetching : last;
   }
 
   /**
@@ -718,16 +741,31 @@ export class CollaborativeOptimizer {
       this.reports = await this.followable.filter(reports, this.epochValue + 1);
       this.observed.observe(this.reports);
     } catch (err) {
-      this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
+      // a read still in flight when this peer left fails as its node stops: nothing to report
+      if (!this.left) this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
     }
     const g = globalProgress(this.withOwn(now), now, this.progressOptions());
-    this.nextFetch = now + g.refreshIn * 1000;
+    // from the read's end, as hivemind's fetcher: a read slower than the refresh period does not run back to back
+    this.nextFetch = Date.now() + g.refreshIn * 1000;
     return g;
   }
 
+  /**
+   * Stores this peer's progress record. `force` (epoch changes, leaving) waits for the store, so the
+   * swarm sees the change before this peer goes on; a periodic report does not: it runs in the
+   * background, at most one at a time (hivemind reports from a background task too), because a DHT
+   * store takes tens to hundreds of milliseconds and micro-batches waited for it (over half of a
+   * peer's time at load 12 with 40 ms micro-batches). An older report landing after a newer one
+   * does not replace it: the entry with the later expiration wins.
+   */
   private async publish(force: boolean): Promise<void> {
+    if (force) return this.storeProgress();
+    if (this.reporting || Date.now() - this.lastPublish < 500) return;
+    this.reporting = this.storeProgress().finally(() => (this.reporting = undefined));
+  }
+
+  private async storeProgress(): Promise<void> {
     const now = Date.now();
-    if (!force && now - this.lastPublish < 500) return;
     this.lastPublish = now;
     const own = this.own(now);
     const record: ProgressRecord = {

@@ -155,8 +155,10 @@ test('delay_optimizer_step: loading the state from a peer ahead drops the pendin
   const donor = collabOn(b!, donorParams, { delayOptimizerStep: false });
   t.after(() => donor.collab.stop());
   await donor.collab.start({ epoch: 5 });
-  await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next step() reads the swarm's progress
-  const loaded = await collab.step(grads, SAMPLES, 1, 1);
+  await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next step() fetches the swarm's progress
+  // a micro-batch that completes the target batch: a peer about to act waits for that fetch (a peer that
+  // is not reads it a micro-batch later, and its loop takes the pending step meanwhile)
+  const loaded = await collab.step(grads, 2 * SAMPLES, 1, 1);
   assert.deepEqual(loaded, { type: 'loaded', epoch: 5, donor: b!.peerId.toString() });
   assert.equal(optimizer.stepCount, 0, 'the donor’s optimizer state; the pending step was not taken');
   assert.deepEqual(params.data, donorParams.data);

@@ -180,6 +180,23 @@ test('a peer that stops says so: a peer behind it does not try to catch up with 
   assert.equal(s.averagedWith, 1, 'nobody is left to average with');
 });
 
+test('micro-batches do not wait for the swarm’s progress: the fetch a micro-batch makes due runs in the background, and the peer ahead it finds is acted on a micro-batch later', { timeout: 60_000 }, async (t) => {
+  const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'opt-progress-background' });
+  const p = unstarted(t, nodeA!, 1, { targetBatchSize: 1000 });
+  await p.collab.start();
+  const ahead = unstarted(t, nodeB!, 2, {});
+  await ahead.collab.start({ epoch: 5 });
+  await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next micro-batch makes a fetch due
+  const first = await p.collab.step(p.grads, 4, 1, 1);
+  assert.equal(first.type, 'accumulated', 'the micro-batch returned on the view it had, without waiting for the fetch');
+  const later: StepOutcome[] = [];
+  for (let k = 0; k < 100 && later.at(-1)?.type !== 'loaded'; k++) {
+    await new Promise((r) => setTimeout(r, 40));
+    later.push(await p.collab.step(p.grads, 4, 1, 1));
+  }
+  assert.deepEqual(later.at(-1), { type: 'loaded', epoch: 5, donor: nodeB!.peerId.toString() }, JSON.stringify(later.slice(-3)));
+});
+
 test('a progress report no advertised state backs (a peer claims epoch 1,000,000 and serves nothing) is left out: the others train and average on, warned once', { timeout: 60_000 }, async (t) => {
   const [liar, nodeA, nodeB] = await startSwarm(t, 3, { runId: 'opt-bogus-epoch' });
   await publishProgress(liar!, { epoch: 1_000_000, samplesPerSecond: 1000 });
