@@ -44,9 +44,30 @@ export interface Proc {
   stop(): Promise<number | null>;
 }
 
-/** Starts `node …argv` (e.g. `[CLI, 'run', …]`), killed (SIGKILL) when the test ends if it is still running. */
+/** Started processes still running: `t.after` kills them, but not when the runner terminates this file. */
+const running = new Set<ChildProcess>();
+
+/**
+ * The test runner ends a file that runs past its timeout with SIGTERM, and no `t.after` runs then:
+ * without this its `cohort run` children (coordinators never exit by themselves) outlived it and
+ * loaded the machine for every later file.
+ */
+let killOnTerminate = false;
+function killStartedOnTerminate(): void {
+  if (killOnTerminate) return;
+  killOnTerminate = true;
+  process.once('SIGTERM', () => {
+    for (const child of running) child.kill('SIGKILL');
+    process.exit(143);
+  });
+}
+
+/** Starts `node …argv` (e.g. `[CLI, 'run', …]`), killed (SIGKILL) when the test ends, or this test process is terminated, if it is still running. */
 export function startProcess(t: TestContext, argv: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Proc {
+  killStartedOnTerminate();
   const child = spawn(process.execPath, argv, { cwd: options.cwd ?? ROOT, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  child.on('close', () => running.delete(child));
   let all = '';
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   const proc: Proc = {
