@@ -35,10 +35,10 @@ test('coordinator and peers SIGKILLed; the coordinator and one peer restarted on
   const peers = [a, b].map((dir) => spawnCli(t, ['run', '--join', code!, '--data-dir', dir!, ...TRAIN]));
   // how many epochs it takes to learn depends on how the machine's load splits the batch between the
   // peers, so the kill waits for learning (bounded), then for checkpoints of an epoch at least that late
-  await waitUntil('peer a to log a loss 0.5 below its first', () => {
+  await waitUntil('peer a to log a loss 0.8 below its first', () => {
     const s = steps(peers[0]!);
     for (const p of [co, ...peers]) if (p.child.exitCode !== null) throw new Error(`a process exited (${p.child.exitCode}): ${p.stderr.slice(-2000)}`);
-    return s.length > 1 && s[0]!.loss - s.at(-1)!.loss > 0.5;
+    return s.length > 1 && s[0]!.loss - s.at(-1)!.loss > 0.8;
   }, 180_000);
   const learnt = steps(peers[0]!).at(-1)!.epoch;
   await waitUntil(`a coordinator checkpoint of epoch ≥ 2 and peer a's state of epoch ≥ ${learnt}`, () =>
@@ -53,14 +53,19 @@ test('coordinator and peers SIGKILLed; the coordinator and one peer restarted on
   await waitFor(co2, /resuming run "resume-test"/, 30_000, 'stderr');
   const a2 = spawnCli(t, ['run', '--join', code2!, '--data-dir', a!, ...TRAIN]);
   await waitFor(a2, /Step #\d+, loss/, 90_000, 'stderr');
-  assert.match(a2.stderr, /resuming from this peer's checkpoint of epoch \d+/);
+  const resumed = Number(a2.stderr.match(/resuming from this peer's checkpoint of epoch (\d+)/)?.[1]);
+  assert.ok(resumed >= learnt, `peer a resumed from epoch ${resumed}; it had saved epoch ${learnt} or later`);
   assert.match(a2.stderr, /adopting the swarm's run parameters/);
   const [first] = steps(a2);
   assert.ok(first!.epoch > checkpointed, `first step after the restart is #${first!.epoch}; the last checkpointed epoch was ${checkpointed}`);
-  // the loss continues: nearer the last one before the kill than the first one of the run
-  const [start, last] = [before[0]!.loss, before.at(-1)!.loss];
-  assert.ok(start - last > 0.5, `the run did not learn before the kill (${start} → ${last}); nothing to continue`);
-  assert.ok(Math.abs(first!.loss - last) < Math.abs(first!.loss - start), `loss after the restart ${first!.loss}: back near the start ${start}, not at ${last}`);
+  // the loss continues: nearer the loss the restored model (the state of epoch `resumed`) showed before the
+  // kill than the first one of the run. Its loss is step #resumed + 1's (or #resumed's, if the kill came
+  // first), not the last step's: saving lags the steps, and at this learning rate a few epochs move the loss by 1
+  const start = before[0]!.loss;
+  const then = (before.find((s) => s.epoch === resumed + 1) ?? before.find((s) => s.epoch === resumed))!.loss;
+  const trace = `steps before the kill ${JSON.stringify(before)}, after ${JSON.stringify(steps(a2))}`;
+  assert.ok(start - then > 0.5, `the restored model had not learnt (${start} → ${then}): ${trace}`);
+  assert.ok(Math.abs(first!.loss - then) < Math.abs(first!.loss - start), `loss after the restart ${first!.loss}: back near the start ${start}, not at ${then}: ${trace}`);
   for (const p of [co2, a2]) p.child.kill('SIGKILL');
   await Promise.all([co2.exited, a2.exited]);
 
