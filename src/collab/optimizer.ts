@@ -423,17 +423,24 @@ export class CollaborativeOptimizer {
     if (this.outer) return this.outerRound(this.outer, s, g.peers);
     const avg = this.acc.average(this.averaged);
     const scheduled = this.takeScheduled(s.finished);
-    const abort = new AbortController();
-    const reducing = scheduled ? scheduled.run(avg.data, s.samples) : this.grads.step(avg.data, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal });
-    // never rejects: a background round must not become an unhandled rejection
-    const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    const { done, cancel } = this.reduce(avg.data, s, scheduled);
     if (!this.o.delayGradAveraging) {
       const result = await done;
       this.beginEpoch(s.next);
       return this.applyAveraged(s, result, g.peers, scheduled !== undefined);
     }
-    const cancel = scheduled ? (reason: string) => scheduled.cancel(reason) : (reason: string) => abort.abort(new Error(reason));
     return this.inBackground({ ended: s, peers: g.peers, done, preScheduled: scheduled !== undefined, cancel, result: undefined }, 'gradients', 'training');
+  }
+
+  /**
+   * The all-reduce of `vector` for the ended epoch `s` (in the round pre-scheduled for it, if any).
+   * `done` never rejects: a background round must not become an unhandled rejection; `cancel` aborts it.
+   */
+  private reduce(vector: Float32Array, s: EndedEpoch, scheduled?: ScheduledStep): { done: Promise<Reduced>; cancel: (reason: string) => void } {
+    const abort = new AbortController();
+    const reducing = scheduled ? scheduled.run(vector, s.samples) : this.grads.step(vector, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal });
+    const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
+    return { done, cancel: scheduled ? (reason) => scheduled.cancel(reason) : (reason) => abort.abort(new Error(reason)) };
   }
 
   /** The epoch this peer ends now: hivemind's next epoch = max(local + 1, global), so a late peer lands on the swarm's epoch. */
@@ -513,9 +520,8 @@ export class CollaborativeOptimizer {
   private async outerRound(outer: OuterNesterov, s: EndedEpoch, peers: number): Promise<StepOutcome> {
     // `averaged` holds the pseudo-gradient sent until the outer step is taken: the overlap's re-basing reads it
     const delta = outer.pseudoGradient(this.params, this.averaged.data);
-    const abort = new AbortController();
-    const done = this.grads.step(delta, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal }).catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
-    if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, cancel: (reason) => abort.abort(new Error(reason)), result: undefined }, 'pseudo-gradient', 'inner steps of');
+    const { done, cancel } = this.reduce(delta, s);
+    if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, cancel, result: undefined }, 'pseudo-gradient', 'inner steps of');
     const result = await done;
     this.beginEpoch(s.next);
     return this.applyOuter(outer, s, result, peers, false);
