@@ -54,22 +54,26 @@ export class ObservedProgress {
    * The most weight `peer` may carry in `epoch`'s round, as of `now` (ms). With no record of that
    * epoch yet (its first record of the epoch not read before the round), the rate comes from its
    * newest earlier one; with none at all (a peer this one has not read yet: a newcomer's first
-   * epochs) there is nothing to judge by, and twice the target batch is the bound. Honest peers whose
+   * epochs), or none that gives a rate (records of 0 samples/s), there is nothing to judge by, and
+   * twice the target batch is the bound. Honest peers whose
    * records lag must not be clamped: the coordinator flags a peer credited less than it claimed.
    */
   bound(peer: string, epoch: number, now: number): number {
     const { targetBatchSize, maxStaleSeconds } = this.opts;
     const epochs = this.seen.get(peer);
     const s = epochs?.get(epoch);
-    const rated = s ?? newestBefore(epochs, epoch);
+    // a rate of 0 is a peer's first record, before it timed a micro-batch: it says nothing of how
+    // fast the peer goes (an honest peer's 8 samples of epoch 0 were clamped to 6 by such a record, CI)
+    const rated = s !== undefined && s.samplesPerSecond > 0 ? s : newestBefore(epochs, epoch);
     if (rated === undefined) return 2 * targetBatchSize;
     const unpublished = RATE_SLACK * rated.samplesPerSecond * Math.min(maxStaleSeconds, Math.max(0, (now - rated.time) / 1000));
     return Math.min(2 * targetBatchSize, (s?.samples ?? 0) + unpublished + ALLOWANCE_TARGET_SHARE * targetBatchSize);
   }
 }
 
+/** The newest record of an epoch before `epoch` that gives a rate. */
 function newestBefore(epochs: ReadonlyMap<number, Seen> | undefined, epoch: number): Seen | undefined {
   let best: number | undefined;
-  for (const e of epochs?.keys() ?? []) if (e < epoch && (best === undefined || e > best)) best = e;
+  for (const [e, r] of epochs ?? []) if (e < epoch && r.samplesPerSecond > 0 && (best === undefined || e > best)) best = e;
   return best === undefined ? undefined : epochs!.get(best);
 }

@@ -24,6 +24,8 @@ test('a peer’s weight bound: the most samples seen in the epoch, twice its rat
   o.observe([report('b', 6, 0, 1, t0)]);
   assert.equal(o.bound('a', 3, t0), 320, 'forgotten: as a peer not seen');
   o.observe([report('c', 6, 30, 0, t0), { ...report('d', 6, 1e6, 0, t0), left: true }]);
-  assert.equal(o.bound('c', 6, t0), 50);
+  assert.equal(o.bound('c', 6, t0 + 5000), 320, 'a record of 0 samples/s (a peer that has not timed a micro-batch yet) gives no rate: as a peer not seen');
+  o.observe([report('c', 5, 10, 3, t0)]);
+  assert.equal(o.bound('c', 6, t0 + 5000), 30 + 20 + 2 * 3 * 5, 'its rate from the newest earlier record that has one');
   assert.equal(o.bound('d', 6, t0), 320, 'a report of a peer that left is no progress: as a peer not seen');
 });
