@@ -608,11 +608,14 @@ export class Matchmaker {
    * is over, or it looks under another) and none follows us: a peer that ended its epoch after the
    * others averaged it. Waiting out the matchmaking time could only let a later straggler join; the
    * caller's fallback (a local step) is better taken now, while the swarm's next round still waits
-   * for this peer.
+   * for this peer. A client-mode peer only needs the server peers' refusals: it can follow nobody
+   * else, and the client-mode peers it never asks could not lead it (the swarm lab's NAT'd latecomers
+   * waited out the matchmaking time: 32 peers, 21 of them client-mode).
    */
   private leftBehind(): boolean {
-    const others = [...this.seen].filter((p) => p !== this.self);
-    return this.followers.length === 0 && others.length > 0 && others.every((p) => this.refusedBy.has(p));
+    if (this.followers.length > 0) return false;
+    const others = [...this.seen].filter((p) => p !== this.self && !(this.p.self.clientMode && this.declared.get(p)?.clientMode === true));
+    return others.length > 0 && others.every((p) => this.refusedBy.has(p));
   }
 
   private noGroup(): MatchmakingError {

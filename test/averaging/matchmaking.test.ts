@@ -7,7 +7,7 @@ import { FramedStream } from '../../src/averaging/framing.js';
 import { schemaHash } from '../../src/averaging/group.js';
 import { joinResponseSchema, type JoinRequest, type JoinResponse } from '../../src/averaging/messages.js';
 import { ROOT } from '../helpers/cli.js';
-import { startSwarm, waitFor } from '../helpers/swarm.js';
+import { startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 test('a lone peer fails cleanly and says what it saw', async (t) => {
@@ -65,6 +65,21 @@ test('a peer that ends its epoch after the others averaged it fails at once inst
   // a peer that is merely later than the leader (its group still open) still joins it
   const [lead, follow] = await Promise.all([avg[0]!.step(randomVector(50, 4), { epoch: 4, weight: 1, expectedPeers: 2 }), delay(1000).then(() => avg[2]!.step(randomVector(50, 5), { epoch: 4, weight: 1, expectedPeers: 2 }))]);
   assert.ok(lead.ok && follow.ok, `${lead.ok ? '' : lead.reason} ${follow.ok ? '' : follow.reason}`);
+});
+
+test('a client-mode peer left behind by every server peer fails at once, whatever the other client-mode peers declared', async (t) => {
+  const servers = await startSwarm(t, 2, { runId: 'mm-late-client' });
+  const clients = await Promise.all([0, 1].map(() => startNode(t, { runId: 'mm-late-client', clientMode: true, listen: [], initialPeers: servers[0]!.multiaddrs() })));
+  await Promise.all(clients.map((n) => n.ready));
+  const avg = averagers(t, [...servers, ...clients], () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 20_000, averagingExpirationMs: 30_000, minGroupSize: 2 }));
+  const early = await Promise.all(avg.slice(0, 3).map((a, i) => a.step(randomVector(50, i + 1), { epoch: 3, weight: 1, expectedPeers: 3 })));
+  assert.ok(early.every((r) => r.ok && r.group.members.length === 3), JSON.stringify(early.map((r) => (r.ok ? r.group.members.length : r.reason))));
+  const started = Date.now();
+  const late = await avg[3]!.step(randomVector(50, 4), { epoch: 3, weight: 1 });
+  assert.ok(!late.ok && late.code === 'NO_GROUP', late.ok ? 'grouped' : late.reason);
+  // the other client-mode peer never refused it (nobody asks a peer that cannot lead): it waited out the 20 s before
+  assert.match(late.reason, /already closed their groups or moved on/);
+  assert.ok(Date.now() - started < 10_000, `waited ${Date.now() - started} ms of a 20 s matchmaking time`);
 });
 
 interface Child {
