@@ -77,6 +77,9 @@ test('a key stored or read again within the TTL goes straight to the servers a l
   await nodes[readFrom[0]!]!.libp2p.unhandle(recordsProtocol(runId));
   assert.deepEqual((await progress[5]!.get('progress')).get(writer.peerId.toString())?.value, { samples: 2, epoch: 0 });
   assert.deepEqual(lookups(reader), { walked: 2, cached: 2, stale: 1 });
+  // that lookup still named the failing server (it answers DHT queries): not kept, the next read looks up again
+  assert.deepEqual((await progress[5]!.get('progress')).get(writer.peerId.toString())?.value, { samples: 2, epoch: 0 });
+  assert.deepEqual(lookups(reader), { walked: 3, cached: 2, stale: 1 });
 });
 
 test('a cached closest server that stopped: a read looks the key up again and finds the record elsewhere; a store reaches the next closest', async (t) => {

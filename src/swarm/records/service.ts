@@ -233,15 +233,17 @@ export class DhtRecords {
       if (cached.every((peer) => this.c.libp2p.getConnections(peer).length > 0)) {
         this.lookups.cached++;
         asked = await ask(cached);
-        if (asked.every(({ answer }) => answer.status === 'fulfilled' && answer.value.t !== 'refused')) return asked;
+        if (asked.every(answeredWell)) return asked;
       }
       this.lookups.stale++;
       this.closest.delete(key);
       this.c.log.debug({ key }, 'cached closest servers of the key did not all answer: looking them up again');
     }
     const found = await this.targets(key, count);
-    // Fewer than asked for: a swarm that small, or a routing table still filling, changes too fast to keep.
-    if (found.length === count) this.closest.set(key, found);
+    const failed = asked.filter((a) => !answeredWell(a));
+    // Not kept: fewer than asked for (a swarm that small, or a routing table still filling, changes
+    // too fast), or a server that just failed still among them (the next cached round would fail too).
+    if (found.length === count && !found.some((peer) => failed.some((a) => a.peer.equals(peer)))) this.closest.set(key, found);
     return [...asked, ...(await ask(found.filter((peer) => !asked.some((a) => a.peer.equals(peer)))))];
   }
 
@@ -321,6 +323,11 @@ export class DhtRecords {
   private count(reason: RejectReason): void {
     this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
   }
+}
+
+/** The server answered the request (a `stored` answer may still refuse the entry, e.g. `not-newer`). */
+function answeredWell({ answer }: Answered): boolean {
+  return answer.status === 'fulfilled' && answer.value.t !== 'refused';
 }
 
 /**
