@@ -16,6 +16,11 @@ export interface DhtFigures {
   readonly get: number[];
   /** share of gets that returned the value stored just before (by another peer) */
   readonly success: number;
+  /** the same writer storing the key again, then the same reader reading it again (a peer's periodic progress report and read) */
+  readonly storeRepeat: number[];
+  readonly getRepeat: number[];
+  /** share of repeated gets that returned the repeated store's value */
+  readonly successRepeat: number;
   readonly startupS: number;
   /** CPU seconds this process spent starting the swarm: steadier than startupS on a shared machine */
   readonly startupCpuS: number;
@@ -36,7 +41,8 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs: number
 
 /**
  * `peers` swarm nodes in this process on 127.0.0.1 (reachability `auto`, as volunteers run); `ops`
- * times, one peer stores a record and another reads it back.
+ * times, one peer stores a record and another reads it back, then the same two store and read that
+ * key again (what a training peer does with its progress key every refresh period).
  */
 export async function measureDht(peers: number, ops: number): Promise<DhtFigures> {
   const started = performance.now();
@@ -60,7 +66,7 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
         await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
       } catch (err) {
         // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
-        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
+        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, storeRepeat: [], getRepeat: [], successRepeat: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
       }
     }
     const startupS = (performance.now() - started) / 1000;
@@ -68,7 +74,10 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
     const ns = nodes.map((n) => n.registerNamespace('progress', schema));
     const store: number[] = [];
     const get: number[] = [];
+    const storeRepeat: number[] = [];
+    const getRepeat: number[] = [];
     let found = 0;
+    let foundRepeat = 0;
     for (let i = 0; i < ops; i++) {
       const writer = ns[(i * 7) % peers]!;
       const reader = ns[(i * 13 + 5) % peers]!;
@@ -79,8 +88,15 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       const got = await reader.get(`progress/${i}`);
       get.push(performance.now() - t);
       if ([...got.values()][0]?.value.samples === i) found++;
+      t = performance.now();
+      await writer.store(`progress/${i}`, '', { samples: i, epoch: 2 }, Date.now() + 60_000);
+      storeRepeat.push(performance.now() - t);
+      t = performance.now();
+      const again = await reader.get(`progress/${i}`);
+      getRepeat.push(performance.now() - t);
+      if ([...again.values()][0]?.value.epoch === 2) foundRepeat++;
     }
-    return { peers, joined: peers, store, get, success: found / ops, startupS, startupCpuS };
+    return { peers, joined: peers, store, get, success: found / ops, storeRepeat, getRepeat, successRepeat: foundRepeat / ops, startupS, startupCpuS };
   } finally {
     await Promise.all(nodes.map((n) => n.stop()));
   }
@@ -89,5 +105,5 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
 /** One human line for a measurement. */
 export function describeDht(f: DhtFigures): string {
   if (f.failed !== undefined) return `${f.peers} peers: did not start, ${f.joined} routable after ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s (${f.failed})`;
-  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys [startup ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s]`;
+  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys; again: store median ${median(f.storeRepeat).toFixed(1)} ms (p90 ${p90(f.storeRepeat).toFixed(1)}), get median ${median(f.getRepeat).toFixed(1)} ms (p90 ${p90(f.getRepeat).toFixed(1)}), success ${f.successRepeat.toFixed(3)} [startup ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s]`;
 }

@@ -2,7 +2,8 @@
 //   npm run bench -- dht [--quick] [--streams-only | --records-only] [--peers 10,25,50]
 // Human-readable lines, then one JSON object as the last line: store/get latency (median, p90, ms)
 // and success with 10, 50 and 256 peers (--quick: 10 and 50; --peers: these; `dht_256_get_ms`,
-// `dht_256_success`), `joined_<n>` (peers routable: n, or how far a swarm that did not start got),
+// `dht_256_success`), the same for a key stored and read again by the same two peers
+// (`store_repeat_ms_median_<n>`, `get_repeat_ms_median_<n>`, p90s, `success_repeat_<n>`), `joined_<n>` (peers routable: n, or how far a swarm that did not start got),
 // `startup_cpu_s_<n>` (CPU seconds to start the swarm: steadier than wall time on a shared machine),
 // and libp2p stream throughput (a direct connection: TCP + TLS 1.3 on the socket + yamux) against a raw TCP socket moving the same bytes in the same rounds
 // (`stream_vs_tcp` = libp2p ÷ raw TCP).
@@ -124,6 +125,11 @@ for (const peers of sizes) {
     [`get_ms_median_${peers}`]: +median(f.get).toFixed(2),
     [`get_ms_p90_${peers}`]: +p90(f.get).toFixed(2),
     [`success_${peers}`]: f.success,
+    [`store_repeat_ms_median_${peers}`]: +median(f.storeRepeat).toFixed(2),
+    [`store_repeat_ms_p90_${peers}`]: +p90(f.storeRepeat).toFixed(2),
+    [`get_repeat_ms_median_${peers}`]: +median(f.getRepeat).toFixed(2),
+    [`get_repeat_ms_p90_${peers}`]: +p90(f.getRepeat).toFixed(2),
+    [`success_repeat_${peers}`]: f.successRepeat,
   });
 }
 if (sizes.includes(256)) {

@@ -64,6 +64,17 @@ export const DEFAULT_REPLICATION = 5;
 export const RECORDS_REQUEST_TIMEOUT_MS = 5 * second;
 /** Finding the peers closest to a key. */
 export const CLOSEST_PEERS_TIMEOUT_MS = 10 * second;
+/**
+ * How long a key's closest servers, once looked up, serve its stores and gets without a new lookup.
+ * A training peer reads its progress key every few seconds near an epoch's end (at least every
+ * `maxRefresh`, 30 s) and stores it as often; churn of a quarter of the swarm per 10 minutes
+ * replaces one of a key's 10 closest servers about every 4 minutes, so an entry is rarely out of
+ * date: a server that left is noticed (no connection, or no answer) and looked up again at once, and
+ * a server that became closest gets the key's stores from the next lookup, within this time.
+ */
+export const CLOSEST_SERVERS_CACHE_MS = 30 * second;
+/** Keys whose closest servers are kept (a peer uses a handful: progress, its epoch's averaging keys, state). */
+export const CLOSEST_SERVERS_CACHE_ENTRIES = 256;
 /** Requests one remote peer may make to the records protocol: points per window. */
 export const RECORDS_RATE_LIMIT = { points: 200, durationSeconds: 1 } as const;
 /** How often expired records are evicted. */

@@ -26,6 +26,9 @@ export function swarmMetrics(node: { stats(): SwarmStats }): MetricFamily[] {
       [{ kind: 'store' }, s.records.storeRequestsServed],
       [{ kind: 'get' }, s.records.getRequestsServed],
     ]),
+    family('cohort_swarm_record_lookups_total', 'counter', 'How this peer’s record stores and gets found a key’s closest servers: walked (a DHT lookup), cached (a recent lookup’s), stale (cached servers that did not all answer, then walked)', ['result'], (s) =>
+      (['walked', 'cached', 'stale'] as const).map((result) => [{ result }, s.records.lookups[result]]),
+    ),
     family('cohort_swarm_records_rejected_total', 'counter', 'Records and requests refused, by reason', ['reason'], (s) => Object.entries(s.records.rejected).map(([reason, n]) => [{ reason }, n ?? 0])),
     family('cohort_swarm_transfer_bytes_total', 'counter', 'Bytes sent and received per protocol (global: whole connections)', ['protocol', 'direction'], (s) =>
       Object.entries(s.transfer).flatMap(([protocol, t]): Array<[Record<string, string>, number]> => [

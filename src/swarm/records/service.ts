@@ -3,6 +3,8 @@ import { lpStream } from '@libp2p/utils';
 import type { z } from 'zod';
 import type { Logger } from '../../log/logger.js';
 import {
+  CLOSEST_SERVERS_CACHE_ENTRIES,
+  CLOSEST_SERVERS_CACHE_MS,
   DEFAULT_REPLICATION,
   EVICTION_INTERVAL_MS,
   MAX_KEY_BYTES,
@@ -14,6 +16,7 @@ import {
 import { RecordError, type RejectReason } from '../errors.js';
 import { recordsProtocol } from '../protocols.js';
 import { admitEntry } from './admit.js';
+import { ClosestServersCache } from './closest-cache.js';
 import { entryName, entrySize, signEntry, type VerifiedEntry, type WireEntry } from './entry.js';
 import { decodeMessage, encodeMessage, recordsRequestSchema, recordsResponseSchema, type RecordsRequest, type RecordsResponse } from './messages.js';
 import { NamespaceRegistry, decodeValue, encodeValue, namespaceTtlMs } from './namespaces.js';
@@ -52,7 +55,15 @@ export interface RecordsStats {
   readonly getRequestsServed: number;
   /** Entries or requests refused, by reason (from other peers, and invalid entries found by gets). */
   readonly rejected: Partial<Record<RejectReason, number>>;
+  /**
+   * How this peer's stores and gets found a key's closest servers: `walked`, a DHT lookup; `cached`,
+   * the servers a lookup found within the last CLOSEST_SERVERS_CACHE_MS; `stale`, cached servers
+   * that were disconnected or did not answer (the lookup was then done, and counted in `walked`).
+   */
+  readonly lookups: { readonly walked: number; readonly cached: number; readonly stale: number };
 }
+
+type Answered = { readonly peer: PeerId; readonly answer: PromiseSettledResult<RecordsResponse> };
 
 export interface RecordsComponents {
   readonly runId: string;
@@ -60,7 +71,7 @@ export interface RecordsComponents {
   readonly peerId: PeerId;
   /** DHT server at start: holds records for others and answers requests. Client-mode peers only ask. See `setServing`. */
   readonly serve: boolean;
-  readonly libp2p: Pick<Libp2p, 'dialProtocol' | 'handle' | 'unhandle'>;
+  readonly libp2p: Pick<Libp2p, 'dialProtocol' | 'handle' | 'unhandle' | 'getConnections'>;
   /** DHT servers closest to the key, nearest first (this peer excluded). */
   closestPeers(key: Uint8Array, count: number): Promise<PeerId[]>;
   readonly log: Logger;
@@ -80,6 +91,8 @@ export class DhtRecords {
   private readonly limiter = new PeerRateLimiter(RECORDS_RATE_LIMIT.points, RECORDS_RATE_LIMIT.points / RECORDS_RATE_LIMIT.durationSeconds);
   private readonly rejected: Partial<Record<RejectReason, number>> = {};
   private served = { store: 0, get: 0 };
+  private readonly lookups = { walked: 0, cached: 0, stale: 0 };
+  private readonly closest: ClosestServersCache;
   private evictTimer: NodeJS.Timeout | undefined;
   private readonly protocol: string;
   private readonly replication: number;
@@ -90,6 +103,7 @@ export class DhtRecords {
     this.protocol = recordsProtocol(c.runId);
     this.replication = c.replication ?? DEFAULT_REPLICATION;
     this.now = c.now ?? Date.now;
+    this.closest = new ClosestServersCache(CLOSEST_SERVERS_CACHE_MS, CLOSEST_SERVERS_CACHE_ENTRIES, this.now);
   }
 
   async start(): Promise<void> {
@@ -100,6 +114,7 @@ export class DhtRecords {
 
   async stop(): Promise<void> {
     clearInterval(this.evictTimer);
+    this.closest.clear();
     await this.setServing(false);
   }
 
@@ -138,14 +153,12 @@ export class DhtRecords {
       if (outcome === 'stored') replicas++;
       else refused.push({ peer: this.c.peerId.toString(), reason: outcome });
     }
-    const targets = await this.targets(key, this.replication);
-    const answers = await Promise.allSettled(targets.map((peer) => this.request(peer, { t: 'store', e: [wire] })));
-    answers.forEach((answer, i) => {
-      const peer = targets[i]!.toString();
+    for (const { peer: id, answer } of await this.requestClosest(key, this.replication, { t: 'store', e: [wire] })) {
+      const peer = id.toString();
       if (answer.status === 'rejected') refused.push({ peer, reason: `unreachable: ${(answer.reason as Error).message}` });
       else if (answer.value.t === 'stored' && answer.value.r[0] === null) replicas++;
       else refused.push({ peer, reason: answer.value.t === 'stored' ? String(answer.value.r[0]) : answer.value.t === 'refused' ? answer.value.reason : 'unexpected answer' });
-    });
+    }
     if (replicas === 0) this.c.log.debug({ key, subkey, refused }, 'record stored nowhere');
     return { replicas, refused };
   }
@@ -162,9 +175,7 @@ export class DhtRecords {
       if (held === undefined || entry.wire.e > held.wire.e) merged.set(name, entry);
     };
     if (this.serving) this.table.get(key, now).forEach(keep);
-    const targets = await this.targets(key, 2 * this.replication);
-    const answers = await Promise.allSettled(targets.map((peer) => this.request(peer, { t: 'get', k: key })));
-    for (const answer of answers) {
+    for (const { answer } of await this.requestClosest(key, 2 * this.replication, { t: 'get', k: key })) {
       if (answer.status === 'rejected' || answer.value.t !== 'found') continue;
       for (const raw of answer.value.e) {
         const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, true);
@@ -187,7 +198,7 @@ export class DhtRecords {
   }
 
   stats(): RecordsStats {
-    return { ...this.table.stats(), storeRequestsServed: this.served.store, getRequestsServed: this.served.get, rejected: { ...this.rejected } };
+    return { ...this.table.stats(), storeRequestsServed: this.served.store, getRequestsServed: this.served.get, rejected: { ...this.rejected }, lookups: { ...this.lookups } };
   }
 
   private async signLocal(key: string, subkey: string, value: unknown, expirationMs: number): Promise<WireEntry> {
@@ -206,7 +217,38 @@ export class DhtRecords {
     return signEntry(this.c.privateKey, this.c.runId, key, subkey, bytes, Math.round(expirationMs));
   }
 
+  /**
+   * Sends `message` to the `count` DHT servers closest to `key` and settles every answer. The servers
+   * are those a lookup found within CLOSEST_SERVERS_CACHE_MS when each is still connected; if one of
+   * them then fails or refuses the request, the entry is dropped, the lookup is done now, and the
+   * servers it finds that were not asked yet are asked too: a cached round never ends with fewer
+   * answers than a lookup's round would have had.
+   */
+  private async requestClosest(key: string, count: number, message: RecordsRequest): Promise<Answered[]> {
+    const ask = async (peers: readonly PeerId[]): Promise<Answered[]> => (await Promise.allSettled(peers.map((peer) => this.request(peer, message)))).map((answer, i) => ({ peer: peers[i]!, answer }));
+    const cached = this.closest.get(key, count);
+    let asked: Answered[] = [];
+    if (cached !== undefined) {
+      // a server that left has no connection: asking it would only wait out the dial
+      if (cached.every((peer) => this.c.libp2p.getConnections(peer).length > 0)) {
+        this.lookups.cached++;
+        asked = await ask(cached);
+        if (asked.every(answeredWell)) return asked;
+      }
+      this.lookups.stale++;
+      this.closest.delete(key);
+      this.c.log.debug({ key }, 'cached closest servers of the key did not all answer: looking them up again');
+    }
+    const found = await this.targets(key, count);
+    const failed = asked.filter((a) => !answeredWell(a));
+    // Not kept: fewer than asked for (a swarm that small, or a routing table still filling, changes
+    // too fast), or a server that just failed still among them (the next cached round would fail too).
+    if (found.length === count && !found.some((peer) => failed.some((a) => a.peer.equals(peer)))) this.closest.set(key, found);
+    return [...asked, ...(await ask(found.filter((peer) => !asked.some((a) => a.peer.equals(peer)))))];
+  }
+
   private async targets(key: string, count: number): Promise<PeerId[]> {
+    this.lookups.walked++;
     try {
       return await this.c.closestPeers(new TextEncoder().encode(`${this.protocol}/${key}`), count);
     } catch (err) {
@@ -281,6 +323,11 @@ export class DhtRecords {
   private count(reason: RejectReason): void {
     this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
   }
+}
+
+/** The server answered the request (a `stored` answer may still refuse the entry, e.g. `not-newer`). */
+function answeredWell({ answer }: Answered): boolean {
+  return answer.status === 'fulfilled' && answer.value.t !== 'refused';
 }
 
 /**
