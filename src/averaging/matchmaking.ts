@@ -299,22 +299,29 @@ export class Matchmaker {
   }
 
   /**
-   * Asks, once, a declared server peer that has not joined this leader, alone, for SILENT_POLLS
-   * polls what it is doing: a live peer that ranks us first follows us within a poll of reading our
-   * declaration, so it has most likely averaged under this key already (ALREADY_RUNNING, recorded as
-   * a refusal: a peer left behind by everyone learns so at once instead of leading an empty group
-   * until its time is up). This peer stays the leader meanwhile; a peer that accepts the probe is
-   * alive and is left at once (its group drops our closed stream).
+   * Asks, once, each declared peer that has not joined this leader, alone, for SILENT_POLLS polls
+   * what it is doing: a live server peer that ranks us first follows us within a poll of reading our
+   * declaration, and a client-mode peer (which follows whoever leads) joins the first server that
+   * takes it, so either has most likely averaged under this key already (ALREADY_RUNNING, recorded
+   * as a refusal: a peer left behind by everyone learns so at once instead of leading an empty group
+   * until its time is up). This peer stays the leader meanwhile; a server peer that accepts the
+   * probe is alive and is left at once (its group drops our closed stream), so server peers are
+   * asked one a poll, each accepted probe costing a leader a member it must drop. Client-mode peers
+   * never accept one and are asked together: a swarm lab newcomer asking 21 NAT'd peers one a poll
+   * would have outlasted its matchmaking time.
    */
   private async probeSilent(): Promise<void> {
     if (this.followers.length > 0) return;
     const now = Date.now();
-    const peer = [...this.firstSeen].find(([p, at]) => {
-      const d = this.declared.get(p);
-      return p !== this.self && d !== undefined && !d.clientMode && !this.refusedBy.has(p) && !this.probed.has(p) && now - at >= SILENT_POLLS * this.p.pollIntervalMs;
-    })?.[0];
-    if (peer === undefined) return;
-    this.probed.add(peer);
+    const silent = [...this.firstSeen].filter(([p, at]) => p !== this.self && this.declared.has(p) && !this.refusedBy.has(p) && !this.probed.has(p) && now - at >= SILENT_POLLS * this.p.pollIntervalMs).map(([p]) => p);
+    const clients = silent.filter((p) => this.declared.get(p)!.clientMode);
+    const server = silent.find((p) => !this.declared.get(p)!.clientMode);
+    const asked = server === undefined ? clients : [...clients, server];
+    for (const peer of asked) this.probed.add(peer);
+    await Promise.all(asked.map((peer) => this.probe(peer)));
+  }
+
+  private async probe(peer: string): Promise<void> {
     const signal = deadline(DIAL_TIMEOUT_MS, this.p.signal);
     let framed: FramedStream | undefined;
     try {
