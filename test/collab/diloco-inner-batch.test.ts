@@ -3,9 +3,11 @@
 // many samples, so a peer takes the step a peer with micro-batches of that size takes; a round the
 // swarm ends between inner steps takes one on what was accumulated. gradCompression blockwise8: the
 // round sends the pseudo-gradient in 8 bits; every member lands on the same parameters, within the
-// quantisation's bound of the exact average.
+// quantisation's bound of the exact average. Near a round's end a micro-batch does not wait for a
+// progress read (DiLoCo schedules nothing ahead).
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import type { StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
@@ -88,4 +90,23 @@ test('DiLoCo with gradCompression blockwise8: the pseudo-gradient goes in 8 bits
   assert.ok(err <= bound, `8-bit round off the exact average by ${err}, bound ${bound}`);
   assert.ok(err > 1e-7, `no quantisation error (${err}): the round was not 8-bit`);
   assert.ok(maxAbsDiff(exact, initial) > 100 * bound, 'the pseudo-gradient is far larger than the error');
+});
+
+test('DiLoCo: a micro-batch near the end of a round does not wait for the progress read it makes due (nothing is scheduled ahead); the peer ahead that read finds is acted on a micro-batch later', { timeout: 60_000 }, async (t) => {
+  const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'diloco-progress-background' });
+  // 4 samples a second of a 12-sample round: after the first micro-batch the round ends in 2 s, within the matchmaking time
+  const p = unstarted(t, nodeA!, 1, { outerOptimizer: 'diloco', innerSteps: 50, targetBatchSize: 12, matchmakingTime: 2 });
+  await p.collab.start();
+  const ahead = unstarted(t, nodeB!, 2, { outerOptimizer: 'diloco' });
+  await ahead.collab.start({ epoch: 5 });
+  await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next micro-batch makes a fetch due
+  const first = await p.collab.step(p.grads, 4, 1, 1);
+  assert.equal(first.type, 'accumulated', `the micro-batch returned on the view it had, without waiting for the fetch: ${JSON.stringify(first)}`);
+  assert.ok(first.type === 'accumulated' && first.progress.eta <= 2, 'its round ends within the matchmaking time');
+  const later: StepOutcome[] = [];
+  for (let k = 0; k < 100 && later.at(-1)?.type !== 'loaded'; k++) {
+    await new Promise((r) => setTimeout(r, 40));
+    later.push(await p.collab.step(p.grads, 4, 1, 1));
+  }
+  assert.deepEqual(later.at(-1), { type: 'loaded', epoch: 5, donor: nodeB!.peerId.toString() }, JSON.stringify(later.slice(-3)));
 });
