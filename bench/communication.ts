@@ -1,30 +1,44 @@
-// Communication (issue 20): the same swarm trained four times on the bundled corpus, `cohort run`
-// child processes on loopback with the same seed and about the same samples, each peer's upload capped
-// at 20 Mbit/s: plain gradient averaging and PowerSGD (same global batch, steps and schedule), and
-// DiLoCo (H inner steps of one micro-batch per round, rounds for the same samples) without and with
-// --outer-overlap (the one-step-delayed outer update), all with fp16 on the wire. Bytes each peer sent in averaging rounds (its `Averaged … MB sent` lines) per sample
-// processed, and the final model's held-out MLM loss. Last line: `powersgd_bytes_ratio` and
-// `diloco_bytes_ratio` (bytes per sample, plain ÷ mode; goals ≥ 8 and ≥ 100), `powersgd_loss_ratio`
-// and `diloco_loss_ratio` (final loss, mode ÷ plain; goal ≤ 1.05) and `diloco_utilisation` (the
-// peers' compute seconds ÷ their seconds from first micro-batch to last step; goal ≥ 0.9), and the
-// same three for DiLoCo with the overlap (`diloco_overlap_*`).
-//   npm run bench -- communication [--preset base] [--peers 4] [--steps 30] [--micro-batch 4] [--rank 32] [--lr 0.02] [--inner-steps 40]
+// Communication (issue 20): the same swarm trained up to four times on the bundled corpus, `cohort run`
+// child processes on loopback with the same seed and the same samples, each peer's upload capped at
+// 20 Mbit/s: plain gradient averaging and PowerSGD (fp16 on the wire; same global batch, steps and
+// schedule: a peer's share of a step's target is 4 micro-batches), and DiLoCo without and with
+// --outer-overlap (the one-step-delayed outer update), its pseudo-gradient in 8 bits (blockwise8,
+// --diloco-compression). DiLoCo follows the samples the plain run processed (a plain epoch ends once
+// the swarm's estimate, its reports extrapolated by throughput, reaches the target: often before its
+// samples do): its inner step takes the plain run's samples per peer per step, in whole micro-batches
+// accumulated (--inner-batch-size: a volunteer keeps the micro-batch its memory allows), and steps ÷ H
+// rounds share the plain run's samples. A round's target batch is its share, which the swarm gathers
+// together: a slower peer takes fewer inner steps and a faster more (at most twice the mean) instead
+// of waiting for the others (the issue's "target of samples per round so slow peers do fewer steps").
+// At equal samples the bytes ratio is (plain steps ÷ DiLoCo rounds) × (fp16 ÷ 8-bit bytes): 2H, less
+// blockwise8's 4-byte scale per 4096 values.
+// Bytes each peer sent in averaging rounds (its `Averaged … MB sent` lines) per sample processed, and
+// the final model's held-out MLM loss. Last line: `powersgd_bytes_ratio` and `diloco_bytes_ratio`
+// (bytes per sample, plain ÷ mode; goals ≥ 8 and ≥ 100), `powersgd_loss_ratio` and
+// `diloco_loss_ratio` (final loss, mode ÷ plain; goal ≤ 1.05) and `diloco_utilisation` (the peers'
+// compute seconds ÷ their seconds from the end of their first micro-batch, which builds the
+// onnxruntime session, to their last step; goal ≥ 0.9), the same three for the overlapped run
+// (`diloco_overlap_*`), each mode's samples; the keys of a mode left out of --modes are absent.
+//   npm run bench -- communication [--preset base] [--peers 4] [--steps 100] [--micro-batch 4] [--rank 32] [--lr 0.02] [--inner-steps 50] [--diloco-compression blockwise8] [--modes plain,powersgd,diloco,diloco-overlap]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { cohort, evaluate, joinCode, must, type Child } from './_cohort-runs.js';
 import { reportJson } from './_report.js';
+import { COMPRESSIONS, type Compression } from '../src/averaging/compression.js';
 
 const { values } = parseArgs({
   options: {
     preset: { type: 'string', default: 'base' },
     peers: { type: 'string', default: '4' },
-    steps: { type: 'string', default: '30' },
+    steps: { type: 'string', default: '100' },
     'micro-batch': { type: 'string', default: '4' },
     rank: { type: 'string', default: '32' },
     lr: { type: 'string', default: '0.02' },
-    'inner-steps': { type: 'string', default: '40' },
+    'inner-steps': { type: 'string', default: '50' },
+    'diloco-compression': { type: 'string', default: 'blockwise8' },
+    modes: { type: 'string', default: 'plain,powersgd,diloco,diloco-overlap' },
   },
 });
 const peers = Number(values.peers);
@@ -35,10 +49,30 @@ for (const [name, v] of [['peers', peers], ['steps', steps], ['micro-batch', mic
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer, got ${v}`);
 }
 if (peers < 2) throw new Error('--peers must be at least 2: one peer averages with nobody');
+const MODES = ['plain', 'powersgd', 'diloco', 'diloco-overlap'] as const;
+type Mode = (typeof MODES)[number];
+const modes = values.modes.split(',') as Mode[];
+for (const m of modes) if (!MODES.includes(m)) throw new Error(`--modes: unknown mode ${m}; known: ${MODES.join(', ')}`);
+if (!modes.includes('plain')) throw new Error('--modes must include plain: every ratio is against it');
+if (!COMPRESSIONS.includes(values['diloco-compression'] as Compression)) throw new Error(`--diloco-compression must be one of ${COMPRESSIONS.join(', ')}, got ${values['diloco-compression']}`);
 const globalBatch = micro * peers * 4; // each peer: about 4 micro-batches per swarm step
 const warmup = String(Math.max(1, Math.floor(steps / 10)));
-// DiLoCo: a round is H micro-batches per peer, so the plain run's 4 micro-batches per step make steps·4/H rounds
-const rounds = Math.max(1, Math.round((steps * 4) / innerSteps));
+// DiLoCo: an inner step takes a plain step's per-peer batch, so the plain run's steps make steps/H rounds of H
+const rounds = Math.max(1, Math.round(steps / innerSteps));
+
+/** How DiLoCo runs take the plain run's samples: its per-peer batch per step and its total, measured. */
+interface DilocoShape {
+  /** Samples per inner step: the plain run's per peer per step, in whole micro-batches. */
+  innerBatch: number;
+  /** Samples the swarm gathers per round: the plain run's ÷ rounds. */
+  roundTarget: number;
+}
+
+/** A plain epoch ends once the swarm's estimate (reports extrapolated by throughput) reaches the target, often before its samples do: DiLoCo follows what plain processed. */
+function dilocoShape(plainSamples: number): DilocoShape {
+  const innerBatch = micro * Math.max(1, Math.round(plainSamples / (steps * peers * micro)));
+  return { innerBatch, roundTarget: Math.max(innerBatch * peers, Math.round(plainSamples / rounds)) };
+}
 /** 20 Mbit/s in KiB/s: the issue's volunteer uplink. */
 const UPLINK_KIB_S = String(Math.floor(20e6 / 8 / 1024));
 const SENT = /Averaged (?:pseudo-)?gradients with \d+ peers \([\d.]+ MB on the wire, ([\d.e+-]+) MB sent/g;
@@ -46,6 +80,7 @@ const SENT = /Averaged (?:pseudo-)?gradients with \d+ peers \([\d.]+ MB on the w
 interface Outcome {
   /** Bytes sent in gradient rounds per sample processed, over every peer. */
   bytesPerSample: number;
+  samples: number;
   loss: number;
   averaged: number;
   seconds: number;
@@ -53,25 +88,24 @@ interface Outcome {
   utilisation: number;
 }
 
-type Mode = 'plain' | 'powersgd' | 'diloco' | 'diloco-overlap';
-
 /** Bytes a peer sent in its gradient rounds, from its log lines. */
 function bytesSent(c: Child): number {
   return [...c.stderr.matchAll(SENT)].reduce((n, m) => n + Number(m[1]) * 1e6, 0);
 }
 
-async function train(root: string, template: string, mode: Mode): Promise<Outcome> {
+async function train(root: string, template: string, mode: Mode, shape?: DilocoShape): Promise<Outcome> {
   const dirs = Array.from({ length: peers + 1 }, (_, i) => {
     const dir = path.join(root, `${mode}${i}`);
     fs.cpSync(template, dir, { recursive: true });
     return dir;
   });
-  const common = ['--preset', values.preset, '--batch-size', String(micro), '--lr', values.lr, '--seed', '0', '--grad-compression', 'fp16'];
-  // DiLoCo's target batch is twice a round's samples: H ends each round, and the schedule counts rounds
+  const common = ['--preset', values.preset, '--batch-size', String(micro), '--lr', values.lr, '--seed', '0'];
+  // DiLoCo's target batch is a round's samples (H inner batches per peer) and its schedule counts rounds
   const diloco = mode === 'diloco' || mode === 'diloco-overlap';
-  const run = diloco
-    ? [...common, '--outer-optimizer', 'diloco', '--inner-steps', String(innerSteps), '--target-batch-size', String(2 * peers * innerSteps * micro), '--max-epochs', String(rounds), '--warmup-steps', '1', '--total-steps', String(rounds + 1), ...(mode === 'diloco-overlap' ? ['--outer-overlap'] : [])]
-    : [...common, '--grad-averager', mode, '--powersgd-rank', values.rank, '--target-batch-size', String(globalBatch), '--max-epochs', String(steps), '--warmup-steps', warmup, '--total-steps', String(steps + 1)];
+  if (diloco && !shape) throw new Error(`${mode} follows the plain run's samples: run plain first`);
+  const run = shape && diloco
+    ? [...common, '--grad-compression', values['diloco-compression'], '--outer-optimizer', 'diloco', '--inner-batch-size', String(shape.innerBatch), '--inner-steps', String(2 * Math.ceil(shape.roundTarget / (peers * shape.innerBatch))), '--target-batch-size', String(shape.roundTarget), '--max-epochs', String(rounds), '--warmup-steps', '1', '--total-steps', String(rounds + 1), ...(mode === 'diloco-overlap' ? ['--outer-overlap'] : [])]
+    : [...common, '--grad-compression', 'fp16', '--grad-averager', mode, '--powersgd-rank', values.rank, '--target-batch-size', String(globalBatch), '--max-epochs', String(steps), '--warmup-steps', warmup, '--total-steps', String(steps + 1)];
   const local = ['--upload-limit', UPLINK_KIB_S, '--threads', '1', '--matchmaking-time', '3', '--target-group-size', String(peers), '--refresh', '1', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info'];
   const started = Date.now();
   const model = path.join(root, `${mode}-model`);
@@ -88,52 +122,38 @@ async function train(root: string, template: string, mode: Mode): Promise<Outcom
   const loss = await evaluate(model, dirs[peers]!);
   const averaged = summaries[0]!.averaged;
   console.log(`${mode}: ${averaged} of ${diloco ? rounds : steps} epochs averaged on peer 0, ${(bytes / 1e6).toFixed(2)} MB sent in averaging rounds for ${samples} samples (${(bytes / samples).toFixed(0)} B/sample), held-out MLM loss ${loss.toFixed(4)}, compute utilisation ${utilisation.toFixed(3)}, ${seconds.toFixed(0)} s`);
-  return { bytesPerSample: bytes / samples, loss, averaged, seconds, utilisation };
+  return { bytesPerSample: bytes / samples, samples, loss, averaged, seconds, utilisation };
 }
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-communication-'));
 try {
   const template = path.join(root, 'template');
   await must(cohort(['data', 'prepare', '--data-dir', template, '--log-level', 'warn']), 'data prepare');
-  console.log(`${values.preset} preset, bundled corpus: ${peers} peers × micro-batch ${micro}, global batch ${globalBatch}, ${steps} steps, LAMB lr ${values.lr}, fp16 on the wire, uploads capped at ${UPLINK_KIB_S} KiB/s; PowerSGD rank ${values.rank}; DiLoCo H ${innerSteps}, ${rounds} rounds; loopback, load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`);
+  console.log(`${values.preset} preset, bundled corpus: ${peers} peers × micro-batch ${micro}, global batch ${globalBatch}, ${steps} steps, LAMB lr ${values.lr}, fp16 on the wire, uploads capped at ${UPLINK_KIB_S} KiB/s; PowerSGD rank ${values.rank}; DiLoCo H ${innerSteps}, ${rounds} rounds, ${values['diloco-compression']} on the wire; modes ${modes.join(', ')}; loopback, load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`);
   const plain = await train(root, template, 'plain');
-  const powersgd = await train(root, template, 'powersgd');
-  const diloco = await train(root, template, 'diloco');
-  const overlap = await train(root, template, 'diloco-overlap');
-  const bytesRatio = plain.bytesPerSample / powersgd.bytesPerSample;
-  const lossRatio = powersgd.loss / plain.loss;
-  const dilocoBytesRatio = plain.bytesPerSample / diloco.bytesPerSample;
-  const dilocoLossRatio = diloco.loss / plain.loss;
-  console.log(`PowerSGD sends ${bytesRatio.toFixed(2)}× fewer bytes per sample (goal ≥ 8) at ${lossRatio.toFixed(4)}× the final loss (goal ≤ 1.05)`);
-  console.log(`DiLoCo sends ${dilocoBytesRatio.toFixed(2)}× fewer bytes per sample (goal ≥ 100) at ${dilocoLossRatio.toFixed(4)}× the final loss (goal ≤ 1.05), compute utilisation ${diloco.utilisation.toFixed(3)} (goal ≥ 0.9); with the overlap ${(plain.bytesPerSample / overlap.bytesPerSample).toFixed(2)}×, ${(overlap.loss / plain.loss).toFixed(4)}×, utilisation ${overlap.utilisation.toFixed(3)}`);
-  reportJson({
-    powersgd_bytes_ratio: bytesRatio,
-    powersgd_loss_ratio: lossRatio,
-    diloco_bytes_ratio: dilocoBytesRatio,
-    diloco_loss_ratio: dilocoLossRatio,
-    diloco_utilisation: diloco.utilisation,
-    diloco_overlap_bytes_ratio: plain.bytesPerSample / overlap.bytesPerSample,
-    diloco_overlap_loss_ratio: overlap.loss / plain.loss,
-    diloco_overlap_utilisation: overlap.utilisation,
-    plain_bytes_per_sample: plain.bytesPerSample,
-    powersgd_bytes_per_sample: powersgd.bytesPerSample,
-    diloco_bytes_per_sample: diloco.bytesPerSample,
-    plain_mlm_loss: plain.loss,
-    powersgd_mlm_loss: powersgd.loss,
-    diloco_mlm_loss: diloco.loss,
-    diloco_overlap_mlm_loss: overlap.loss,
-    plain_averaged_steps: plain.averaged,
-    powersgd_averaged_steps: powersgd.averaged,
-    diloco_averaged_rounds: diloco.averaged,
-    diloco_overlap_averaged_rounds: overlap.averaged,
-    plain_utilisation: plain.utilisation,
-    preset: values.preset,
-    peers,
-    steps,
-    rank: Number(values.rank),
-    inner_steps: innerSteps,
-    diloco_rounds: rounds,
-  });
+  const shape = dilocoShape(plain.samples);
+  if (modes.some((m) => m.startsWith('diloco'))) console.log(`DiLoCo: inner steps of ${shape.innerBatch} samples (plain: ${(plain.samples / (steps * peers)).toFixed(1)} per peer per step), rounds of ${shape.roundTarget} samples (${(shape.roundTarget / (peers * shape.innerBatch)).toFixed(1)} inner steps per peer on average)`);
+  const outcomes = new Map<Mode, Outcome>([['plain', plain]]);
+  for (const mode of MODES.filter((m) => m !== 'plain' && modes.includes(m))) outcomes.set(mode, await train(root, template, mode, shape));
+  const figures: Record<string, number | string> = {};
+  const prefixes: Record<Exclude<Mode, 'plain'>, string> = { powersgd: 'powersgd', diloco: 'diloco', 'diloco-overlap': 'diloco_overlap' };
+  for (const [mode, o] of outcomes) {
+    if (mode === 'plain') continue;
+    const key = prefixes[mode];
+    figures[`${key}_bytes_ratio`] = plain.bytesPerSample / o.bytesPerSample;
+    figures[`${key}_loss_ratio`] = o.loss / plain.loss;
+    if (mode !== 'powersgd') figures[`${key}_utilisation`] = o.utilisation;
+    console.log(`${mode} sends ${(plain.bytesPerSample / o.bytesPerSample).toFixed(2)}× fewer bytes per sample than plain (goal ≥ ${mode === 'powersgd' ? 8 : 100}) at ${(o.loss / plain.loss).toFixed(4)}× the final loss (goal ≤ 1.05), compute utilisation ${o.utilisation.toFixed(3)}${mode === 'powersgd' ? '' : ' (goal ≥ 0.9)'}`);
+  }
+  for (const [mode, o] of outcomes) {
+    const key = mode === 'plain' ? 'plain' : prefixes[mode];
+    figures[`${key}_bytes_per_sample`] = o.bytesPerSample;
+    figures[`${key}_mlm_loss`] = o.loss;
+    figures[`${key}_samples`] = o.samples;
+    figures[mode === 'plain' || mode === 'powersgd' ? `${key}_averaged_steps` : `${key}_averaged_rounds`] = o.averaged;
+    if (mode === 'plain' || mode === 'powersgd') figures[`${key}_utilisation`] = o.utilisation;
+  }
+  reportJson({ ...figures, preset: values.preset, peers, steps, rank: Number(values.rank), ...(modes.some((m) => m.startsWith('diloco')) ? { inner_steps: innerSteps, inner_batch_size: shape.innerBatch, diloco_round_target: shape.roundTarget, diloco_compression: values['diloco-compression'], diloco_rounds: rounds } : {}), load_average: os.loadavg()[0]! });
 } finally {
   fs.rmSync(root, { recursive: true, force: true });
 }

@@ -22,7 +22,7 @@ const positive = z.number().finite().positive();
 const FAULT = OPTION.fault.unwrap().shape;
 
 /** A run setting's flag: its schema is the run record's, its default what a founder publishes. */
-function wide<K extends Exclude<keyof RunSettings, 'averageStateEvery'>>(key: K, description: string, flag?: string): FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> } {
+function wide<K extends Exclude<keyof RunSettings, 'averageStateEvery' | 'innerBatchSize'>>(key: K, description: string, flag?: string): FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> } {
   const row = { schema: SETTING[key], default: DEFAULT_RUN_SETTINGS[key], description, ...(flag ? { flag } : {}) };
   return row as FlagRow<(typeof SETTING)[K]> & { default: NonNullable<RunSettings[K]> };
 }
@@ -42,7 +42,8 @@ export const RUN_SETTING_FLAGS = {
   powersgdRank: wide('powersgdRank', 'PowerSGD’s rank (averager_rank)'),
   powersgdMinRatio: wide('powersgdMinRatio', 'PowerSGD compresses a matrix only when that saves at least this share of its values (min_compression_ratio)'),
   outerOptimizer: wide('outerOptimizer', 'none, or diloco: each peer takes up to --inner-steps local LAMB steps, then the peers average θ_start − θ and take one outer Nesterov step (an epoch)'),
-  innerSteps: wide('innerSteps', 'DiLoCo: local steps (micro-batches) per round at most; the round ends sooner once the swarm gathered the target batch'),
+  innerSteps: wide('innerSteps', 'DiLoCo: local steps per round at most; the round ends sooner once the swarm gathered the target batch'),
+  innerBatchSize: flagRow({ schema: SETTING.innerBatchSize, description: 'DiLoCo: samples per local step; a peer accumulates micro-batches up to it (default: each micro-batch is a step)' }),
   outerLr: wide('outerLr', 'DiLoCo: outer Nesterov learning rate'),
   outerMomentum: wide('outerMomentum', 'DiLoCo: outer Nesterov momentum (0: none)'),
   outerOverlap: wide('outerOverlap', 'DiLoCo: average a round’s pseudo-gradient in the background while the next round’s inner steps run; its outer step lands when the round ends (one-step-delayed outer update)'),

@@ -61,8 +61,15 @@ const collaborativeOptionsObject = z.object({
    * gradients are averaged every epoch. Run-wide: the two never group.
    */
   outerOptimizer: z.enum(OUTER_OPTIMIZERS).default('none'),
-  /** DiLoCo's H: a peer's inner steps (micro-batches) per round at most; the round ends sooner once the swarm gathered `targetBatchSize` samples. */
+  /** DiLoCo's H: a peer's inner steps per round at most; the round ends sooner once the swarm gathered `targetBatchSize` samples. */
   innerSteps: int.min(1).max(1_000_000).default(DEFAULT_INNER_STEPS),
+  /**
+   * DiLoCo: samples per inner step. A peer accumulates micro-batches (sample-weighted, as an epoch's
+   * gradient) until it holds at least this many, then takes one LAMB step, so an inner step has a
+   * data-parallel step's batch whatever micro-batch a volunteer's memory allows. Absent: every
+   * micro-batch is an inner step.
+   */
+  innerBatchSize: int.min(1).max(10_000_000).optional(),
   /** DiLoCo's outer learning rate. */
   outerLr: positive.max(10).default(DEFAULT_OUTER_LR),
   /** DiLoCo's outer Nesterov momentum (0: plain SGD). */
@@ -174,6 +181,7 @@ export function resolveCollaborativeOptions(options: CollaborativeOptions): Reso
     if (o.delayOptimizerStep) throw new RangeError('delay_optimizer_step and delay_grad_averaging are not supported with outer_optimizer diloco');
   }
   if (o.outerOverlap && o.outerOptimizer !== 'diloco') throw new RangeError(`outer_overlap delays DiLoCo's outer step: it needs outer_optimizer diloco, not ${o.outerOptimizer}`);
+  if (o.innerBatchSize !== undefined && o.outerOptimizer !== 'diloco') throw new RangeError(`inner_batch_size sets DiLoCo's inner steps: it needs outer_optimizer diloco, not ${o.outerOptimizer}`);
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
   return o;
 }

@@ -77,7 +77,7 @@ export function describeRunData(data: RunData | null): string {
 }
 
 /** The run settings the collaborative optimizer takes (the rest are the model's and LAMB's: the session's). */
-const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'gradAverager', 'powersgdRank', 'powersgdMinRatio', 'outerOptimizer', 'innerSteps', 'outerLr', 'outerMomentum', 'outerOverlap', 'seed', 'maxGradNorm'] as const;
+const COLLAB_RUN_KEYS = ['targetBatchSize', 'peakLr', 'warmupSteps', 'totalSteps', 'gradCompression', 'stateAveragingCompression', 'averageStateEvery', 'averageOptStatistics', 'useLocalUpdates', 'batchSizeLead', 'aggregation', 'gradAverager', 'powersgdRank', 'powersgdMinRatio', 'outerOptimizer', 'innerSteps', 'innerBatchSize', 'outerLr', 'outerMomentum', 'outerOverlap', 'seed', 'maxGradNorm'] as const;
 
 /** The optimizer options the settings decide. */
 export function collabOptionsOf(s: RunSettings): Pick<RunSettings, (typeof COLLAB_RUN_KEYS)[number]> {

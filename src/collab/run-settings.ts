@@ -43,6 +43,8 @@ export const runSettingsSchema = z.strictObject({
   outerOptimizer: z.enum(OUTER_OPTIMIZERS).optional(),
   /** DiLoCo's inner steps per round at most (H). Absent: DEFAULT_INNER_STEPS. */
   innerSteps: int.min(1).max(1_000_000).optional(),
+  /** DiLoCo's samples per inner step (micro-batches are accumulated up to it). Absent: one micro-batch per inner step. */
+  innerBatchSize: int.min(1).max(10_000_000).optional(),
   /** DiLoCo's outer learning rate. Absent: DEFAULT_OUTER_LR. */
   outerLr: z.number().finite().positive().max(10).optional(),
   /** DiLoCo's outer Nesterov momentum. Absent: DEFAULT_OUTER_MOMENTUM. */
@@ -82,6 +84,7 @@ export function combinationProblem(s: RunSettings): SettingsProblem {
   if (s.batchSizeLead >= s.targetBatchSize) return { field: 'batchSizeLead', message: `${s.batchSizeLead} is not an integer from 0 to ${s.targetBatchSize - 1} (less than the target batch size ${s.targetBatchSize})` };
   if (s.outerOptimizer === 'diloco' && s.useLocalUpdates) return { field: 'useLocalUpdates', message: 'true: diloco takes its own local steps (--outer-optimizer diloco)' };
   if (s.outerOverlap === true && s.outerOptimizer !== 'diloco') return { field: 'outerOverlap', message: `true: the overlap delays DiLoCo's outer step (it needs --outer-optimizer diloco, not ${s.outerOptimizer ?? 'none'})` };
+  if (s.innerBatchSize !== undefined && s.outerOptimizer !== 'diloco') return { field: 'innerBatchSize', message: `${s.innerBatchSize}: it sets DiLoCo's inner steps (it needs --outer-optimizer diloco, not ${s.outerOptimizer ?? 'none'})` };
   if (s.outerOptimizer === 'diloco' && (s.gradAverager ?? 'plain') !== 'plain') return { field: 'gradAverager', message: `${s.gradAverager}: diloco averages its pseudo-gradient as it is (--outer-optimizer diloco needs --grad-averager plain)` };
   return undefined;
 }

@@ -80,7 +80,11 @@ export interface SwarmPeerSummary {
   readonly stateAveraged: number;
   readonly loadedState: number;
   readonly samples: number;
-  /** Seconds this run spent computing micro-batches, and from its first micro-batch to its last step: their ratio is its compute utilisation. */
+  /**
+   * Seconds this run spent computing micro-batches, and from the end of its first micro-batch to its
+   * last step: their ratio is its compute utilisation. The first micro-batch is in neither: it builds
+   * the onnxruntime session (graph and kernels, seconds of start-up that are not training).
+   */
   readonly computeSeconds: number;
   readonly trainingSeconds: number;
   /** fp16 micro-batches dropped because their gradients overflowed. */
@@ -185,8 +189,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     observe(await collab.start({ ...sink.contributed(), ...resumed }));
     let halt: string | undefined;
     session.watchMemory((reason) => (halt = reason));
-    const computedBefore = collab.contributed.seconds;
-    const trainingStarted = performance.now();
+    let computedBefore = collab.contributed.seconds;
+    let trainingStarted: number | undefined;
     while (halt === undefined && !init.signal?.aborted && (init.maxEpochs === undefined || collab.epoch < init.maxEpochs)) {
       const started = performance.now();
       const batch = await session.data.next();
@@ -212,12 +216,16 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       const seconds = (performance.now() - started) / 1000;
       const outcome = await collab.step(session.grads, batch.batchSize, seconds, result.loss);
       observe(outcome, batch.batchSize / seconds);
+      if (trainingStarted === undefined) {
+        trainingStarted = performance.now();
+        computedBefore = collab.contributed.seconds;
+      }
       if (outcome.type === 'stepped' && performance.now() - lastSave >= savePeriodMs) await saveState();
     }
     if (halt !== undefined) throw new MemoryLimitError(halt);
     // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
-    const trainingSeconds = (performance.now() - trainingStarted) / 1000; // saving the state and the model is not training
+    const trainingSeconds = trainingStarted === undefined ? 0 : (performance.now() - trainingStarted) / 1000; // saving the state and the model is not training
     await writing;
     await saveState();
     await writing;

@@ -45,10 +45,10 @@ test('a value the owning schema refuses is a ConfigError naming the flag and wha
 });
 
 test('DiLoCo: its flags are run settings; a combination it cannot train with is refused naming the flag, and by the optimizer naming the option', () => {
-  const { cmd, flags } = run(['--outer-optimizer', 'diloco', '--inner-steps', '5', '--outer-lr', '0.5', '--outer-momentum', '0', '--outer-overlap']);
+  const { cmd, flags } = run(['--outer-optimizer', 'diloco', '--inner-steps', '5', '--inner-batch-size', '64', '--outer-lr', '0.5', '--outer-momentum', '0', '--outer-overlap']);
   const { settings, explicit } = runSettingFlags(cmd, flags);
-  assert.deepEqual([settings.outerOptimizer, settings.innerSteps, settings.outerLr, settings.outerMomentum, settings.outerOverlap], ['diloco', 5, 0.5, 0, true]);
-  assert.deepEqual([...explicit].sort(), ['innerSteps', 'outerLr', 'outerMomentum', 'outerOptimizer', 'outerOverlap']);
+  assert.deepEqual([settings.outerOptimizer, settings.innerSteps, settings.innerBatchSize, settings.outerLr, settings.outerMomentum, settings.outerOverlap], ['diloco', 5, 64, 0.5, 0, true]);
+  assert.deepEqual([...explicit].sort(), ['innerBatchSize', 'innerSteps', 'outerLr', 'outerMomentum', 'outerOptimizer', 'outerOverlap']);
   const local = { delayGradAveraging: false, delayOptimizerStep: false };
   checkRunSettings(settings, local);
   const refused: Array<[() => void, RegExp]> = [
@@ -56,11 +56,14 @@ test('DiLoCo: its flags are run settings; a combination it cannot train with is 
     [() => checkRunSettings({ ...settings, gradAverager: 'powersgd' }, local), /^--grad-averager: powersgd: diloco averages/],
     [() => checkRunSettings(settings, { ...local, delayOptimizerStep: true }), /^--delay-optimizer-step: is not supported with --outer-optimizer diloco/],
     [() => run(['--inner-steps', '0']), /^--inner-steps: invalid value "0"/],
+    [() => run(['--inner-batch-size', '0']), /^--inner-batch-size: invalid value "0"/],
+    [() => checkRunSettings({ ...settings, outerOptimizer: 'none', outerOverlap: false }, local), /^--inner-batch-size: 64: it sets DiLoCo's inner steps \(it needs --outer-optimizer diloco, not none\)$/],
     [() => run(['--outer-optimizer', 'adam']), /^--outer-optimizer: invalid value "adam"; accepted: none, diloco$/],
     [() => checkRunSettings({ ...settings, outerOptimizer: 'none' }, local), /^--outer-overlap: true: the overlap delays DiLoCo's outer step \(it needs --outer-optimizer diloco, not none\)$/],
   ];
   for (const [f, message] of refused) assert.throws(f, (err: unknown) => err instanceof ConfigError && message.test(err.message), String(message));
   assert.throws(() => resolveCollaborativeOptions({ ...settings, gradAverager: 'powersgd' }), /^RangeError: outer_optimizer diloco averages its pseudo-gradient as it is: grad_averager must be plain, not powersgd$/);
   assert.throws(() => resolveCollaborativeOptions({ ...settings, delayGradAveraging: true }), /delay_optimizer_step and delay_grad_averaging are not supported with outer_optimizer diloco/);
+  assert.throws(() => resolveCollaborativeOptions({ ...settings, outerOptimizer: 'none', outerOverlap: false }), /^RangeError: inner_batch_size sets DiLoCo's inner steps: it needs outer_optimizer diloco, not none$/);
   assert.throws(() => resolveCollaborativeOptions({ ...settings, outerOptimizer: 'none' }), /^RangeError: outer_overlap delays DiLoCo's outer step: it needs outer_optimizer diloco, not none$/);
 });

@@ -75,7 +75,11 @@ test('the run record schema rejects malformed and inconsistent values', () => {
   assert.equal(runParamsSchema.safeParse(plain).success, true, 'a record of an earlier Cohort, without the averager and outer optimizer fields, means plain averaging');
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', innerSteps: 5 }).success, true, 'a DiLoCo run');
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', outerOverlap: true }).success, true, 'a DiLoCo run with the one-step-delayed outer update');
-  assert.ok(encodeCbor(good).length <= 1024, `the record fits the namespace's 1 KiB: ${encodeCbor(good).length} bytes`);
+  assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', innerBatchSize: 64 }).success, true, 'a DiLoCo run whose inner steps take 64 samples');
+  // every optional field set, at its longest
+  const full = { ...good, outerOptimizer: 'diloco', innerSteps: 1_000_000, innerBatchSize: 10_000_000, outerOverlap: true, averageStateEvery: 1_000_000, aggregation: 'centered-clip', outerLr: 0.123456789, outerMomentum: 0.123456789 };
+  assert.equal(runParamsSchema.safeParse(full).success, true, JSON.stringify(runParamsSchema.safeParse(full).error?.issues));
+  assert.ok(encodeCbor(full).length <= 1024, `the record fits the namespace's 1 KiB: ${encodeCbor(full).length} bytes`);
   const { data: _data, adamBeta1: _b1, adamBeta2: _b2, adamEpsilon: _e, weightDecay: _w, clampValue: _c, maxGradNorm: _m, ...v1 } = good;
   const bad: Array<[string, unknown]> = [
     ['a version 1 record (no data, no LAMB recipe)', { ...v1, v: 1 }],
@@ -97,6 +101,8 @@ test('the run record schema rejects malformed and inconsistent values', () => {
     ['a PowerSGD min compression ratio of 1', { ...good, powersgdMinRatio: 1 }],
     ['an unknown outer optimizer', { ...good, outerOptimizer: 'adam' }],
     ['zero inner steps', { ...good, outerOptimizer: 'diloco', innerSteps: 0 }],
+    ['a zero inner batch size', { ...good, outerOptimizer: 'diloco', innerBatchSize: 0 }],
+    ['an inner batch size without DiLoCo', { ...good, innerBatchSize: 64 }],
     ['an outer momentum of 1', { ...good, outerMomentum: 1 }],
     ['DiLoCo with local updates', { ...good, outerOptimizer: 'diloco', useLocalUpdates: true }],
     ['DiLoCo with PowerSGD', { ...good, outerOptimizer: 'diloco', gradAverager: 'powersgd' }],
