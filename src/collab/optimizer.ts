@@ -369,7 +369,7 @@ export class CollaborativeOptimizer {
   private async progressView(): Promise<GlobalProgress> {
     const now = Date.now();
     if (now >= this.nextFetch) this.fetching ??= this.fetchProgress().finally(() => (this.fetching = undefined));
-    const last = globalProgress(this.withOwn(now), now, this.progressOptions());
+    const last = this.viewAt(now);
     const schedulesAhead = this.outer === undefined && last.eta <= this.o.matchmakingTime;
     return this.fetching !== undefined && (this.due(last) || schedulesAhead) ? this.fetching : last;
   }
@@ -751,12 +751,9 @@ export class CollaborativeOptimizer {
     return 1 + this.reports.filter((r) => r.epoch >= epoch - 1 && r.epoch <= epoch + ahead).length;
   }
 
-  private withOwn(now: number): PeerProgress[] {
-    return [...this.reports, this.own(now)];
-  }
-
-  private progressOptions(): { targetBatchSize: number; maxRefreshSeconds: number } {
-    return { targetBatchSize: this.o.targetBatchSize, maxRefreshSeconds: this.o.maxRefresh };
+  /** The swarm's progress as of `now`: the reports last read, and this peer's own as it is now. */
+  private viewAt(now: number): GlobalProgress {
+    return globalProgress([...this.reports, this.own(now)], now, { targetBatchSize: this.o.targetBatchSize, maxRefreshSeconds: this.o.maxRefresh });
   }
 
   private async fetchProgress(): Promise<GlobalProgress> {
@@ -764,7 +761,7 @@ export class CollaborativeOptimizer {
     try {
       const entries = await this.records.get(PROGRESS_KEY);
       // peers that left neither train nor serve state: this peer's swarm epoch is that of those still training
-      // this peer's own record gives way to its current view (withOwn); an earlier run's must not hold it back
+      // this peer's own record gives way to its current view (viewAt); an earlier run's must not hold it back
       const self = this.node.peerId.toString();
       const reports = currentProgress(entries, now).filter((e) => e.value.left !== true && e.owner !== self).map((e) => ({ peerId: e.owner, epoch: e.value.epoch, samples: e.value.samples, samplesPerSecond: e.value.samplesPerSecond, time: e.value.time, clientMode: e.value.clientMode }));
       this.reports = await this.followable.filter(reports, this.epochValue + 1);
@@ -773,7 +770,7 @@ export class CollaborativeOptimizer {
       // a read still in flight when this peer left fails as its node stops: nothing to report
       if (!this.left) this.log.warn(`could not read the swarm's progress: ${(err as Error).message}; using the last view`);
     }
-    const g = globalProgress(this.withOwn(now), now, this.progressOptions());
+    const g = this.viewAt(now);
     // from the read's end, as hivemind's fetcher: a read slower than the refresh period does not run back to back
     this.nextFetch = Date.now() + g.refreshIn * 1000;
     return g;

@@ -55,8 +55,8 @@ export class ObservedProgress {
    * epoch yet (its first record of the epoch not read before the round), the rate comes from its
    * newest earlier one; with none at all (a peer this one has not read yet: a newcomer's first
    * epochs), or none that gives a rate (records of 0 samples/s), there is nothing to judge by, and
-   * twice the target batch is the bound. Honest peers whose
-   * records lag must not be clamped: the coordinator flags a peer credited less than it claimed.
+   * twice the target batch is the bound. Honest peers whose records lag must not be clamped: the
+   * coordinator flags a peer credited less than it claimed.
    */
   bound(peer: string, epoch: number, now: number): number {
     const { targetBatchSize, maxStaleSeconds } = this.opts;
