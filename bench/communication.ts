@@ -136,22 +136,17 @@ try {
   const outcomes = new Map<Mode, Outcome>([['plain', plain]]);
   for (const mode of MODES.filter((m) => m !== 'plain' && modes.includes(m))) outcomes.set(mode, await train(root, template, mode, shape));
   const figures: Record<string, number | string> = {};
-  const prefixes: Record<Exclude<Mode, 'plain'>, string> = { powersgd: 'powersgd', diloco: 'diloco', 'diloco-overlap': 'diloco_overlap' };
   for (const [mode, o] of outcomes) {
-    if (mode === 'plain') continue;
-    const key = prefixes[mode];
-    figures[`${key}_bytes_ratio`] = plain.bytesPerSample / o.bytesPerSample;
-    figures[`${key}_loss_ratio`] = o.loss / plain.loss;
-    if (mode !== 'powersgd') figures[`${key}_utilisation`] = o.utilisation;
-    console.log(`${mode} sends ${(plain.bytesPerSample / o.bytesPerSample).toFixed(2)}× fewer bytes per sample than plain (goal ≥ ${mode === 'powersgd' ? 8 : 100}) at ${(o.loss / plain.loss).toFixed(4)}× the final loss (goal ≤ 1.05), compute utilisation ${o.utilisation.toFixed(3)}${mode === 'powersgd' ? '' : ' (goal ≥ 0.9)'}`);
-  }
-  for (const [mode, o] of outcomes) {
-    const key = mode === 'plain' ? 'plain' : prefixes[mode];
+    const key = mode.replace('-', '_');
     figures[`${key}_bytes_per_sample`] = o.bytesPerSample;
     figures[`${key}_mlm_loss`] = o.loss;
     figures[`${key}_samples`] = o.samples;
-    figures[mode === 'plain' || mode === 'powersgd' ? `${key}_averaged_steps` : `${key}_averaged_rounds`] = o.averaged;
-    if (mode === 'plain' || mode === 'powersgd') figures[`${key}_utilisation`] = o.utilisation;
+    figures[`${key}_averaged_${mode.startsWith('diloco') ? 'rounds' : 'steps'}`] = o.averaged;
+    figures[`${key}_utilisation`] = o.utilisation;
+    if (mode === 'plain') continue;
+    figures[`${key}_bytes_ratio`] = plain.bytesPerSample / o.bytesPerSample;
+    figures[`${key}_loss_ratio`] = o.loss / plain.loss;
+    console.log(`${mode} sends ${(plain.bytesPerSample / o.bytesPerSample).toFixed(2)}× fewer bytes per sample than plain (goal ≥ ${mode === 'powersgd' ? 8 : 100}) at ${(o.loss / plain.loss).toFixed(4)}× the final loss (goal ≤ 1.05), compute utilisation ${o.utilisation.toFixed(3)}${mode === 'powersgd' ? '' : ' (goal ≥ 0.9)'}`);
   }
   reportJson({ ...figures, preset: values.preset, peers, steps, rank: Number(values.rank), ...(modes.some((m) => m.startsWith('diloco')) ? { inner_steps: innerSteps, inner_batch_size: shape.innerBatch, diloco_round_target: shape.roundTarget, diloco_compression: values['diloco-compression'], diloco_rounds: rounds } : {}), load_average: os.loadavg()[0]! });
 } finally {
