@@ -119,6 +119,13 @@ export class CollaborativeOptimizer {
   /** delay_optimizer_step's compute copy and pending step (pass-through when off). */
   private readonly delayed: DelayedStep;
   private rate = 0;
+  /**
+   * When the last micro-batch was counted (performance.now(), ms), and the time since spent waiting
+   * for rounds and state downloads: the rate is of the wall time between micro-batches without them.
+   */
+  private rateClock: { at: number; pausedMs: number } | undefined;
+  /** Intervals the rate was measured over. */
+  private rateIntervals = 0;
   private reports: PeerProgress[] = [];
   private nextFetch = 0;
   private lastPublish = 0;
@@ -322,8 +329,20 @@ export class CollaborativeOptimizer {
     this.lossSum += loss * samples;
     this.totals.samples += samples;
     this.totals.seconds += seconds;
-    const measured = samples / Math.max(seconds, 1e-6);
-    this.rate = this.rate === 0 ? measured : 0.9 * this.rate + 0.1 * measured; // hivemind's performance_ema
+    // hivemind's PerformanceEMA: samples per second of wall time from one micro-batch to the next,
+    // rounds and state downloads left out (its pause_updates). Others extrapolate this peer's record
+    // with it, and between micro-batches a peer also loads data and stores records, computing nothing:
+    // a rate of compute time alone overstated it (tiny's epochs ended with 60 % of their batch).
+    // `seconds` is a floor (a caller may report compute time above the wall time it took). The first
+    // micro-batch only starts the clock (it includes building the engine's session); the first ten
+    // intervals are averaged evenly, then with weight 0.1, so the rate settles within an epoch
+    const at = performance.now();
+    if (this.rateClock !== undefined) {
+      const wall = (at - this.rateClock.at - this.rateClock.pausedMs) / 1000;
+      const alpha = Math.max(0.1, 1 / ++this.rateIntervals);
+      this.rate += alpha * (samples / Math.max(seconds, wall, 1e-6) - this.rate);
+    }
+    this.rateClock = { at, pausedMs: 0 };
     await this.publish(false);
     const g = await this.progressView();
     const now = Date.now();
@@ -419,7 +438,7 @@ export class CollaborativeOptimizer {
   private async update(g: GlobalProgress): Promise<StepOutcome> {
     // delay_grad_averaging, DiLoCo's overlap: a round still running is finished and applied before the next begins
     if (this.inFlight) {
-      const applied = await this.applyInFlight(this.inFlight, await this.inFlight.done);
+      const applied = await this.applyInFlight(this.inFlight, await this.paused(this.inFlight.done));
       // DiLoCo: this peer's own round is due as well; it begins now, not a micro-batch later (the caller sees the step that landed)
       if (this.outer && applied.type === 'stepped') await this.outerRound(this.outer, this.ended(g), g.peers);
       return applied;
@@ -434,7 +453,7 @@ export class CollaborativeOptimizer {
     const scheduled = this.takeScheduled(s.finished);
     const { done, cancel } = this.reduce(avg.data, s, scheduled);
     if (!this.o.delayGradAveraging) {
-      const result = await done;
+      const result = await this.paused(done);
       this.beginEpoch(s.next);
       return this.applyAveraged(s, result, g.peers, scheduled !== undefined);
     }
@@ -538,7 +557,7 @@ export class CollaborativeOptimizer {
     const delta = outer.pseudoGradient(this.params, this.averaged.data);
     const { done, cancel } = this.reduce(delta, s);
     if (this.o.outerOverlap) return this.inBackground({ ended: s, peers, done, preScheduled: false, cancel, result: undefined }, 'pseudo-gradient', 'inner steps of');
-    const result = await done;
+    const result = await this.paused(done);
     this.beginEpoch(s.next);
     return this.applyOuter(outer, s, result, peers, false);
   }
@@ -664,7 +683,7 @@ export class CollaborativeOptimizer {
       vector.set(opt.expAvgSq.data, 2 * n);
     }
     // issue 23: a part whose average moved further than its own norm (one bad reducer's answer) keeps this peer's values
-    const result = await averager.step(vector, { epoch, weight: 1, maxRelativeChange: 1 });
+    const result = await this.paused(averager.step(vector, { epoch, weight: 1, maxRelativeChange: 1 }));
     if (!result.ok) {
       this.log.warn(`Averaging state failed at epoch ${epoch}: ${result.reason}; keeping this peer's parameters`);
       return { reason: result.reason };
@@ -681,6 +700,16 @@ export class CollaborativeOptimizer {
     return { averagedWith: result.group.members.length };
   }
 
+  /** Awaits `p` with its time left out of this peer's rate (hivemind's PerformanceEMA.pause_updates). */
+  private async paused<T>(p: Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      return await p;
+    } finally {
+      if (this.rateClock) this.rateClock.pausedMs += performance.now() - started;
+    }
+  }
+
   private async loadState(swarmEpoch: number): Promise<StepOutcome> {
     this.log.info(`this peer is at epoch ${this.epochValue}, the swarm at ${swarmEpoch}: loading state from peers`);
     this.dropScheduled(`this peer loads the state of epoch ≥ ${swarmEpoch}`);
@@ -690,7 +719,7 @@ export class CollaborativeOptimizer {
       // that lag never closes. The in-flight round's state is what its members started from: a peer
       // that loads it joins that round (its group may still be forming) and lands where they do
       const minEpoch = this.o.outerOverlap ? swarmEpoch - 1 : swarmEpoch;
-      const loaded = await this.state.loadStateFromPeers({ minEpoch });
+      const loaded = await this.paused(this.state.loadStateFromPeers({ minEpoch }));
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);

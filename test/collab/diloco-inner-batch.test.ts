@@ -94,15 +94,17 @@ test('DiLoCo with gradCompression blockwise8: the pseudo-gradient goes in 8 bits
 
 test('DiLoCo: a micro-batch near the end of a round does not wait for the progress read it makes due (nothing is scheduled ahead); the peer ahead that read finds is acted on a micro-batch later', { timeout: 60_000 }, async (t) => {
   const [nodeA, nodeB] = await startSwarm(t, 2, { runId: 'diloco-progress-background' });
-  // 4 samples a second of a 12-sample round: after the first micro-batch the round ends in 2 s, within the matchmaking time
-  const p = unstarted(t, nodeA!, 1, { outerOptimizer: 'diloco', innerSteps: 50, targetBatchSize: 12, matchmakingTime: 2 });
+  // a 12-sample round: its first micro-batch starts the rate's clock; after the second (4 samples in
+  // the ≥ 1.5 s since) the round ends in about as long again, within the matchmaking time
+  const p = unstarted(t, nodeA!, 1, { outerOptimizer: 'diloco', innerSteps: 50, targetBatchSize: 12, matchmakingTime: 5 });
   await p.collab.start();
   const ahead = unstarted(t, nodeB!, 2, { outerOptimizer: 'diloco' });
   await ahead.collab.start({ epoch: 5 });
+  await p.collab.step(p.grads, 4, 1, 1);
   await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next micro-batch makes a fetch due
   const first = await p.collab.step(p.grads, 4, 1, 1);
   assert.equal(first.type, 'accumulated', `the micro-batch returned on the view it had, without waiting for the fetch: ${JSON.stringify(first)}`);
-  assert.ok(first.type === 'accumulated' && first.progress.eta <= 2, 'its round ends within the matchmaking time');
+  assert.ok(first.type === 'accumulated' && first.progress.eta <= 5, `its round ends within the matchmaking time (eta ${first.type === 'accumulated' ? first.progress.eta : '?'} s)`);
   const later: StepOutcome[] = [];
   for (let k = 0; k < 100 && later.at(-1)?.type !== 'loaded'; k++) {
     await new Promise((r) => setTimeout(r, 40));

@@ -197,6 +197,22 @@ test('micro-batches do not wait for the swarm’s progress: the fetch a micro-ba
   assert.deepEqual(later.at(-1), { type: 'loaded', epoch: 5, donor: nodeB!.peerId.toString() }, JSON.stringify(later.slice(-3)));
 });
 
+test('the throughput a peer reports is of its wall time between micro-batches, not of the compute time it passes: others extrapolate its record with it', { timeout: 60_000 }, async (t) => {
+  const [node] = await startSwarm(t, 1, { runId: 'opt-rate' });
+  const p = unstarted(t, node!, 1, { targetBatchSize: 1_000_000 });
+  await p.collab.start();
+  // 4 samples computed in 10 ms (400 samples/s), every 100 ms or more: the time between is the
+  // peer's too (loading data, storing records), so it makes at most 40 samples a second
+  let last: StepOutcome | undefined;
+  for (let k = 0; k < 50; k++) {
+    last = await p.collab.step(p.grads, 4, 0.01, 1);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(last?.type, 'accumulated');
+  const rate = last.type === 'accumulated' ? last.progress.samplesPerSecond : Number.NaN;
+  assert.ok(rate > 0 && rate <= 60, `reported ${rate} samples/s for 4 samples every ≥ 100 ms`);
+});
+
 test('a progress report no advertised state backs (a peer claims epoch 1,000,000 and serves nothing) is left out: the others train and average on, warned once', { timeout: 60_000 }, async (t) => {
   const [liar, nodeA, nodeB] = await startSwarm(t, 3, { runId: 'opt-bogus-epoch' });
   await publishProgress(liar!, { epoch: 1_000_000, samplesPerSecond: 1000 });
