@@ -154,3 +154,10 @@ export const STATS_RECORD_INTERVAL_MS = 30 * second;
  * to ask (the swarm lab: a peer whose connections all dropped on a loaded machine trained alone).
  */
 export const REJOIN_CHECK_MS = 5 * second;
+/**
+ * Longest a node with an empty routing table waits for a connected peer's identify or ping answer
+ * before it tries again; the wait starts at REJOIN_CHECK_MS and doubles each time it was too short.
+ * Under a loaded machine's backlog answers took 5–6 s (bench dht, 60 peers in one process given a
+ * sixth of a core), and a joiner stays unroutable until one arrives in time.
+ */
+export const ROUTING_REFILL_MAX_TIMEOUT_MS = 40 * second;

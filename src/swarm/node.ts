@@ -17,7 +17,7 @@ import { pino } from 'pino';
 import type { z } from 'zod';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, ROUTING_REFILL_MAX_TIMEOUT_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol } from './libp2p-internals.js';
@@ -193,9 +193,11 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     onRetry: (addr, attempt, delayMs, error) => log.warn(`initial peer ${addr} did not answer (attempt ${attempt}/${cfg.bootstrap.attempts}: ${error}); retrying in ${delayMs} ms`),
   }).then(async (report) => {
     logBootstrap(log, cfg, report);
+    // Before the join lookup: with an empty routing table that lookup waits up to 10 s for kad-dht
+    // to add a peer, and the refill is what adds it when kad-dht's one try failed.
+    if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, (peer) => serving.get(peer.toString()), cfg, stopping.signal, log);
     if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
     if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length);
-    if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, cfg, stopping.signal, log);
     return report;
   });
 
@@ -280,8 +282,9 @@ async function joinLookup(dht: KadDHT, self: PeerId, stopping: AbortSignal, log:
  * machine or peers restart; a node left with none would otherwise stay alone for good. A node that
  * is connected but whose routing table is empty refills it (`refillRoutingTable`).
  */
-async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, cfg: ResolvedSwarmInit, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, servesDht: (peer: PeerId) => boolean | undefined, cfg: ResolvedSwarmInit, stopping: AbortSignal, log: pino.Logger): Promise<void> {
   let alone = false;
+  let refillTimeoutMs = REJOIN_CHECK_MS;
   for (;;) {
     try {
       await sleep(REJOIN_CHECK_MS, undefined, { signal: stopping });
@@ -290,7 +293,10 @@ async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, identifyService: Ide
     }
     if (libp2p.getConnections().length > 0) {
       alone = false;
-      await refillRoutingTable(libp2p, dht, identifyService, kadProtocol(cfg.runId), stopping, log);
+      const filled = await refillRoutingTable(libp2p, dht, identifyService, servesDht, refillTimeoutMs, stopping, log);
+      // An answer slower than the time given is not lost: on a loaded machine an identify or ping
+      // of a busy peer takes longer than 5 s, and the same wait would time out again each time.
+      refillTimeoutMs = filled ? REJOIN_CHECK_MS : Math.min(2 * refillTimeoutMs, ROUTING_REFILL_MAX_TIMEOUT_MS);
       continue;
     }
     // said once per time alone: the redials repeat every few seconds while the swarm is unreachable
@@ -309,27 +315,30 @@ async function rejoinWhenAlone(libp2p: Libp2p, dht: KadDHT, identifyService: Ide
  * DHT protocol, and only if a ping answers then. On a loaded machine either can time out, and
  * nothing tries again: the node stays connected with an empty routing table, and its own lookups
  * wait for a peer in it until they time out (bench dht: 1–2 of 5 joiners of a 30–100 peer swarm in
- * one process, their one connection to a DHT server). So a node whose table is empty adds its
- * connected DHT servers again, and identifies again the peers whose identify never finished.
+ * one process, their one connection to a DHT server). So a node whose table is empty identifies
+ * again the peers whose identify never finished and adds its connected DHT servers again, giving
+ * each step `timeoutMs`. Whether identify finished is what identify reported (`servesDht`), not the
+ * peer store's protocol list: the peer's own streams to this node (its identify of this node, its
+ * pings) fill that list without saying whether the peer serves the DHT. Resolves whether the table
+ * holds a peer.
  */
-async function refillRoutingTable(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, kad: string, stopping: AbortSignal, log: pino.Logger): Promise<void> {
+async function refillRoutingTable(libp2p: Libp2p, dht: KadDHT, identifyService: Identify, servesDht: (peer: PeerId) => boolean | undefined, timeoutMs: number, stopping: AbortSignal, log: pino.Logger): Promise<boolean> {
   const table = routingTable(dht);
-  if (table.size > 0) return;
-  const signal = AbortSignal.any([stopping, AbortSignal.timeout(REJOIN_CHECK_MS)]);
+  if (table.size > 0) return true;
+  const signal = AbortSignal.any([stopping, AbortSignal.timeout(timeoutMs)]);
   await Promise.all(
     libp2p.getConnections().map(async (connection) => {
       const peer = connection.remotePeer;
       try {
-        const protocols = (await libp2p.peerStore.get(peer).catch(() => undefined))?.protocols ?? [];
-        // identify done again reports the protocols afresh: kad-dht then tries to add the peer itself
-        if (protocols.length === 0) await identifyService.identify(connection, { signal });
-        else if (protocols.includes(kad)) await table.add(peer, { signal });
+        if (servesDht(peer) === undefined) await identifyService.identify(connection, { signal });
+        if (servesDht(peer) === true) await table.add(peer, { signal });
       } catch (err) {
         log.debug({ peer: peer.toString(), err: (err as Error).message }, 'routing table still empty: the peer did not answer');
       }
     }),
   );
   if (table.size > 0) log.info(`routing table was empty while connected: refilled from ${table.size} connected DHT server(s)`);
+  return table.size > 0;
 }
 
 async function serverJoinLookups(dht: KadDHT, self: PeerId, stopping: AbortSignal, log: pino.Logger): Promise<void> {
