@@ -21,6 +21,8 @@ export interface DhtFigures {
   readonly getRepeat: number[];
   /** share of repeated gets that returned the repeated store's value */
   readonly successRepeat: number;
+  /** connections opened per first store or get (a lookup's dials), over the swarm */
+  readonly dialsPerOp: number;
   readonly startupS: number;
   /** CPU seconds this process spent starting the swarm: steadier than startupS on a shared machine */
   readonly startupCpuS: number;
@@ -66,7 +68,7 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
         await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
       } catch (err) {
         // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
-        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, storeRepeat: [], getRepeat: [], successRepeat: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
+        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, storeRepeat: [], getRepeat: [], successRepeat: 0, dialsPerOp: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
       }
     }
     const startupS = (performance.now() - started) / 1000;
@@ -78,15 +80,20 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
     const getRepeat: number[] = [];
     let found = 0;
     let foundRepeat = 0;
+    // every connection is counted at both of its ends, all of them in this process
+    const connections = (): number => nodes.reduce((sum, n) => sum + n.stats().connections.length, 0) / 2;
+    let dialed = 0;
     for (let i = 0; i < ops; i++) {
       const writer = ns[(i * 7) % peers]!;
       const reader = ns[(i * 13 + 5) % peers]!;
+      const before = connections();
       let t = performance.now();
       await writer.store(`progress/${i}`, '', { samples: i, epoch: 1 }, Date.now() + 60_000);
       store.push(performance.now() - t);
       t = performance.now();
       const got = await reader.get(`progress/${i}`);
       get.push(performance.now() - t);
+      dialed += connections() - before;
       if ([...got.values()][0]?.value.samples === i) found++;
       t = performance.now();
       await writer.store(`progress/${i}`, '', { samples: i, epoch: 2 }, Date.now() + 60_000);
@@ -96,7 +103,7 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
       getRepeat.push(performance.now() - t);
       if ([...again.values()][0]?.value.epoch === 2) foundRepeat++;
     }
-    return { peers, joined: peers, store, get, success: found / ops, storeRepeat, getRepeat, successRepeat: foundRepeat / ops, startupS, startupCpuS };
+    return { peers, joined: peers, store, get, success: found / ops, storeRepeat, getRepeat, successRepeat: foundRepeat / ops, dialsPerOp: dialed / (2 * ops), startupS, startupCpuS };
   } finally {
     await Promise.all(nodes.map((n) => n.stop()));
   }
@@ -105,5 +112,5 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
 /** One human line for a measurement. */
 export function describeDht(f: DhtFigures): string {
   if (f.failed !== undefined) return `${f.peers} peers: did not start, ${f.joined} routable after ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s (${f.failed})`;
-  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys; again: store median ${median(f.storeRepeat).toFixed(1)} ms (p90 ${p90(f.storeRepeat).toFixed(1)}), get median ${median(f.getRepeat).toFixed(1)} ms (p90 ${p90(f.getRepeat).toFixed(1)}), success ${f.successRepeat.toFixed(3)} [startup ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s]`;
+  return `${f.peers} peers: store median ${median(f.store).toFixed(1)} ms (p90 ${p90(f.store).toFixed(1)}), get median ${median(f.get).toFixed(1)} ms (p90 ${p90(f.get).toFixed(1)}), success ${f.success.toFixed(3)} over ${f.get.length} keys; again: store median ${median(f.storeRepeat).toFixed(1)} ms (p90 ${p90(f.storeRepeat).toFixed(1)}), get median ${median(f.getRepeat).toFixed(1)} ms (p90 ${p90(f.getRepeat).toFixed(1)}), success ${f.successRepeat.toFixed(3)}; ${f.dialsPerOp.toFixed(1)} connections opened per first store or get [startup ${f.startupS.toFixed(1)} s, ${f.startupCpuS.toFixed(1)} CPU-s]`;
 }

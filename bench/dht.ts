@@ -4,7 +4,7 @@
 // and success with 10, 50 and 256 peers (--quick: 10 and 50; --peers: these; `dht_256_get_ms`,
 // `dht_256_success`), the same for a key stored and read again by the same two peers
 // (`store_repeat_ms_median_<n>`, `get_repeat_ms_median_<n>`, p90s, `success_repeat_<n>`), `joined_<n>` (peers routable: n, or how far a swarm that did not start got),
-// `startup_cpu_s_<n>` (CPU seconds to start the swarm: steadier than wall time on a shared machine),
+// `dials_per_op_<n>` (connections a first store or get opened: its lookup's dials), `startup_cpu_s_<n>` (CPU seconds to start the swarm: steadier than wall time on a shared machine),
 // and libp2p stream throughput (a direct connection: TCP + TLS 1.3 on the socket + yamux) against a raw TCP socket moving the same bytes in the same rounds
 // (`stream_vs_tcp` = libp2p ÷ raw TCP).
 import net from 'node:net';
@@ -130,6 +130,7 @@ for (const peers of sizes) {
     [`get_repeat_ms_median_${peers}`]: +median(f.getRepeat).toFixed(2),
     [`get_repeat_ms_p90_${peers}`]: +p90(f.getRepeat).toFixed(2),
     [`success_repeat_${peers}`]: f.successRepeat,
+    [`dials_per_op_${peers}`]: +f.dialsPerOp.toFixed(1),
   });
 }
 if (sizes.includes(256)) {
