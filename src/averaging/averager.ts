@@ -131,6 +131,11 @@ export interface ScheduleOptions {
 export interface StepOptions extends Omit<ScheduleOptions, 'size'> {
   /** Samples behind this vector (hivemind's weight). */
   readonly weight: number;
+  /**
+   * The caller's view shows the swarm already stepped past `epoch`: matchmaking gives up as soon as
+   * it finds nobody left to group with, instead of waiting out the matchmaking time (MatchmakingParams).
+   */
+  readonly late?: boolean;
   /** A part whose average moved further than this × the norm of our own values there keeps ours (see AllreduceOptions). */
   readonly maxRelativeChange?: number;
 }
@@ -142,8 +147,11 @@ export interface StepOptions extends Omit<ScheduleOptions, 'size'> {
  */
 export interface ScheduledStep {
   readonly epoch: number;
-  /** Averages `vector` (weight = samples) with the scheduled group; if that group did not form, looks for one again once. */
-  run(vector: Float32Array, weight: number): Promise<StepResult>;
+  /**
+   * Averages `vector` (weight = samples) with the scheduled group; if that group did not form, looks
+   * for one again once (`late`: as StepOptions.late, for that second look).
+   */
+  run(vector: Float32Array, weight: number, late?: boolean): Promise<StepResult>;
   /** Gives the round up: before `run` the group goes on without this peer; while it runs, the round is aborted: this peer stops sending and reducing its parts. */
   cancel(reason: string): void;
 }
@@ -267,7 +275,7 @@ export class Averager {
     return this.begin(opts, true);
   }
 
-  private begin(opts: ScheduleOptions, scheduled: boolean, maxRelativeChange?: number): ScheduledStep {
+  private begin(opts: ScheduleOptions & { readonly late?: boolean }, scheduled: boolean, maxRelativeChange?: number): ScheduledStep {
     if (this.stopped) throw new Error(`averager "${this.cfg.prefix}" is stopped`);
     if (!Number.isInteger(opts.epoch) || opts.epoch < 0) throw new RangeError(`step epoch ${opts.epoch} must be a non-negative integer`);
     if (!Number.isInteger(opts.size) || opts.size < 0 || opts.size > C.MAX_VECTOR_VALUES) throw new RangeError(`vector of ${opts.size} values: accepted 0 to ${C.MAX_VECTOR_VALUES}`);
@@ -279,11 +287,11 @@ export class Averager {
     const signal = opts.signal ? AbortSignal.any([opts.signal, abort.signal]) : abort.signal;
     const weight = new MemberWeight();
     const schema = this.init.powerSgd ? powerSgdSchema(opts.schema ?? schemaHash(opts.size), this.init.powerSgd.layout) : (opts.schema ?? schemaHash(opts.size));
-    const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, ...(opts.weightBound ? { weightBound: opts.weightBound } : {}), signal };
+    const round = { epoch: opts.epoch, schema, size: opts.size, expectedPeers, ...(opts.weightBound ? { weightBound: opts.weightBound } : {}), late: opts.late === true, signal };
     const matched = this.match(round, weight);
     matched.catch(() => undefined); // a cancelled round's rejection is nobody's to handle; `run` still sees it
     let ran = false;
-    const run = async (vector: Float32Array, w: number): Promise<StepResult> => {
+    const run = async (vector: Float32Array, w: number, late = round.late): Promise<StepResult> => {
       if (ran) throw new Error(`the averaging round of epoch ${opts.epoch} already ran`);
       try {
         checkWeight(w);
@@ -299,7 +307,7 @@ export class Averager {
         if (group instanceof MatchmakingError && scheduled && !signal.aborted) {
           // the pre-scheduled group fell apart (a leader not ready in time, an early close): one fresh try, as an unscheduled step
           this.log.info(`the pre-scheduled group for epoch ${opts.epoch} did not form (${group.message}); looking for a group again`);
-          group = await this.match(round, new MemberWeight(w));
+          group = await this.match({ ...round, late }, new MemberWeight(w));
         }
         if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
         if (this.init.powerSgd) return await this.reducePowerSgd(this.init.powerSgd, group, vector, signal, opts.weightBound);
@@ -324,7 +332,7 @@ export class Averager {
 
   /** Matchmaking for one round: the group, or the MatchmakingError saying why none formed (logged). */
   private async match(
-    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly expectedPeers: () => number; readonly weightBound?: (peer: string) => number; readonly signal: AbortSignal },
+    round: { readonly epoch: number; readonly schema: string; readonly size: number; readonly expectedPeers: () => number; readonly weightBound?: (peer: string) => number; readonly late: boolean; readonly signal: AbortSignal },
     weight: MemberWeight,
   ): Promise<GroupInfo | MatchmakingError> {
     const { epoch, schema, size, signal } = round;
@@ -352,6 +360,7 @@ export class Averager {
           size,
           chunkValues: this.cfg.chunkValues,
           ...(round.weightBound ? { weightBound: round.weightBound } : {}),
+          late: round.late,
           signal,
         },
         this.log,

@@ -70,6 +70,12 @@ export interface MatchmakingParams {
    * description (logged). @default no bound
    */
   readonly weightBound?: (peer: string) => number;
+  /**
+   * The caller's view shows the swarm already stepped past this round's epoch: only peers as late as
+   * this one are left to group with. Once LATE_READS reads after its own declaration show none it
+   * could group with, it gives up instead of waiting out the matchmaking time (see leftBehind).
+   */
+  readonly late?: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -106,6 +112,12 @@ const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALRE
  * round (bench allreduce: 8 peers, no group in 3 runs of 3).
  */
 const UNREACHABLE_TRIES = 3;
+
+/**
+ * Reads of the key after its own declaration was stored that a late peer makes before it gives up
+ * finding nobody to group with: peers as late as it, declaring in the same second, find each other.
+ */
+const LATE_READS = 2;
 
 /** Polls after which a leader alone asks a declared peer that never joined it (see probeSilent). */
 const SILENT_POLLS = 4;
@@ -161,6 +173,9 @@ export class Matchmaker {
   private started = 0;
   /** When this peer's weight became known (at the start for a plain step). */
   private readyAt: number | undefined;
+  /** Whether this peer's declaration was stored (or failed to be), and the reads of the key begun after that. */
+  private declarationSettled = false;
+  private readsAfterDeclaring = 0;
 
   constructor(
     private readonly node: SwarmNode,
@@ -249,11 +264,14 @@ export class Matchmaker {
       if (stored.replicas === 0) this.log.warn({ key: this.p.key, refused: stored.refused }, 'group declaration reached no DHT peer; others may not find this peer');
     } catch (err) {
       this.log.warn({ key: this.p.key, err: (err as Error).message }, 'could not declare this peer for a group');
+    } finally {
+      this.declarationSettled = true;
     }
   }
 
   /** Reads the declarations under the key into `declared` and `seen`; a read that outlasts `end` counts as finding nobody. */
   private async readDeclarations(end: number): Promise<ReadonlyArray<RecordEntry<Declaration>>> {
+    const afterDeclaring = this.declarationSettled;
     const nothing = new Map<string, RecordEntry<Declaration>>();
     let timer: NodeJS.Timeout | undefined;
     const entries = await Promise.race([
@@ -264,6 +282,7 @@ export class Matchmaker {
       new Promise<typeof nothing>((resolve) => (timer = setTimeout(() => resolve(nothing), Math.max(0, end - Date.now())))),
     ]);
     clearTimeout(timer);
+    if (afterDeclaring) this.readsAfterDeclaring++;
     // a banned peer is neither asked to lead nor waited for: to this node it is not in the swarm; a peer on other data is never grouped with
     const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema && this.hub.banned(entry.owner) === undefined && this.dataMatches(entry.owner, entry.value.data));
     for (const entry of matching) {
@@ -617,12 +636,22 @@ export class Matchmaker {
    * caller's fallback (a local step) is better taken now, while the swarm's next round still waits
    * for this peer. A client-mode peer only needs the server peers' refusals: it can follow nobody
    * else, and the client-mode peers it never asks could not lead it (the swarm lab's NAT'd latecomers
-   * waited out the matchmaking time: 32 peers, 21 of them client-mode).
+   * waited out the matchmaking time: 32 peers, 21 of them client-mode). A late peer (`late`) with
+   * nobody at all to group with gives up too, after LATE_READS reads that followed its declaration:
+   * the round's declarations had expired, or only client-mode latecomers were left. Each such wait
+   * cost a matchmaking time of about an epoch, so the peer came to the next round late again: NAT'd
+   * peers of a 30-minute lab soak failed every round for 10–14 minutes on end.
    */
   private leftBehind(): boolean {
     if (this.followers.length > 0) return false;
-    const others = [...this.seen].filter((p) => p !== this.self && !(this.p.self.clientMode && this.declared.get(p)?.clientMode === true));
-    return others.length > 0 && others.every((p) => this.refusedBy.has(p));
+    const others = this.groupable();
+    if (others.length > 0) return others.every((p) => this.refusedBy.has(p));
+    return this.p.late === true && this.readsAfterDeclaring >= LATE_READS;
+  }
+
+  /** Other peers declared under the key that this one could group with: a client-mode peer can only follow a server. */
+  private groupable(): string[] {
+    return [...this.seen].filter((p) => p !== this.self && !(this.p.self.clientMode && this.declared.get(p)?.clientMode === true));
   }
 
   private noGroup(): MatchmakingError {
@@ -638,7 +667,9 @@ export class Matchmaker {
     }
     const seen = [...this.seen];
     const what =
-      seen.length < this.p.minGroupSize
+      this.p.late === true && this.groupable().length === 0 && this.leftBehind()
+        ? `the swarm stepped past this round and none of the ${seen.length - 1} other peer(s) declared under key ${this.p.key} could group with this one${this.p.self.clientMode ? ' (a client-mode peer can only follow a server peer)' : ''} (after ${seconds} s)`
+        : seen.length < this.p.minGroupSize
         ? `only ${seen.length} of min ${this.p.minGroupSize} peers declared under key ${this.p.key} within ${seconds} s`
         : this.leftBehind()
           ? `all ${seen.length - 1} other peers declared under key ${this.p.key} already closed their groups or moved on (after ${seconds} s)`

@@ -71,6 +71,8 @@ export const DILOCO_PREFIX = 'diloco';
 interface EndedEpoch {
   readonly finished: number;
   readonly next: number;
+  /** The swarm had stepped past `finished` when this peer ended it: its round is (mostly) over. */
+  readonly late: boolean;
   readonly samples: number;
   readonly loss: number;
 }
@@ -466,14 +468,16 @@ export class CollaborativeOptimizer {
    */
   private reduce(vector: Float32Array, s: EndedEpoch, scheduled?: ScheduledStep): { done: Promise<Reduced>; cancel: (reason: string) => void } {
     const abort = new AbortController();
-    const reducing = scheduled ? scheduled.run(vector, s.samples) : this.grads.step(vector, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), signal: abort.signal });
+    // a late peer gives up as soon as nobody is left in its round: waiting out the matchmaking time
+    // (about an epoch) made it late for the next round too, round after round (docs/collab.md)
+    const reducing = scheduled ? scheduled.run(vector, s.samples, s.late) : this.grads.step(vector, { epoch: s.finished, weight: s.samples, expectedPeers: this.peersAt(s.finished), weightBound: this.weightBound(s.finished), late: s.late, signal: abort.signal });
     const done = reducing.catch((err: unknown): Reduced => ({ ok: false, reason: (err as Error).message }));
     return { done, cancel: scheduled ? (reason) => scheduled.cancel(reason) : (reason) => abort.abort(new Error(reason)) };
   }
 
   /** The epoch this peer ends now: hivemind's next epoch = max(local + 1, global), so a late peer lands on the swarm's epoch. */
   private ended(g: GlobalProgress): EndedEpoch {
-    return { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
+    return { finished: this.epochValue, next: Math.max(this.epochValue + 1, g.epoch), late: g.epoch > this.epochValue, samples: this.epochSamples, loss: this.lossSum / this.epochSamples };
   }
 
   /** Moves to the next epoch while `round` runs in the background; its update is applied once it ends (applyInFlight). */

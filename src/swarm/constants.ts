@@ -62,8 +62,6 @@ export const MAX_ENTRIES_PER_REQUEST = 64;
 export const DEFAULT_REPLICATION = 5;
 /** One records request/response exchange with one peer. */
 export const RECORDS_REQUEST_TIMEOUT_MS = 5 * second;
-/** Requests a DHT lookup keeps in flight (Kademlia's α). */
-export const DHT_QUERY_ALPHA = 3;
 /** Finding the peers closest to a key. */
 export const CLOSEST_PEERS_TIMEOUT_MS = 10 * second;
 /**

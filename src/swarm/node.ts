@@ -17,7 +17,7 @@ import { pino } from 'pino';
 import type { z } from 'zod';
 import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
-import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, DHT_QUERY_ALPHA, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, ROUTING_REFILL_MAX_TIMEOUT_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
+import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, ROUTING_REFILL_MAX_TIMEOUT_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol } from './libp2p-internals.js';
@@ -121,11 +121,6 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
         // by default); with libp2p's 20 every joiner dialed every node of a swarm of ~25, and 50
         // in-process peers did not finish starting (bench dht, docs/protocol.md)
         kBucketSize: 2 * cfg.replication,
-        // Kademlia's α = 3 on one path. kad-dht's default (10 disjoint paths of 10 in flight each)
-        // dialed 20–35 new peers per lookup and took twice as long (bench dht, docs/protocol.md);
-        // the paths would not add safety here, since closestPeers merges their answers anyway.
-        alpha: DHT_QUERY_ALPHA,
-        disjointPaths: 1,
         logPrefix: `libp2p:cohort:${cfg.runId}:dht`,
         datastorePrefix: `/cohort/${cfg.runId}/dht`,
       }),
@@ -400,7 +395,8 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
  * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
  * ends as soon as the `count` nearest servers known have all answered and no server still to be
  * asked is nearer (Kademlia's termination for `count`): kad-dht's own query goes on until its k
- * nearest (kBucketSize) answered, asking (and dialing) more peers than a store needs.
+ * nearest (kBucketSize) answered on every one of its 10 disjoint paths (alpha), asking (and
+ * dialing) more peers than a store needs.
  */
 async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
   const target = sha256(key);

@@ -86,6 +86,35 @@ test('a latecomer, server or client-mode, left behind by a group with client-mod
   }
 });
 
+test('late peers (the swarm stepped past their round) with nobody left to group with give up at once; a late server still gathers late client-mode peers', async (t) => {
+  const servers = await startSwarm(t, 3, { runId: 'mm-lagging' });
+  const clients = await Promise.all([0, 1].map(() => startNode(t, { runId: 'mm-lagging', clientMode: true, listen: [], initialPeers: servers[0]!.multiaddrs() })));
+  await Promise.all(clients.map((n) => n.ready));
+  // the on-time pair's declarations live 2 s; the latecomers would wait 20 s for a group
+  const [s0, s1, lateServer, c3, c4] = averagers(t, [...servers, ...clients], (i) => ({ prefix: 'grad', ...FAST, ...(i < 2 ? { matchmakingTimeMs: 1500, averagingExpirationMs: 2000 } : { matchmakingTimeMs: 20_000, averagingExpirationMs: 30_000 }), minGroupSize: 2 }));
+  const onTime = await Promise.all([s0!, s1!].map((a, i) => a.step(randomVector(50, i + 1), { epoch: 3, weight: 1, expectedPeers: 2 })));
+  assert.ok(onTime.every((r) => r.ok), JSON.stringify(onTime.map((r) => (r.ok ? 'ok' : r.reason))));
+  await delay(2500); // their declarations have expired
+  // two client-mode latecomers: neither can lead, so there is nobody either could group with (in the
+  // swarm lab such peers waited out every round's matchmaking time and were late for the next, for minutes)
+  let started = Date.now();
+  const lagging = await Promise.all([c3!, c4!].map((a, i) => a.step(randomVector(50, 3 + i), { epoch: 3, weight: 1, late: true })));
+  for (const r of lagging) {
+    assert.ok(!r.ok && r.code === 'NO_GROUP', r.ok ? 'grouped' : r.reason);
+    assert.match(r.reason, /the swarm stepped past this round and none of the \d+ other peer\(s\) declared under key averaging\/grad:3 could group with this one \(a client-mode peer can only follow a server peer\)/);
+  }
+  assert.ok(Date.now() - started < 10_000, `the client-mode latecomers waited ${Date.now() - started} ms of a 20 s matchmaking time`);
+  // a late server and a late client-mode peer of the next round find each other: the server leads
+  const [led, followed] = await Promise.all([lateServer!.step(randomVector(50, 5), { epoch: 4, weight: 1, expectedPeers: 2, late: true }), c3!.step(randomVector(50, 6), { epoch: 4, weight: 1, expectedPeers: 2, late: true })]);
+  assert.ok(led.ok && followed.ok, `${led.ok ? '' : led.reason} ${followed.ok ? '' : followed.reason}`);
+  assert.deepEqual(led.group.members.map((m) => m.peer).sort(), [servers[2]!.peerId.toString(), clients[0]!.peerId.toString()].sort());
+  // a late server alone gives up as quickly
+  started = Date.now();
+  const alone = await lateServer!.step(randomVector(50, 7), { epoch: 5, weight: 1, late: true });
+  assert.ok(!alone.ok && /the swarm stepped past this round and none of the 0 other peer\(s\)/.test(alone.reason), alone.ok ? 'grouped' : alone.reason);
+  assert.ok(Date.now() - started < 10_000, `the late server alone waited ${Date.now() - started} ms`);
+});
+
 interface Child {
   readonly peer: string;
   readonly lines: AsyncIterator<string>;
