@@ -13,15 +13,17 @@
 // failure or Ctrl-C (and a later run removes what a killed one left).
 //
 //   npm run bench -- swarm-lab [--peers 32] [--minutes 20] [--simulated-compute 8] [--epoch-seconds 15]
-//                               [--churn-every <s>] [--preset tiny] [--keep-logs]
+//                               [--churn-every <s>] [--preset tiny] [--keep-logs] [--log-level debug]
 //
 // Figures come from the peers' own log lines (what `cohort run` prints as it trains) and their
 // processes' RSS (/proc). Last line: JSON with averaged_share (per epoch, the share of the peers
-// that stepped whose gradients entered a group average; median over epochs), median_group_size,
+// that stepped whose gradients entered a group average; median over epochs), averaged_steps_share
+// (the same over all peers' steps together), median_group_size,
 // epoch_overhead (median epoch wall time ÷ the compute-only time: target batch ÷ the live peers'
 // samples/s), bytes_per_peer_per_epoch (sent + received by a peer's gradient all-reduce, median),
 // join_to_first_average_s (a newcomer's start to its first average, median; _max too),
-// failed_rounds (count by reason), rss_growth_mb_per_h (max over peers that trained 11+ minutes),
+// failed_rounds (count by reason), rss_growth_mb_per_h (max over peers with 10+ minutes of RSS
+// samples from a minute after their first full-state save: the least-squares slope),
 // and peers_crashed, nat_peers / nat_peers_averaged, peers_never_averaged (lived ≥ 3 epochs).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,6 +34,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { attachToBridge, createBridge, ensureNft, inNs, linkNamespaces, natRouter, removeNetns, shape } from './_netns.js';
 import { median, reportJson } from './_report.js';
+import { LOG_LEVELS } from '../src/config/settings.js';
+import { DEFAULT_SAVE_STATE_MINUTES } from '../src/training/options.js';
 
 const { values: opt } = parseArgs({
   options: {
@@ -42,6 +46,7 @@ const { values: opt } = parseArgs({
     'churn-every': { type: 'string' },
     preset: { type: 'string', default: 'tiny' },
     'keep-logs': { type: 'boolean', default: false },
+    'log-level': { type: 'string', default: 'info' },
   },
 });
 function numberOption(name: string, value: string | undefined, min: number): number {
@@ -52,6 +57,10 @@ function numberOption(name: string, value: string | undefined, min: number): num
 const PEERS = Math.round(numberOption('peers', opt.peers, 3));
 if (PEERS > 200) throw new Error(`--peers ${PEERS}: at most 200 (one /24 per NAT'd peer)`);
 const MINUTES = numberOption('minutes', opt.minutes, 1);
+/** The peers' and the coordinator's log level: the figures come from their info lines, so info or more detail. */
+const LOG_LEVELS_WITH_INFO = LOG_LEVELS.slice(0, LOG_LEVELS.indexOf('info') + 1);
+const LOG_LEVEL = opt['log-level'];
+if (!(LOG_LEVELS_WITH_INFO as readonly string[]).includes(LOG_LEVEL)) throw new Error(`--log-level must be one of ${LOG_LEVELS_WITH_INFO.join(', ')} (the figures come from the peers' info lines), got ${LOG_LEVEL}`);
 const RATE = numberOption('simulated-compute', opt['simulated-compute'], 0.1);
 const EPOCH_S = numberOption('epoch-seconds', opt['epoch-seconds'], 2);
 // the issue's churn: a quarter of the swarm per 10 minutes
@@ -78,6 +87,8 @@ fs.mkdirSync(LOGS);
 const STOP_GRACE_MS = 60_000;
 /** The shortest span of RSS samples whose growth is reported (the issue's goal is over a 30-minute soak). */
 const RSS_MIN_SPAN_MS = 10 * 60_000;
+/** RSS growth is measured from this long after a peer began training: a minute after its first full-state save. */
+const RSS_SETTLE_MS = (DEFAULT_SAVE_STATE_MINUTES + 1) * 60_000;
 /** How long the first wave may take to start training. */
 const STARTUP_LIMIT_MS = 300_000;
 
@@ -196,7 +207,7 @@ const RUN_WIDE = ['--preset', opt.preset, '--target-batch-size', String(TARGET_B
 
 async function startCoordinator(dataDir: string): Promise<string> {
   let code: string | undefined;
-  coordinator = cohort(`${NAMES.prefix}-co`, ['run', '--coordinator', '--run-id', 'swarm-lab', '--data-dir', dataDir, '--listen', '/ip4/10.78.0.1/tcp/0', '--reachability', 'public', '--checkpoint-every', '0', '--refresh', '2', '--log-level', 'info', ...RUN_WIDE], 'coordinator.log', (line) => {
+  coordinator = cohort(`${NAMES.prefix}-co`, ['run', '--coordinator', '--run-id', 'swarm-lab', '--data-dir', dataDir, '--listen', '/ip4/10.78.0.1/tcp/0', '--reachability', 'public', '--checkpoint-every', '0', '--refresh', '2', '--log-level', LOG_LEVEL, ...RUN_WIDE], 'coordinator.log', (line) => {
     code ??= /cohort run --join (cohort:\S+)/.exec(line)?.[1];
   });
   const deadline = Date.now() + 120_000;
@@ -214,7 +225,7 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
   const dir = path.join(ROOT, name);
   fs.cpSync(template, dir, { recursive: true });
   const nat = slot >= PUBLIC;
-  const args = ['run', '--join', code, '--data-dir', dir, '--listen', `/ip4/${addrOf(slot)}/tcp/0`, ...(nat ? ['--client-mode'] : []), '--display-name', name, '--simulated-compute', String(RATE), '--batch-size', String(BATCH), '--threads', '1', '--refresh', '2', '--matchmaking-time', '10', '--averaging-timeout', '30', '--log-level', 'info'];
+  const args = ['run', '--join', code, '--data-dir', dir, '--listen', `/ip4/${addrOf(slot)}/tcp/0`, ...(nat ? ['--client-mode'] : []), '--display-name', name, '--simulated-compute', String(RATE), '--batch-size', String(BATCH), '--threads', '1', '--refresh', '2', '--matchmaking-time', '10', '--averaging-timeout', '30', '--log-level', LOG_LEVEL];
   let pending: { averagedWith: number; bytes: number } | undefined;
   let failure: string | undefined;
   const peer: Peer = { name, slot, nat, link: linkOf(slot), late, startedAt: Date.now(), steps: new Map(), rss: [], failures: [] };
@@ -247,6 +258,15 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
   });
   peers.push(peer);
   return peer;
+}
+
+/** Least-squares slope of y over x. */
+function slope(points: ReadonlyArray<readonly [number, number]>): number {
+  const mx = points.reduce((sum, [x]) => sum + x, 0) / points.length;
+  const my = points.reduce((sum, [, y]) => sum + y, 0) / points.length;
+  const sxy = points.reduce((sum, [x, y]) => sum + (x - mx) * (y - my), 0);
+  const sxx = points.reduce((sum, [x]) => sum + (x - mx) ** 2, 0);
+  return sxy / sxx;
 }
 
 /** The process's resident memory in MB (/proc; `ip netns exec` execs node in place, so the pid is the peer's). */
@@ -349,7 +369,8 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   for (const p of peers) for (const [e, s] of p.steps) epochs.set(e, [...(epochs.get(e) ?? []), s]);
   const ordered = [...epochs.keys()].sort((a, b) => a - b);
   const shares = ordered.map((e) => epochs.get(e)!.filter((s) => s.averagedWith > 1).length / epochs.get(e)!.length);
-  const groups = [...epochs.values()].flat().filter((s) => s.averagedWith > 1);
+  const steps = [...epochs.values()].flat();
+  const groups = steps.filter((s) => s.averagedWith > 1);
   // an epoch's time: between the swarm's steps of consecutive epochs (the first peer to step each: a
   // peer catching up steps late); compute-only: the target batch at the samples/s of the peers alive then
   const stepAt = (e: number): number => Math.min(...epochs.get(e)!.map((s) => s.at));
@@ -369,11 +390,13 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   for (const p of peers) for (const f of p.failures) failed[reasonOf(f)] = (failed[reasonOf(f)] ?? 0) + 1;
   const growth = peers
     .map((p) => {
-      // from a minute after it began training: loading the model and the first rounds' buffers are not growth
-      const samples = p.trainingAt === undefined ? [] : p.rss.filter((r) => r.at - p.trainingAt! >= 60_000);
+      // From a minute after its first full-state save: loading the model, the first rounds' buffers
+      // and the saver's worker thread (+50–65 MB at once, docs/swarm.md) are not growth.
+      const samples = p.trainingAt === undefined ? [] : p.rss.filter((r) => r.at - p.trainingAt! >= RSS_SETTLE_MS);
       // shorter spans measure the first rounds' allocations, not a leak
       if (samples.length < 2 || samples.at(-1)!.at - samples[0]!.at < RSS_MIN_SPAN_MS) return undefined;
-      return (samples.at(-1)!.mb - samples[0]!.mb) / ((samples.at(-1)!.at - samples[0]!.at) / 3_600_000);
+      // a least-squares slope: two endpoints measured where the heap happened to be between two GCs (±50 MB)
+      return slope(samples.map((r) => [r.at / 3_600_000, r.mb] as const));
     })
     .filter((g): g is number => g !== undefined);
   const epochTime = epochTimes.length > 0 ? median(epochTimes) : null;
@@ -388,6 +411,8 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
     load_end: Number(os.loadavg()[0]!.toFixed(2)),
     epochs: ordered.length,
     averaged_share: shares.length > 0 ? Number(median(shares).toFixed(3)) : null,
+    // the median over epochs hides a few peers failing for minutes: the share of all peers' steps
+    averaged_steps_share: steps.length > 0 ? Number((steps.filter((s) => s.averagedWith > 1).length / steps.length).toFixed(3)) : null,
     median_group_size: groups.length > 0 ? median(groups.map((s) => s.averagedWith)) : null,
     epoch_s: epochTime === null ? null : Number(epochTime.toFixed(1)),
     epoch_overhead: overheads.length > 0 ? Number(median(overheads).toFixed(2)) : null,
@@ -407,10 +432,13 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
     nat_peers_averaged: nat.filter((p) => p.firstAverageAt !== undefined).length,
     wall_s: Math.round((Date.now() - started) / 1000),
   };
-  console.log(`  epochs ${f.epochs}, each ${f.epoch_s} s (overhead ×${f.epoch_overhead} over compute alone); averaged_share ${f.averaged_share}, median group ${f.median_group_size}, ${f.bytes_per_peer_per_epoch} B per peer per epoch`);
+  console.log(`  epochs ${f.epochs}, each ${f.epoch_s} s (overhead ×${f.epoch_overhead} over compute alone); averaged_share ${f.averaged_share} (of all steps ${f.averaged_steps_share}), median group ${f.median_group_size}, ${f.bytes_per_peer_per_epoch} B per peer per epoch`);
   console.log(`  newcomers: ${f.joiners}, first average after ${f.join_to_first_average_s} s (max ${f.join_to_first_average_max_s} s), ${lateNever} never averaged`);
   console.log(`  failed rounds: ${f.failed_rounds} ${f.failed_rounds_by_reason}; RSS growth ${f.rss_growth_mb_per_h} MB/h (max over peers)`);
   console.log(`  peers crashed ${f.peers_crashed}; of ${longLived.length} that stepped 3+ epochs ${never.length} never averaged; NAT'd: ${f.nat_peers_averaged} of ${f.nat_peers} averaged`);
+  // each peer's RSS when it began training, once settled (RSS_SETTLE_MS) and at its last sample
+  const rssAt = (p: Peer, from: number): string => (p.rss.find((r) => r.at >= from)?.mb.toFixed(0) ?? '-');
+  console.log(`  RSS MB (training, settled, last): ${peers.filter((p) => p.trainingAt !== undefined && p.rss.length > 0).map((p) => `${p.name} ${rssAt(p, p.trainingAt!)}, ${rssAt(p, p.trainingAt! + RSS_SETTLE_MS)}, ${p.rss.at(-1)!.mb.toFixed(0)}`).join('; ')}`);
   if (never.length > 0) console.log(`  never averaged: ${never.map((p) => `${p.name}${p.nat ? ' (NAT)' : ''}`).join(', ')}`);
   if (keepLogs) console.log(`  logs in ${LOGS}`);
   return f;
