@@ -640,7 +640,7 @@ export class Matchmaker {
    * nobody at all to group with gives up too, after LATE_READS reads that followed its declaration:
    * the round's declarations had expired, or only client-mode latecomers were left. Each such wait
    * cost a matchmaking time of about an epoch, so the peer came to the next round late again: NAT'd
-   * peers of a 30-minute lab soak failed every round for 10–14 minutes on end.
+   * peers of the swarm lab failed 5 to 36 rounds on end (docs/swarm.md).
    */
   private leftBehind(): boolean {
     if (this.followers.length > 0) return false;
