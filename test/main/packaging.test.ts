@@ -25,6 +25,10 @@ const { getConfig, validateConfiguration } = builderRequire('./out/util/config/c
 // the glob matcher electron-builder applies `files` patterns with
 const { minimatch } = builderRequire('minimatch') as { minimatch: (file: string, pattern: string) => boolean };
 const { DebugLogger } = builderRequire('builder-util/out/DebugLogger') as { DebugLogger: new (enabled: boolean) => unknown };
+// electron-builder logs ("• loaded configuration …") to stdout, the channel node:test's child process
+// reports on: a clean-clone CI run failed the file with "Unable to deserialize cloned data"
+const { log: builderLog } = builderRequire('builder-util/out/log') as { log: { stream: NodeJS.WritableStream } };
+builderLog.stream = process.stderr;
 
 
 test("electron-builder.yml passes electron-builder's own schema check and lists every installer target (the mac zip feeds auto-update)", async () => {
