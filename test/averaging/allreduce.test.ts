@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Compression } from '../../src/averaging/index.js';
+import { COMPRESSIONS, type Compression } from '../../src/averaging/index.js';
 import { startNode, startSwarm } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
@@ -46,12 +46,14 @@ test('a client-mode peer only sends and reduces nothing; compressed rounds stay 
   await client.ready;
   const nodes = [...servers, client];
   // one averager per compression (prefixes keep their groups apart)
-  const bounds: Record<Compression, number> = { none: 1e-6, fp16: 1e-3, uniform8: 0.03, blockwise8: 0.01 };
+  // blockwise4: a sender's part and the reducer's average are each rounded to NF4, each off by at most 0.152 × its block's absmax (≤ 1)
+  const bounds: Record<Compression, number> = { none: 1e-6, fp16: 1e-3, uniform8: 0.03, blockwise8: 0.01, blockwise4: 0.31 };
   const n = 6000;
   const vectors = nodes.map((_, i) => randomVector(n, 10 + i));
   const weights = [3, 1, 2, 4];
   const expected = weightedMean(vectors, weights);
-  for (const compression of ['none', 'fp16', 'uniform8', 'blockwise8'] as const) {
+  const sent = new Map<Compression, number>();
+  for (const compression of COMPRESSIONS) {
     const avg = averagers(t, nodes, () => ({ prefix: `c-${compression}`, ...FAST, targetGroupSize: 4, compression, chunkValues: 2048 }));
     const results = await Promise.all(avg.map((a, i) => a.step(vectors[i]!, { epoch: 0, weight: weights[i]! })));
     for (const [i, r] of results.entries()) {
@@ -70,7 +72,10 @@ test('a client-mode peer only sends and reduces nothing; compressed rounds stay 
       const first = results[0]!;
       assert.ok(first.ok && first.bytesSent < 4 * n, `${compression} sends fewer bytes than fp32 (${first.ok ? first.bytesSent : 0})`);
     }
+    sent.set(compression, results[0]!.ok ? results[0]!.bytesSent : 0);
   }
+  // 4.5 bits per value with its scales against blockwise8's 8 (measured: 5803 bytes against 10183)
+  assert.ok(sent.get('blockwise4')! < 0.6 * sent.get('blockwise8')!, `blockwise4 sent ${sent.get('blockwise4')} bytes, blockwise8 ${sent.get('blockwise8')}`);
 });
 
 test('8 peers average small vectors in one group', async (t) => {

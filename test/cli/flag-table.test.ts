@@ -35,7 +35,7 @@ test('a value the owning schema refuses is a ConfigError naming the flag and wha
     [['--target-group-size', '257'], /^--target-group-size: invalid value "257"; accepted: an integer from 1 to 256$/],
     [['--matchmaking-time', '0'], /^--matchmaking-time: invalid value "0"; accepted: a number > 0$/],
     [['--seed', '1.5'], /^--seed: invalid value "1.5"; accepted: an integer from 0 to 4294967295$/],
-    [['--grad-compression', 'zip'], /^--grad-compression: invalid value "zip"; accepted: none, fp16, uniform8, blockwise8$/],
+    [['--grad-compression', 'zip'], /^--grad-compression: invalid value "zip"; accepted: none, fp16, uniform8, blockwise8, blockwise4$/],
     [['--display-name', ''], /^--display-name: invalid value ""; accepted: 1–64 characters$/],
     [['--batch-size', '12abc'], /^--batch-size: invalid value "12abc"/],
   ];

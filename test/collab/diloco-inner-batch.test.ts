@@ -1,9 +1,9 @@
 // DiLoCo's inner batch and its 8-bit round, on in-process swarm nodes with synthetic gradients (no
 // engine). innerBatchSize: micro-batches are accumulated (sample-weighted) into one inner step of that
 // many samples, so a peer takes the step a peer with micro-batches of that size takes; a round the
-// swarm ends between inner steps takes one on what was accumulated. gradCompression blockwise8: the
-// round sends the pseudo-gradient in 8 bits; every member lands on the same parameters, within the
-// quantisation's bound of the exact average. Near a round's end a micro-batch does not wait for a
+// swarm ends between inner steps takes one on what was accumulated. gradCompression blockwise8 and
+// blockwise4: the round sends the pseudo-gradient in 8 or 4 bits; every member lands on the same
+// parameters, within the quantisation's bound of the exact average. Near a round's end a micro-batch does not wait for a
 // progress read (DiLoCo schedules nothing ahead).
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
@@ -64,7 +64,7 @@ test('innerBatchSize: a round the swarm ends between inner steps (its target bat
   assert.ok(maxAbsDiff(acc!.params.data, ref!.params.data) <= 1e-6, `the accumulating peer and the reference differ by ${maxAbsDiff(acc!.params.data, ref!.params.data)}`);
 });
 
-test('DiLoCo with gradCompression blockwise8: the pseudo-gradient goes in 8 bits; both members hold the same parameters, within the quantisation bound of the exact average', { timeout: 90_000 }, async (t) => {
+test('DiLoCo with gradCompression blockwise8 or blockwise4: the pseudo-gradient goes in 8 or 4 bits; both members hold the same parameters, within the quantisation bound of the exact average', { timeout: 120_000 }, async (t) => {
   // outer lr 1 without momentum: θ_start − the round's average, so a peer alone ends at its own inner steps' result
   const options: Partial<CollaborativeOptions> = { innerSteps: 2, targetBatchSize: 1000, outerLr: 1, outerMomentum: 0, maxGradNorm: 1e9 };
   const initial = initAlbertParams(config, 1).data;
@@ -76,20 +76,24 @@ test('DiLoCo with gradCompression blockwise8: the pseudo-gradient goes in 8 bits
     assert.equal((await trainOneEpoch(solo!)).averagedWith, 1);
     deltas.push(initial.map((x, i) => x - solo!.params.data[i]!));
   }
-  const pair = await swarm(t, 'diloco-8bit', 2, { ...options, gradCompression: 'blockwise8' });
-  pair.forEach((p, i) => p.grads.data.set(gradient(p.grads.size, 31 + i)));
-  await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: each peer's round expects the other
-  const stepped = await Promise.all(pair.map((p) => trainOneEpoch(p)));
-  for (const s of stepped) assert.equal(s.averagedWith, 2, `averaged with both (${s.reason ?? ''})`);
-  assert.deepEqual(pair[1]!.params.data, pair[0]!.params.data, 'every member decodes the same bytes: the same parameters');
   const exact = initial.map((x, i) => x - (deltas[0]![i]! + deltas[1]![i]!) / 2);
-  const err = maxAbsDiff(pair[0]!.params.data, exact);
-  // each sender's part loses at most absmax/254 per value, the reducer's average as much again
+  // each sender's part loses at most a fraction of its block's absmax per value (blockwise8: half a
+  // step of absmax/127; blockwise4: half NF4's largest gap, 0.152), the reducer's average as much again
   const absmax = deltas.map((d) => d.reduce((m, x) => Math.max(m, Math.abs(x)), 0));
-  const bound = ((absmax[0]! + absmax[1]!) / 254) * 1.01 + 1e-7;
-  assert.ok(err <= bound, `8-bit round off the exact average by ${err}, bound ${bound}`);
-  assert.ok(err > 1e-7, `no quantisation error (${err}): the round was not 8-bit`);
-  assert.ok(maxAbsDiff(exact, initial) > 100 * bound, 'the pseudo-gradient is far larger than the error');
+  const bound = (perRounding: number) => (absmax[0]! + absmax[1]!) * perRounding * 1.01 + 1e-7;
+  const bound8 = bound(1 / 254);
+  assert.ok(maxAbsDiff(exact, initial) > 100 * bound8, 'the pseudo-gradient is far larger than the 8-bit error');
+  for (const [gradCompression, perRounding] of [['blockwise8', 1 / 254], ['blockwise4', 0.152]] as const) {
+    const pair = await swarm(t, `diloco-${gradCompression}`, 2, { ...options, gradCompression });
+    pair.forEach((p, i) => p.grads.data.set(gradient(p.grads.size, 31 + i)));
+    await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: each peer's round expects the other
+    const stepped = await Promise.all(pair.map((p) => trainOneEpoch(p)));
+    for (const s of stepped) assert.equal(s.averagedWith, 2, `${gradCompression}: averaged with both (${s.reason ?? ''})`);
+    assert.deepEqual(pair[1]!.params.data, pair[0]!.params.data, `${gradCompression}: every member decodes the same bytes: the same parameters`);
+    const err = maxAbsDiff(pair[0]!.params.data, exact);
+    assert.ok(err <= bound(perRounding), `${gradCompression} round off the exact average by ${err}, bound ${bound(perRounding)}`);
+    assert.ok(err > (gradCompression === 'blockwise4' ? bound8 : 1e-7), `${gradCompression}: error ${err} is too small for the round to have been in its bits`);
+  }
 });
 
 test('DiLoCo: a micro-batch near the end of a round does not wait for the progress read it makes due (nothing is scheduled ahead); the peer ahead that read finds is acted on a micro-batch later', { timeout: 60_000 }, async (t) => {

@@ -76,6 +76,7 @@ test('the run record schema rejects malformed and inconsistent values', () => {
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', innerSteps: 5 }).success, true, 'a DiLoCo run');
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', outerOverlap: true }).success, true, 'a DiLoCo run with the one-step-delayed outer update');
   assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', innerBatchSize: 64 }).success, true, 'a DiLoCo run whose inner steps take 64 samples');
+  assert.equal(runParamsSchema.safeParse({ ...good, outerOptimizer: 'diloco', gradCompression: 'blockwise4' }).success, true, 'a DiLoCo run whose pseudo-gradient goes in 4 bits');
   // every optional field set, at its longest
   const full = { ...good, outerOptimizer: 'diloco', innerSteps: 1_000_000, innerBatchSize: 10_000_000, outerOverlap: true, averageStateEvery: 1_000_000, aggregation: 'centered-clip', outerLr: 0.123456789, outerMomentum: 0.123456789 };
   assert.equal(runParamsSchema.safeParse(full).success, true, JSON.stringify(runParamsSchema.safeParse(full).error?.issues));
