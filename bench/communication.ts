@@ -2,7 +2,7 @@
 // child processes on loopback with the same seed and the same samples, each peer's upload capped at
 // 20 Mbit/s: plain gradient averaging and PowerSGD (fp16 on the wire; same global batch, steps and
 // schedule: a peer's share of a step's target is 4 micro-batches), and DiLoCo without and with
-// --outer-overlap (the one-step-delayed outer update), its pseudo-gradient in 8 bits (blockwise8,
+// --outer-overlap (the one-step-delayed outer update), its pseudo-gradient in 4 bits (blockwise4,
 // --diloco-compression). DiLoCo follows the samples the plain run processed (a plain epoch ends once
 // the swarm's estimate, its reports extrapolated by throughput, reaches the target: often before its
 // samples do): its inner step takes the plain run's samples per peer per step, in whole micro-batches
@@ -10,8 +10,8 @@
 // rounds share the plain run's samples. A round's target batch is its share, which the swarm gathers
 // together: a slower peer takes fewer inner steps and a faster more (at most twice the mean) instead
 // of waiting for the others (the issue's "target of samples per round so slow peers do fewer steps").
-// At equal samples the bytes ratio is (plain steps ÷ DiLoCo rounds) × (fp16 ÷ 8-bit bytes): 2H, less
-// blockwise8's 4-byte scale per 4096 values.
+// At equal samples the bytes ratio is (plain steps ÷ DiLoCo rounds) × (fp16 ÷ the codec's bytes per
+// value): 3.56H with blockwise4's 4.5 bits (2H with blockwise8, at the goal's edge at H = 50).
 // Bytes each peer sent in averaging rounds (its `Averaged … MB sent` lines) per sample processed, and
 // the final model's held-out MLM loss. Last line: `powersgd_bytes_ratio` and `diloco_bytes_ratio`
 // (bytes per sample, plain ÷ mode; goals ≥ 8 and ≥ 100), `powersgd_loss_ratio` and
@@ -19,7 +19,7 @@
 // compute seconds ÷ their seconds from the end of their first micro-batch, which builds the
 // onnxruntime session, to their last step; goal ≥ 0.9), the same three for the overlapped run
 // (`diloco_overlap_*`), each mode's samples; the keys of a mode left out of --modes are absent.
-//   npm run bench -- communication [--preset base] [--peers 4] [--steps 100] [--micro-batch 4] [--rank 32] [--lr 0.02] [--inner-steps 50] [--diloco-compression blockwise8] [--modes plain,powersgd,diloco,diloco-overlap]
+//   npm run bench -- communication [--preset base] [--peers 4] [--steps 100] [--micro-batch 4] [--rank 32] [--lr 0.02] [--inner-steps 50] [--diloco-compression blockwise4] [--modes plain,powersgd,diloco,diloco-overlap]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,7 +37,7 @@ const { values } = parseArgs({
     rank: { type: 'string', default: '32' },
     lr: { type: 'string', default: '0.02' },
     'inner-steps': { type: 'string', default: '50' },
-    'diloco-compression': { type: 'string', default: 'blockwise8' },
+    'diloco-compression': { type: 'string', default: 'blockwise4' },
     modes: { type: 'string', default: 'plain,powersgd,diloco,diloco-overlap' },
   },
 });
