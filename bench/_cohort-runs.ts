@@ -1,6 +1,6 @@
 // What the benches that train real swarms share: `cohort` child processes (bounded), the join code a
 // founder prints, and the held-out MLM loss of a saved model.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { loadModel } from '../src/engine/albert/checkpoint.js';
 import { OrtBackend } from '../src/engine/ort-backend.js';
@@ -15,14 +15,32 @@ export interface Child {
   done: Promise<number | null>;
 }
 
-/** `cohort args…` as a child process, killed after 15 minutes. */
+const CHILD_LIMIT_MS = 15 * 60_000;
+/** Children still running: a bench that fails on one (must() throws) exits without waiting for the others, which must not outlive it. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => running.forEach((child) => child.kill('SIGKILL')));
+
+/** `cohort args…` as a child process, killed after 15 minutes or when the bench exits. */
 export function cohort(args: string[]): Child {
   const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
   const c = { stdout: '', stderr: '' } as Child;
   child.stdout.on('data', (d: Buffer) => (c.stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (c.stderr += d.toString()));
-  c.done = new Promise((resolve) => child.on('close', resolve));
-  setTimeout(() => child.kill('SIGKILL'), 15 * 60_000).unref(); // bounded
+  let timedOut = false;
+  const limit = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGKILL');
+  }, CHILD_LIMIT_MS).unref(); // bounded
+  c.done = new Promise((resolve) =>
+    child.on('close', (code, signal) => {
+      running.delete(child);
+      clearTimeout(limit);
+      if (timedOut) c.stderr += `\n(killed: still running after the bench's ${CHILD_LIMIT_MS / 60_000}-minute limit per process)`;
+      else if (signal !== null) c.stderr += `\n(killed by ${signal})`;
+      resolve(code);
+    }),
+  );
   return c;
 }
 
