@@ -1,9 +1,11 @@
 // The swarm lab's short variant (bench/swarm-lab.ts): 8 real `cohort run` peers and a coordinator in
 // network namespaces for 3 minutes, 5 of the peers behind NAT routers (client mode, through relays),
 // links shaped, one peer leaving (SIGTERM or SIGKILL) every 45 s and a newcomer taking its place.
-// Needs root (namespaces, tc, nftables: installed by the lab when missing); skipped otherwise.
+// Needs root (namespaces, tc, nftables: installed by the lab when missing); skipped otherwise. The
+// peers' logs stay in /tmp/cohort-swarm-lab-*/logs when it fails.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 import { ROOT } from '../helpers/cli.js';
@@ -20,12 +22,14 @@ function canMakeNamespaces(): boolean {
 }
 
 test('swarm lab, 8 peers for 3 minutes with NAT and churn: nobody crashes, every peer that stayed 3 epochs averaged, NAT’d peers included, churn brings newcomers', { timeout: 880_000, skip: canMakeNamespaces() ? false : 'needs root with ip netns and tc' }, async (t) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench', 'swarm-lab.ts'), '--peers', '8', '--minutes', '3', '--churn-every', '45', '--epoch-seconds', '4'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 860_000 });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench', 'swarm-lab.ts'), '--peers', '8', '--minutes', '3', '--churn-every', '45', '--epoch-seconds', '4', '--keep-logs'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 860_000 });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   t.diagnostic(out.split('\n').filter((l) => l.startsWith('  ') || l.startsWith('swarm lab')).join('\n'));
+  // the peers' logs are kept so that a failure (its message ends with "logs in …") can be diagnosed
+  const kept = /logs in (\S+)\/logs$/m.exec(out)?.[1];
   assert.equal(code, 0, out.slice(-4000));
   const f = JSON.parse(out.trim().split('\n').at(-1)!) as Record<string, number | null>;
   assert.equal(f.peers_crashed, 0, out.slice(-4000));
@@ -39,4 +43,5 @@ test('swarm lab, 8 peers for 3 minutes with NAT and churn: nobody crashes, every
   assert.equal(f.nat_peers_averaged, f.nat_peers, 'a NAT’d peer that stepped 3+ epochs never averaged');
   assert.ok(f.joiners! >= 2, `churn brought ${f.joiners} newcomers`);
   assert.ok(f.averaged_share! > 0, 'no epoch averaged');
+  if (kept !== undefined) fs.rmSync(kept, { recursive: true, force: true });
 });
