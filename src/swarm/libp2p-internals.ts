@@ -6,7 +6,7 @@ import { multiaddr } from '@multiformats/multiaddr';
  * The libp2p internals a swarm node needs and the public interfaces lack: listening on a new address
  * after start (relay reservations once AutoNAT says "private"), the stream handler a service
  * registered (to withdraw and restore the relay server's hop protocol: its service cannot be stopped
- * and restarted), and kad-dht's routing table (to add a peer again). Kept in one place so a libp2p
+ * and restarted), and kad-dht's routing table (to add a peer again, and to drop client-mode peers). Kept in one place so a libp2p
  * upgrade that moves them breaks here, loudly.
  */
 interface Components {
@@ -45,10 +45,16 @@ export function toggleableProtocol(libp2p: Libp2p, protocol: string): { set(on: 
 export interface RoutingTable {
   readonly size: number;
   add(peer: PeerId, options?: AbortOptions): Promise<void>;
+  remove(peer: PeerId, options?: AbortOptions): Promise<void>;
+  /** The peer when the table holds it. */
+  find(peer: PeerId, options?: AbortOptions): Promise<PeerId | undefined>;
+  addEventListener(type: 'peer:add', listener: (event: CustomEvent<PeerId>) => void): void;
 }
 
 export function routingTable(dht: KadDHT): RoutingTable {
   const table = (dht as { routingTable?: Partial<RoutingTable> }).routingTable;
-  if (typeof table?.add !== 'function' || typeof table.size !== 'number') throw new TypeError('this kad-dht version does not expose routingTable.add / size');
+  if (typeof table?.add !== 'function' || typeof table.remove !== 'function' || typeof table.find !== 'function' || typeof table.addEventListener !== 'function' || typeof table.size !== 'number') {
+    throw new TypeError('this kad-dht version does not expose routingTable.add / remove / find / addEventListener / size');
+  }
   return table as RoutingTable;
 }

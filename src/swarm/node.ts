@@ -129,13 +129,40 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     },
   });
   const dht = libp2p.services.dht;
+  // Whether each peer serves this run's records (a DHT server) or not (client mode), as the peer
+  // itself announced in identify (and identify-push, when its reachability changes). The peer
+  // store's protocol list is not used: libp2p adds to it every protocol a peer opened a stream of,
+  // so a client-mode peer that sent this node a records request or a DHT query is listed as serving
+  // both. Counted as a server, it displaced real ones from a key's closest (a store reached fewer
+  // replicas) and was asked in every lookup.
+  const serving = new Map<string, boolean>();
+  const table = routingTable(dht);
+  libp2p.addEventListener('peer:identify', (event) => {
+    const { peerId, listenAddrs, protocols } = event.detail;
+    const server = protocols.includes(recordsProtocol(cfg.runId));
+    serving.set(peerId.toString(), server);
+    store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
+    if (!server) dropClient(peerId);
+  });
+  // kad-dht adds to its routing table every peer a lookup's answers name, once it answers a libp2p
+  // ping, and a DHT server names a client too when asked for the client's own id (a dial of a NAT'd
+  // peer by its id looks it up). A client in the table was then asked in this node's lookups, and
+  // through the answers in everyone's: over its relayed connection (refused), or at its private
+  // address, where a NAT'd asker's dial waited out its 5 s timeout (the swarm lab's NAT'd peers read
+  // records in 5-7 s at the 90th percentile, and came late to rounds). The table keeps DHT servers.
+  function dropClient(peer: PeerId): void {
+    table.remove(peer).catch((err: unknown) => log.debug({ peer: peer.toString(), err: (err as Error).message }, 'could not drop a client-mode peer from the routing table'));
+  }
+  table.addEventListener('peer:add', (event) => {
+    if (serving.get(event.detail.toString()) === false) dropClient(event.detail);
+  });
   const records = new DhtRecords({
     runId: cfg.runId,
     privateKey,
     peerId: libp2p.peerId,
     serve: false,
     libp2p,
-    closestPeers: (key, count) => closestPeers(libp2p, dht, recordsProtocol(cfg.runId), key, count),
+    closestPeers: (key, count) => closestPeers(libp2p, dht, (peer) => serving.get(peer.toString()) === true, key, count, log),
     log,
     replication: cfg.replication,
   });
@@ -174,16 +201,6 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   if (forcedPrivate) logFirstRelayAddress(libp2p, log);
   if (cfg.mdns) dialMdnsPeers(libp2p, log);
 
-  // Whether each peer serves this run's records (a DHT server) or not (client mode), as the peer
-  // itself announced in identify. The peer store's protocol list is not used: it also collects
-  // protocols this node merely tried on the peer.
-  const serving = new Map<string, boolean>();
-  libp2p.addEventListener('peer:identify', (event) => {
-    const { peerId, listenAddrs, protocols } = event.detail;
-    const server = protocols.includes(recordsProtocol(cfg.runId));
-    serving.set(peerId.toString(), server);
-    store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
-  });
 
   let rejoin: Promise<void> | undefined;
   const identifyService: Identify = libp2p.services.identify;
@@ -391,6 +408,9 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
   return { peer: c.remotePeer.toString(), remoteAddr: c.remoteAddr.toString(), direction: c.direction, limited: c.limits !== undefined };
 }
 
+/** A closest-servers lookup slower than this says, at debug level, where its time went. */
+const SLOW_LOOKUP_MS = 2000;
+
 /**
  * The `count` DHT servers nearest to the key (XOR distance of SHA-256 ids, as Kademlia). The lookup
  * ends as soon as the `count` nearest servers known have all answered and no server still to be
@@ -398,7 +418,9 @@ function describeConnection(c: Connection): SwarmStats['connections'][number] {
  * nearest (kBucketSize) answered on every one of its 10 disjoint paths (alpha), asking (and
  * dialing) more peers than a store needs.
  */
-async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: Uint8Array, count: number): Promise<PeerId[]> {
+async function closestPeers(libp2p: Libp2p, dht: KadDHT, isServer: (peer: PeerId) => boolean, key: Uint8Array, count: number, log: pino.Logger): Promise<PeerId[]> {
+  const started = Date.now();
+  const errors: string[] = [];
   const target = sha256(key);
   const distances = new Map<string, Buffer>();
   const distance = (id: PeerId): Buffer => {
@@ -411,7 +433,7 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: 
   const found = new Map<string, PeerId>();
   // The query's answers plus the servers we are connected to: in a young swarm the query can end
   // before the peers it asked know every server.
-  for (const id of await connectedServers(libp2p, protocol)) found.set(id.toString(), id);
+  for (const id of libp2p.getPeers().filter(isServer)) found.set(id.toString(), id);
   // a node with no connection and an empty routing table has nobody to ask: the query would only wait out
   // its timeout (a swarm's first node paid 10 s for every record it stored or read). A node that is
   // connected still asks, since its routing table fills once identify has run
@@ -433,6 +455,7 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: 
           }
         } else if (event.name === 'QUERY_ERROR' && event.from !== undefined) {
           unasked.delete(event.from.toString());
+          errors.push(`${event.from.toString().slice(-8)} after ${Date.now() - started} ms: ${event.error.message}`);
         } else if (event.name === 'FINAL_PEER') {
           found.set(event.peer.id.toString(), event.peer.id);
         }
@@ -447,13 +470,9 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, protocol: string, key: 
       if (!signal.aborted) throw err;
     }
   }
-  return nearest(found.values());
-}
-
-/** Connected peers that serve this run's records protocol (DHT servers), as identify reported. */
-async function connectedServers(libp2p: Libp2p, protocol: string): Promise<PeerId[]> {
-  const peers = await Promise.all(libp2p.getPeers().map(async (id) => ((await libp2p.peerStore.get(id).catch(() => undefined))?.protocols.includes(protocol) ? id : undefined)));
-  return peers.filter((id): id is PeerId => id !== undefined);
+  const closest = nearest(found.values());
+  if (Date.now() - started > SLOW_LOOKUP_MS) log.debug({ ms: Date.now() - started, found: closest.length, count, routingTable: routingTable(dht).size, errors }, 'slow closest-servers lookup');
+  return closest;
 }
 
 function sha256(bytes: Uint8Array): Buffer {

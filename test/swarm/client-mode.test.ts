@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { PeerId } from '@libp2p/interface';
+import { routingTable } from '../../src/swarm/libp2p-internals.js';
 import { echoVia, progressSchema, startNode, waitFor } from '../helpers/swarm.js';
 
 test('a client-mode peer stores and reads records and is reached through a relay', async (t) => {
@@ -23,7 +25,10 @@ test('a client-mode peer stores and reads records and is reached through a relay
   const [onRelay, onServer, onClient] = [relay, server, client].map((n) => n.registerNamespace('progress', progressSchema));
   const stored = await onClient!.store('progress', '', { samples: 8, epoch: 0 }, Date.now() + 60_000);
   assert.equal(stored.replicas, 2, `a client holds no replica itself; both servers do: ${JSON.stringify(stored.refused)}`);
-  await onServer!.store('progress', '', { samples: 16, epoch: 0 }, Date.now() + 60_000);
+  // The client's store request added the records protocol to the server's peer store entry for it;
+  // the server still stores on servers only (the client was counted as one, and refused the entry)
+  const fromServer = await onServer!.store('progress', '', { samples: 16, epoch: 0 }, Date.now() + 60_000);
+  assert.deepEqual(fromServer, { replicas: 2, refused: [] });
   const fromClient = await onClient!.get('progress');
   assert.deepEqual(fromClient.get(server.peerId.toString())?.value, { samples: 16, epoch: 0 });
   assert.deepEqual((await onRelay!.get('progress')).get(client.peerId.toString())?.value, { samples: 8, epoch: 0 });
@@ -34,4 +39,23 @@ test('a client-mode peer stores and reads records and is reached through a relay
   assert.equal(client.isClientMode(server.peerId), false);
   assert.equal(client.isClientMode(client.peerId), true);
   assert.deepEqual(server.stats().clientModePeers, [client.peerId.toString()]);
+});
+
+test('a client-mode peer named in a DHT answer does not stay in routing tables', async (t) => {
+  const first = await startNode(t, { runId: 'nat-table', reachability: 'public' });
+  const second = await startNode(t, { runId: 'nat-table', reachability: 'public', initialPeers: first.multiaddrs() });
+  // dialable on loopback, as a peer in client mode by choice: the routing table's ping reaches it
+  const client = await startNode(t, { runId: 'nat-table', clientMode: true, initialPeers: first.multiaddrs() });
+  await client.ready;
+  await waitFor('both servers in each other\'s routing table', () => [first, second].every((n) => n.stats().routingTableSize >= 1));
+  const table = routingTable(second.libp2p.services.dht);
+  let added = false;
+  table.addEventListener('peer:add', (event: CustomEvent<PeerId>) => (added ||= event.detail.equals(client.peerId)));
+  // A lookup of the client's id (what a dial by peer id does): the first server answers with the
+  // client itself, and kad-dht adds every peer an answer names once it answers a ping.
+  for await (const event of second.libp2p.services.dht.getClosestPeers(client.peerId.toMultihash().bytes, { signal: AbortSignal.timeout(10_000) })) void event;
+  await waitFor('the second server to add the client to its routing table', () => added);
+  await waitFor('the second server to identify the client', () => second.isClientMode(client.peerId) === true);
+  await waitFor('the client to leave the routing table', async () => (await table.find(client.peerId)) === undefined, 5_000);
+  assert.equal(await routingTable(first.libp2p.services.dht).find(client.peerId), undefined);
 });

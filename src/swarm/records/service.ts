@@ -175,7 +175,10 @@ export class DhtRecords {
       if (held === undefined || entry.wire.e > held.wire.e) merged.set(name, entry);
     };
     if (this.serving) this.table.get(key, now).forEach(keep);
-    for (const { answer } of await this.requestClosest(key, 2 * this.replication, { t: 'get', k: key })) {
+    const answers = await this.requestClosest(key, 2 * this.replication, { t: 'get', k: key });
+    // which servers a read asked and what each said: a peer that sees too few others reads this
+    this.c.log.debug({ key, serving: this.serving, ms: this.now() - now, answers: answers.map(describeAnswer) }, 'records get');
+    for (const { answer } of answers) {
       if (answer.status === 'rejected' || answer.value.t !== 'found') continue;
       for (const raw of answer.value.e) {
         const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, true);
@@ -323,6 +326,12 @@ export class DhtRecords {
   private count(reason: RejectReason): void {
     this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
   }
+}
+
+function describeAnswer({ peer, answer }: Answered): string {
+  const who = peer.toString().slice(-8);
+  if (answer.status === 'rejected') return `${who}: ${(answer.reason as Error).message}`;
+  return `${who}: ${answer.value.t === 'found' ? `${answer.value.e.length} entries` : answer.value.t}`;
 }
 
 /** The server answered the request (a `stored` answer may still refuse the entry, e.g. `not-newer`). */
