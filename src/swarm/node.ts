@@ -201,7 +201,6 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   if (forcedPrivate) logFirstRelayAddress(libp2p, log);
   if (cfg.mdns) dialMdnsPeers(libp2p, log);
 
-
   let rejoin: Promise<void> | undefined;
   const identifyService: Identify = libp2p.services.identify;
   const ready = bootstrap(libp2p, cfg.initialPeers, {
