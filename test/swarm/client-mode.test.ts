@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PeerId } from '@libp2p/interface';
+import type { KadDHT } from '@libp2p/kad-dht';
 import { routingTable } from '../../src/swarm/libp2p-internals.js';
 import { echoVia, progressSchema, startNode, waitFor } from '../helpers/swarm.js';
 
@@ -47,15 +48,16 @@ test('a client-mode peer named in a DHT answer does not stay in routing tables',
   // dialable on loopback, as a peer in client mode by choice: the routing table's ping reaches it
   const client = await startNode(t, { runId: 'nat-table', clientMode: true, initialPeers: first.multiaddrs() });
   await client.ready;
-  await waitFor('both servers in each other\'s routing table', () => [first, second].every((n) => n.stats().routingTableSize >= 1));
-  const table = routingTable(second.libp2p.services.dht);
+  await waitFor("both servers in each other's routing table", () => [first, second].every((n) => n.stats().routingTableSize >= 1));
+  const dht = (node: typeof first): KadDHT => node.libp2p.services.dht as KadDHT;
+  const table = routingTable(dht(second));
   let added = false;
   table.addEventListener('peer:add', (event: CustomEvent<PeerId>) => (added ||= event.detail.equals(client.peerId)));
   // A lookup of the client's id (what a dial by peer id does): the first server answers with the
   // client itself, and kad-dht adds every peer an answer names once it answers a ping.
-  for await (const event of second.libp2p.services.dht.getClosestPeers(client.peerId.toMultihash().bytes, { signal: AbortSignal.timeout(10_000) })) void event;
+  for await (const event of dht(second).getClosestPeers(client.peerId.toMultihash().bytes, { signal: AbortSignal.timeout(10_000) })) void event;
   await waitFor('the second server to add the client to its routing table', () => added);
   await waitFor('the second server to identify the client', () => second.isClientMode(client.peerId) === true);
   await waitFor('the client to leave the routing table', async () => (await table.find(client.peerId)) === undefined, 5_000);
-  assert.equal(await routingTable(first.libp2p.services.dht).find(client.peerId), undefined);
+  assert.equal(await routingTable(dht(first)).find(client.peerId), undefined);
 });
