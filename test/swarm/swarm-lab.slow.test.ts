@@ -2,7 +2,8 @@
 // network namespaces for 3 minutes, 5 of the peers behind NAT routers (client mode, through relays),
 // links shaped, one peer leaving (SIGTERM or SIGKILL) every 45 s and a newcomer taking its place.
 // Needs root (namespaces, tc, nftables: installed by the lab when missing); skipped otherwise. The
-// peers' logs stay in /tmp/cohort-swarm-lab-*/logs when it fails.
+// peers' logs (at debug level: each records read with its duration and answers, slow DHT lookups
+// with their errors) stay in /tmp/cohort-swarm-lab-*/logs when it fails.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -22,7 +23,7 @@ function canMakeNamespaces(): boolean {
 }
 
 test('swarm lab, 8 peers for 3 minutes with NAT and churn: nobody crashes, every peer that stayed 3 epochs averaged, NAT’d peers included, churn brings newcomers', { timeout: 880_000, skip: canMakeNamespaces() ? false : 'needs root with ip netns and tc' }, async (t) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench', 'swarm-lab.ts'), '--peers', '8', '--minutes', '3', '--churn-every', '45', '--epoch-seconds', '4', '--keep-logs'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 860_000 });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench', 'swarm-lab.ts'), '--peers', '8', '--minutes', '3', '--churn-every', '45', '--epoch-seconds', '4', '--keep-logs', '--log-level', 'debug'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 860_000 });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
