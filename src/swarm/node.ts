@@ -7,7 +7,7 @@ import { circuitRelayServer, circuitRelayTransport, RELAY_V2_HOP_CODEC } from '@
 import { identify, identifyPush, type Identify } from '@libp2p/identify';
 import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { mdns } from '@libp2p/mdns';
-import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT, type SingleKadDHT } from '@libp2p/kad-dht';
+import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { ping } from '@libp2p/ping';
 import { tcp } from '@libp2p/tcp';
@@ -20,7 +20,7 @@ import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './conf
 import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, ROUTING_REFILL_MAX_TIMEOUT_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
 import { encodeJoinCode } from './join-code.js';
-import { listenOnRelays, routingTable, toggleableProtocol } from './libp2p-internals.js';
+import { listenOnRelays, routingTable, toggleableProtocol, type RoutingTable } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
 import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
 import { DialbackServer } from './reachability/dialback.js';
@@ -162,7 +162,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     peerId: libp2p.peerId,
     serve: false,
     libp2p,
-    closestPeers: (key, count) => closestPeers(libp2p, dht, (peer) => serving.get(peer.toString()) === true, key, count, log),
+    closestPeers: (key, count) => closestPeers(libp2p, dht, table, (peer) => serving.get(peer.toString()) === true, key, count, log),
     log,
     replication: cfg.replication,
   });
@@ -262,7 +262,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
       multiaddrs: libp2p.getMultiaddrs().map(String),
       connections: libp2p.getConnections().map(describeConnection),
       connectedPeers: libp2p.getPeers().length,
-      routingTableSize: (dht as SingleKadDHT).routingTable?.size ?? 0,
+      routingTableSize: table.size,
       clientModePeers: libp2p.getPeers().map(String).filter((id) => serving.get(id) === false),
       records: records.stats(),
       transfer: transfer.snapshot(),
@@ -417,7 +417,7 @@ const SLOW_LOOKUP_MS = 2000;
  * nearest (kBucketSize) answered on every one of its 10 disjoint paths (alpha), asking (and
  * dialing) more peers than a store needs.
  */
-async function closestPeers(libp2p: Libp2p, dht: KadDHT, isServer: (peer: PeerId) => boolean, key: Uint8Array, count: number, log: pino.Logger): Promise<PeerId[]> {
+async function closestPeers(libp2p: Libp2p, dht: KadDHT, table: RoutingTable, isServer: (peer: PeerId) => boolean, key: Uint8Array, count: number, log: pino.Logger): Promise<PeerId[]> {
   const started = Date.now();
   const errors: string[] = [];
   const target = sha256(key);
@@ -436,7 +436,7 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, isServer: (peer: PeerId
   // a node with no connection and an empty routing table has nobody to ask: the query would only wait out
   // its timeout (a swarm's first node paid 10 s for every record it stored or read). A node that is
   // connected still asks, since its routing table fills once identify has run
-  if (((dht as SingleKadDHT).routingTable?.size ?? 0) > 0 || libp2p.getPeers().length > 0) {
+  if (table.size > 0 || libp2p.getPeers().length > 0) {
     // servers named by an answer and not asked yet; kad-dht asks only those nearer than who named them
     const unasked = new Map<string, PeerId>();
     const answered = new Set<string>();
@@ -470,7 +470,7 @@ async function closestPeers(libp2p: Libp2p, dht: KadDHT, isServer: (peer: PeerId
     }
   }
   const closest = nearest(found.values());
-  if (Date.now() - started > SLOW_LOOKUP_MS) log.debug({ ms: Date.now() - started, found: closest.length, count, routingTable: routingTable(dht).size, errors }, 'slow closest-servers lookup');
+  if (Date.now() - started > SLOW_LOOKUP_MS) log.debug({ ms: Date.now() - started, found: closest.length, count, routingTable: table.size, errors }, 'slow closest-servers lookup');
   return closest;
 }
 

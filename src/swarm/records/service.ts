@@ -177,7 +177,7 @@ export class DhtRecords {
     if (this.serving) this.table.get(key, now).forEach(keep);
     const answers = await this.requestClosest(key, 2 * this.replication, { t: 'get', k: key });
     // which servers a read asked and what each said: a peer that sees too few others reads this
-    this.c.log.debug({ key, serving: this.serving, ms: this.now() - now, answers: answers.map(describeAnswer) }, 'records get');
+    if (this.c.log.isLevelEnabled('debug')) this.c.log.debug({ key, serving: this.serving, ms: this.now() - now, answers: answers.map(describeAnswer) }, 'records get');
     for (const { answer } of answers) {
       if (answer.status === 'rejected' || answer.value.t !== 'found') continue;
       for (const raw of answer.value.e) {
