@@ -1,17 +1,21 @@
 // One peer of the all-reduce benchmark (a child process, possibly inside a network namespace).
-// argv[2]: JSON { mode: 'cohort' | 'tcp', host, initialPeers?, n, values, runId }.
+// argv[2]: JSON { mode: 'cohort' | 'tcp' | 'tls', host, initialPeers?, n, values, runId }.
 // stdout: one JSON line when listening ({ addr }), then one per round; stdin: one JSON line per round.
 //   cohort: { epoch, compression, bandwidth? (declared, bytes/s), label? (names the averager) } → { ms, status, bytes, cpuMs }   (ms: the all-reduce, without matchmaking;
 //           cpuMs: this process's CPU time over the whole step, matchmaking included)
 //   tcp:    { peers: [host:port…] } → { ms }                  (the same bytes over raw sockets)
+//   tls:    the same over Node's TLS 1.3 sockets (the node's libp2p certificate): what encryption alone costs
 import net from 'node:net';
+import tls from 'node:tls';
+import { generateKeyPair } from '@libp2p/crypto/keys';
 import { pino } from 'pino';
 import readline from 'node:readline';
 import { createAverager, type Averager, type Compression } from '../src/averaging/index.js';
 import { createSwarmNode, ENCRYPTIONS, type Encryption } from '../src/swarm/index.js';
+import { TlsCredentials } from '../src/swarm/tls-credentials.js';
 
 interface Config {
-  mode: 'cohort' | 'tcp';
+  mode: 'cohort' | 'tcp' | 'tls';
   host: string;
   initialPeers?: string[];
   n: number;
@@ -61,9 +65,12 @@ if (cfg.mode === 'cohort') {
   await node.stop();
 } else {
   // each peer sends its slice of every other peer's part and gets it straight back (an echo), the
-  // butterfly's traffic pattern with nothing on top of TCP
+  // butterfly's traffic pattern with nothing on top of TCP (or of TLS)
   const slice = Buffer.alloc(Math.floor((cfg.values * 4) / cfg.n), 7);
-  const server = net.createServer((socket) => socket.pipe(socket));
+  const credentials = cfg.mode === 'tls' ? new TlsCredentials(await generateKeyPair('Ed25519')) : undefined;
+  const echo = (socket: net.Socket): void => void socket.pipe(socket);
+  const server = credentials === undefined ? net.createServer(echo) : tls.createServer({ ...(await credentials.identity()), minVersion: 'TLSv1.3' }, echo);
+  const client = credentials === undefined ? undefined : await credentials.context('client');
   await new Promise<void>((resolve) => server.listen(0, cfg.host, resolve));
   say({ addr: `${cfg.host}:${(server.address() as net.AddressInfo).port}` });
   for await (const line of lines) {
@@ -74,7 +81,10 @@ if (cfg.mode === 'cohort') {
         (peer) =>
           new Promise<void>((resolve, reject) => {
             const [host, port] = peer.split(':');
-            const socket = net.connect(Number(port), host, () => socket.end(slice));
+            const socket =
+              client === undefined
+                ? net.connect(Number(port), host, () => socket.end(slice))
+                : tls.connect({ port: Number(port), host, secureContext: client, rejectUnauthorized: false }, () => socket.end(slice));
             let got = 0;
             socket.on('data', (d: Buffer) => (got += d.byteLength));
             socket.on('end', () => (got === slice.byteLength ? resolve() : reject(new Error(`echo from ${peer}: ${got} of ${slice.byteLength} bytes`))));

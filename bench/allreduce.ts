@@ -3,7 +3,8 @@
 //     every link 100 Mbit/s each way + 20 ms delay (netem; where the kernel lacks netem, tbf rate only,
 //     and the output says so); bound = 2(n−1)/n × size ÷ link rate, efficiency = bound ÷ measured;
 //     uncompressed, fp16 and 8-bit (blockwise8);
-// (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, same run;
+// (b) loopback: the same all-reduce next to the same traffic pattern over raw TCP sockets, and over
+//     Node's TLS 1.3 sockets (encryption's own cost, the ceiling of any encrypted transport), same run;
 // (c) load balancing: 4 peers on 1 Gbit/s, 100, 50 and 20 Mbit/s links (a quarter of the volume),
 //     every peer declaring the same bandwidth (equal split) against each its link's rate (the LP's split).
 // `-- <MB>` changes the volume (default 72); `-- <MB> loopback` runs (b) only, `-- <MB> lb` (c) only.
@@ -129,7 +130,7 @@ async function stopPeers(): Promise<void> {
 }
 
 /** Starts n peers; returns them with their listen addresses. */
-async function startPeers(mode: 'cohort' | 'tcp', n: number, shaped: boolean, values: number, runId: string): Promise<{ peers: Peer[]; addrs: string[] }> {
+async function startPeers(mode: 'cohort' | 'tcp' | 'tls', n: number, shaped: boolean, values: number, runId: string): Promise<{ peers: Peer[]; addrs: string[] }> {
   const host = (i: number): string => (shaped ? `10.77.0.${i + 1}` : '127.0.0.1');
   const ns = (i: number): string | undefined => (shaped ? NS(i) : undefined);
   const first = startPeer({ mode, host: host(0), n, values, runId }, ns(0));
@@ -254,16 +255,28 @@ for (const n of only === 'lb' ? [] : sizes) {
   const { ms, cpuMs, partial } = await cohortRound(cohort.peers, 0, 'none');
   if (partial) figures[`loopback_partial_${n}`] = true;
   await stopPeers();
-  const tcp = await startPeers('tcp', n, false, VALUES, `bench-tcp-${n}`);
-  const tcpMs = await tcpRound(tcp.peers, tcp.addrs);
-  await stopPeers();
+  const echo = async (mode: 'tcp' | 'tls'): Promise<number> => {
+    const { peers, addrs } = await startPeers(mode, n, false, VALUES, `bench-${mode}-${n}`);
+    const echoMs = await tcpRound(peers, addrs);
+    await stopPeers();
+    return echoMs;
+  };
+  const tcpMs = await echo('tcp');
+  const tlsMs = await echo('tls');
   figures[`loopback_ms_${n}`] = Math.round(ms);
   figures[`tcp_ms_${n}`] = Math.round(tcpMs);
   figures[`loopback_vs_tcp_${n}`] = Number((tcpMs / ms).toFixed(3));
+  // encryption's own cost: the ceiling of loopback_vs_tcp for any encrypted transport on this machine
+  figures[`tls_ms_${n}`] = Math.round(tlsMs);
+  figures[`tls_vs_tcp_${n}`] = Number((tcpMs / tlsMs).toFixed(3));
+  figures[`loopback_vs_tls_${n}`] = Number((tlsMs / ms).toFixed(3));
   // CPU-seconds a peer spends per GB of its vector averaged (the step's CPU, matchmaking included)
   const cpuPerGb = cpuMs / 1000 / ((VALUES * 4) / 1e9);
   figures[`cpu_s_per_gb_${n}`] = Number(cpuPerGb.toFixed(2));
-  console.log(`  ${n} peers: Cohort ${(ms / 1000).toFixed(2)} s, raw TCP ${(tcpMs / 1000).toFixed(2)} s → ${(tcpMs / ms).toFixed(2)} of raw TCP speed; ${cpuPerGb.toFixed(2)} CPU-s per GB averaged per peer`);
+  console.log(
+    `  ${n} peers: Cohort ${(ms / 1000).toFixed(2)} s, raw TCP ${(tcpMs / 1000).toFixed(2)} s → ${(tcpMs / ms).toFixed(2)} of raw TCP speed; ${cpuPerGb.toFixed(2)} CPU-s per GB averaged per peer; ` +
+      `TLS sockets alone ${(tlsMs / 1000).toFixed(2)} s (${(tcpMs / tlsMs).toFixed(2)} of raw TCP; Cohort ${(tlsMs / ms).toFixed(2)} of them)`,
+  );
 }
 figures.efficiency_4 ??= null;
 reportJson(figures);
