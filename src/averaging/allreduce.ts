@@ -12,7 +12,7 @@ import type { GroupInfo } from './group.js';
 import type { AveragingHub } from './hub.js';
 import { chunkCount, chunkRange } from './load-balancing.js';
 import { reducerMessageSchema, chunkSchema, type Begin, type Member } from './messages.js';
-import { PartReducer, PeerFault, type Aggregation } from './reducer.js';
+import { firstBeyond, PartReducer, PeerFault, type Aggregation } from './reducer.js';
 
 export interface AllreduceOptions {
   /** A reducer excludes a sender that delivered no chunk for this long (ms). */
@@ -243,10 +243,8 @@ function decodeChunk(compression: Compression, bytes: Uint8Array, values: Float3
   } catch (err) {
     throw new ProtocolError(`${what} from reducer ${reducer}: ${(err as Error).message}`, { cause: err });
   }
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i]!;
-    if (!Number.isFinite(v) || Math.abs(v) > maxAbs) throw new PeerFault(reducer, `${what} holds ${v} at ${i}, not a finite value within ±${maxAbs}`, true);
-  }
+  const bad = firstBeyond(values, maxAbs);
+  if (bad >= 0) throw new PeerFault(reducer, `${what} holds ${values[bad]} at ${bad}, not a finite value within ±${maxAbs}`, true);
 }
 
 interface SenderState {

@@ -74,20 +74,16 @@ export function centeredClip(inputs: readonly Input[], floor = 0): { average: Fl
   const n = inputs[0]!.x.length;
   // an honest round costs two passes over the inputs instead of a median and several passes (MEAN_FAST_PATH)
   const weightSum = inputs.reduce((a, p) => a + p.w, 0);
-  const mean = new Float64Array(n);
-  for (const p of inputs) {
-    const c = p.w / weightSum;
-    for (let j = 0; j < n; j++) mean[j]! += c * p.x[j]!;
-  }
+  const mean = weightedMean(inputs, weightSum);
   const fromMean = inputs.map((p) => distanceBetween(p.x, mean));
   const typical = medianOf(fromMean);
-  if (Math.max(...fromMean) <= MEAN_FAST_PATH * Math.max(typical, floor)) return { average: Float32Array.from(mean), spread: typical };
+  if (Math.max(...fromMean) <= MEAN_FAST_PATH * Math.max(typical, floor)) return { average: new Float32Array(mean), spread: typical };
   let v = coordinateMedian(inputs);
   const distance = (x: Float32Array): number => distanceBetween(x, v);
   const distances = inputs.map((p) => distance(p.x));
   const spread = medianOf(distances);
   const tau = CLIP_RADIUS * Math.max(spread, floor);
-  if (tau === 0) return { average: Float32Array.from(v), spread }; // at least half the inputs sit on the median
+  if (tau === 0) return { average: new Float32Array(v), spread }; // at least half the inputs sit on the median
   // an input beyond τ from the median is left out, not clipped: clipped, it would still pull by τ,
   // which is several times the honest spread of noisy gradients (the reference's "reject parts far
   // from the median", docs/protocol.md)
@@ -96,9 +92,8 @@ export function centeredClip(inputs: readonly Input[], floor = 0): { average: Fl
   // the weighted mean of the kept inputs is the fixed point when none lies beyond τ from it (an
   // honest round): checked in one pass instead of iterating towards it
   const median = v;
-  v = new Float64Array(n);
-  for (const p of kept) for (let j = 0; j < n; j++) v[j]! += (p.w / total) * p.x[j]!;
-  if (kept.every((p) => distance(p.x) <= tau)) return { average: Float32Array.from(v), spread };
+  v = weightedMean(kept, total);
+  if (kept.every((p) => distance(p.x) <= tau)) return { average: new Float32Array(v), spread };
   v = median;
   const step = new Float64Array(n);
   for (let it = 0; it < CLIP_ITERATIONS; it++) {
@@ -115,7 +110,7 @@ export function centeredClip(inputs: readonly Input[], floor = 0): { average: Fl
     }
     if (Math.sqrt(moved) <= CLIP_STOP * tau) break;
   }
-  return { average: Float32Array.from(v), spread };
+  return { average: new Float32Array(v), spread };
 }
 
 /** Per coordinate: drops the ⌈n/4⌉ largest and smallest values (none below 3 inputs) and takes the weighted mean of the rest; weights > 0. */
@@ -138,13 +133,44 @@ export function trimmedMean(inputs: readonly Input[]): Float32Array {
   return out;
 }
 
+/**
+ * Σ w_i·x_i / weightSum, in float64. The loops read each array through a local and a hoisted length:
+ * an all-reduce runs them over every value of the part (V8 then keeps the bounds checks out of them).
+ */
+function weightedMean(inputs: readonly Input[], weightSum: number): Float64Array {
+  const n = inputs[0]!.x.length;
+  const mean = new Float64Array(n);
+  for (const p of inputs) {
+    const c = p.w / weightSum;
+    const x = p.x;
+    for (let j = 0; j < n; j++) mean[j]! += c * x[j]!;
+  }
+  return mean;
+}
+
 function distanceBetween(x: Float32Array, c: Float64Array): number {
   let d = 0;
-  for (let j = 0; j < x.length; j++) {
+  const n = x.length;
+  for (let j = 0; j < n; j++) {
     const e = x[j]! - c[j]!;
     d += e * e;
   }
   return Math.sqrt(d);
+}
+
+/**
+ * The index of the first value that is NaN, ±Infinity or beyond ±maxAbs, or −1: one comparison pair
+ * per value (NaN fails both), as every received value of an all-reduce is checked.
+ */
+export function firstBeyond(values: Float32Array, maxAbs: number): number {
+  // a bound of Infinity still refuses ±Infinity
+  const bound = Math.min(maxAbs, Number.MAX_VALUE);
+  const n = values.length;
+  for (let i = 0; i < n; i++) {
+    const v = values[i]!;
+    if (!(v <= bound && v >= -bound)) return i;
+  }
+  return -1;
 }
 
 function coordinateMedian(inputs: readonly Input[]): Float64Array {
@@ -187,6 +213,8 @@ export class PartReducer {
   private readonly held: Array<Map<string, Float32Array>> | undefined;
   /** CenteredClip's spread per √value in this part's last chunk of MIN_CLIP_VALUES or more. */
   private spreadPerValue = 0;
+  /** Held chunks' buffers whose average was taken, for the next chunks to be held (robust aggregations only). */
+  private readonly spare: Float32Array[] = [];
   private readonly weightPerChunk: Float64Array;
   private readonly delivered = new Map<string, number>();
   private readonly excluded = new Map<string, string>();
@@ -221,16 +249,22 @@ export class PartReducer {
     if (chunkIndex >= this.chunks) throw new PeerFault(peer, `sent chunk ${chunkIndex} of a part with ${this.chunks} chunks`);
     const [start, end] = chunkRange(this.size, this.chunkValues, chunkIndex);
     if (values.length !== end - start) throw new PeerFault(peer, `chunk ${chunkIndex} has ${values.length} values, expected ${end - start}`);
-    for (let i = 0; i < values.length; i++) {
-      const v = values[i]!;
-      if (!Number.isFinite(v)) throw new PeerFault(peer, `chunk ${chunkIndex} holds a non-finite value (${v}) at ${start + i}`, true);
-      if (Math.abs(v) > this.limits.maxAbs) throw new PeerFault(peer, `chunk ${chunkIndex} holds ${v} at ${start + i}, beyond the ±${this.limits.maxAbs} limit`, true);
+    const bad = firstBeyond(values, this.limits.maxAbs);
+    if (bad >= 0) {
+      const v = values[bad]!;
+      if (!Number.isFinite(v)) throw new PeerFault(peer, `chunk ${chunkIndex} holds a non-finite value (${v}) at ${start + bad}`, true);
+      throw new PeerFault(peer, `chunk ${chunkIndex} holds ${v} at ${start + bad}, beyond the ±${this.limits.maxAbs} limit`, true);
     }
     const w = this.weights.get(peer)!;
-    if (w > 0 && this.held !== undefined) this.held[chunkIndex]!.set(peer, values.slice());
-    else if (w > 0) {
+    if (w > 0 && this.held !== undefined) {
+      // a held chunk lives until its average is taken: a buffer averaged chunks gave back, not a new one each time
+      const copy = this.spare.pop()?.subarray(0, values.length) ?? new Float32Array(values.length);
+      copy.set(values);
+      this.held[chunkIndex]!.set(peer, copy);
+    } else if (w > 0) {
       const target = this.sum.subarray(start, end);
-      for (let i = 0; i < values.length; i++) target[i]! += w * values[i]!;
+      const n = values.length;
+      for (let i = 0; i < n; i++) target[i]! += w * values[i]!;
     }
     this.weightPerChunk[chunkIndex]! += w;
     this.delivered.set(peer, next + 1);
@@ -268,11 +302,16 @@ export class PartReducer {
       const inputs = [...this.held[index]!].map(([peer, x]) => ({ w: this.weights.get(peer)!, x }));
       if (inputs.length === 0) throw new Error(`chunk ${index} was already averaged`);
       this.held[index]!.clear();
-      if (this.limits.aggregation === 'trimmed-mean') return trimmedMean(inputs);
-      const n = inputs[0]!.x.length;
-      const { average, spread } = centeredClip(inputs, n < MIN_CLIP_VALUES ? this.spreadPerValue * Math.sqrt(n) : 0);
-      if (n >= MIN_CLIP_VALUES) this.spreadPerValue = spread / Math.sqrt(n);
-      return average;
+      try {
+        if (this.limits.aggregation === 'trimmed-mean') return trimmedMean(inputs);
+        const n = inputs[0]!.x.length;
+        const { average, spread } = centeredClip(inputs, n < MIN_CLIP_VALUES ? this.spreadPerValue * Math.sqrt(n) : 0);
+        if (n >= MIN_CLIP_VALUES) this.spreadPerValue = spread / Math.sqrt(n);
+        return average;
+      } finally {
+        // full-size buffers only (a part's short last chunk's are views of one), at most one per sender
+        for (const { x } of inputs) if (x.buffer.byteLength === this.chunkValues * 4 && this.spare.length < this.weights.size) this.spare.push(new Float32Array(x.buffer));
+      }
     }
     const [start, end] = chunkRange(this.size, this.chunkValues, index);
     const out = new Float32Array(end - start);

@@ -169,3 +169,27 @@ test('trimmed mean drops the extremes per coordinate; a reducer with a robust ag
     assert.throws(() => r.chunkAverage(0), /already averaged/);
   }
 });
+
+test("a robust reducer reuses averaged chunks' buffers for the next held chunks without mixing any sender's values", () => {
+  // 3 senders, 5 chunks of 4 values (the last one short): every sender delivers chunks ahead of the
+  // averages, so buffers freed by chunk i hold chunk i + 2's values while chunk i + 1's are still held
+  const senders = ['a', 'b', 'c'];
+  const value = (s: number, c: number, j: number): number => 10 * c + s + j / 10;
+  const r = new PartReducer(18, 4, new Map(senders.map((p) => [p, 1])), { maxAbs: 1e8, aggregation: 'centered-clip' });
+  const send = (c: number): void => senders.forEach((p, s) => r.add(p, c, Float32Array.from({ length: c === 4 ? 2 : 4 }, (_, j) => value(s, c, j))));
+  send(0);
+  send(1);
+  for (let c = 0; c < 5; c++) {
+    const avg = r.chunkAverage(c);
+    assert.ok(maxAbsDiff(avg, Float32Array.from({ length: avg.length }, (_, j) => value(1, c, j))) < 1e-5, `chunk ${c}: ${Array.from(avg).join(', ')}`);
+    if (c + 2 < 5) send(c + 2);
+  }
+});
+
+test('values are checked against ±maxAbs even when maxAbs is Infinity: NaN and ±Infinity are refused', () => {
+  const r = new PartReducer(2, 2, new Map([['p', 1]]), { maxAbs: Infinity });
+  assert.throws(() => r.add('p', 0, Float32Array.of(0, -Infinity)), /non-finite value \(-Infinity\) at 1/);
+  assert.throws(() => r.add('p', 0, Float32Array.of(Number.NaN, 0)), /non-finite value \(NaN\) at 0/);
+  r.add('p', 0, Float32Array.of(3e38, -3e38));
+  assert.deepEqual(Array.from(r.chunkAverage(0)), [Math.fround(3e38), Math.fround(-3e38)]);
+});
