@@ -24,6 +24,8 @@
 // join_to_first_average_s (a newcomer's start to its first average, median; _max too),
 // failed_rounds (count by reason), rss_growth_mb_per_h (max over peers with 10+ minutes of RSS
 // samples from a minute after their first full-state save: the least-squares slope),
+// retained_growth_mb_per_h (the same of RSS − the main V8 heap + what its last full collection kept,
+// from bench/_memory-probe.mjs inside each process: growth the heap's garbage swings do not drown),
 // and peers_crashed, nat_peers / nat_peers_averaged, peers_never_averaged (lived ≥ 3 epochs).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -80,6 +82,8 @@ const HOME_LINKS = [
 ] as const;
 const NAMES = { prefix: 'cohortl', bridge: 'cohortlbr0', vethPrefix: 'clv' };
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'cohort.js');
+/** Loaded into every process the lab starts: its memory as the main thread sees it, every 20 s (retained_growth_mb_per_h). */
+const MEMORY_PROBE = path.join(path.dirname(fileURLToPath(import.meta.url)), '_memory-probe.mjs');
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-swarm-lab-'));
 const LOGS = path.join(ROOT, 'logs');
 fs.mkdirSync(LOGS);
@@ -187,9 +191,34 @@ function addrOf(slot: number): string {
   return slot < PUBLIC ? `10.78.1.${slot + 1}` : `192.168.${slot}.2`;
 }
 
+/** Where the memory probe of the process logging to `logName` writes. */
+function memoryFile(logName: string): string {
+  return path.join(LOGS, logName.replace(/\.log$/, '.memory.jsonl'));
+}
+
+interface MemorySample {
+  readonly at: number;
+  readonly rssMb: number;
+  readonly heapTotalMb: number;
+  /** The V8 heap in use after the latest full collection (absent before the first). */
+  readonly liveHeapMb?: number;
+}
+
+/** The probe's samples of the process that logged to `logName` (none when it wrote nothing). */
+function memorySamples(logName: string): MemorySample[] {
+  const file = memoryFile(logName);
+  if (!fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as MemorySample);
+}
+
 /** `cohort …` inside namespace `ns`; stderr goes to `logName` and each line to `onLine`. */
 function cohort(ns: string, args: string[], logName: string, onLine: (line: string, at: number) => void): ChildProcess {
-  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...process.env, COHORT_LAB_MEMORY_FILE: memoryFile(logName) };
+  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', MEMORY_PROBE, CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.add(child);
   child.once('exit', () => children.delete(child));
   const log = fs.createWriteStream(path.join(LOGS, logName));
@@ -261,6 +290,20 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
 }
 
 /** Least-squares slope of y over x. */
+/**
+ * A peer's memory growth (MB/h): the least-squares slope of `series` from RSS_SETTLE_MS after it began
+ * training (loading the model, the first rounds' buffers and the saver's worker thread, +50–65 MB at
+ * once, docs/swarm.md, are not growth); undefined for spans under RSS_MIN_SPAN_MS (they measure the
+ * first rounds' allocations, not a leak). A slope, not two endpoints: a sample lands wherever the heap
+ * happens to be between two collections (±50 MB).
+ */
+function settledSlope(p: Peer, series: ReadonlyArray<{ readonly at: number; readonly mb: number }>): number | undefined {
+  if (p.trainingAt === undefined) return undefined;
+  const samples = series.filter((r) => r.at - p.trainingAt! >= RSS_SETTLE_MS);
+  if (samples.length < 2 || samples.at(-1)!.at - samples[0]!.at < RSS_MIN_SPAN_MS) return undefined;
+  return slope(samples.map((r) => [r.at / 3_600_000, r.mb] as const));
+}
+
 function slope(points: ReadonlyArray<readonly [number, number]>): number {
   const mx = points.reduce((sum, [x]) => sum + x, 0) / points.length;
   const my = points.reduce((sum, [, y]) => sum + y, 0) / points.length;
@@ -388,16 +431,10 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   const lateNever = peers.filter((p) => p.late && p.firstAverageAt === undefined).length;
   const failed: Record<string, number> = {};
   for (const p of peers) for (const f of p.failures) failed[reasonOf(f)] = (failed[reasonOf(f)] ?? 0) + 1;
-  const growth = peers
-    .map((p) => {
-      // From a minute after its first full-state save: loading the model, the first rounds' buffers
-      // and the saver's worker thread (+50–65 MB at once, docs/swarm.md) are not growth.
-      const samples = p.trainingAt === undefined ? [] : p.rss.filter((r) => r.at - p.trainingAt! >= RSS_SETTLE_MS);
-      // shorter spans measure the first rounds' allocations, not a leak
-      if (samples.length < 2 || samples.at(-1)!.at - samples[0]!.at < RSS_MIN_SPAN_MS) return undefined;
-      // a least-squares slope: two endpoints measured where the heap happened to be between two GCs (±50 MB)
-      return slope(samples.map((r) => [r.at / 3_600_000, r.mb] as const));
-    })
+  const growth = peers.map((p) => settledSlope(p, p.rss)).filter((g): g is number => g !== undefined);
+  // the same without the main heap's uncollected garbage: RSS − V8's heap + what its last full collection kept
+  const retained = peers
+    .map((p) => settledSlope(p, memorySamples(`${p.name}.log`).flatMap((m) => (m.liveHeapMb === undefined ? [] : [{ at: m.at, mb: m.rssMb - m.heapTotalMb + m.liveHeapMb }]))))
     .filter((g): g is number => g !== undefined);
   const epochTime = epochTimes.length > 0 ? median(epochTimes) : null;
   // peers that were there for at least 3 of the swarm's epochs: each of them should have averaged
@@ -424,6 +461,7 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
     failed_rounds: Object.values(failed).reduce((s, n) => s + n, 0),
     failed_rounds_by_reason: JSON.stringify(failed),
     rss_growth_mb_per_h: growth.length > 0 ? Number(Math.max(...growth).toFixed(1)) : null,
+    retained_growth_mb_per_h: retained.length > 0 ? Number(Math.max(...retained).toFixed(1)) : null,
     peers_crashed: crashed.length,
     peers_unclean_stop: unclean,
     peers_long_lived: longLived.length,
@@ -434,7 +472,7 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   };
   console.log(`  epochs ${f.epochs}, each ${f.epoch_s} s (overhead ×${f.epoch_overhead} over compute alone); averaged_share ${f.averaged_share} (of all steps ${f.averaged_steps_share}), median group ${f.median_group_size}, ${f.bytes_per_peer_per_epoch} B per peer per epoch`);
   console.log(`  newcomers: ${f.joiners}, first average after ${f.join_to_first_average_s} s (max ${f.join_to_first_average_max_s} s), ${lateNever} never averaged`);
-  console.log(`  failed rounds: ${f.failed_rounds} ${f.failed_rounds_by_reason}; RSS growth ${f.rss_growth_mb_per_h} MB/h (max over peers)`);
+  console.log(`  failed rounds: ${f.failed_rounds} ${f.failed_rounds_by_reason}; RSS growth ${f.rss_growth_mb_per_h} MB/h, without the main heap's garbage ${f.retained_growth_mb_per_h} MB/h (max over peers)`);
   console.log(`  peers crashed ${f.peers_crashed}; of ${longLived.length} that stepped 3+ epochs ${never.length} never averaged; NAT'd: ${f.nat_peers_averaged} of ${f.nat_peers} averaged`);
   // each peer's RSS when it began training, once settled (RSS_SETTLE_MS) and at its last sample
   const rssAt = (p: Peer, from: number): string => (p.rss.find((r) => r.at >= from)?.mb.toFixed(0) ?? '-');
