@@ -56,7 +56,7 @@ export function registerRun(program: Command): void {
     const stop = stopOnSignal();
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
-      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       const report = await node.ready;
@@ -69,7 +69,8 @@ export function registerRun(program: Command): void {
       if (opts.coordinator) {
         const coordinator = new Coordinator({ ...pick(opts, ['refresh', 'checkpointEvery', 'keepCheckpoints']), node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, run: record });
         coordinator.start();
-        await once(stop.signal, 'abort');
+        // a signal while it started (its swarm, the run record) has fired already: once() would wait for another
+        if (!stop.signal.aborted) await once(stop.signal, 'abort');
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
@@ -88,6 +89,10 @@ export function registerRun(program: Command): void {
         const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, simulatedCompute, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom, cacheQuotaBytes });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
+    } catch (err) {
+      // a signal before the run began (its data prepared, its record found) stops there: nothing to save yet
+      if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
+      log.info('stopped while starting: nothing to save yet');
     } finally {
       await metricsServer?.close();
       // bounded: under load a libp2p stop can wait long on connections closing, and the state is saved already
