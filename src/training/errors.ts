@@ -7,3 +7,8 @@ export class NonFiniteTrainingError extends Error {
     this.name = 'NonFiniteTrainingError';
   }
 }
+
+/** `cohort model export` found nothing to export (no checkpoint, a missing tokenizer); the message says what. */
+export class ModelExportError extends Error {
+  override readonly name = 'ModelExportError';
+}

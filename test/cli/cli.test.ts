@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
+import { multiaddr } from '@multiformats/multiaddr';
 import { electronBinary } from '../../src/doctor/electron.js';
-import { runCli } from '../helpers/cli.js';
+import { openStore } from '../../src/store/index.js';
+import { encodeJoinCode } from '../../src/swarm/join-code.js';
+import { cohortInProcess, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -89,4 +95,24 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   const peer = report.checks.find((c) => c.name.startsWith('Peer '));
   assert.equal(peer?.status, 'warn');
   assert.match(peer.detail, /unreachable/);
+});
+
+test('an expected failure is one line saying what to do, exit 1, no stack: a swarm whose peers are gone, nothing to export, a bad identity file', async (t) => {
+  const dir = tmpDir(t);
+  const noStack = (r: { code: number; stderr: string }, line: RegExp) => {
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, line);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  };
+  // a valid join code whose one peer is no longer listening (port 9: nothing listens on it)
+  const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
+  const gone = encodeJoinCode({ runId: 'gone-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/9/p2p/${peer.toString()}`)] });
+  noStack(await cohortInProcess(['status', '--join', gone, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "gone-run" \(1 tried; .*\): check that the peer which printed the code is still running\n/);
+
+  openStore(dir).close();
+  noStack(await cohortInProcess(['model', 'export', '--data-dir', dir, '--out', `${dir}/export`]), /cohort: no model checkpoint in \S+checkpoints\.db\n/);
+
+  const key = `${dir}/bad.key`;
+  fs.writeFileSync(key, '{"not": "a key"}');
+  noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
 });
