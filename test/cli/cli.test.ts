@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { generateKeyPair } from '@libp2p/crypto/keys';
 import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 import { multiaddr } from '@multiformats/multiaddr';
+import { buildProgram } from '../../src/cli/program.js';
 import { electronBinary } from '../../src/doctor/electron.js';
 import { openStore } from '../../src/store/index.js';
 import { encodeJoinCode } from '../../src/swarm/join-code.js';
@@ -115,4 +116,23 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   const key = `${dir}/bad.key`;
   fs.writeFileSync(key, '{"not": "a key"}');
   noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
+});
+
+test('--move-aside, which the message about a damaged database names, is a flag of every command that opens the store, and moves the file aside', async (t) => {
+  const program = buildProgram();
+  const command = (names: readonly string[]) => names.reduce((c, name) => c.commands.find((s) => s.name() === name)!, program);
+  for (const names of [['start'], ['run'], ['train'], ['swarm', 'start'], ['data', 'prepare'], ['data', 'stats'], ['data', 'sample']]) {
+    assert.ok(command(names).options.some((o) => o.long === '--move-aside'), `cohort ${names.join(' ')} lacks --move-aside`);
+  }
+  const dir = tmpDir(t);
+  const garbage = 'not a database '.repeat(100);
+  fs.writeFileSync(`${dir}/cohort.db`, garbage);
+  const refused = await cohortInProcess(['data', 'stats', '--data-dir', dir]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /not a readable Cohort database .*Pass --move-aside/);
+  const moved = await cohortInProcess(['data', 'stats', '--data-dir', dir, '--move-aside']);
+  assert.equal(moved.code, 0, moved.stderr);
+  assert.match(moved.stderr, /moved the unreadable database aside/);
+  const aside = fs.readdirSync(dir).filter((f) => f.startsWith('cohort.db.moved-'));
+  assert.deepEqual(aside.map((f) => fs.readFileSync(`${dir}/${f}`, 'utf8')), [garbage]);
 });

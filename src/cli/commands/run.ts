@@ -24,7 +24,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)');
   addFlags(cmd, RUN_FLAGS);
-  addSettingOptions(cmd, ['initialPeers']);
+  addSettingOptions(cmd, ['initialPeers', 'moveAside']);
   describeCommandEnv(cmd);
   cmd.action(async () => {
     const { config: settings, log } = commandContext(cmd);
@@ -42,7 +42,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
-    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { loggedStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
       import('../../swarm/index.js'),
@@ -50,7 +50,7 @@ export function registerRun(program: Command): void {
       import('../founding-data.js'),
     ]);
 
-    const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
+    const store = openStore(settings.dataDir, loggedStoreOptions(settings.moveAside, log));
     let node: SwarmNode | undefined;
     let metricsServer: MetricsServer | undefined;
     const stop = stopOnSignal();
