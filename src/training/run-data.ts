@@ -62,6 +62,8 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
     try {
       ({ info } = await fetchDataset(o.node, o.store, { ...pick(o, ['dataDir', 'log', 'signal', 'waitForHolderMs', 'quotaBytes']), datasetId, onProgress: progressReports(o.log, o.onProgress) }));
     } catch (err) {
+      // stopped while fetching: a stop, not a failed fetch (the shards stored so far stay)
+      o.signal?.throwIfAborted();
       throw new RunDataError(`could not fetch the run's dataset ${datasetId} from the swarm: ${(err as Error).message}; retry when a peer holding it is online (\`cohort status --join CODE\` shows how many peers hold each shard)`, { cause: err });
     }
   }
