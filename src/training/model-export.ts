@@ -52,7 +52,13 @@ interface Source {
 }
 
 function fromDirectory(dir: string): Source {
-  const { config, params } = loadModel(dir);
+  let model: ReturnType<typeof loadModel>;
+  try {
+    model = loadModel(dir);
+  } catch (err) {
+    throw new ModelExportError((err as Error).message, { cause: err });
+  }
+  const { config, params } = model;
   const file = path.join(dir, TOKENIZER_FILE);
   const bytes = fs.existsSync(file) ? fs.readFileSync(file) : undefined;
   return { what: `model directory ${dir}`, config, params, ...(bytes ? { tokenizer: { bytes, sha256: createHash('sha256').update(bytes).digest('hex') } } : {}) };

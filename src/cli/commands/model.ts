@@ -82,7 +82,14 @@ export function registerModel(program: Command): void {
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
     const { loadModel, OrtBackend, DynamicLossScaler, encodeParams } = await import('../../engine/index.js');
-    const { config, params, ignored } = loadModel(dir);
+    // a directory that cannot be loaded (no config.json, a bad file) is a bad --model: exit 2 naming it
+    let model: ReturnType<typeof loadModel>;
+    try {
+      model = loadModel(dir);
+    } catch (err) {
+      throw new ConfigError('--model', (err as Error).message);
+    }
+    const { config, params, ignored } = model;
     if (ignored.length > 0) log.debug({ ignored }, 'checkpoint keys not used (aliases and buffers)');
     const batch = readBatch(batchFile, config.vocabSize);
     const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log, precision });
