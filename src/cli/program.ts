@@ -3,7 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { DataError } from '../data/errors.js';
 import { StoreError } from '../store/errors.js';
-import { ModelExportError, NonFiniteTrainingError } from '../training/errors.js';
+import { ModelExportError, NonFiniteTrainingError, RunDataError } from '../training/errors.js';
 import { RunRecordUnavailableError } from '../collab/errors.js';
 import { IdentityError, SwarmUnreachableError } from '../swarm/errors.js';
 import { registerData } from './commands/data.js';
@@ -25,7 +25,7 @@ import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 const EXIT_USAGE = 2;
 
 /** Failures whose message names what went wrong and what to do: printed as that one line, without a stack. */
-const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError];
+const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError, RunDataError];
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 

@@ -12,6 +12,7 @@ import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { pick } from '../util/pick.js';
 import { ensureDataset } from './data.js';
+import { RunDataError } from './errors.js';
 
 /** A dataset's pins (what the run record and matchmaking compare); null until it has a content id. */
 export function pinsOf(info: DatasetInfo): RunData | null {
@@ -22,11 +23,6 @@ export function pinsOf(info: DatasetInfo): RunData | null {
 export function ownRunData(store: Store): RunData | null {
   const newest = datasetStore(store).list()[0];
   return newest === undefined ? null : pinsOf(newest);
-}
-
-/** A pinned dataset could not be had: the message says what the volunteer can do. */
-export class RunDataError extends Error {
-  override readonly name = 'RunDataError';
 }
 
 export interface RunDatasetOptions {
@@ -67,6 +63,8 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
     } catch (err) {
       // stopped while fetching: a stop, not a failed fetch (the shards stored so far stay)
       o.signal?.throwIfAborted();
+      // chooseShards: the quota cannot hold the smallest shard; waiting for holders would not help
+      if (err instanceof RangeError && o.quotaBytes !== undefined) throw new RunDataError(`${err.message}: give a larger --cache-quota, or none to hold all of it`, { cause: err });
       if (info === undefined) throw new RunDataError(`could not fetch the run's dataset ${datasetId} from the swarm: ${(err as Error).message}; retry when a peer holding it is online (\`cohort status --join CODE\` shows how many peers hold each shard)`, { cause: err });
       o.log.warn(`could not fetch the rest of the run's dataset ${datasetId} (${(err as Error).message}): training on the ${info.shardCount} of ${total} shards held`);
     }

@@ -12,7 +12,8 @@ import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardO
 import { holdingKey } from '../../src/shards/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
-import { RunDataError, runDataset } from '../../src/training/run-data.js';
+import { RunDataError } from '../../src/training/errors.js';
+import { runDataset } from '../../src/training/run-data.js';
 import { capturingLogger, warningLog } from '../helpers/log.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
