@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import net, { type AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { generateKeyPair } from '@libp2p/crypto/keys';
 import { peerIdFromPrivateKey } from '@libp2p/peer-id';
@@ -98,7 +99,7 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   assert.match(peer.detail, /unreachable/);
 });
 
-test('an expected failure is one line saying what to do, exit 1, no stack: a swarm whose peers are gone, nothing to export, a bad identity file', async (t) => {
+test('an expected failure is one line saying what to do, exit 1, no stack: a swarm whose peers are gone or hung (within --wait), nothing to export, a bad identity file', async (t) => {
   const dir = tmpDir(t);
   const noStack = (r: { code: number; stderr: string }, line: RegExp) => {
     assert.equal(r.code, 1, r.stderr);
@@ -108,7 +109,13 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   // a valid join code whose one peer is no longer listening (port 9: nothing listens on it)
   const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
   const gone = encodeJoinCode({ runId: 'gone-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/9/p2p/${peer.toString()}`)] });
-  noStack(await cohortInProcess(['status', '--join', gone, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "gone-run" \(1 tried; .*\): check that the peer which printed the code is still running\n/);
+  noStack(await cohortInProcess(['status', '--join', gone, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "gone-run" within 1 s \(--wait; .*\): check that the peer which printed the code is still running\n/);
+  // a peer that accepts connections and never answers (a hung process): the bootstrap alone would retry for half a minute
+  const silent = net.createServer(() => {});
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => silent.close());
+  const hung = encodeJoinCode({ runId: 'hung-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/${(silent.address() as AddressInfo).port}/p2p/${peer.toString()}`)] });
+  noStack(await cohortInProcess(['status', '--join', hung, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "hung-run" within 1 s /);
 
   openStore(dir).close();
   noStack(await cohortInProcess(['model', 'export', '--data-dir', dir, '--out', `${dir}/export`]), /cohort: no model checkpoint in \S+checkpoints\.db\n/);
