@@ -16,6 +16,7 @@ import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
+import { CommandFailure } from './failure.js';
 
 // The command modules import only their flag tables and the schemas under them; each action loads
 // the runtime it drives (swarm, engine, store) with `await import()` once its flags are read, so
@@ -25,7 +26,7 @@ import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 const EXIT_USAGE = 2;
 
 /** Failures whose message names what went wrong and what to do: printed as that one line, without a stack. */
-const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError, RunDataError];
+const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError, RunDataError, CommandFailure];
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
