@@ -3,8 +3,9 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/load.js';
 import { DataError } from '../data/errors.js';
 import { StoreError } from '../store/errors.js';
-import { NonFiniteTrainingError } from '../training/errors.js';
+import { ModelExportError, NonFiniteTrainingError, RunDataError } from '../training/errors.js';
 import { RunRecordUnavailableError } from '../collab/errors.js';
+import { IdentityError, SwarmUnreachableError } from '../swarm/errors.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
 import { registerStatus } from './commands/status.js';
@@ -15,6 +16,7 @@ import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
+import { CommandFailure } from './failure.js';
 
 // The command modules import only their flag tables and the schemas under them; each action loads
 // the runtime it drives (swarm, engine, store) with `await import()` once its flags are read, so
@@ -22,6 +24,9 @@ import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 
 /** Exit codes: 0 success, 1 failure at run time, 2 bad usage (unknown flag, bad value, bad config). */
 const EXIT_USAGE = 2;
+
+/** Failures whose message names what went wrong and what to do: printed as that one line, without a stack. */
+const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError, RunDataError, CommandFailure];
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
@@ -63,8 +68,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`cohort: ${origin ? `${origin} (${err.message})` : err.message}\n`);
       return EXIT_USAGE;
     }
-    // the message says all: what went wrong and what to do (an expected data failure: bad input, no dataset)
-    if (err instanceof StoreError || err instanceof DataError || err instanceof NonFiniteTrainingError || err instanceof RunRecordUnavailableError) {
+    // the message says all: what went wrong and what to do (an expected failure: bad input, no dataset, an unreachable swarm)
+    if (err instanceof Error && EXPECTED_FAILURES.some((Class) => err instanceof Class)) {
       process.stderr.write(`cohort: ${err.message}\n`);
       return 1;
     }

@@ -33,12 +33,33 @@ export interface ArchiveEntry {
  */
 export async function* archiveEntries(file: string, kind: ArchiveKind): AsyncGenerator<ArchiveEntry> {
   try {
-    if (kind === 'zip') yield* zipEntries(file);
-    else if (kind === 'gz') yield { name: path.basename(file).replace(/\.gz$/i, ''), open: async () => fs.createReadStream(file).pipe(zlib.createGunzip()) };
-    else yield* tarEntries(file, kind === 'tar.gz');
+    for await (const entry of entriesOf(file, kind)) yield { name: entry.name, open: async () => namingArchive(file, kind, await entry.open()) };
   } catch (err) {
-    if (err instanceof DataError) throw err;
-    throw new DataError(`archive ${file}: cannot read it as ${kind} (${(err as Error).message})`, { cause: err });
+    throw archiveError(file, kind, err);
+  }
+}
+
+function entriesOf(file: string, kind: ArchiveKind): AsyncGenerator<ArchiveEntry> {
+  if (kind === 'zip') return zipEntries(file);
+  if (kind === 'gz') return gzEntries(file);
+  return tarEntries(file, kind === 'tar.gz');
+}
+
+async function* gzEntries(file: string): AsyncGenerator<ArchiveEntry> {
+  yield { name: path.basename(file).replace(/\.gz$/i, ''), open: async () => fs.createReadStream(file).pipe(zlib.createGunzip()) };
+}
+
+function archiveError(file: string, kind: ArchiveKind, err: unknown): DataError {
+  if (err instanceof DataError) return err;
+  return new DataError(`archive ${file}: cannot read it as ${kind} (${(err as Error).message})`, { cause: err });
+}
+
+/** An entry's bytes: a truncated or damaged archive fails while they are read, and that error names the archive too. */
+async function* namingArchive(file: string, kind: ArchiveKind, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  try {
+    yield* chunks;
+  } catch (err) {
+    throw archiveError(file, kind, err);
   }
 }
 

@@ -103,8 +103,13 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   }
 
   if (!tokenizer) {
-    // Skips are reported once, by the tokenize pass below.
-    if (!fs.existsSync(trainedFile)) await trainTokenizer(source.documents(), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents }));
+    // Skips are reported once, by the tokenize pass below; a source with no text left ends here, so it reports them
+    const skips: SkippedInput[] = [];
+    if (!fs.existsSync(trainedFile) && !(await trainTokenizer(source.documents((s) => skips.push(s)), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents })))) {
+      skips.forEach(onSkip);
+      const listed = skips.slice(0, 3).map((s) => `${s.file}: ${s.reason}`);
+      throw new DataError(`source ${source.description} has no text to train a tokenizer on (${skipped} input(s) skipped${listed.length > 0 ? `: ${listed.join('; ')}${skips.length > listed.length ? '; …' : ''}` : ''})`);
+    }
     tokenizer = loadTokenizer(trainedFile);
   }
 
@@ -146,19 +151,20 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   return { info, reused: false, skipped, evicted };
 }
 
-/** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename). */
-async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly string[] }>, file: string, vocabSize: number, onDocument: (n: number) => void): Promise<void> {
+/** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename); false when the documents hold no word. */
+async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly string[] }>, file: string, vocabSize: number, onDocument: (n: number) => void): Promise<boolean> {
   const counter = new WordCounter();
   let n = 0;
   for await (const doc of documents) {
     for (const p of doc.paragraphs) counter.add(p);
     onDocument(++n);
   }
-  if (counter.counts.size === 0) throw new DataError('cannot train a tokenizer: the source has no text');
+  if (counter.counts.size === 0) return false;
   const json = trainWordPiece(counter.counts, { vocabSize });
   fs.mkdirSync(path.dirname(file), { recursive: true });
   // per thread: preparations in workers of one process could train the same file at once
   const tmp = `${file}.tmp-${process.pid}-${threadId}`;
   fs.writeFileSync(tmp, JSON.stringify(json));
   fs.renameSync(tmp, file);
+  return true;
 }

@@ -10,6 +10,7 @@ import { OffenceStore } from './offences.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
 import { StoreError } from './errors.js';
+import type { Logger } from '../log/logger.js';
 
 export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
@@ -41,6 +42,11 @@ export interface Store {
 export interface OpenStoreOptions extends OpenDatabaseOptions {
   /** Told about each metric point skipped as invalid (default: a process warning on stderr). */
   readonly onInvalidMetric?: (message: string) => void;
+}
+
+/** How a node or command opens its store: with `--move-aside` as configured, a file moved aside and each invalid metric point said in its log. */
+export function loggedStoreOptions(moveAside: boolean, log: Logger): OpenStoreOptions {
+  return { moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`), onInvalidMetric: (message) => log.warn(message) };
 }
 
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {

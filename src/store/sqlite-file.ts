@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
-import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError } from './errors.js';
+import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, StoreError } from './errors.js';
 
 /**
  * Versioned schema changes, applied in order inside one transaction each; the schema version is
@@ -74,11 +74,16 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
  * Windows the per-user profile directory already keeps other users out.
  */
 function restrictToOwner(dataDir: string, file: string): void {
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  if (process.platform === 'win32') return;
-  fs.chmodSync(dataDir, 0o700);
-  fs.closeSync(fs.openSync(file, 'a', 0o600));
-  for (const suffix of COMPANIONS) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
+  try {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    if (process.platform === 'win32') return;
+    fs.chmodSync(dataDir, 0o700);
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+    for (const suffix of COMPANIONS) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
+  } catch (err) {
+    // a --data-dir that names a file, or a folder this user may not write: say so, not fs's bare EEXIST
+    throw new StoreError(file, `cannot use ${dataDir} as the data directory (${(err as Error).message}); pass --data-dir a folder this user can write, or omit it`, { cause: err });
+  }
 }
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');

@@ -39,3 +39,8 @@ export type RejectReason =
 export class IdentityError extends Error {
   override readonly name = 'IdentityError';
 }
+
+/** None of a join code's peers answered: the swarm cannot be read (its log lines say what each address answered). */
+export class SwarmUnreachableError extends Error {
+  override readonly name = 'SwarmUnreachableError';
+}

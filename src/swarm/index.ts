@@ -20,4 +20,4 @@ export { readToEnd } from './streams.js';
 export { statsMetricPoints, swarmMetrics } from './prometheus.js';
 export { generatePsk, parsePskHex } from './private-network.js';
 export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
-export { JoinCodeError, RecordError, IdentityError, type RejectReason } from './errors.js';
+export { JoinCodeError, RecordError, IdentityError, SwarmUnreachableError, type RejectReason } from './errors.js';

@@ -7,3 +7,13 @@ export class NonFiniteTrainingError extends Error {
     this.name = 'NonFiniteTrainingError';
   }
 }
+
+/** A pinned dataset could not be had: the message says what the volunteer can do. */
+export class RunDataError extends Error {
+  override readonly name = 'RunDataError';
+}
+
+/** `cohort model export` found nothing to export (no checkpoint, a missing tokenizer); the message says what. */
+export class ModelExportError extends Error {
+  override readonly name = 'ModelExportError';
+}

@@ -11,16 +11,13 @@ import { decodeTrainingState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT } fr
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
 import type { CheckpointInfo, Store } from '../store/index.js';
+import { ModelExportError } from './errors.js';
 import { MODEL_CHECKPOINT } from './session.js';
 
 /** Checkpoint kinds that hold a full training state (collab/full-state.ts): a coordinator's and a peer's. */
 const STATE_KINDS: readonly string[] = [SWARM_STATE_CHECKPOINT, PEER_STATE_CHECKPOINT];
 /** Checkpoint kinds that hold a model: a training session's (parameters as safetensors, meta.config the HF config) and the full states. */
 const MODEL_KINDS = [MODEL_CHECKPOINT, ...STATE_KINDS];
-
-export class ModelExportError extends Error {
-  override readonly name = 'ModelExportError';
-}
 
 export interface ExportedModel {
   readonly out: string;
@@ -55,7 +52,13 @@ interface Source {
 }
 
 function fromDirectory(dir: string): Source {
-  const { config, params } = loadModel(dir);
+  let model: ReturnType<typeof loadModel>;
+  try {
+    model = loadModel(dir);
+  } catch (err) {
+    throw new ModelExportError((err as Error).message, { cause: err });
+  }
+  const { config, params } = model;
   const file = path.join(dir, TOKENIZER_FILE);
   const bytes = fs.existsSync(file) ? fs.readFileSync(file) : undefined;
   return { what: `model directory ${dir}`, config, params, ...(bytes ? { tokenizer: { bytes, sha256: createHash('sha256').update(bytes).digest('hex') } } : {}) };

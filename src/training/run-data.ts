@@ -7,11 +7,12 @@
 import type { RunData } from '../collab/index.js';
 import { datasetStore, type DatasetInfo } from '../data/index.js';
 import type { Logger } from '../log/logger.js';
-import { fetchDataset, type FetchProgress } from '../shards/index.js';
+import { fetchDataset, manifestOf, type FetchProgress } from '../shards/index.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { pick } from '../util/pick.js';
 import { ensureDataset } from './data.js';
+import { RunDataError } from './errors.js';
 
 /** A dataset's pins (what the run record and matchmaking compare); null until it has a content id. */
 export function pinsOf(info: DatasetInfo): RunData | null {
@@ -22,11 +23,6 @@ export function pinsOf(info: DatasetInfo): RunData | null {
 export function ownRunData(store: Store): RunData | null {
   const newest = datasetStore(store).list()[0];
   return newest === undefined ? null : pinsOf(newest);
-}
-
-/** A pinned dataset could not be had: the message says what the volunteer can do. */
-export class RunDataError extends Error {
-  override readonly name = 'RunDataError';
 }
 
 export interface RunDatasetOptions {
@@ -57,12 +53,20 @@ export async function runDataset(o: RunDatasetOptions): Promise<DatasetInfo> {
   }
   const { datasetId, tokenizerSha256 } = o.data;
   let info = datasets.byDatasetId(datasetId);
-  if (info === undefined) {
-    o.log.info(`fetching the run's dataset ${datasetId} and its tokenizer from the swarm`);
+  // a fetch stopped part-way (Ctrl-C, a crash) left a readable part: a peer meant to hold it all fetches the rest
+  const total = info?.manifest ? manifestOf(info, datasets).shards.length : 0;
+  const partial = info !== undefined && o.quotaBytes === undefined && info.shardCount < total;
+  if (info === undefined || partial) {
+    o.log.info(info !== undefined ? `holding ${info.shardCount} of the ${total} shards of the run's dataset ${datasetId} (an earlier fetch stopped part-way): fetching the rest` : `fetching the run's dataset ${datasetId} and its tokenizer from the swarm`);
     try {
       ({ info } = await fetchDataset(o.node, o.store, { ...pick(o, ['dataDir', 'log', 'signal', 'waitForHolderMs', 'quotaBytes']), datasetId, onProgress: progressReports(o.log, o.onProgress) }));
     } catch (err) {
-      throw new RunDataError(`could not fetch the run's dataset ${datasetId} from the swarm: ${(err as Error).message}; retry when a peer holding it is online (\`cohort status --join CODE\` shows how many peers hold each shard)`, { cause: err });
+      // stopped while fetching: a stop, not a failed fetch (the shards stored so far stay)
+      o.signal?.throwIfAborted();
+      // chooseShards: the quota cannot hold the smallest shard; waiting for holders would not help
+      if (err instanceof RangeError && o.quotaBytes !== undefined) throw new RunDataError(`${err.message}: give a larger --cache-quota, or none to hold all of it`, { cause: err });
+      if (info === undefined) throw new RunDataError(`could not fetch the run's dataset ${datasetId} from the swarm: ${(err as Error).message}; retry when a peer holding it is online (\`cohort status --join CODE\` shows how many peers hold each shard)`, { cause: err });
+      o.log.warn(`could not fetch the rest of the run's dataset ${datasetId} (${(err as Error).message}): training on the ${info.shardCount} of ${total} shards held`);
     }
   }
   // a dataset id covers its tokenizer's hash, so this only fails on a damaged store

@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import net, { type AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
+import { multiaddr } from '@multiformats/multiaddr';
+import { buildProgram } from '../../src/cli/program.js';
 import { electronBinary } from '../../src/doctor/electron.js';
-import { runCli } from '../helpers/cli.js';
+import { openStore } from '../../src/store/index.js';
+import { encodeJoinCode } from '../../src/swarm/join-code.js';
+import { cohortInProcess, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -89,4 +97,49 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   const peer = report.checks.find((c) => c.name.startsWith('Peer '));
   assert.equal(peer?.status, 'warn');
   assert.match(peer.detail, /unreachable/);
+});
+
+test('an expected failure is one line saying what to do, exit 1, no stack: a swarm whose peers are gone or hung (within --wait), nothing to export, a bad identity file', async (t) => {
+  const dir = tmpDir(t);
+  const noStack = (r: { code: number; stderr: string }, line: RegExp) => {
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, line);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  };
+  // a valid join code whose one peer is no longer listening (port 9: nothing listens on it)
+  const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
+  const gone = encodeJoinCode({ runId: 'gone-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/9/p2p/${peer.toString()}`)] });
+  noStack(await cohortInProcess(['status', '--join', gone, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "gone-run" within 1 s \(--wait; .*\): check that the peer which printed the code is still running\n/);
+  // a peer that accepts connections and never answers (a hung process): the bootstrap alone would retry for half a minute
+  const silent = net.createServer(() => {});
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => silent.close());
+  const hung = encodeJoinCode({ runId: 'hung-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/${(silent.address() as AddressInfo).port}/p2p/${peer.toString()}`)] });
+  noStack(await cohortInProcess(['status', '--join', hung, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "hung-run" within 1 s /);
+
+  openStore(dir).close();
+  noStack(await cohortInProcess(['model', 'export', '--data-dir', dir, '--out', `${dir}/export`]), /cohort: no model checkpoint in \S+checkpoints\.db\n/);
+
+  const key = `${dir}/bad.key`;
+  fs.writeFileSync(key, '{"not": "a key"}');
+  noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
+});
+
+test('--move-aside, which the message about a damaged database names, is a flag of every command that opens the store, and moves the file aside', async (t) => {
+  const program = buildProgram();
+  const command = (names: readonly string[]) => names.reduce((c, name) => c.commands.find((s) => s.name() === name)!, program);
+  for (const names of [['start'], ['run'], ['train'], ['swarm', 'start'], ['data', 'prepare'], ['data', 'stats'], ['data', 'sample']]) {
+    assert.ok(command(names).options.some((o) => o.long === '--move-aside'), `cohort ${names.join(' ')} lacks --move-aside`);
+  }
+  const dir = tmpDir(t);
+  const garbage = 'not a database '.repeat(100);
+  fs.writeFileSync(`${dir}/cohort.db`, garbage);
+  const refused = await cohortInProcess(['data', 'stats', '--data-dir', dir]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /not a readable Cohort database .*Pass --move-aside/);
+  const moved = await cohortInProcess(['data', 'stats', '--data-dir', dir, '--move-aside']);
+  assert.equal(moved.code, 0, moved.stderr);
+  assert.match(moved.stderr, /moved the unreadable database aside/);
+  const aside = fs.readdirSync(dir).filter((f) => f.startsWith('cohort.db.moved-'));
+  assert.deepEqual(aside.map((f) => fs.readFileSync(`${dir}/${f}`, 'utf8')), [garbage]);
 });

@@ -128,14 +128,17 @@ test('model export: the newest checkpoint (or one epoch) as config.json, model.s
   check.close();
 });
 
-test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer or a missing database exit 1, saying what is missing', async (t) => {
+test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer, a directory that is no model or a missing database exit 1, saying what is missing in one line', async (t) => {
   const dataDir = tmpDir(t);
   const store = openStore(dataDir);
   const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
   store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: 2, meta: { config: configToHf(config) }, data: encodeParams(initAlbertParams(config, 1)) });
   store.close();
   const out = path.join(dataDir, 'out');
+  const notModel = path.join(dataDir, 'not-a-model');
+  fs.mkdirSync(notModel);
   const cases: Array<[string[], number, RegExp]> = [
+    [['--from', notModel, '--out', out], 1, /^cohort: model directory \S+not-a-model: config\.json not found\n$/],
     [['--from', 'yesterday', '--out', out], 2, /--from: invalid value "yesterday"; accepted: latest, an epoch \(an integer ≥ 0\) or a model directory/],
     [[], 2, /--out/],
     [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*checkpoints\.db \(epochs held: 2\)/],
@@ -145,6 +148,7 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer o
     const r = await cohortInProcess(['model', 'export', ...args, '--data-dir', dataDir]);
     assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message, args.join(' '));
+    assert.doesNotMatch(r.stderr, /\n\s+at /, `${args.join(' ')}: no stack`);
   }
   assert.equal(fs.existsSync(out), false, 'a failed export wrote nothing');
   const none = await cohortInProcess(['model', 'export', '--out', out, '--data-dir', path.join(dataDir, 'nothing-here')]);

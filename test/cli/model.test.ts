@@ -4,7 +4,7 @@ import path from 'node:path';
 import test from 'node:test';
 import { missingCudaProvider } from '../../src/engine/cuda-install.js';
 import { decodeSafetensors, encodeSafetensors, type SafeTensor } from '../../src/engine/safetensors.js';
-import { runCli } from '../helpers/cli.js';
+import { cohortInProcess, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const BATCH = {
@@ -209,4 +209,25 @@ test('without the CUDA provider installed, the default provider choice says so i
   assert.match(r.stderr, /CUDA execution provider unavailable; training on CPU/);
   assert.match(r.stderr, /installed without its CUDA provider/);
   assert.doesNotMatch(r.stderr, /ONNXRuntimeError|Failed to load library/);
+});
+
+test('model loss: a --model directory that cannot be loaded exits 1 naming the flag and what is wrong, in one line', async (t) => {
+  const dir = tmpDir(t);
+  const batch = path.join(dir, 'batch.json');
+  fs.writeFileSync(batch, '{}');
+  const empty = path.join(dir, 'empty');
+  fs.mkdirSync(empty);
+  const badConfig = path.join(dir, 'bad-config');
+  fs.mkdirSync(badConfig);
+  fs.writeFileSync(path.join(badConfig, 'config.json'), '{}');
+  fs.writeFileSync(path.join(badConfig, 'model.safetensors'), 'not safetensors');
+  for (const [model, message] of [
+    [empty, /^cohort: --model: model directory \S+empty: config\.json not found\n$/],
+    [badConfig, /^cohort: --model: \S+bad-config\/config\.json: vocab_size: /],
+  ] as const) {
+    const r = await cohortInProcess(['model', 'loss', '--model', model, '--batch', batch]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  }
 });

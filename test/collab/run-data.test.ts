@@ -73,3 +73,17 @@ test('a coordinator founds a run on a WikiText .zip; two peers with empty data d
   assert.deepEqual(founded.datasets.map((d) => d.datasetId), [datasetId]);
   assert.ok(fs.existsSync(path.join(dirs[0]!, 'cohort.db')));
 });
+
+test('a joiner whose --cache-quota cannot hold one shard of the run’s data exits 1 with one line saying so, not a stack', { timeout: 180_000 }, async (t) => {
+  const root = tmpDir(t);
+  const zip = path.join(root, 'wikitext-103-raw-v1.zip');
+  wikiTextZip(zip, 3);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'quota-test', '--data-dir', path.join(root, 'coordinator'), '--data-source', zip, ...COMMON]);
+  const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 120_000);
+  const joiner = await runCli(['run', '--join', code!, '--data-dir', path.join(root, 'joiner'), '--cache-quota', '0.001', ...TRAIN], { timeoutMs: 120_000 });
+  assert.equal(joiner.code, 1, joiner.stderr.slice(-3000));
+  assert.match(joiner.stderr, /\ncohort: cache quota of \d+ bytes cannot hold one shard of dataset [0-9a-f]{64} \(the smallest has \d+ bytes\): give a larger --cache-quota, or none to hold all of it\n/);
+  assert.doesNotMatch(joiner.stderr, /\n\s+at /);
+  co.child.kill('SIGTERM');
+  assert.equal(await co.exited, 0, co.stderr.slice(-3000));
+});

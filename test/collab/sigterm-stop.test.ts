@@ -1,8 +1,10 @@
 // A SIGTERMed `cohort run` peer in a swarm stops cleanly and exits (the swarm lab saw trained peers
 // that saved and printed their summary still alive 60 s later); a second signal exits at once.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
+import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor, type Proc } from './processes.js';
 
@@ -43,4 +45,42 @@ test('a SIGTERMed peer mid-training prints its summary and exits 0; a second sig
   assert.match(doubled.stderr, /second signal/);
   co.child.kill('SIGTERM');
   assert.equal(await co.exited, 0, co.stderr.slice(-3000));
+});
+
+/** Resolves with the exit code, or undefined when `proc` still runs after `ms` (a hang: it waits for a second signal). */
+async function exitWithin(proc: Proc, ms: number): Promise<number | null | undefined> {
+  return Promise.race([proc.exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
+}
+
+test('a coordinator signalled while it prepares its --data-source stops there and exits 0, leaving no dataset and starting no swarm', { timeout: 180_000 }, async (t) => {
+  const root = tmpDir(t);
+  // plain text large enough that the preparation is still running when the signal comes
+  const corpus = path.join(root, 'corpus.txt');
+  const line = (i: number) => `The river number ${i} flows past the mountain ${i % 97}. Its valley holds ${i % 13} towns and a bridge.`;
+  fs.writeFileSync(corpus, Array.from({ length: 150_000 }, (_, i) => line(i)).join('\n\n'));
+  const dataDir = path.join(root, 'co');
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'stop-while-preparing', '--data-dir', dataDir, '--data-source', corpus, ...COMMON]);
+  await waitFor(co, /preparing the run's data/, 60_000, 'stderr');
+  co.child.kill('SIGINT');
+  // without the stop reaching the preparation, it went on, started the swarm and waited for a second signal
+  assert.equal(await exitWithin(co, 90_000), 0, co.out().slice(-3000));
+  assert.match(co.stderr, /stopped while starting: nothing to save yet/);
+  assert.doesNotMatch(co.stdout, /cohort run --join/);
+  const stats = await runCli(['data', 'stats', '--json', '--data-dir', dataDir]);
+  assert.deepEqual((JSON.parse(stats.stdout) as { datasets: unknown[] }).datasets, []);
+});
+
+test('a joiner signalled while it looks for the run record exits 0 with a line saying so, not an AbortError stack', { timeout: 180_000 }, async (t) => {
+  const root = tmpDir(t);
+  // a swarm peer publishes no run record: the joiner keeps looking
+  const seed = spawnCli(t, ['swarm', 'start', '--run-id', 'no-record', '--data-dir', path.join(root, 'seed'), '--host-maddrs', '/ip4/127.0.0.1/tcp/0']);
+  const [, code] = await waitFor(seed, /Join code \(pass it to --initial-peers\): (cohort:\S+)/, 60_000);
+  const joiner = spawnCli(t, ['run', '--join', code!, '--data-dir', path.join(root, 'joiner'), ...TRAIN]);
+  await waitFor(joiner, /no run record found yet/, 90_000, 'stderr');
+  joiner.child.kill('SIGINT');
+  assert.equal(await exitWithin(joiner, 60_000), 0, joiner.stderr.slice(-3000));
+  assert.match(joiner.stderr, /stopped while starting: nothing to save yet/);
+  assert.doesNotMatch(joiner.stderr, /AbortError/);
+  seed.child.kill('SIGTERM');
+  assert.equal(await seed.exited, 0, seed.stderr.slice(-3000));
 });

@@ -5,6 +5,7 @@ import path from 'node:path';
 import test, { type TestContext } from 'node:test';
 import { datasetIdOf } from '../../src/store/dataset-id.js';
 import { DatasetStore } from '../../src/data/dataset-store.js';
+import { DataError } from '../../src/data/errors.js';
 import { prepareDataset, type PrepareOptions } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { loadTokenizer } from '../../src/data/tokenizer.js';
@@ -176,6 +177,23 @@ test('an interrupted or empty prepare leaves nothing half-written in the cache',
   fs.writeFileSync(path.join(empty, 'one.txt'), 'Only one sentence here');
   await assert.rejects(prepareDataset({ ...base, source: empty, maxDocuments: undefined }), /gave no training examples \(1 documents, 1 sentences/);
   assert.equal(count('SELECT count(*) AS c FROM datasets'), 0);
+});
+
+test('a source with no text (an empty file, a binary one) warns about each skipped input and fails with their count and reasons', async (t) => {
+  const { dataDir, base } = setup(t);
+  const corpus = path.join(dataDir, 'no-text');
+  fs.mkdirSync(corpus);
+  fs.writeFileSync(path.join(corpus, 'a.txt'), Buffer.from([0x41, 0x00, 0x42, 0x0a]));
+  fs.writeFileSync(path.join(corpus, 'b.txt'), '');
+  const warnings: string[] = [];
+  await assert.rejects(prepareDataset({ ...base, source: corpus, maxDocuments: undefined, onWarning: (m) => warnings.push(m) }), (err: Error) => {
+    assert.ok(err instanceof DataError);
+    assert.match(err.message, /has no text to train a tokenizer on \(2 input\(s\) skipped: \S+a\.txt: binary data .*; \S+b\.txt: empty file\)$/);
+    return true;
+  });
+  assert.equal(warnings.length, 2);
+  assert.match(warnings[0]!, /^skipped \S+a\.txt: binary data/);
+  assert.match(warnings[1]!, /^skipped \S+b\.txt: empty file$/);
 });
 
 function shardHashes(store: Store, cacheKey: string): string[] {

@@ -6,6 +6,7 @@ import { createGzip } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import type { Document } from '../../src/data/document.js';
+import { DataError } from '../../src/data/errors.js';
 import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
 import { MAX_PLAIN_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
@@ -169,6 +170,27 @@ test('a corrupt archive is a clear error naming it; a bad entry in a tar is skip
   assert.deepEqual(docs.map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
   assert.equal(skipped.length, 1);
   assert.match(skipped[0]!.reason, /binary/);
+});
+
+test('a truncated .gz or .tar.gz (a download cut short) is a DataError naming the archive, not a raw zlib error', async (t) => {
+  const dir = tmpDir(t);
+  // large enough that the cut falls inside the first entry's bytes, after its header was read
+  const text = Array.from({ length: 400 }, (_, i) => WIKI.replace('Valkyria', `Valkyria ${i}`)).join('\n');
+  const whole = { gz: path.join(dir, 'whole.raw.gz'), tgz: path.join(dir, 'whole.tar.gz') };
+  await pipeline(async function* () {
+    yield Buffer.from(text);
+  }, createGzip(), fs.createWriteStream(whole.gz));
+  await writeTar(whole.tgz, true, { 'wiki.train.raw': text });
+  for (const [name, from, kind] of [['cut.raw.gz', whole.gz, 'gz'], ['cut.tar.gz', whole.tgz, 'tar.gz']] as const) {
+    const bytes = fs.readFileSync(from);
+    const cut = path.join(dir, name);
+    fs.writeFileSync(cut, bytes.subarray(0, bytes.length >> 1));
+    await assert.rejects(documentsOf(await openSource(cut, { downloadDir: dir })), (err: Error) => {
+      assert.ok(err instanceof DataError, `${err.name}: ${err.message}`);
+      assert.equal(err.message, `archive ${cut}: cannot read it as ${kind} (unexpected end of file)`);
+      return true;
+    });
+  }
 });
 
 test('plain text is read as a stream: a long file becomes several documents of bounded size', async (t) => {

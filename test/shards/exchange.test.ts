@@ -12,8 +12,9 @@ import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardO
 import { holdingKey } from '../../src/shards/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
-import { RunDataError, runDataset } from '../../src/training/run-data.js';
-import { warningLog } from '../helpers/log.js';
+import { RunDataError } from '../../src/training/errors.js';
+import { runDataset } from '../../src/training/run-data.js';
+import { capturingLogger, warningLog } from '../helpers/log.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -245,4 +246,32 @@ test('the run’s data cannot be had: RunDataError names the dataset or the shar
   const err = await rejected;
   assert.ok(err instanceof RunDataError, String(err));
   assert.match(err.message, new RegExp(`no holder left for shard \\d+ .*: tried \\d holder\\(s\\): .*${holder!.node.peerId.toString()} \\(stopped at byte \\d+ of \\d+: `));
+});
+
+test('a stop while the run’s dataset is fetched is a stop, not a failed fetch: runDataset rejects with the signal’s reason, the shards stored so far kept; a restart fetches the rest', { timeout: 120_000 }, async (t) => {
+  const [holder, newcomer] = await peers(t, 2);
+  const info = await found(holder!);
+  assert.ok(info.shardCount >= 3, `${info.shardCount} shards`);
+  // slow enough that the stop comes with shards still to fetch
+  await serve(t, holder!, { uploadBytesPerSecond: 8 * 1024, chunkBytes: 1024 });
+  const stop = new AbortController();
+  const held = () => new DatasetStore(newcomer!.store.db).byDatasetId(info.datasetId!)?.shardCount ?? 0;
+  const options = { node: newcomer!.node, store: newcomer!.store, dataDir: newcomer!.dataDir, log: quiet, data: { datasetId: info.datasetId!, tokenizerSha256: info.tokenizerHash } };
+  const fetching = runDataset({ ...options, signal: stop.signal }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  await waitFor('a first shard stored', () => held() >= 1, 60_000);
+  stop.abort();
+  const err = await fetching;
+  // the CLI stops on its signal's reason ("stopped while starting"); a RunDataError would tell the volunteer the swarm failed
+  assert.equal(err, stop.signal.reason, String(err));
+  assert.ok(held() >= 1 && held() < info.shardCount, `${held()} of ${info.shardCount} shards kept`);
+
+  // restarted (no --cache-quota: it holds the whole dataset): it fetches what is missing, not train on the part for good
+  const { log, lines } = capturingLogger();
+  const restarted = await runDataset({ ...options, log });
+  assert.equal(restarted.shardCount, info.shardCount);
+  assert.equal(restarted.examples, info.examples);
+  assert.ok(lines.some((l) => /holding \d+ of the \d+ shards of the run's dataset .*: fetching the rest/.test(l)), lines.join('\n'));
 });

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { CHECKPOINT_APPLICATION_ID, openCheckpointDatabase } from '../../src/store/checkpoint-database.js';
 import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
-import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, openStore } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, StoreError, openStore } from '../../src/store/index.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { migrate, type Migration } from '../../src/store/sqlite-file.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -128,6 +128,20 @@ test('a corrupt database file gives a clear error and is left untouched', (t) =>
     return true;
   });
   assert.deepEqual(fs.readFileSync(file), garbage);
+});
+
+test('a --data-dir that is a file (or lies under one) is a StoreError naming it, and the file is left untouched', (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, 'notes.txt');
+  fs.writeFileSync(file, 'not a folder');
+  for (const dataDir of [file, path.join(file, 'cohort')]) {
+    assert.throws(() => openStore(dataDir), (err: unknown) => {
+      assert.ok(err instanceof StoreError, String(err));
+      assert.match(err.message, new RegExp(`^cannot use ${dataDir} as the data directory \\(E(EXIST|NOTDIR).*\\); pass --data-dir a folder`));
+      return true;
+    });
+  }
+  assert.equal(fs.readFileSync(file, 'utf8'), 'not a folder');
 });
 
 test('a database with a damaged page is reported as corrupt', (t) => {

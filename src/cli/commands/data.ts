@@ -5,7 +5,7 @@ import type { DatasetInfo, PrepareEvent } from '../../data/index.js';
 import { MASKING_MODES } from '../../data/masking.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
-import { commandContext, flagAction } from '../context.js';
+import { addSettingOptions, commandContext, flagAction } from '../context.js';
 import { flagRow } from '../flag-table.js';
 
 const int = z.number().int();
@@ -87,10 +87,11 @@ export function registerData(program: Command): void {
   const prepare = data
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them');
+  addSettingOptions(prepare, ['moveAside']);
   flagAction(prepare, PREPARE_FLAGS, async ({ tokenizer, cacheQuota, json, ...opts }, { config, log }) => {
-    const [{ openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const [{ loggedStoreOptions, openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
 
-    const store = openStore(config.dataDir);
+    const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     const progress = preparationProgress();
     try {
       const result = await prepareDataset({
@@ -122,10 +123,11 @@ export function registerData(program: Command): void {
     .command('stats')
     .description('show the prepared datasets: documents, sentences, examples, tokens, shards and cache size')
     .option('--json', 'print one JSON object');
+  addSettingOptions(stats, ['moveAside']);
   stats.action(async (opts: { json?: boolean }) => {
-    const { config } = commandContext(stats);
-    const [{ openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
-    const store = openStore(config.dataDir);
+    const { config, log } = commandContext(stats);
+    const [{ loggedStoreOptions, openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const datasets = datasetStore(store);
       const list = datasets.list();
@@ -149,9 +151,10 @@ export function registerData(program: Command): void {
   const sample = data
     .command('sample')
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
-  flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config }) => {
-    const [{ openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
-    const store = openStore(config.dataDir);
+  addSettingOptions(sample, ['moveAside']);
+  flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config, log }) => {
+    const [{ loggedStoreOptions, openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const info = findDataset(store, cacheKey);
       const tok = loadTokenizer(info.tokenizerFile);

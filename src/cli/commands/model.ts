@@ -7,6 +7,7 @@ import { batchFromJson } from '../../engine/batch.js';
 import { providerPrecisionProblem } from '../../engine/providers.js';
 import type { ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
+import { CommandFailure } from '../failure.js';
 import type { ExportSource } from '../../training/model-export.js';
 import { commandContext, flagAction } from '../context.js';
 import { flagRow, parseFlagValue, requiredFlag } from '../flag-table.js';
@@ -82,7 +83,14 @@ export function registerModel(program: Command): void {
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
     const { loadModel, OrtBackend, DynamicLossScaler, encodeParams } = await import('../../engine/index.js');
-    const { config, params, ignored } = loadModel(dir);
+    // a directory that cannot be loaded (no config.json, a bad file): the reason, naming --model
+    let model: ReturnType<typeof loadModel>;
+    try {
+      model = loadModel(dir);
+    } catch (err) {
+      throw new CommandFailure(`--model: ${(err as Error).message}`, { cause: err });
+    }
+    const { config, params, ignored } = model;
     if (ignored.length > 0) log.debug({ ignored }, 'checkpoint keys not used (aliases and buffers)');
     const batch = readBatch(batchFile, config.vocabSize);
     const backend = new OrtBackend(config, { provider, intraOpThreads: threads, log, precision });

@@ -24,7 +24,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('train collaboratively with a swarm (hivemind-style): prints this peer’s multiaddrs and join code, then trains until stopped (or --max-epochs); --coordinator runs a peer that computes nothing and records the swarm. [run-wide] flags must match across the swarm: the founder (no --join/--initial-peers) publishes them in a signed record, a joiner adopts the swarm’s (omit them; a contradicting one exits 2)');
   addFlags(cmd, RUN_FLAGS);
-  addSettingOptions(cmd, ['initialPeers']);
+  addSettingOptions(cmd, ['initialPeers', 'moveAside']);
   describeCommandEnv(cmd);
   cmd.action(async () => {
     const { config: settings, log } = commandContext(cmd);
@@ -42,7 +42,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
-    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { loggedStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
       import('../../swarm/index.js'),
@@ -50,13 +50,13 @@ export function registerRun(program: Command): void {
       import('../founding-data.js'),
     ]);
 
-    const store = openStore(settings.dataDir, { moveAside: settings.moveAside, onInvalidMetric: (m) => log.warn(m) });
+    const store = openStore(settings.dataDir, loggedStoreOptions(settings.moveAside, log));
     let node: SwarmNode | undefined;
     let metricsServer: MetricsServer | undefined;
     const stop = stopOnSignal();
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
-      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen }) : null;
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       const report = await node.ready;
@@ -69,7 +69,8 @@ export function registerRun(program: Command): void {
       if (opts.coordinator) {
         const coordinator = new Coordinator({ ...pick(opts, ['refresh', 'checkpointEvery', 'keepCheckpoints']), node, store, dataDir: settings.dataDir, log, targetBatchSize: run.targetBatchSize, run: record });
         coordinator.start();
-        await once(stop.signal, 'abort');
+        // a signal while it started (its swarm, the run record) has fired already: once() would wait for another
+        if (!stop.signal.aborted) await once(stop.signal, 'abort');
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
@@ -88,6 +89,10 @@ export function registerRun(program: Command): void {
         const summary = await runSwarmPeer({ node, store, dataDir: settings.dataDir, log, trainer: trainerSettings(run, { batchSize, precision }), threads, signal: stop.signal, maxEpochs, throttle, simulatedCompute, out, data: record.data, collab, run: record, saveStateMinutes, faultPauseStateSave, resumeFrom, cacheQuotaBytes });
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
+    } catch (err) {
+      // a signal before the run began (its data prepared, its record found) stops there: nothing to save yet
+      if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
+      log.info('stopped while starting: nothing to save yet');
     } finally {
       await metricsServer?.close();
       // bounded: under load a libp2p stop can wait long on connections closing, and the state is saved already

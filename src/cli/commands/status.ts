@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
@@ -26,15 +27,16 @@ export function registerStatus(program: Command): void {
     const { isJoinCode } = await import('../../swarm/join-code.js');
     if (!isJoinCode(join)) throw new ConfigError('--join', `"${join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
     const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
-    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf }, { holdersPerShard }, { createSwarmNode }] = await Promise.all([
+    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../shards/index.js'),
       import('../../swarm/index.js'),
     ]);
     const node = await createSwarmNode({ initialPeers: join, clientMode: true, log });
     try {
-      const report = await node.ready;
-      if (report.connected.length === 0) throw new Error(`could not reach any peer of the join code's swarm "${node.runId}"`);
+      // --wait bounds the connecting too: a peer that accepts and never answers keeps the bootstrap's 5 attempts going for half a minute
+      const report = await Promise.race([node.ready, delay(wait * 1000, undefined, { ref: false })]);
+      if (report === undefined || report.connected.length === 0) throw new SwarmUnreachableError(`could not reach any peer of the join code's swarm "${node.runId}" within ${wait} s (--wait; the log above says what each address answered): check that the peer which printed the code is still running`);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       const deadline = Date.now() + wait * 1000;
       // the run's published parameters give the ETA's target unless one is given

@@ -30,15 +30,15 @@ export function registerSwarm(program: Command): void {
     .command('start')
     .description('start a swarm peer: prints its full multiaddrs and a join code others can pass to --initial-peers (like hivemind’s DHT peer)');
   addFlags(start, START_FLAGS);
-  addSettingOptions(start, ['initialPeers']);
+  addSettingOptions(start, ['initialPeers', 'moveAside']);
   describeCommandEnv(start);
   start.action(async () => {
     const { config, log } = commandContext(start);
     const opts = parseFlags(start, START_FLAGS);
     const init = await startInit(opts, config.initialPeers);
     const metrics = metricsEndpoint(opts);
-    const [{ openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
-    const store = openStore(config.dataDir, { onInvalidMetric: (m) => log.warn(m) });
+    const [{ loggedStoreOptions, openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
+    const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const node = await createSwarmNode({ ...init, log }, store);
       const metricsServer =

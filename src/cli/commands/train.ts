@@ -5,7 +5,7 @@ import { DEFAULT_RUN_SETTINGS } from '../../collab/run-settings.js';
 import { PRESETS } from '../../engine/albert/config.js';
 import type { LocalStep, OptimizerKind } from '../../engine/index.js';
 import { DATA_CHOICES, DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
-import { flagAction } from '../context.js';
+import { addSettingOptions, flagAction } from '../context.js';
 import { flagRow, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
 import { checkProviderFlags, PROVIDERS } from './model.js';
@@ -34,6 +34,7 @@ export function registerTrain(program: Command): void {
   const cmd = program
     .command('train')
     .description('train ALBERT on this machine alone (no swarm) on the prepared dataset in the data directory (see `cohort data prepare`); prints progress and a final JSON line');
+  addSettingOptions(cmd, ['moveAside']);
   flagAction(cmd, TRAIN_FLAGS, async (opts, { config: settings, log }) => {
     const preset = requiredFlag('--preset', opts.preset);
     const steps = requiredFlag('--steps', opts.steps);
@@ -43,14 +44,14 @@ export function registerTrain(program: Command): void {
     if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
     const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
     if (warmupSteps >= steps) throw new ConfigError('--warmup-steps', `${warmupSteps} is not an integer from 0 to ${steps - 1} (less than --steps ${steps})`);
-    const [{ openStore }, { openTrainingSession }, { VocabularyMismatchError }, { linearWarmupDecay, saveModel }] = await Promise.all([
+    const [{ loggedStoreOptions, openStore }, { openTrainingSession }, { VocabularyMismatchError }, { linearWarmupDecay, saveModel }] = await Promise.all([
       import('../../store/index.js'),
       import('../../training/session.js'),
       import('../../training/data.js'),
       import('../../engine/index.js'),
     ]);
 
-    const store = openStore(settings.dataDir, { moveAside: settings.moveAside });
+    const store = openStore(settings.dataDir, loggedStoreOptions(settings.moveAside, log));
     let session;
     try {
       const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision, maxBadSteps });
