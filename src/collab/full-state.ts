@@ -78,13 +78,35 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
   return undefined;
 }
 
-/** The run record the newest full-state checkpoint of run `runId` carries (either kind), if any. */
+/** The settings key under which a data directory keeps the record of run `runId` it founded or joined. */
+function runRecordSetting(runId: string): string {
+  return `run.record.${runId}`;
+}
+
+/**
+ * The record of run `runId` this data directory keeps: the newest (by `created`) of the one kept when
+ * the run was founded or joined (`keptRunRecord`) and those its full-state checkpoints carry (either kind).
+ */
 export function storedRunRecord(store: Store, runId: string): RunParams | undefined {
-  const newest = [...store.checkpoints.list(PEER_STATE_CHECKPOINT), ...store.checkpoints.list(SWARM_STATE_CHECKPOINT)]
+  const fromCheckpoints = [...store.checkpoints.list(PEER_STATE_CHECKPOINT), ...store.checkpoints.list(SWARM_STATE_CHECKPOINT)]
     .map((info) => metaSchema.safeParse(info.meta).data)
-    .filter((m) => m?.runId === runId && m.run !== undefined)
-    .sort((a, b) => b!.run!.created - a!.run!.created)[0];
-  return newest?.run;
+    .flatMap((m) => (m?.runId === runId && m.run !== undefined ? [m.run] : []));
+  let kept: RunParams | undefined;
+  try {
+    kept = store.settings.get(runRecordSetting(runId), runParamsSchema);
+  } catch {
+    kept = undefined; // written by a version with another record schema: the checkpoints' (or a new one) serve
+  }
+  return [...fromCheckpoints, ...(kept ? [kept] : [])].sort((a, b) => b.created - a.created)[0];
+}
+
+/**
+ * For resolveRunParams: the record of run `runId` this data directory keeps, and where the resolved
+ * one is kept at once. A founder restarted before its first checkpoint then re-publishes its run
+ * instead of founding another under the same id (which would orphan every peer's checkpoints).
+ */
+export function keptRunRecord(store: Store, runId: string): { readonly stored: RunParams | undefined; readonly keep: (record: RunParams) => void } {
+  return { stored: storedRunRecord(store, runId), keep: (record) => store.settings.set(runRecordSetting(runId), record, runParamsSchema) };
 }
 
 /** Files of a state directory besides the model's config.json and model.safetensors (docs/collab.md). */

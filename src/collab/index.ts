@@ -9,12 +9,12 @@ export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } fr
 export { BadStepCounter } from './bad-steps.js';
 export { RunRecordUnavailableError, RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
-export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
+export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, type StepOutcome } from './optimizer.js';
 export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type RunData, type RunParams } from './run-params.js';
+export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type ResolveRunSettings, type RunData, type RunParams } from './run-params.js';
 export { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS, runSettingsProblem, type RunSettings } from './run-settings.js';

@@ -210,11 +210,13 @@ export interface ResolveRunSettings {
   /** Settings the user chose explicitly: one that contradicts the swarm's is a RunSettingsConflictError. */
   readonly explicit?: ReadonlyArray<keyof RunSettings>;
   /**
-   * The run's record as this peer's checkpoints keep it (a restart on the same data directory): a
-   * founder re-publishes it instead of founding the run anew, and a joiner that finds no record in
-   * the swarm uses it instead of its own settings.
+   * The run's record as this peer's data directory keeps it (`keep`, and its checkpoints: a restart
+   * on the same data directory): a founder re-publishes it instead of founding the run anew, and a
+   * joiner that finds no record in the swarm uses it instead of its own settings.
    */
   readonly stored?: RunParams | undefined;
+  /** Keeps the resolved record (the data directory's settings), so that a restart finds it as `stored`. */
+  readonly keep?: (record: RunParams) => void;
   readonly log: Logger;
   readonly signal?: AbortSignal;
 }
@@ -228,6 +230,12 @@ export interface ResolveRunSettings {
  * trains on settings that are not the run's.
  */
 export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<RunParams> {
+  const params = await resolve(node, r);
+  r.keep?.(params);
+  return params;
+}
+
+async function resolve(node: SwarmNode, r: ResolveRunSettings): Promise<RunParams> {
   const ownData = r.ownData ?? null;
   if (r.joinPeers === undefined) {
     const params = r.stored ?? newRunParams(r.own, ownData);
@@ -246,8 +254,8 @@ export async function resolveRunParams(node: SwarmNode, r: ResolveRunSettings): 
   }
   const swarm = await awaitRunParams(node, r);
   if (swarm === undefined) {
-    // the run's own record, kept by this data directory's checkpoints
-    r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this peer's checkpoints keep (${describeRunSettings(runSettingsOf(r.stored!))}; ${describeRunData(r.stored!.data)})`);
+    // the run's own record, kept by this data directory
+    r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this data directory keeps (${describeRunSettings(runSettingsOf(r.stored!))}; ${describeRunData(r.stored!.data)})`);
     return r.stored!;
   }
   checkExplicit(r, swarm.params, swarm.owner);

@@ -4,7 +4,7 @@
  * either, or when the swarm cannot be reached, train alone and say so. The coordinator switch runs a
  * Coordinator on the same swarm node.
  */
-import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, resolveRunParams, RunRecordUnavailableError, runSettingsOf, storedRunRecord, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
+import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, keptRunRecord, resolveRunParams, RunRecordUnavailableError, runSettingsOf, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import type { NodeReachability } from '../shared/api.js';
@@ -160,10 +160,10 @@ export class VolunteerTraining implements TrainingService {
       return this.startSolo();
     }
     const joinPeers = joinPeerIds(target.initialPeers);
-    // the record this data directory's checkpoints keep: found again when the swarm has lost it, and kept in the new ones
+    // the record this data directory keeps: found again when the swarm has lost it, and kept for the next start
     let record: RunParams;
     try {
-      record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+      record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
     } catch (err) {
       // never in the swarm on settings that are not the run's
       if (!(err instanceof RunRecordUnavailableError)) throw err;
@@ -248,7 +248,7 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const target = this.target();
     const node = await this.swarm.acquire(target);
     await node.ready;
-    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), stored: storedRunRecord(this.o.store, node.runId), log: this.o.log });
+    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
     this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
     this.coordinator.start();
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
-import type { CollaborativeOptions, RunData, RunParams, TrainingState } from '../../collab/index.js';
+import type { CollaborativeOptions, ResolveRunSettings, RunData, RunParams, TrainingState } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import type { Logger } from '../../log/logger.js';
@@ -42,7 +42,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
-    const [{ Coordinator, collabOptionsOf, joinPeerIds, runSettingsOf, storedRunRecord, trainingMetrics }, { loggedStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { loggedStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
       import('../../swarm/index.js'),
@@ -63,7 +63,7 @@ export function registerRun(program: Command): void {
       await waitForReachability(node, REACHABILITY_WAIT_MS);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
       const joinPeers = founding ? undefined : joinPeerIds(init.initialPeers ?? []);
-      const record = await runRecord(node, joinPeers, flags, ownData, storedRunRecord(store, node.runId), log, stop.signal);
+      const record = await runRecord(node, joinPeers, flags, ownData, keptRunRecord(store, node.runId), log, stop.signal);
       const run = runSettingsOf(record);
       if (!founding) checkRunSettings(run, local);
       if (opts.coordinator) {
@@ -103,11 +103,11 @@ export function registerRun(program: Command): void {
   });
 }
 
-/** The run's record (see resolveRunParams; `stored`: the one this data directory's checkpoints keep); an explicit flag that contradicts it exits 2 naming it. */
-async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, ownData: RunData | null, stored: RunParams | undefined, log: Logger, signal: AbortSignal): Promise<RunParams> {
+/** The run's record (see resolveRunParams; `kept`: the one this data directory keeps, and where the resolved one goes); an explicit flag that contradicts it exits 2 naming it. */
+async function runRecord(node: SwarmNode, joinPeers: string[] | undefined, flags: RunSettingFlags, ownData: RunData | null, kept: Pick<ResolveRunSettings, 'stored' | 'keep'>, log: Logger, signal: AbortSignal): Promise<RunParams> {
   const { resolveRunParams, RunSettingsConflictError } = await import('../../collab/index.js');
   try {
-    return await resolveRunParams(node, { own: flags.settings, ownData, joinPeers, explicit: flags.explicit, stored, log, signal });
+    return await resolveRunParams(node, { own: flags.settings, ownData, joinPeers, explicit: flags.explicit, ...kept, log, signal });
   } catch (err) {
     if (err instanceof RunSettingsConflictError) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, err.field), err.message);
     throw err;
