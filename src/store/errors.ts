@@ -9,13 +9,28 @@ export class StoreError extends Error {
   }
 }
 
+/**
+ * A file that is not one of Cohort's databases, never modified: `problem` says what is wrong with it
+ * and the message adds what to do (`--move-aside` where the command takes it).
+ */
+export class UnusableDatabaseError extends StoreError {
+  constructor(
+    file: string,
+    readonly problem: string,
+    advice: string,
+    options?: { cause?: unknown },
+  ) {
+    super(file, `${problem}; it was left untouched. ${advice}`, options);
+  }
+}
+
 /** The file exists but is not a readable SQLite database (truncated, overwritten, damaged). */
-export class CorruptDatabaseError extends StoreError {
+export class CorruptDatabaseError extends UnusableDatabaseError {
   override readonly name = 'CorruptDatabaseError';
 }
 
 /** The file is a valid SQLite database that some other program made. */
-export class ForeignDatabaseError extends StoreError {
+export class ForeignDatabaseError extends UnusableDatabaseError {
   override readonly name = 'ForeignDatabaseError';
 }
 

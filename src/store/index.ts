@@ -9,7 +9,7 @@ import { MetricsStore } from './metrics.js';
 import { OffenceStore } from './offences.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
-import { StoreError } from './errors.js';
+import { StoreError, UnusableDatabaseError } from './errors.js';
 import type { Logger } from '../log/logger.js';
 
 export * from './errors.js';
@@ -46,7 +46,7 @@ export interface OpenStoreOptions extends OpenDatabaseOptions {
 
 /** How a node or command opens its store: with `--move-aside` as configured, a file moved aside and each invalid metric point said in its log. */
 export function loggedStoreOptions(moveAside: boolean, log: Logger): OpenStoreOptions {
-  return { moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside: ${why.message}`), onInvalidMetric: (message) => log.warn(message) };
+  return { moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside to ${to}: ${why.problem}`), onInvalidMetric: (message) => log.warn(message) };
 }
 
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
@@ -80,5 +80,11 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
 export function openExistingStore(dataDir: string): Store {
   const file = path.join(dataDir, DATABASE_FILE);
   if (!fs.existsSync(file)) throw new StoreError(file, `no Cohort database in ${dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
-  return openStore(dataDir);
+  try {
+    return openStore(dataDir);
+  } catch (err) {
+    // a command that only reads has nothing to move aside for: the data is in the file or a backup
+    if (err instanceof UnusableDatabaseError) throw new StoreError(err.file, `${err.problem}; it was left untouched: restore it from a backup to read it`, { cause: err });
+    throw err;
+  }
 }

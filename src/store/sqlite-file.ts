@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
-import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, StoreError } from './errors.js';
+import { CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, StoreError, UnusableDatabaseError } from './errors.js';
 
 /**
  * Versioned schema changes, applied in order inside one transaction each; the schema version is
@@ -44,7 +44,7 @@ export interface OpenDatabaseOptions {
   /** If the file is corrupt or foreign, rename it (and its -wal/-shm/-journal) aside and start a new database. */
   readonly moveAside?: boolean;
   /** Told when a file was moved aside, with the new name. */
-  readonly onMovedAside?: (movedTo: string, reason: Error) => void;
+  readonly onMovedAside?: (movedTo: string, reason: UnusableDatabaseError) => void;
 }
 
 /** Files SQLite keeps beside a database: they share its fate (mode, moving aside). */
@@ -60,7 +60,7 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
   try {
     return openChecked(file, kind);
   } catch (err) {
-    if (!options.moveAside || !(err instanceof CorruptDatabaseError || err instanceof ForeignDatabaseError)) throw err;
+    if (!options.moveAside || !(err instanceof UnusableDatabaseError)) throw err;
     const movedTo = moveAside(file);
     options.onMovedAside?.(movedTo, err);
     return openChecked(file, kind);
@@ -101,9 +101,9 @@ function checkHeader(file: string): void {
     const header = Buffer.alloc(SQLITE_HEADER.length);
     const read = fs.readSync(fd, header, 0, header.length, 0);
     if (read > 0 && !header.subarray(0, read).equals(SQLITE_HEADER.subarray(0, read))) {
-      throw new CorruptDatabaseError(file, corruptMessage(file, 'the file does not start with the SQLite header'));
+      throw corrupt(file, 'the file does not start with the SQLite header');
     }
-    if (read > 0 && read < SQLITE_HEADER.length) throw new CorruptDatabaseError(file, corruptMessage(file, `the file is truncated (${read} bytes)`));
+    if (read > 0 && read < SQLITE_HEADER.length) throw corrupt(file, `the file is truncated (${read} bytes)`);
   } finally {
     fs.closeSync(fd);
   }
@@ -115,7 +115,7 @@ function openChecked(file: string, kind: SqliteFileKind): Database {
   try {
     db = new BetterSqlite3(file);
   } catch (err) {
-    throw new CorruptDatabaseError(file, `cannot open ${file}: ${(err as Error).message}`, { cause: err });
+    throw corrupt(file, `SQLite cannot open it: ${(err as Error).message}`, err);
   }
   try {
     checkIdentity(db, file, kind);
@@ -131,7 +131,7 @@ function openChecked(file: string, kind: SqliteFileKind): Database {
   } catch (err) {
     db.close();
     if (err instanceof Error && 'code' in err && /^SQLITE_(NOTADB|CORRUPT)/.test(String(err.code))) {
-      throw new CorruptDatabaseError(file, corruptMessage(file, err.message), { cause: err });
+      throw corrupt(file, err.message, err);
     }
     throw err;
   }
@@ -149,12 +149,12 @@ function checkIdentity(db: Database, file: string, kind: SqliteFileKind): void {
   }
   const tables = db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number };
   if (appId !== 0 || tables.n > 0) {
-    throw new ForeignDatabaseError(file, `${file} is an SQLite database that Cohort did not create (application_id ${appId}, ${tables.n} tables); it was left untouched. Use another --data-dir, or pass --move-aside to rename it and start afresh.`);
+    throw new ForeignDatabaseError(file, `${file} is an SQLite database that Cohort did not create (application_id ${appId}, ${tables.n} tables)`, 'Use another --data-dir, or pass --move-aside to rename it and start afresh.');
   }
 }
 
-function corruptMessage(file: string, detail: string): string {
-  return `${file} is not a readable Cohort database (${detail}); it was left untouched. Pass --move-aside to rename it and start afresh, or restore it from a backup.`;
+function corrupt(file: string, detail: string, cause?: unknown): CorruptDatabaseError {
+  return new CorruptDatabaseError(file, `${file} is not a readable Cohort database (${detail})`, 'Pass --move-aside to rename it and start afresh, or restore it from a backup.', cause === undefined ? undefined : { cause });
 }
 
 /** Renames the database and its WAL/SHM/journal files to `<name>.moved-<time>`; returns the new database name. */

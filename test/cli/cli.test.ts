@@ -137,9 +137,18 @@ test('--move-aside, which the message about a damaged database names, is a flag 
   const refused = await cohortInProcess(['data', 'stats', '--data-dir', dir]);
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /not a readable Cohort database .*Pass --move-aside/);
+  // commands that only read (exports) take no --move-aside, and their message does not offer it
+  for (const args of [['metrics', 'export'], ['model', 'export', '--out', `${dir}/exported`]]) {
+    const exported = await cohortInProcess([...args, '--data-dir', dir]);
+    assert.equal(exported.code, 1, exported.stderr);
+    assert.match(exported.stderr, /not a readable Cohort database .*left untouched: restore it from a backup/);
+    assert.doesNotMatch(exported.stderr, /move-aside/);
+  }
   const moved = await cohortInProcess(['data', 'stats', '--data-dir', dir, '--move-aside']);
   assert.equal(moved.code, 0, moved.stderr);
-  assert.match(moved.stderr, /moved the unreadable database aside/);
+  // what was wrong and where it went, not the advice to pass the flag just passed
+  assert.match(moved.stderr, /moved the unreadable database aside to \S+cohort\.db\.moved-\S+: \S+ is not a readable Cohort database/);
+  assert.doesNotMatch(moved.stderr, /Pass --move-aside/);
   const aside = fs.readdirSync(dir).filter((f) => f.startsWith('cohort.db.moved-'));
   assert.deepEqual(aside.map((f) => fs.readFileSync(`${dir}/${f}`, 'utf8')), [garbage]);
 });
