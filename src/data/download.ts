@@ -66,7 +66,14 @@ export async function download(url: string, dir: string, options: DownloadOption
     }
   }
   const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
-  throw new DownloadError(`download of ${url} failed after ${attempts} attempts (${have} bytes kept in ${part} for a later resume): ${(lastError as Error | undefined)?.message ?? 'incomplete response'}`);
+  throw new DownloadError(`download of ${url} failed after ${attempts} attempts (${have} bytes kept in ${part} for a later resume): ${lastError === undefined ? 'incomplete response' : reasonOf(lastError)}`);
+}
+
+/** An error's message with its causes': fetch() says only "fetch failed" and keeps why (ECONNREFUSED, a DNS or TLS failure) in `cause`. */
+function reasonOf(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e instanceof Error && parts.length < 4; e = e.cause) parts.push(e.message);
+  return parts.length > 0 ? parts.join(': ') : String(err);
 }
 
 /** One request: appends to `part` from where it ends. Returns true when the file is known complete. */

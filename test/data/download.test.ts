@@ -89,3 +89,13 @@ test('an HTTP error status is a clear error', async (t) => {
   await assert.rejects(download(served.url.replace('wiki.train.raw', 'missing'), dir), /HTTP 404/);
   assert.deepEqual(fs.readdirSync(dir), []);
 });
+
+test('a server that refuses the connection is an error saying so, not only "fetch failed"', async (t) => {
+  const dir = tmpDir(t);
+  // a port that was just free: nothing listens on it
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await assert.rejects(download(`http://127.0.0.1:${port}/wiki.train.raw`, dir, { attempts: 1 }), /failed after 1 attempts .*fetch failed: .*ECONNREFUSED/);
+});
