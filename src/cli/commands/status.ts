@@ -69,7 +69,7 @@ export function registerStatus(program: Command): void {
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
         process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : 'run parameters: none published (peers use their own flags)\n');
         if (run) process.stdout.write(`data: ${describeRunData(pinned)}${pinned === null ? '' : `; ${holders.length === 0 ? 'no peer advertises its shards' : `peers holding each of its ${holders.length} shard(s): ${holders.join(' ')}`}`}\n`);
-        process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:\n`);
+        process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:${contributors.length === 0 ? ' none yet (no samples recorded)' : ''}\n`);
         for (const [i, c] of contributors.entries()) {
           const hours = 'computeHours' in c && typeof c.computeHours === 'number' ? `, ${c.computeHours.toFixed(2)} compute-hours` : '';
           process.stdout.write(`  ${i + 1}. ${c.name}: ${Math.round(c.samples)} samples (${(c.share * 100).toFixed(1)}%${hours})\n`);
