@@ -494,6 +494,8 @@ function logBootstrap(log: pino.Logger, cfg: ResolvedSwarmInit, report: Bootstra
   }
   log.error(
     `none of the ${cfg.initialPeers.length} initial peer(s) answered after ${cfg.bootstrap.attempts} attempts each (${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ')}); ` +
-      'check the addresses or join code, that those peers are running, and that a firewall does not block them. This node keeps running and can be joined by others.',
+      'check the addresses or join code, that those peers are running, and that a firewall does not block them.' +
+      // a node that accepts connections is still useful: others can reach it; a private one reaches nobody
+      (cfg.reachability === 'private' ? '' : ' This node keeps running and can be joined by others.'),
   );
 }

@@ -110,6 +110,10 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
   const gone = encodeJoinCode({ runId: 'gone-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/9/p2p/${peer.toString()}`)] });
   noStack(await cohortInProcess(['status', '--join', gone, '--wait', '1']), /cohort: could not reach any peer of the join code's swarm "gone-run" within 1 s \(--wait; .*\): check that the peer which printed the code is still running\n/);
+  // waiting out the bootstrap's attempts: its error says what failed, and not that this client, which accepts no connection, can be joined
+  const waited = await cohortInProcess(['status', '--join', gone, '--wait', '60']);
+  noStack(waited, /none of the 1 initial peer\(s\) answered after \d+ attempts each/);
+  assert.doesNotMatch(waited.stderr, /can be joined by others/);
   // a peer that accepts connections and never answers (a hung process): the bootstrap alone would retry for half a minute
   const silent = net.createServer(() => {});
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
