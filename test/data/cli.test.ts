@@ -82,6 +82,19 @@ test('cohort data sample without a prepared dataset says what to run', async (t)
   assert.match(r.stderr, /no prepared dataset .*run `cohort data prepare` first/);
 });
 
+test('cohort data stats and sample on a --data-dir that does not exist say so and create nothing (a mistyped path shows)', async (t) => {
+  const dir = path.join(tmpDir(t), 'typo');
+  const stats = await runCli(['--data-dir', dir, 'data', 'stats']);
+  assert.equal(stats.code, 0, stats.stderr);
+  assert.match(stats.stdout, /the data directory \S+typo does not exist/);
+  const json = await runCli(['--data-dir', dir, 'data', 'stats', '--json']);
+  assert.deepEqual(JSON.parse(json.stdout), { cacheBytes: 0, datasets: [] });
+  const sample = await runCli(['--data-dir', dir, 'data', 'sample']);
+  assert.equal(sample.code, 1);
+  assert.match(sample.stderr, /the data directory \S+typo does not exist/);
+  assert.equal(fs.existsSync(dir), false);
+});
+
 test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 and reads the file', async (t) => {
   const dir = tmpDir(t);
   const body = Buffer.from(Array.from({ length: 40 }, (_, i) => `Paragraph ${i} is about the harbour. The ships came in at dawn. Nobody knew why.`).join('\n\n'));

@@ -10,6 +10,11 @@ import { flagRow } from '../flag-table.js';
 
 const int = z.number().int();
 
+/** What `data stats` and `data sample` say of a data directory that does not exist: they read, so they create nothing (a mistyped --data-dir shows). */
+function missingDataDir(dir: string): string {
+  return `no prepared dataset: the data directory ${dir} does not exist; run \`cohort data prepare\` (or check --data-dir)`;
+}
+
 const PREPARE_FLAGS = {
   source: flagRow({ schema: z.string(), default: 'bundled', arg: '<spec>', description: 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL' }),
   format: flagRow({ schema: z.enum(SOURCE_FORMATS), default: 'auto', arg: '<format>', description: 'how to read files' }),
@@ -126,6 +131,10 @@ export function registerData(program: Command): void {
   addSettingOptions(stats, ['moveAside']);
   stats.action(async (opts: { json?: boolean }) => {
     const { config, log } = commandContext(stats);
+    if (!fs.existsSync(config.dataDir)) {
+      process.stdout.write(opts.json ? JSON.stringify({ cacheBytes: 0, datasets: [] }) + '\n' : `${missingDataDir(config.dataDir)}\n`);
+      return;
+    }
     const [{ loggedStoreOptions, openStore }, { datasetStore }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
@@ -153,7 +162,8 @@ export function registerData(program: Command): void {
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
   addSettingOptions(sample, ['moveAside']);
   flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config, log }) => {
-    const [{ loggedStoreOptions, openStore }, { BatchProducer, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const [{ loggedStoreOptions, openStore }, { BatchProducer, DataError, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    if (!fs.existsSync(config.dataDir)) throw new DataError(missingDataDir(config.dataDir));
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const info = findDataset(store, cacheKey);
