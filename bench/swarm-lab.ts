@@ -289,7 +289,6 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
   return peer;
 }
 
-/** Least-squares slope of y over x. */
 /**
  * A peer's memory growth (MB/h): the least-squares slope of `series` from RSS_SETTLE_MS after it began
  * training (loading the model, the first rounds' buffers and the saver's worker thread, +50–65 MB at
@@ -304,6 +303,7 @@ function settledSlope(p: Peer, series: ReadonlyArray<{ readonly at: number; read
   return slope(samples.map((r) => [r.at / 3_600_000, r.mb] as const));
 }
 
+/** Least-squares slope of y over x. */
 function slope(points: ReadonlyArray<readonly [number, number]>): number {
   const mx = points.reduce((sum, [x]) => sum + x, 0) / points.length;
   const my = points.reduce((sum, [, y]) => sum + y, 0) / points.length;
