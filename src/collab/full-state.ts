@@ -33,6 +33,13 @@ export type FullStateKind = typeof PEER_STATE_CHECKPOINT | typeof SWARM_STATE_CH
 /** Elements copied between two yields to the event loop while snapshotting (4 MiB of float32; a larger tensor is copied alone). */
 const SNAPSHOT_SLICE_ELEMENTS = 1024 * 1024;
 
+/**
+ * The checkpoint worker ends when no save came for this long, and the next save starts another: between
+ * saves (5 minutes apart by default) a peer does not keep the worker's isolate and SQLite connection
+ * resident (40–50 MB, growing by 20 MB over its first hundred saves as its heap settles).
+ */
+const SAVE_WORKER_IDLE_MS = 30_000;
+
 /** How long the test fault pauses a save mid-write: ample time for a test to kill the process. */
 const PAUSED_SAVE_MS = 60_000;
 
@@ -181,7 +188,7 @@ interface Shared {
 
 /**
  * Writes full-state checkpoints off the event loop, one at a time, through a worker thread (started
- * on first use) with its own connection to the store's checkpoint file.
+ * on first use, ended when idle) with its own connection to the store's checkpoint file.
  */
 export class FullStateSaver {
   private worker: RequestWorker<StateSaveRequest, StateSaveReply, StateSaveNotice> | undefined;
@@ -194,8 +201,12 @@ export class FullStateSaver {
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
-    /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunks are committed. */
-    private readonly pauseSave?: number,
+    private readonly opts: {
+      /** Test fault (`--fault-pause-state-save N`): the N-th `save` stops for PAUSED_SAVE_MS after its first chunks are committed. */
+      readonly pauseSave?: number | undefined;
+      /** @default SAVE_WORKER_IDLE_MS */
+      readonly workerIdleMs?: number;
+    } = {},
   ) {}
 
   /**
@@ -206,7 +217,7 @@ export class FullStateSaver {
   save(kind: FullStateKind, live: LiveState, meta: FullStateMeta, keep: number): { snapshotted: Promise<void>; written: Promise<CheckpointInfo> } | undefined {
     if (this.busy) return undefined;
     this.busy = true;
-    const pause = ++this.saves === this.pauseSave ? { pauseMs: PAUSED_SAVE_MS } : {};
+    const pause = ++this.saves === this.opts.pauseSave ? { pauseMs: PAUSED_SAVE_MS } : {};
     const snapshotted = this.snapshot(live);
     const written = snapshotted.then(() => {
       const shared = this.shared!;
@@ -294,7 +305,7 @@ export class FullStateSaver {
     const file = this.store.checkpoints.file;
     if (this.worker === undefined || this.worker.ended) {
       const onNotice = ({ paused }: StateSaveNotice): void => this.log.warn(`testing (--fault-pause-state-save): a full-state save paused mid-write after ${paused} chunk committed, for ${PAUSED_SAVE_MS / 1000} s`);
-      this.worker = new RequestWorker(siblingEntry(import.meta.url, 'full-state-worker'), { name: 'checkpoint worker', workerData: { file }, onNotice });
+      this.worker = new RequestWorker(siblingEntry(import.meta.url, 'full-state-worker'), { name: 'checkpoint worker', workerData: { file }, idleMs: this.opts.workerIdleMs ?? SAVE_WORKER_IDLE_MS, onNotice });
     }
     try {
       return (await this.worker.request(message, message.type === 'bytes' ? ownBuffer(message.bytes) : [])).info;

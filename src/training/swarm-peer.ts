@@ -121,7 +121,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   const resumed = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   keepOffences(node, store.offences.forRun(node.runId)); // bans this node made in the run outlive a restart
   const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
-  const saver = new FullStateSaver(store, log, init.faultPauseStateSave);
+  const saver = new FullStateSaver(store, log, { pauseSave: init.faultPauseStateSave });
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
   let lastSave = performance.now();
   let savedEpoch = resumed?.epoch ?? 0;

@@ -2,7 +2,9 @@
 // epoch, loss scaler, run record) is what loads, the snapshot is the values at the save's start, and
 // a checkpoint of another run is never resumed from.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { test } from 'node:test';
+import type { Worker } from 'node:worker_threads';
 import { FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, storedRunRecord, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
 import { newRunParams } from '../../src/collab/run-params.js';
 import { DEFAULT_RUN_SETTINGS } from '../../src/collab/run-settings.js';
@@ -105,4 +107,28 @@ test('a damaged newest checkpoint is skipped with its reason; the previous one l
   assert.equal(loaded?.state.epoch, 1);
   assert.equal(skipped.length, 1);
   assert.match(skipped[0]!, /checksum/);
+});
+
+test('the checkpoint worker ends once idle (its memory is not kept between saves) and the next save starts another', { timeout: 60_000 }, async (t) => {
+  const store = openStore(tmpDir(t));
+  const saver = new FullStateSaver(store, log, { workerIdleMs: 200 });
+  const exits: Promise<unknown>[] = [];
+  const onWorker = (worker: Worker): void => void exits.push(once(worker, 'exit'));
+  process.on('worker', onWorker);
+  t.after(async () => {
+    process.off('worker', onWorker);
+    await saver.close();
+    store.close();
+  });
+  const live = trained(4);
+  for (const epoch of [1, 2]) {
+    await saver.save(PEER_STATE_CHECKPOINT, { epoch, config, ...live }, { runId: 'r' }, 2)!.written;
+    assert.equal(exits.length, epoch, `save ${epoch} runs on a worker of its own`);
+    // bounded: without the idle end the worker lives until close()
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([exits[epoch - 1]!.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, 20_000, false)))]);
+    clearTimeout(timer);
+    assert.ok(ended, `the worker of save ${epoch} ended once idle`);
+  }
+  assert.deepEqual(store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.epoch), [2, 1]);
 });
