@@ -26,9 +26,9 @@ test('a founder publishes its flags; a joiner adopts and re-publishes them; coho
   for (const part of ['seq len 64', 'target batch size 40', 'peak lr 0.01', 'preset tiny']) assert.ok(adopted.includes(part), `${part} in: ${adopted}`);
 
   const [status, contradicting, printed] = await Promise.all([
-    runCli(['status', '--join', code!, '--json', '--wait', '3', '--log-level', 'error']),
+    runCli(['status', '--join', code!, '--json', '--wait', '10', '--log-level', 'error']),
     runCli(['run', '--join', code!, '--target-batch-size', '512', '--data-dir', path.join(root, 'contradicting'), ...LISTEN, ...PUBLIC, '--log-level', 'error']),
-    runCli(['status', '--join', code!, '--wait', '3', '--log-level', 'error']),
+    runCli(['status', '--join', code!, '--wait', '10', '--log-level', 'error']),
   ]);
   // nobody trains yet: the list says so rather than ending at its heading
   assert.equal(printed.code, 0, printed.stderr);

@@ -8,7 +8,7 @@ import { addFlags, flagRow, parseFlags } from '../flag-table.js';
 const STATUS_FLAGS = {
   targetBatchSize: flagRow({ schema: z.number().int().min(1), description: 'the run’s target batch size, for the ETA (default: the swarm’s published one, else 4096)' }),
   top: flagRow({ schema: z.number().int().min(1).max(20), default: 5, description: 'contributors to list' }),
-  wait: flagRow({ schema: z.number().finite().positive(), default: 10, arg: '<s>', description: 'seconds to wait for the swarm to answer' }),
+  wait: flagRow({ schema: z.number().finite().positive(), default: 10, arg: '<s>', description: 'seconds to wait for the swarm to answer (connecting and reading its records together)' }),
   json: flagRow({ schema: z.boolean(), description: 'print one JSON object' }),
 };
 
@@ -34,11 +34,11 @@ export function registerStatus(program: Command): void {
     ]);
     const node = await createSwarmNode({ initialPeers: join, clientMode: true, log });
     try {
-      // --wait bounds the connecting too: a peer that accepts and never answers keeps the bootstrap's 5 attempts going for half a minute
+      // one deadline for connecting and reading: a peer that accepts and never answers keeps the bootstrap's 5 attempts going for half a minute
+      const deadline = Date.now() + wait * 1000;
       const report = await Promise.race([node.ready, delay(wait * 1000, undefined, { ref: false })]);
       if (report === undefined || report.connected.length === 0) throw new SwarmUnreachableError(`could not reach any peer of the join code's swarm "${node.runId}" within ${wait} s (--wait; the log above says what each address answered): check that the peer which printed the code is still running`);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
-      const deadline = Date.now() + wait * 1000;
       // the run's published parameters give the ETA's target unless one is given
       const run = await readRunParams(node, { joinPeers: joinPeerIds(join), waitMs: deadline - Date.now(), log });
       const targetBatchSize = givenTarget ?? run?.params.targetBatchSize ?? 4096;
