@@ -24,8 +24,8 @@
 // join_to_first_average_s (a newcomer's start to its first average, median; _max too),
 // failed_rounds (count by reason), rss_growth_mb_per_h (max over peers with 10+ minutes of RSS
 // samples from a minute after their first full-state save: the least-squares slope),
-// retained_growth_mb_per_h (the same of RSS − the main V8 heap + what its last full collection kept,
-// from bench/_memory-probe.mjs inside each process: growth the heap's garbage swings do not drown),
+// retained_growth_mb_per_h (the same of RSS − the main V8 heap + what its last full collection kept:
+// growth the heap's garbage swings do not drown); both from bench/_memory-probe.mjs inside each process,
 // and peers_crashed, nat_peers / nat_peers_averaged, peers_never_averaged (lived ≥ 3 epochs).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -117,7 +117,6 @@ interface Peer {
   firstAverageAt?: number;
   exit?: { code: number | null; signal: NodeJS.Signals | null };
   sentSignal?: NodeJS.Signals;
-  readonly rss: Array<{ at: number; mb: number }>;
   readonly failures: string[];
 }
 
@@ -257,7 +256,7 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
   const args = ['run', '--join', code, '--data-dir', dir, '--listen', `/ip4/${addrOf(slot)}/tcp/0`, ...(nat ? ['--client-mode'] : []), '--display-name', name, '--simulated-compute', String(RATE), '--batch-size', String(BATCH), '--threads', '1', '--refresh', '2', '--matchmaking-time', '10', '--averaging-timeout', '30', '--log-level', LOG_LEVEL];
   let pending: { averagedWith: number; bytes: number } | undefined;
   let failure: string | undefined;
-  const peer: Peer = { name, slot, nat, link: linkOf(slot), late, startedAt: Date.now(), steps: new Map(), rss: [], failures: [] };
+  const peer: Peer = { name, slot, nat, link: linkOf(slot), late, startedAt: Date.now(), steps: new Map(), failures: [] };
   const child = (peer.child = cohort(nsOf(slot), args, `${name}.log`, (line, at) => {
     if (/training a \w+ ALBERT/.test(line)) peer.trainingAt ??= at;
     const averaged = /Averaged gradients with (\d+) peers \(([\d.]+) MB on the wire/.exec(line);
@@ -312,17 +311,6 @@ function slope(points: ReadonlyArray<readonly [number, number]>): number {
   return sxy / sxx;
 }
 
-/** The process's resident memory in MB (/proc; `ip netns exec` execs node in place, so the pid is the peer's). */
-function rssMb(child: ChildProcess): number | undefined {
-  try {
-    const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
-    const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
-    return kb === undefined ? undefined : Number(kb) / 1024;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Sends `signal` and waits up to STOP_GRACE_MS for the exit, then SIGKILLs. */
 async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
@@ -366,7 +354,6 @@ async function main(): Promise<Record<string, number | string | boolean | null>>
   const end = started + MINUTES * 60_000;
   console.log(`  ${PEERS} peers training ${((started - launched) / 1000).toFixed(0)} s after the first was started (load ${os.loadavg()[0]!.toFixed(1)})`);
   let nextChurn = Date.now() + CHURN_S * 1000;
-  let nextRss = Date.now();
   let leaves = 0;
   const crashed: string[] = [];
   while (Date.now() < end) {
@@ -376,13 +363,6 @@ async function main(): Promise<Record<string, number | string | boolean | null>>
         crashed.push(p.name);
         console.log(`  ${p.name} exited by itself (code ${p.exit.code}, signal ${p.exit.signal}); see ${path.join(LOGS, `${p.name}.log`)}`);
       }
-    }
-    if (Date.now() >= nextRss) {
-      for (const p of live()) {
-        const mb = rssMb(p.child!);
-        if (mb !== undefined) p.rss.push({ at: Date.now(), mb });
-      }
-      nextRss = Date.now() + 20_000;
     }
     if (Date.now() >= nextChurn && end - Date.now() > CHURN_S * 500) {
       nextChurn = Date.now() + CHURN_S * 1000;
@@ -431,10 +411,12 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   const lateNever = peers.filter((p) => p.late && p.firstAverageAt === undefined).length;
   const failed: Record<string, number> = {};
   for (const p of peers) for (const f of p.failures) failed[reasonOf(f)] = (failed[reasonOf(f)] ?? 0) + 1;
-  const growth = peers.map((p) => settledSlope(p, p.rss)).filter((g): g is number => g !== undefined);
+  const memory = new Map(peers.map((p) => [p, memorySamples(`${p.name}.log`)]));
+  const rss = (p: Peer): Array<{ at: number; mb: number }> => memory.get(p)!.map((m) => ({ at: m.at, mb: m.rssMb }));
+  const growth = peers.map((p) => settledSlope(p, rss(p))).filter((g): g is number => g !== undefined);
   // the same without the main heap's uncollected garbage: RSS − V8's heap + what its last full collection kept
   const retained = peers
-    .map((p) => settledSlope(p, memorySamples(`${p.name}.log`).flatMap((m) => (m.liveHeapMb === undefined ? [] : [{ at: m.at, mb: m.rssMb - m.heapTotalMb + m.liveHeapMb }]))))
+    .map((p) => settledSlope(p, memory.get(p)!.flatMap((m) => (m.liveHeapMb === undefined ? [] : [{ at: m.at, mb: m.rssMb - m.heapTotalMb + m.liveHeapMb }]))))
     .filter((g): g is number => g !== undefined);
   const epochTime = epochTimes.length > 0 ? median(epochTimes) : null;
   // peers that were there for at least 3 of the swarm's epochs: each of them should have averaged
@@ -475,8 +457,8 @@ function figures(crashed: string[], unclean: number, started: number): Record<st
   console.log(`  failed rounds: ${f.failed_rounds} ${f.failed_rounds_by_reason}; RSS growth ${f.rss_growth_mb_per_h} MB/h, without the main heap's garbage ${f.retained_growth_mb_per_h} MB/h (max over peers)`);
   console.log(`  peers crashed ${f.peers_crashed}; of ${longLived.length} that stepped 3+ epochs ${never.length} never averaged; NAT'd: ${f.nat_peers_averaged} of ${f.nat_peers} averaged`);
   // each peer's RSS when it began training, once settled (RSS_SETTLE_MS) and at its last sample
-  const rssAt = (p: Peer, from: number): string => (p.rss.find((r) => r.at >= from)?.mb.toFixed(0) ?? '-');
-  console.log(`  RSS MB (training, settled, last): ${peers.filter((p) => p.trainingAt !== undefined && p.rss.length > 0).map((p) => `${p.name} ${rssAt(p, p.trainingAt!)}, ${rssAt(p, p.trainingAt! + RSS_SETTLE_MS)}, ${p.rss.at(-1)!.mb.toFixed(0)}`).join('; ')}`);
+  const rssAt = (p: Peer, from: number): string => (rss(p).find((r) => r.at >= from)?.mb.toFixed(0) ?? '-');
+  console.log(`  RSS MB (training, settled, last): ${peers.filter((p) => p.trainingAt !== undefined && memory.get(p)!.length > 0).map((p) => `${p.name} ${rssAt(p, p.trainingAt!)}, ${rssAt(p, p.trainingAt! + RSS_SETTLE_MS)}, ${rss(p).at(-1)!.mb.toFixed(0)}`).join('; ')}`);
   if (never.length > 0) console.log(`  never averaged: ${never.map((p) => `${p.name}${p.nat ? ' (NAT)' : ''}`).join(', ')}`);
   if (keepLogs) console.log(`  logs in ${LOGS}`);
   return f;
