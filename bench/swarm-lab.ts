@@ -290,8 +290,8 @@ function startPeer(slot: number, code: string, template: string, late: boolean):
 
 /**
  * A peer's memory growth (MB/h): the least-squares slope of `series` from RSS_SETTLE_MS after it began
- * training (loading the model, the first rounds' buffers and the saver's worker thread, +50–65 MB at
- * once, docs/swarm.md, are not growth); undefined for spans under RSS_MIN_SPAN_MS (they measure the
+ * training (loading the model, the first rounds' buffers and the first full-state save's, +50–65 MB
+ * at once, docs/swarm.md, are not growth); undefined for spans under RSS_MIN_SPAN_MS (they measure the
  * first rounds' allocations, not a leak). A slope, not two endpoints: a sample lands wherever the heap
  * happens to be between two collections (±50 MB).
  */
