@@ -1,6 +1,6 @@
-// DHT records among many in-process peers (no training): the records part of bench/dht.ts.
+// Many swarm peers in one process (no training): the records part of bench/dht.ts, and the swarm bench/matchmaking.ts groups.
 import { z } from 'zod';
-import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
+import { createSwarmNode, type SwarmInit, type SwarmNode } from '../src/swarm/index.js';
 import { median } from './_report.js';
 
 const schema = z.strictObject({ samples: z.number().int(), epoch: z.number().int() });
@@ -41,10 +41,49 @@ async function waitFor(what: string, condition: () => boolean, timeoutMs: number
   }
 }
 
+/** A swarm of in-process peers (startBenchSwarm): its nodes, and why it stopped growing if it did. */
+export interface BenchSwarm {
+  readonly nodes: SwarmNode[];
+  /** Peers routable when it finished starting, or when it stopped trying (`failed`). */
+  readonly joined: number;
+  readonly failed?: string;
+}
+
 /**
- * `peers` swarm nodes in this process on 127.0.0.1 (reachability `auto`, as volunteers run); `ops`
- * times, one peer stores a record and another reads it back, then the same two store and read that
- * key again (what a training peer does with its progress key every refresh period).
+ * `peers` swarm nodes of run `runId` in this process on 127.0.0.1 (reachability `auto`, as volunteers
+ * run, unless `initOf(i)` says otherwise for peer i ≥ 1); the first is every other's bootstrap peer.
+ * The caller stops the nodes, also when `failed` is set.
+ */
+export async function startBenchSwarm(runId: string, peers: number, initOf: (i: number) => Partial<SwarmInit> = () => ({})): Promise<BenchSwarm> {
+  // every peer is on 127.0.0.1: lift the per-IP inbound connection limit meant for the internet
+  const init = { runId, listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000 };
+  const first = await createSwarmNode(init);
+  const nodes: SwarmNode[] = [first];
+  // Peers join in small batches, each routable before the next starts: hundreds of simultaneous
+  // handshakes on 2 cores time out identify, which a real swarm (peers arriving over time) never sees.
+  try {
+    for (let i = 1; i < peers; i += JOIN_BATCH) {
+      const batch = await Promise.all(Array.from({ length: Math.min(JOIN_BATCH, peers - i) }, (_, k) => createSwarmNode({ ...init, initialPeers: first.multiaddrs(), ...initOf(i + k) })));
+      nodes.push(...batch);
+      await Promise.all(batch.map((n) => n.ready));
+      try {
+        await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
+      } catch (err) {
+        // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
+        return { nodes, joined: i, failed: (err as Error).message };
+      }
+    }
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw err;
+  }
+  return { nodes, joined: peers };
+}
+
+/**
+ * `peers` swarm nodes in this process (startBenchSwarm); `ops` times, one peer stores a record and
+ * another reads it back, then the same two store and read that key again (what a training peer does
+ * with its progress key every refresh period).
  */
 export async function measureDht(peers: number, ops: number): Promise<DhtFigures> {
   const started = performance.now();
@@ -53,24 +92,10 @@ export async function measureDht(peers: number, ops: number): Promise<DhtFigures
     const { user, system } = process.cpuUsage(cpuAtStart);
     return (user + system) / 1e6;
   };
-  // every peer is on 127.0.0.1: lift the per-IP inbound connection limit meant for the internet
-  const init = { runId: `bench-${peers}`, listen: ['/ip4/127.0.0.1/tcp/0'], initialQuerySelfIntervalMs: 50, inboundConnectionsPerHostPerSecond: 1000 };
-  const first = await createSwarmNode(init);
-  const nodes: SwarmNode[] = [first];
+  const swarm = await startBenchSwarm(`bench-${peers}`, peers);
+  const { nodes } = swarm;
   try {
-    // Peers join in small batches, each routable before the next starts: hundreds of simultaneous
-    // handshakes on 2 cores time out identify, which a real swarm (peers arriving over time) never sees.
-    for (let i = 1; i < peers; i += JOIN_BATCH) {
-      const batch = await Promise.all(Array.from({ length: Math.min(JOIN_BATCH, peers - i) }, () => createSwarmNode({ ...init, initialPeers: first.multiaddrs() })));
-      nodes.push(...batch);
-      await Promise.all(batch.map((n) => n.ready));
-      try {
-        await waitFor(`peers ${i}–${i + batch.length - 1} to be routable`, () => batch.every((n) => n.stats().routingTableSize >= 1), 60_000);
-      } catch (err) {
-        // how far it got is the figure: a swarm that stops growing at 25 peers says more than an exception
-        return { peers, joined: i, failed: (err as Error).message, store: [], get: [], success: 0, storeRepeat: [], getRepeat: [], successRepeat: 0, dialsPerOp: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
-      }
-    }
+    if (swarm.failed !== undefined) return { peers, joined: swarm.joined, failed: swarm.failed, store: [], get: [], success: 0, storeRepeat: [], getRepeat: [], successRepeat: 0, dialsPerOp: 0, startupS: (performance.now() - started) / 1000, startupCpuS: cpuS() };
     const startupS = (performance.now() - started) / 1000;
     const startupCpuS = cpuS();
     const ns = nodes.map((n) => n.registerNamespace('progress', schema));

@@ -75,6 +75,13 @@ export const CLOSEST_PEERS_TIMEOUT_MS = 10 * second;
 export const CLOSEST_SERVERS_CACHE_MS = 30 * second;
 /** Keys whose closest servers are kept (a peer uses a handful: progress, its epoch's averaging keys, state). */
 export const CLOSEST_SERVERS_CACHE_ENTRIES = 256;
+/**
+ * Entries whose signatures a peer remembers having verified (VerifiedSignatures): a read gets the same
+ * entries from every server it asks and again at every poll, e.g. 32 peers' matchmaking declarations
+ * from 6 servers 4 times a second. Several rounds' declarations and progress reports of a few hundred
+ * peers fit.
+ */
+export const VERIFIED_SIGNATURES_CACHE_ENTRIES = 4096;
 /** Requests one remote peer may make to the records protocol: points per window. */
 export const RECORDS_RATE_LIMIT = { points: 200, durationSeconds: 1 } as const;
 /** How often expired records are evicted. */

@@ -6,13 +6,15 @@ import { encode as cborEncode } from 'cborg';
 import { z } from 'zod';
 import { CLOCK_SKEW_MS, RECORD_NAMESPACE_TTL_MS } from '../../src/swarm/constants.js';
 import { admitEntry } from '../../src/swarm/records/admit.js';
-import { signEntry, type VerifiedEntry } from '../../src/swarm/records/entry.js';
+import { signEntry, VerifiedSignatures, type VerifiedEntry } from '../../src/swarm/records/entry.js';
 import { NamespaceRegistry } from '../../src/swarm/records/namespaces.js';
 import { PeerRateLimiter } from '../../src/swarm/records/rate-limit.js';
 import { RecordTable } from '../../src/swarm/records/table.js';
 
 const RUN = 'unit-run';
 const NOW = 1_700_000_000_000;
+/** Shared by every admission here, as a node's is: an entry verified once must not vouch for a tampered copy. */
+const signatures = new VerifiedSignatures();
 
 function registry(): NamespaceRegistry {
   const r = new NamespaceRegistry();
@@ -21,13 +23,13 @@ function registry(): NamespaceRegistry {
 }
 
 async function admitted(raw: unknown, reg = registry(), now = NOW, requireNamespace = true): Promise<VerifiedEntry> {
-  const a = await admitEntry(RUN, raw, reg, now, requireNamespace);
+  const a = await admitEntry(RUN, raw, reg, signatures, now, requireNamespace);
   assert.ok(a.ok, a.ok ? '' : `${a.reason}: ${a.detail}`);
   return a.entry;
 }
 
 async function reason(raw: unknown, requireNamespace = true): Promise<string> {
-  const a = await admitEntry(RUN, raw, registry(), NOW, requireNamespace);
+  const a = await admitEntry(RUN, raw, registry(), signatures, NOW, requireNamespace);
   assert.equal(a.ok, false, 'entry should have been refused');
   return a.ok ? '' : a.reason;
 }
@@ -45,6 +47,22 @@ test('signed entries are admitted with their signer as owner; tampered, forged a
   assert.equal(await reason({ ...good, e: good.e + 1 }), 'bad-signature');
   assert.equal(await reason({ ...good, g: new Uint8Array(0) }), 'bad-signature');
   assert.equal(await reason(await signEntry(alice, 'other-run', 'progress', '', value, NOW + 1000)), 'bad-signature');
+});
+
+test('verified signatures are remembered up to the capacity; a changed copy of a remembered entry is verified again and refused', async () => {
+  const key = await generateKeyPair('Ed25519');
+  const owner = peerIdFromPrivateKey(key).toString();
+  const memory = new VerifiedSignatures(2);
+  const [a, b, c] = await Promise.all([1, 2, 3].map((samples) => signEntry(key, RUN, 'progress', '', cborEncode({ samples }), NOW + 1000)));
+  assert.equal((await memory.verify(RUN, a!))?.owner, owner);
+  assert.equal((await memory.verify(RUN, a!))?.owner, owner, 'the same entry again');
+  assert.equal(memory.size, 1, 'verified twice, remembered once');
+  for (const changed of [{ ...a!, v: b!.v }, { ...a!, e: a!.e + 1 }, { ...a!, s: 'x' }, { ...a!, g: b!.g }]) assert.equal(await memory.verify(RUN, changed), null);
+  assert.equal(await memory.verify('other-run', a!), null, 'the same bytes in another run');
+  assert.equal(memory.size, 1, 'what did not verify is not remembered');
+  for (const entry of [b!, c!]) assert.equal((await memory.verify(RUN, entry))?.owner, owner);
+  assert.equal(memory.size, 2, 'bounded');
+  assert.equal((await memory.verify(RUN, a!))?.owner, owner, 'an entry dropped from memory verifies again');
 });
 
 test('entries outside the limits, expired or off-schema are refused with their reason', async () => {

@@ -1,6 +1,6 @@
 import { CLOCK_SKEW_MS, MAX_KEY_BYTES, MAX_SUBKEY_BYTES, MAX_VALUE_BYTES_LIMIT } from '../constants.js';
 import type { RejectReason } from '../errors.js';
-import { verifyEntry, wireEntrySchema, type VerifiedEntry } from './entry.js';
+import { wireEntrySchema, type VerifiedEntry, type VerifiedSignatures } from './entry.js';
 import { decodeValue, namespaceOf, namespaceTtlMs, type NamespaceRegistry } from './namespaces.js';
 
 export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason: RejectReason; detail: string };
@@ -11,8 +11,9 @@ export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason
  * tolerance), signature, and the namespace's schema. `requireNamespace` is true when reading (the
  * reader must understand the value) and false when holding entries for others: a bootstrap peer
  * need not have registered every layer's schemas, but checks every value whose schema it has.
+ * Signatures are checked through the node's `signatures`.
  */
-export async function admitEntry(runId: string, raw: unknown, registry: NamespaceRegistry, now: number, requireNamespace: boolean): Promise<Admission> {
+export async function admitEntry(runId: string, raw: unknown, registry: NamespaceRegistry, signatures: VerifiedSignatures, now: number, requireNamespace: boolean): Promise<Admission> {
   const parsed = wireEntrySchema.safeParse(raw);
   if (!parsed.success) return { ok: false, reason: 'malformed', detail: parsed.error.issues[0]?.message ?? 'not an entry' };
   const wire = parsed.data;
@@ -29,7 +30,7 @@ export async function admitEntry(runId: string, raw: unknown, registry: Namespac
     const decoded = decodeValue(spec, wire.v);
     if (!decoded.ok) return { ok: false, reason: decoded.reason, detail: decoded.detail };
   }
-  const entry = await verifyEntry(runId, wire);
+  const entry = await signatures.verify(runId, wire);
   if (entry === null) return { ok: false, reason: 'bad-signature', detail: 'signature does not verify with the included public key for this run' };
   return { ok: true, entry };
 }

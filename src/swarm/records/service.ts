@@ -17,7 +17,7 @@ import { RecordError, type RejectReason } from '../errors.js';
 import { recordsProtocol } from '../protocols.js';
 import { admitEntry } from './admit.js';
 import { ClosestServersCache } from './closest-cache.js';
-import { entryName, entrySize, signEntry, type VerifiedEntry, type WireEntry } from './entry.js';
+import { entryName, entrySize, signEntry, VerifiedSignatures, type VerifiedEntry, type WireEntry } from './entry.js';
 import { decodeMessage, encodeMessage, recordsRequestSchema, recordsResponseSchema, type RecordsRequest, type RecordsResponse } from './messages.js';
 import { NamespaceRegistry, decodeValue, encodeValue, namespaceTtlMs } from './namespaces.js';
 import { PeerRateLimiter } from './rate-limit.js';
@@ -88,6 +88,7 @@ export interface RecordsComponents {
 export class DhtRecords {
   readonly namespaces = new NamespaceRegistry();
   private readonly table = new RecordTable();
+  private readonly signatures = new VerifiedSignatures();
   private readonly limiter = new PeerRateLimiter(RECORDS_RATE_LIMIT.points, RECORDS_RATE_LIMIT.points / RECORDS_RATE_LIMIT.durationSeconds);
   private readonly rejected: Partial<Record<RejectReason, number>> = {};
   private served = { store: 0, get: 0 };
@@ -181,7 +182,7 @@ export class DhtRecords {
     for (const { answer } of answers) {
       if (answer.status === 'rejected' || answer.value.t !== 'found') continue;
       for (const raw of answer.value.e) {
-        const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, true);
+        const admitted = await admitEntry(this.c.runId, raw, this.namespaces, this.signatures, now, true);
         // A peer answering with entries of another key is as wrong as a bad signature.
         if (admitted.ok && admitted.entry.wire.k !== key) this.count('malformed');
         else if (!admitted.ok) this.count(admitted.reason);
@@ -314,7 +315,7 @@ export class DhtRecords {
     this.served.store++;
     const results: Array<string | null> = [];
     for (const raw of request.e) {
-      const admitted = await admitEntry(this.c.runId, raw, this.namespaces, now, false);
+      const admitted = await admitEntry(this.c.runId, raw, this.namespaces, this.signatures, now, false);
       const outcome = admitted.ok ? this.table.put(admitted.entry, now, source) : admitted.reason;
       // not-newer is an ordinary race between replicas, not misbehaviour
       if (outcome !== 'stored' && outcome !== 'not-newer') this.count(outcome);
