@@ -40,9 +40,9 @@ export interface AveragerInit {
   pollIntervalMs?: number;
   /** How long a closed group waits for pre-scheduled members to be ready. @default averagingExpirationMs */
   readyTimeoutMs?: number;
-  /** Wire compression (used when this peer leads the group). @default 'none' */
+  /** Wire compression; a follower refuses a group description with another. @default 'none' */
   compression?: Compression;
-  /** Values per streamed chunk. @default DEFAULT_CHUNK_VALUES */
+  /** Values per streamed chunk; a follower refuses a group description with another. @default DEFAULT_CHUNK_VALUES */
   chunkValues?: number;
   /** This peer's upload bandwidth in bytes/s: parts are sized by it. @default DEFAULT_BANDWIDTH_BYTES_PER_S */
   bandwidthBytesPerS?: number;

@@ -168,10 +168,10 @@ test('declared bandwidth 1e12: the attacker reduces at most twice an equal share
 /**
  * A hostile peer that declares under the key with an early expiration (hivemind's leader rule
  * would pick it), accepts every join, and once `followers` joined (or 2 s after the first) sends
- * each `forge(members)` as the group description, itself first with weight 1; without `forge` it
- * never answers.
+ * each `forge(members)` as the group description, itself first with weight 1, with `settings` in
+ * place of the honest ones; without `forge` it never answers.
  */
-async function hostileLeader(node: SwarmNode, epoch: number, size: number, followers: number, forge?: (joined: Member[]) => Member[]): Promise<{ joins: () => number }> {
+async function hostileLeader(node: SwarmNode, epoch: number, size: number, followers: number, forge?: (joined: Member[]) => Member[], settings: Partial<Pick<GroupWire, 'compression' | 'chunkValues'>> = {}): Promise<{ joins: () => number }> {
   const hub = AveragingHub.of(node);
   await hub.acquire();
   const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
@@ -192,7 +192,7 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
     if (sent) return;
     sent = true;
     const members = forge!([{ peer: self, weight: 1, bandwidth: 1e6, clientMode: false }, ...joined.map((j) => j.member)]);
-    const wire: GroupWire = { id: '0'.repeat(32), key, schema, compression: 'none', size, chunkValues: 1000, members };
+    const wire: GroupWire = { id: '0'.repeat(32), key, schema, compression: 'none', size, chunkValues: 1000, members, ...settings };
     for (const j of joined) void j.send(wire).catch(() => undefined);
   }
   // valid for 5 s: earlier than any honest declaration (12 s)
@@ -200,11 +200,15 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
   return { joins: () => joins };
 }
 
-test('a forged group description (a follower given more weight than it declared, or listed twice, or a bandwidth nobody declared) is refused; the honest peers average without it', async (t) => {
-  const forgeries: Array<[string, (m: Member[]) => Member[]]> = [
+test('a forged group description (a follower given more weight than it declared, or listed twice, or a bandwidth nobody declared, or a chunk size or compression of the leader’s own) is refused; the honest peers average without it', async (t) => {
+  const asJoined = (m: Member[]): Member[] => m;
+  const forgeries: Array<[string, (m: Member[]) => Member[], Partial<Pick<GroupWire, 'compression' | 'chunkValues'>>?]> = [
     ['a follower given more weight than it declared', (m) => m.map((x, i) => (i === 1 ? { ...x, weight: 1e15 } : x))],
     ['a follower listed twice', (m) => [...m, m[1]!]],
     ['a bandwidth nobody declared', (m) => m.map((x, i) => (i === 1 ? { ...x, bandwidth: 1e12 } : x))],
+    // a frame per value, and with a robust aggregation a held-chunk map per value of each reducer's part (575 MB for 3 M values)
+    ['1-value chunks', asJoined, { chunkValues: 1 }],
+    ['another compression than the run’s', asJoined, { compression: 'uniform8' }],
   ];
   const nodes = await startSwarm(t, 4, { runId: 'byz-forged' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
@@ -212,8 +216,8 @@ test('a forged group description (a follower given more weight than it declared,
   const honest = nodes.slice(1).map((_, i) => honestVector(n, 50 + i));
   const expected = weightedMean(honest, [1, 1, 1]);
   let epoch = epochRanking(nodes, nodes[0]!, true);
-  for (const [what, forge] of forgeries) {
-    const hostile = await hostileLeader(nodes[0]!, epoch, n, 3, forge);
+  for (const [what, forge, settings] of forgeries) {
+    const hostile = await hostileLeader(nodes[0]!, epoch, n, 3, forge, settings);
     const results = await Promise.all(avg.map((a, i) => a.step(honest[i]!, { epoch, weight: 1, weightBound: () => 1, expectedPeers: 3 })));
     assert.ok(hostile.joins() >= 1, `${what}: the hostile leader ranked first and was asked`);
     for (const r of results) {
