@@ -521,13 +521,17 @@ export class Matchmaker {
           continue;
         }
         if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
-        let group: GroupInfo;
+        // a description that lists a peer twice, or nobody who can reduce, is refused as a forged one is:
+        // asked again (as an unreachable leader is), such a leader answers the same, and a peer leading
+        // its own group leaves it to ask
+        let group: GroupInfo | undefined;
+        let problem: string | undefined;
         try {
           group = groupInfo(answer.group);
         } catch (err) {
-          throw new ProtocolError(`bad group description: ${(err as Error).message}`, { cause: err });
+          problem = (err as Error).message;
         }
-        const problem = await this.verify(group, leader);
+        problem ??= await this.verify(group!, leader);
         if (problem !== undefined) {
           this.log.warn({ leader, key: this.p.key }, `refused the group description of leader ${leader}: ${problem}`);
           this.refusedBy.set(leader, `sent a bad group description: ${problem}`);

@@ -229,6 +229,37 @@ test('a forged group description (a follower given more weight than it declared,
   }
 });
 
+test('a leader whose group description is malformed (a peer listed twice) is not asked again in the round: an honest leader that saw it rank first does not leave its own group to ask it twice', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'byz-malformed' });
+  const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+  const n = 2000;
+  const honest = nodes.slice(1).map((_, i) => honestVector(n, 90 + i));
+  const epoch = epochRanking(nodes, nodes[0]!, true);
+  const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+  const schema = schemaHash(n);
+  const self = nodes[0]!.peerId.toString();
+  // answers every join at once with the joiner listed twice
+  const joins = new Map<string, number>();
+  const hub = AveragingHub.of(nodes[0]!);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed, peer, request: JoinRequest) => {
+    joins.set(peer, (joins.get(peer) ?? 0) + 1);
+    const joiner: Member = { peer, weight: request.weight ?? 0, bandwidth: request.bandwidth, clientMode: request.clientMode };
+    const members = [{ peer: self, weight: 1, bandwidth: 1e6, clientMode: false }, joiner, joiner];
+    await framed.write({ t: 'accepted' });
+    await framed.write({ t: 'group', group: { id: '0'.repeat(32), key, schema, compression: 'none', size: n, chunkValues: 1000, members } satisfies GroupWire });
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema, data: null }, Date.now() + 12_000);
+  // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+  const results = await Promise.all(avg.map((a, i) => a.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+  for (const r of results) {
+    ok(r);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), nodes.slice(1).map((x) => x.peerId.toString()).sort());
+  }
+  assert.ok(joins.size >= 1, 'the hostile leader ranked first and was asked');
+  for (const [peer, count] of joins) assert.equal(count, 1, `${peer} asked the leader of a malformed description ${count} times`);
+});
+
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
