@@ -8,6 +8,8 @@ import { datasetIdOf } from '../store/dataset-id.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
+import { shardHeader } from '../data/shard-format.js';
+import { loadTokenizer } from '../data/tokenizer.js';
 import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -213,44 +215,54 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
 
   // 1. The manifest, from a holder, proven to be the dataset the run names.
-  let manifest: Manifest | undefined;
   const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
   const triedForManifest = new Map<string, string>();
-  while (manifest === undefined) {
-    options.signal?.throwIfAborted();
-    const holders = [...(await findHolders(true)).keys()];
-    for (const peer of holders) {
-      try {
-        const reply = await call(peer, async (framed, stall) => {
-          await framed.write({ t: 'manifest', datasetId }, stall());
-          return framed.expect(manifestReplySchema, stall(), 'the manifest');
-        });
-        if (reply.t === 'refused') {
-          triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
-          continue;
-        }
-        const m = reply.manifest;
-        const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
-        if (m.datasetId !== datasetId || id !== datasetId) {
+  const getManifest = async (): Promise<{ manifest: Manifest; from: string }> => {
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const holders = [...(await findHolders(true)).keys()];
+      for (const peer of holders) {
+        try {
+          const reply = await call(peer, async (framed, stall) => {
+            await framed.write({ t: 'manifest', datasetId }, stall());
+            return framed.expect(manifestReplySchema, stall(), 'the manifest');
+          });
+          if (reply.t === 'refused') {
+            triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
+            continue;
+          }
+          const m = reply.manifest;
+          const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
+          if (m.datasetId === datasetId && id === datasetId) return { manifest: m, from: peer };
           penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
           triedForManifest.set(peer, penalised.get(peer)!);
-        } else manifest = m;
-        if (manifest) break;
-      } catch (err) {
-        triedForManifest.set(peer, (err as Error).message);
-        log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
+        } catch (err) {
+          triedForManifest.set(peer, (err as Error).message);
+          log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
+        }
       }
-    }
-    if (manifest === undefined) {
       if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-  }
+  };
 
   // 2. The tokenizer: one this store already has with that hash, or fetched.
+  let { manifest, from: manifestFrom } = await getManifest();
   const tokenizerFile =
     localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
     writeTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
+  // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts a manifest gives
+  // for them (the model's vocabulary is taken from it, a shard's counts are stored with it): a
+  // manifest whose counts its verified bytes contradict is forged, and another holder's is taken.
+  const { vocabSize } = loadTokenizer(tokenizerFile);
+  let replacing: Promise<void> | undefined;
+  const replaceManifest = (why: string): Promise<void> =>
+    (replacing ??= (async () => {
+      penalise(manifestFrom, why);
+      triedForManifest.set(manifestFrom, why);
+      ({ manifest, from: manifestFrom } = await getManifest());
+    })().finally(() => (replacing = undefined)));
+  while (manifest.vocabSize !== vocabSize) await replaceManifest(`served a manifest giving a vocabulary of ${manifest.vocabSize} tokens; its tokenizer (sha256 ${manifest.tokenizerSha256.slice(0, 12)}…) has ${vocabSize}`);
 
   // 3. The dataset row, and which shards to fetch.
   const cacheKey = `swarm-${datasetId.slice(0, 26)}`;
@@ -289,8 +301,18 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           report();
         });
         resumed += got.resumed;
+        const counts = shardHeader(got.data);
+        const contradiction = (): string | undefined => {
+          const listed = manifest.shards[i]!;
+          return counts.examples === listed.examples && counts.tokens === listed.tokens ? undefined : `served a manifest listing ${listed.examples} examples and ${listed.tokens} tokens for shard ${i}, whose bytes (sha256 checked) hold ${counts.examples} and ${counts.tokens}`;
+        };
+        let forged = contradiction();
+        if (forged !== undefined) {
+          for (; forged !== undefined; forged = contradiction()) await replaceManifest(forged);
+          datasets.replaceManifest(cacheKey, JSON.stringify(manifest));
+        }
         await storing;
-        storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 }).then((buffer) => {
+        storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: counts.examples, tokens: counts.tokens, sha256: shard.sha256 }).then((buffer) => {
           release(buffer);
           shardsDone++;
           report();
