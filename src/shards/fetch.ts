@@ -35,6 +35,12 @@ export interface FetchOptions {
   readonly maxParallel?: number;
   /** A holder that sends nothing for this long is left for another. @default 15 s */
   readonly stallTimeoutMs?: number;
+  /**
+   * A transfer slower than this on average (after a stall timeout's grace) is left, continued at
+   * another holder from the same byte offset, and its holder asked only when no other has the blob:
+   * a holder sending a byte every few seconds never stalls, but would hold a shard for ever. @default 16 KiB/s
+   */
+  readonly minBytesPerSecond?: number;
   /** When no holder is left for a shard, how long to wait for one to (re)appear in the DHT before giving up. @default 60 s */
   readonly waitForHolderMs?: number;
   readonly signal?: AbortSignal;
@@ -82,6 +88,9 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const self = node.peerId.toString();
   const { datasetId, log } = options;
   const stallMs = options.stallTimeoutMs ?? 15_000;
+  const minRate = options.minBytesPerSecond ?? 16 * 1024;
+  /** Holders that fell below minRate: asked for a blob only when no other holder has it. */
+  const slow = new Set<string>();
   const penalised = new Map<string, string>();
   const datasets = datasetStore(store);
   const ns = holdingsOf(node);
@@ -140,9 +149,16 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
       // one stall timer for the transfer, pushed back by every chunk (a timer per chunk costs more than its framing)
       const stalled = releasableDeadline(stallMs, options.signal);
+      const from = at;
+      const allowedMs = stallMs + (1000 * (header.size - from)) / minRate;
+      const tooSlow = releasableDeadline(allowedMs);
+      const signal = AbortSignal.any([stalled.signal, tooSlow.signal]);
       try {
         for (let n = 0; at < header.size; n++) {
-          const { i, d } = await framed.expectChunk(blobDataSchema, stalled.signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+          const { i, d } = await framed.expectChunk(blobDataSchema, signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`).catch((err: unknown) => {
+            if (!tooSlow.signal.aborted || options.signal?.aborted) throw err;
+            throw new SlowHolderError(`${peer} sent ${at - from} of ${header.size - from} bytes of ${sha256.slice(0, 12)}… in ${(allowedMs / 1000).toFixed(0)} s, under the ${minRate} bytes/s a holder must keep`);
+          });
           stalled.refresh();
           if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
           if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
@@ -152,6 +168,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
         }
       } finally {
         stalled.release();
+        tooSlow.release();
       }
     });
 
@@ -182,6 +199,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       }
       // the least busy holder (ties at random): parallel shards go to different holders when there are several
       const load = (peer: string) => inFlight.get(peer) ?? 0;
+      const fast = candidates.filter((peer) => !slow.has(peer));
+      if (fast.length > 0) candidates = fast;
       const least = Math.min(...candidates.map(load));
       const idle = candidates.filter((peer) => load(peer) === least);
       const peer = idle[Math.floor(Math.random() * idle.length)]!;
@@ -196,6 +215,10 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
         // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
         if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
+        if (err instanceof SlowHolderError && !slow.has(peer)) {
+          slow.add(peer);
+          log.warn({ peer, what }, `shard holder ${peer} is too slow: ${err.message}; asking it only when no other holder has a shard`);
+        }
         tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
         log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
@@ -340,6 +363,9 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
     durationMs: Date.now() - started,
   };
 }
+
+/** A holder's transfer fell below the fetch's minimum rate. */
+class SlowHolderError extends ShardExchangeError {}
 
 /**
  * The manifest indices to fetch: `shards` when given, else a random permutation (seeded by this

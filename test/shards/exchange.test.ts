@@ -10,6 +10,8 @@ import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
+import { MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { RunDataError } from '../../src/training/errors.js';
@@ -148,6 +150,45 @@ for (const [what, forge] of [
     assert.deepEqual(counts(newcomer!.store, r.info.cacheKey), counts(honest!.store, info.cacheKey));
   });
 }
+
+/** A holder that advertises every shard of `manifest` and sends any blob asked for right, one byte a second: it never stalls. */
+async function trickler(peer: Peer, manifest: Manifest, blobs: ReadonlyMap<string, Uint8Array>): Promise<void> {
+  await peer.node.handle(SHARDS_PROTOCOL, (stream) => {
+    const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, 'shard requests');
+    void (async () => {
+      for (let request = await framed.read(shardRequestSchema, AbortSignal.timeout(60_000)); request !== null; request = await framed.read(shardRequestSchema, AbortSignal.timeout(60_000))) {
+        if (request.t === 'manifest') {
+          await framed.write({ t: 'manifest', manifest });
+          continue;
+        }
+        const blob = blobs.get(request.sha256)!;
+        await framed.write({ t: 'blob', size: blob.byteLength });
+        for (let at = request.offset; at < blob.byteLength; at++) {
+          await framed.writeChunk(at - request.offset, blob.subarray(at, at + 1));
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    })().catch(() => framed.abort(new Error('trickler done')));
+  }, { allowRelayed: false });
+  await holdingsOf(peer.node).store(holdingKey(manifest.datasetId), '', { shards: manifest.shards.length, have: encodeBits(manifest.shards.map(() => true)) }, Date.now() + 60_000);
+}
+
+test('a holder sending a shard a byte a second (never stalling) is left for another once under the minimum rate, and asked only when no other has a shard', async (t) => {
+  const [honest, slow, newcomer] = await peers(t, 3);
+  const info = await found(honest!);
+  copyTokenizer(info, newcomer!);
+  await trickler(slow!, manifestOf(info, new DatasetStore(honest!.store.db)), shardBytes(honest!.store, info.cacheKey));
+  const { warnings, log } = warningLog();
+  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, stallTimeoutMs: 3000, minBytesPerSecond: 4096, log });
+  // only the trickler holds the shards at first: the newcomer must leave it, then wait for another holder
+  await waitFor('the trickler to be found too slow', () => warnings.some((w) => w.includes(`shard holder ${slow!.node.peerId.toString()} is too slow`)), 30_000);
+  await serve(t, honest!);
+  const r = await fetching;
+  assert.equal(r.fetched, info.shardCount);
+  assert.deepEqual(r.penalised, [], 'what the trickler sent was right');
+  assert.ok(r.resumed >= 1, 'the shard it had begun continued from its byte offset');
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+});
 
 test('one stream carries a fetch’s requests in turn; a shard altered mid-stream is still rejected and its holder penalised', async (t) => {
   const [honest, liar, newcomer] = await peers(t, 3);
