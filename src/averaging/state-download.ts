@@ -4,7 +4,7 @@ import type { SwarmNode } from '../swarm/index.js';
 import { encode as cborEncode } from 'cborg';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
-import { deadline, FramedStream } from './framing.js';
+import { deadline, FramedStream, releasableDeadline } from './framing.js';
 import type { AveragingHub } from './hub.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
 
@@ -37,6 +37,8 @@ export interface StateServerOptions {
 export interface LoadStateOptions {
   readonly maxStateBytes: number;
   readonly stallTimeoutMs: number;
+  /** A download averaging under this (after a stall timeout's grace) is left for the next donor. */
+  readonly minBytesPerSecond: number;
   readonly maxDonors: number;
   /** Only donors at this epoch or later. */
   readonly minEpoch?: number;
@@ -241,6 +243,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
   const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
   const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
+  let tooSlow: ReturnType<typeof releasableDeadline> | undefined;
   try {
     await framed.write({ t: 'get', prefix } satisfies StateRequest, stall());
     const header = await framed.expect(stateHeaderSchema, stall(), 'the state header');
@@ -254,8 +257,13 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
     // up front let a donor make a newcomer reserve 2 GiB by sending one frame
     const chunks: Uint8Array[] = [];
     const hash = createHash('sha256');
+    const allowedMs = opts.stallTimeoutMs + (1000 * header.size) / opts.minBytesPerSecond;
+    const slow = (tooSlow = releasableDeadline(allowedMs));
     for (let at = 0; at < header.size; ) {
-      const chunk = await framed.expect(stateDataSchema, stall(), `state bytes ${at}–${header.size}`);
+      const chunk = await framed.expect(stateDataSchema, AbortSignal.any([stall(), slow.signal]), `state bytes ${at}–${header.size}`).catch((err: unknown) => {
+        if (!slow.signal.aborted || opts.signal?.aborted) throw err;
+        throw new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`);
+      });
       const expected = Math.min(header.chunkBytes, header.size - at);
       if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
       chunks.push(chunk.d);
@@ -275,5 +283,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   } catch (err) {
     framed.abort(err as Error);
     throw err;
+  } finally {
+    tooSlow?.release();
   }
 }
