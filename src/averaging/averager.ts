@@ -40,9 +40,9 @@ export interface AveragerInit {
   pollIntervalMs?: number;
   /** How long a closed group waits for pre-scheduled members to be ready. @default averagingExpirationMs */
   readyTimeoutMs?: number;
-  /** Wire compression (used when this peer leads the group). @default 'none' */
+  /** Wire compression; a follower refuses a group description with another. @default 'none' */
   compression?: Compression;
-  /** Values per streamed chunk. @default DEFAULT_CHUNK_VALUES */
+  /** Values per streamed chunk; a follower refuses a group description with another. @default DEFAULT_CHUNK_VALUES */
   chunkValues?: number;
   /** This peer's upload bandwidth in bytes/s: parts are sized by it. @default DEFAULT_BANDWIDTH_BYTES_PER_S */
   bandwidthBytesPerS?: number;
@@ -71,6 +71,8 @@ export interface AveragerInit {
     chunkBytes?: number;
     /** @default DEFAULT_STATE_STALL_TIMEOUT_MS */
     stallTimeoutMs?: number;
+    /** @default DEFAULT_STATE_MIN_BYTES_PER_S */
+    minBytesPerSecond?: number;
     /** @default DEFAULT_MAX_STATE_BYTES */
     maxStateBytes?: number;
     /** @default DEFAULT_STATE_ADVERTISE_INTERVAL_MS */
@@ -201,6 +203,7 @@ function resolve(init: AveragerInit): Resolved {
       maxConcurrentDownloads: init.state?.maxConcurrentDownloads ?? C.DEFAULT_MAX_CONCURRENT_DOWNLOADS,
       chunkBytes: init.state?.chunkBytes ?? C.DEFAULT_STATE_CHUNK_BYTES,
       stallTimeoutMs: init.state?.stallTimeoutMs ?? C.DEFAULT_STATE_STALL_TIMEOUT_MS,
+      minBytesPerSecond: init.state?.minBytesPerSecond ?? C.DEFAULT_STATE_MIN_BYTES_PER_S,
       maxStateBytes: init.state?.maxStateBytes ?? C.DEFAULT_MAX_STATE_BYTES,
       advertiseIntervalMs: init.state?.advertiseIntervalMs ?? C.DEFAULT_STATE_ADVERTISE_INTERVAL_MS,
       maxDonors: init.state?.maxDonors ?? C.DEFAULT_MAX_DONORS_TRIED,
@@ -467,8 +470,8 @@ export class Averager {
   /** Downloads the newest state any peer serves for this prefix (falls back donor by donor). Throws StateDownloadError. */
   async loadStateFromPeers(opts: { minEpoch?: number; signal?: AbortSignal } = {}): Promise<LoadedState> {
     await this.ready();
-    const { maxStateBytes, stallTimeoutMs, maxDonors, trusted } = this.cfg.state;
-    return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, maxDonors, trusted, ...opts }, this.log);
+    const { maxStateBytes, stallTimeoutMs, minBytesPerSecond, maxDonors, trusted } = this.cfg.state;
+    return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, minBytesPerSecond, maxDonors, trusted, ...opts }, this.log);
   }
 
   /** The newest epoch another peer advertises a state of for this prefix (undefined when none does). */

@@ -78,6 +78,12 @@ export const MAX_STATE_METADATA_BYTES = 16 * KiB;
 export const DEFAULT_MAX_CONCURRENT_DOWNLOADS = 2;
 /** A download that makes no progress for this long is abandoned (next donor). */
 export const DEFAULT_STATE_STALL_TIMEOUT_MS = 15 * second;
+/**
+ * A download averaging under this (after a stall timeout's grace) is left for the next donor, unless
+ * it is the last one left: a donor sending a chunk just within the stall timeout never stalls, and
+ * held a 200 MB download for hours.
+ */
+export const DEFAULT_STATE_MIN_BYTES_PER_S = 64 * KiB;
 /** Donors re-advertise their epoch this often, with records valid for three periods. */
 export const DEFAULT_STATE_ADVERTISE_INTERVAL_MS = 10 * second;
 /** Donors tried at most per loadStateFromPeers call. */

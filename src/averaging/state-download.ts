@@ -4,7 +4,7 @@ import type { SwarmNode } from '../swarm/index.js';
 import { encode as cborEncode } from 'cborg';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
-import { deadline, FramedStream } from './framing.js';
+import { deadline, FramedStream, releasableDeadline } from './framing.js';
 import type { AveragingHub } from './hub.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
 
@@ -37,6 +37,8 @@ export interface StateServerOptions {
 export interface LoadStateOptions {
   readonly maxStateBytes: number;
   readonly stallTimeoutMs: number;
+  /** A download averaging under this (after a stall timeout's grace) is left for the next donor; not the last one's. */
+  readonly minBytesPerSecond: number;
   readonly maxDonors: number;
   /** Only donors at this epoch or later. */
   readonly minEpoch?: number;
@@ -217,10 +219,12 @@ export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, pre
   if (found.length > 1 && found[0]!.sha256 === undefined) log.warn(`no two peers advertise the same state of "${prefix}": trying donors at the second highest epoch advertised or one past it, unchecked against others`);
   if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}`, []);
   const failed: Array<{ peer: string; error: string }> = [];
-  for (const donor of found.slice(0, opts.maxDonors)) {
+  const tried = found.slice(0, opts.maxDonors);
+  for (const donor of tried) {
     opts.signal?.throwIfAborted();
     try {
-      const state = await download(node, donor.peer, prefix, donor.sha256, opts);
+      // the last donor left is given its time: in a swarm of donors under low upload caps it is the only way to get a state
+      const state = await download(node, donor.peer, prefix, donor.sha256, donor === tried.at(-1) ? { ...opts, minBytesPerSecond: 0 } : opts);
       // a backed state is the advertised one; otherwise the donor may have stepped once since it advertised, not more
       if (donor.sha256 !== undefined && state.epoch !== donor.epoch) throw new ProtocolError(`sent a state of epoch ${state.epoch} with the sha256 backed for epoch ${donor.epoch}`);
       if (state.epoch > donor.epoch + 1) throw new ProtocolError(`sent a state of epoch ${state.epoch}, but advertised epoch ${donor.epoch}`);
@@ -241,6 +245,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
   const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
   const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
+  let tooSlow: ReturnType<typeof releasableDeadline> | undefined;
   try {
     await framed.write({ t: 'get', prefix } satisfies StateRequest, stall());
     const header = await framed.expect(stateHeaderSchema, stall(), 'the state header');
@@ -254,8 +259,13 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
     // up front let a donor make a newcomer reserve 2 GiB by sending one frame
     const chunks: Uint8Array[] = [];
     const hash = createHash('sha256');
+    const allowedMs = opts.stallTimeoutMs + (1000 * header.size) / opts.minBytesPerSecond;
+    const slow = (tooSlow = opts.minBytesPerSecond > 0 ? releasableDeadline(allowedMs) : undefined);
     for (let at = 0; at < header.size; ) {
-      const chunk = await framed.expect(stateDataSchema, stall(), `state bytes ${at}–${header.size}`);
+      const chunk = await framed.expect(stateDataSchema, slow ? AbortSignal.any([stall(), slow.signal]) : stall(), `state bytes ${at}–${header.size}`).catch((err: unknown) => {
+        if (!slow?.signal.aborted || opts.signal?.aborted) throw err;
+        throw new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`);
+      });
       const expected = Math.min(header.chunkBytes, header.size - at);
       if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
       chunks.push(chunk.d);
@@ -275,5 +285,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   } catch (err) {
     framed.abort(err as Error);
     throw err;
+  } finally {
+    tooSlow?.release();
   }
 }

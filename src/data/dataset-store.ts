@@ -115,6 +115,11 @@ export class DatasetStore {
       .run(info.cacheKey, info.source, `swarm:${info.datasetId}`, info.tokenizerHash, info.tokenizerFile, JSON.stringify(info.params), info.vocabSize, info.datasetId, info.manifest, now, now);
   }
 
+  /** Replaces a fetched dataset's manifest (one its shards' bytes showed forged, by the one that matched them). */
+  replaceManifest(cacheKey: string, manifest: string): void {
+    this.db.prepare('UPDATE datasets SET manifest = ? WHERE cache_key = ?').run(manifest, cacheKey);
+  }
+
   /**
    * Stores a shard received from a peer (already verified by the caller against its sha256) and
    * recounts the dataset, in one transaction: after a crash the shard is stored and counted, or neither.

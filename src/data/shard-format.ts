@@ -52,16 +52,19 @@ export function encodeShard(examples: readonly SopExample[], vocabSize: number):
   return { data: Buffer.from(buf), tokens };
 }
 
+/** A shard's header: its example and token counts and its id width; a ShardFormatError if it has none. */
+export function shardHeader(data: Uint8Array): { examples: number; width: number; tokens: number } {
+  if (data.byteLength < HEADER) throw new ShardFormatError(`shard is ${data.byteLength} bytes, shorter than its header`);
+  const header = new DataView(data.buffer, data.byteOffset, HEADER);
+  if (header.getUint32(0, true) !== MAGIC) throw new ShardFormatError('shard has no CDS1 header');
+  return { examples: header.getUint32(4, true), width: header.getUint32(8, true), tokens: header.getUint32(12, true) };
+}
+
 /** Decodes and checks a shard; every inconsistency (size, header, lengths) is a ShardFormatError. */
 export function decodeShard(data: Uint8Array, expectExamples: number, expectTokens: number): ShardView {
   // Copy into a fresh aligned buffer: SQLite blobs may sit at any offset.
   const buf = new Uint8Array(data).buffer;
-  if (buf.byteLength < HEADER) throw new ShardFormatError(`shard is ${buf.byteLength} bytes, shorter than its header`);
-  const header = new DataView(buf, 0, HEADER);
-  if (header.getUint32(0, true) !== MAGIC) throw new ShardFormatError('shard has no CDS1 header');
-  const examples = header.getUint32(4, true);
-  const width = header.getUint32(8, true);
-  const tokens = header.getUint32(12, true);
+  const { examples, width, tokens } = shardHeader(new Uint8Array(buf));
   if (examples !== expectExamples || tokens !== expectTokens) throw new ShardFormatError(`shard header says ${examples} examples / ${tokens} tokens, the row says ${expectExamples} / ${expectTokens}`);
   if (width !== 2 && width !== 4) throw new ShardFormatError(`shard id width ${width} is neither 2 nor 4`);
   const lenBytes = align4(examples * 4);

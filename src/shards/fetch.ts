@@ -8,6 +8,8 @@ import { datasetIdOf } from '../store/dataset-id.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
+import { shardHeader } from '../data/shard-format.js';
+import { loadTokenizer } from '../data/tokenizer.js';
 import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -33,6 +35,12 @@ export interface FetchOptions {
   readonly maxParallel?: number;
   /** A holder that sends nothing for this long is left for another. @default 15 s */
   readonly stallTimeoutMs?: number;
+  /**
+   * A transfer slower than this on average (after a stall timeout's grace) is left, continued at
+   * another holder from the same byte offset, and its holder asked only when no other has the blob:
+   * a holder sending a byte every few seconds never stalls, but would hold a shard for ever. @default 16 KiB/s
+   */
+  readonly minBytesPerSecond?: number;
   /** When no holder is left for a shard, how long to wait for one to (re)appear in the DHT before giving up. @default 60 s */
   readonly waitForHolderMs?: number;
   readonly signal?: AbortSignal;
@@ -80,6 +88,9 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const self = node.peerId.toString();
   const { datasetId, log } = options;
   const stallMs = options.stallTimeoutMs ?? 15_000;
+  const minRate = options.minBytesPerSecond ?? 16 * 1024;
+  /** Holders that fell below minRate: asked for a blob only when no other holder has it. */
+  const slow = new Set<string>();
   const penalised = new Map<string, string>();
   const datasets = datasetStore(store);
   const ns = holdingsOf(node);
@@ -138,9 +149,16 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
       // one stall timer for the transfer, pushed back by every chunk (a timer per chunk costs more than its framing)
       const stalled = releasableDeadline(stallMs, options.signal);
+      const from = at;
+      const allowedMs = stallMs + (1000 * (header.size - from)) / minRate;
+      const tooSlow = releasableDeadline(allowedMs);
+      const signal = AbortSignal.any([stalled.signal, tooSlow.signal]);
       try {
         for (let n = 0; at < header.size; n++) {
-          const { i, d } = await framed.expectChunk(blobDataSchema, stalled.signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`);
+          const { i, d } = await framed.expectChunk(blobDataSchema, signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`).catch((err: unknown) => {
+            if (!tooSlow.signal.aborted || options.signal?.aborted) throw err;
+            throw new SlowHolderError(`${peer} sent ${at - from} of ${header.size - from} bytes of ${sha256.slice(0, 12)}… in ${(allowedMs / 1000).toFixed(0)} s, under the ${minRate} bytes/s a holder must keep`);
+          });
           stalled.refresh();
           if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
           if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
@@ -150,6 +168,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
         }
       } finally {
         stalled.release();
+        tooSlow.release();
       }
     });
 
@@ -180,6 +199,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       }
       // the least busy holder (ties at random): parallel shards go to different holders when there are several
       const load = (peer: string) => inFlight.get(peer) ?? 0;
+      const fast = candidates.filter((peer) => !slow.has(peer));
+      if (fast.length > 0) candidates = fast;
       const least = Math.min(...candidates.map(load));
       const idle = candidates.filter((peer) => load(peer) === least);
       const peer = idle[Math.floor(Math.random() * idle.length)]!;
@@ -194,6 +215,10 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
         // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
         if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
+        if (err instanceof SlowHolderError && !slow.has(peer)) {
+          slow.add(peer);
+          log.warn({ peer, what }, `shard holder ${peer} is too slow: ${err.message}; asking it only when no other holder has a shard`);
+        }
         tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
         log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
@@ -213,44 +238,54 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
 
   // 1. The manifest, from a holder, proven to be the dataset the run names.
-  let manifest: Manifest | undefined;
   const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
   const triedForManifest = new Map<string, string>();
-  while (manifest === undefined) {
-    options.signal?.throwIfAborted();
-    const holders = [...(await findHolders(true)).keys()];
-    for (const peer of holders) {
-      try {
-        const reply = await call(peer, async (framed, stall) => {
-          await framed.write({ t: 'manifest', datasetId }, stall());
-          return framed.expect(manifestReplySchema, stall(), 'the manifest');
-        });
-        if (reply.t === 'refused') {
-          triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
-          continue;
-        }
-        const m = reply.manifest;
-        const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
-        if (m.datasetId !== datasetId || id !== datasetId) {
+  const getManifest = async (): Promise<{ manifest: Manifest; from: string }> => {
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const holders = [...(await findHolders(true)).keys()];
+      for (const peer of holders) {
+        try {
+          const reply = await call(peer, async (framed, stall) => {
+            await framed.write({ t: 'manifest', datasetId }, stall());
+            return framed.expect(manifestReplySchema, stall(), 'the manifest');
+          });
+          if (reply.t === 'refused') {
+            triedForManifest.set(peer, `refused: ${reply.code}: ${reply.message}`);
+            continue;
+          }
+          const m = reply.manifest;
+          const id = datasetIdOf({ maxSeqLen: m.maxSeqLen, shortSeqProb: m.shortSeqProb, tokenizerSha256: m.tokenizerSha256 }, m.shards.map((s) => s.sha256));
+          if (m.datasetId === datasetId && id === datasetId) return { manifest: m, from: peer };
           penalise(peer, `served a manifest whose content hashes to ${id}, not ${datasetId}`);
           triedForManifest.set(peer, penalised.get(peer)!);
-        } else manifest = m;
-        if (manifest) break;
-      } catch (err) {
-        triedForManifest.set(peer, (err as Error).message);
-        log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
+        } catch (err) {
+          triedForManifest.set(peer, (err as Error).message);
+          log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
+        }
       }
-    }
-    if (manifest === undefined) {
       if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-  }
+  };
 
   // 2. The tokenizer: one this store already has with that hash, or fetched.
+  let { manifest, from: manifestFrom } = await getManifest();
   const tokenizerFile =
     localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
     writeTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
+  // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts a manifest gives
+  // for them (the model's vocabulary is taken from it, a shard's counts are stored with it): a
+  // manifest whose counts its verified bytes contradict is forged, and another holder's is taken.
+  const { vocabSize } = loadTokenizer(tokenizerFile);
+  let replacing: Promise<void> | undefined;
+  const replaceManifest = (why: string): Promise<void> =>
+    (replacing ??= (async () => {
+      penalise(manifestFrom, why);
+      triedForManifest.set(manifestFrom, why);
+      ({ manifest, from: manifestFrom } = await getManifest());
+    })().finally(() => (replacing = undefined)));
+  while (manifest.vocabSize !== vocabSize) await replaceManifest(`served a manifest giving a vocabulary of ${manifest.vocabSize} tokens; its tokenizer (sha256 ${manifest.tokenizerSha256.slice(0, 12)}…) has ${vocabSize}`);
 
   // 3. The dataset row, and which shards to fetch.
   const cacheKey = `swarm-${datasetId.slice(0, 26)}`;
@@ -289,8 +324,18 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           report();
         });
         resumed += got.resumed;
+        const counts = shardHeader(got.data);
+        const contradiction = (): string | undefined => {
+          const listed = manifest.shards[i]!;
+          return counts.examples === listed.examples && counts.tokens === listed.tokens ? undefined : `served a manifest listing ${listed.examples} examples and ${listed.tokens} tokens for shard ${i}, whose bytes (sha256 checked) hold ${counts.examples} and ${counts.tokens}`;
+        };
+        let forged = contradiction();
+        if (forged !== undefined) {
+          for (; forged !== undefined; forged = contradiction()) await replaceManifest(forged);
+          datasets.replaceManifest(cacheKey, JSON.stringify(manifest));
+        }
         await storing;
-        storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: shard.examples, tokens: shard.tokens, sha256: shard.sha256 }).then((buffer) => {
+        storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: counts.examples, tokens: counts.tokens, sha256: shard.sha256 }).then((buffer) => {
           release(buffer);
           shardsDone++;
           report();
@@ -318,6 +363,9 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
     durationMs: Date.now() - started,
   };
 }
+
+/** A holder's transfer fell below the fetch's minimum rate. */
+class SlowHolderError extends ShardExchangeError {}
 
 /**
  * The manifest indices to fetch: `shards` when given, else a random permutation (seeded by this

@@ -233,8 +233,12 @@ export class ShardServer {
     }
   }
 
-  /** A dataset's manifest, built once per server: building one from a prepared dataset reads every shard's row. */
+  /**
+   * A dataset's manifest: a fetched one's as stored (a fetch replaces one found forged), a prepared
+   * one's built once per server (building it reads every shard's row).
+   */
   private manifest(info: DatasetInfo): Manifest {
+    if (info.manifest !== null) return manifestOf(info, this.datasets);
     let manifest = this.manifests.get(info.cacheKey);
     if (manifest === undefined) this.manifests.set(info.cacheKey, (manifest = manifestOf(info, this.datasets)));
     return manifest;

@@ -168,10 +168,10 @@ test('declared bandwidth 1e12: the attacker reduces at most twice an equal share
 /**
  * A hostile peer that declares under the key with an early expiration (hivemind's leader rule
  * would pick it), accepts every join, and once `followers` joined (or 2 s after the first) sends
- * each `forge(members)` as the group description, itself first with weight 1; without `forge` it
- * never answers.
+ * each `forge(members)` as the group description, itself first with weight 1, with `settings` in
+ * place of the honest ones; without `forge` it never answers.
  */
-async function hostileLeader(node: SwarmNode, epoch: number, size: number, followers: number, forge?: (joined: Member[]) => Member[]): Promise<{ joins: () => number }> {
+async function hostileLeader(node: SwarmNode, epoch: number, size: number, followers: number, forge?: (joined: Member[]) => Member[], settings: Partial<Pick<GroupWire, 'compression' | 'chunkValues'>> = {}): Promise<{ joins: () => number }> {
   const hub = AveragingHub.of(node);
   await hub.acquire();
   const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
@@ -192,7 +192,7 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
     if (sent) return;
     sent = true;
     const members = forge!([{ peer: self, weight: 1, bandwidth: 1e6, clientMode: false }, ...joined.map((j) => j.member)]);
-    const wire: GroupWire = { id: '0'.repeat(32), key, schema, compression: 'none', size, chunkValues: 1000, members };
+    const wire: GroupWire = { id: '0'.repeat(32), key, schema, compression: 'none', size, chunkValues: 1000, members, ...settings };
     for (const j of joined) void j.send(wire).catch(() => undefined);
   }
   // valid for 5 s: earlier than any honest declaration (12 s)
@@ -200,11 +200,15 @@ async function hostileLeader(node: SwarmNode, epoch: number, size: number, follo
   return { joins: () => joins };
 }
 
-test('a forged group description (a follower given more weight than it declared, or listed twice, or a bandwidth nobody declared) is refused; the honest peers average without it', async (t) => {
-  const forgeries: Array<[string, (m: Member[]) => Member[]]> = [
+test('a forged group description (a follower given more weight than it declared, or listed twice, or a bandwidth nobody declared, or a chunk size or compression of the leader’s own) is refused; the honest peers average without it', async (t) => {
+  const asJoined = (m: Member[]): Member[] => m;
+  const forgeries: Array<[string, (m: Member[]) => Member[], Partial<Pick<GroupWire, 'compression' | 'chunkValues'>>?]> = [
     ['a follower given more weight than it declared', (m) => m.map((x, i) => (i === 1 ? { ...x, weight: 1e15 } : x))],
     ['a follower listed twice', (m) => [...m, m[1]!]],
     ['a bandwidth nobody declared', (m) => m.map((x, i) => (i === 1 ? { ...x, bandwidth: 1e12 } : x))],
+    // a frame per value, and with a robust aggregation a held-chunk map per value of each reducer's part (575 MB for 3 M values)
+    ['1-value chunks', asJoined, { chunkValues: 1 }],
+    ['another compression than the run’s', asJoined, { compression: 'uniform8' }],
   ];
   const nodes = await startSwarm(t, 4, { runId: 'byz-forged' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
@@ -212,8 +216,8 @@ test('a forged group description (a follower given more weight than it declared,
   const honest = nodes.slice(1).map((_, i) => honestVector(n, 50 + i));
   const expected = weightedMean(honest, [1, 1, 1]);
   let epoch = epochRanking(nodes, nodes[0]!, true);
-  for (const [what, forge] of forgeries) {
-    const hostile = await hostileLeader(nodes[0]!, epoch, n, 3, forge);
+  for (const [what, forge, settings] of forgeries) {
+    const hostile = await hostileLeader(nodes[0]!, epoch, n, 3, forge, settings);
     const results = await Promise.all(avg.map((a, i) => a.step(honest[i]!, { epoch, weight: 1, weightBound: () => 1, expectedPeers: 3 })));
     assert.ok(hostile.joins() >= 1, `${what}: the hostile leader ranked first and was asked`);
     for (const r of results) {
@@ -223,6 +227,37 @@ test('a forged group description (a follower given more weight than it declared,
     }
     epoch = epochRanking(nodes, nodes[0]!, true, epoch + 1);
   }
+});
+
+test('a leader whose group description is malformed (a peer listed twice) is not asked again in the round: an honest leader that saw it rank first does not leave its own group to ask it twice', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'byz-malformed' });
+  const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+  const n = 2000;
+  const honest = nodes.slice(1).map((_, i) => honestVector(n, 90 + i));
+  const epoch = epochRanking(nodes, nodes[0]!, true);
+  const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+  const schema = schemaHash(n);
+  const self = nodes[0]!.peerId.toString();
+  // answers every join at once with the joiner listed twice
+  const joins = new Map<string, number>();
+  const hub = AveragingHub.of(nodes[0]!);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed, peer, request: JoinRequest) => {
+    joins.set(peer, (joins.get(peer) ?? 0) + 1);
+    const joiner: Member = { peer, weight: request.weight ?? 0, bandwidth: request.bandwidth, clientMode: request.clientMode };
+    const members = [{ peer: self, weight: 1, bandwidth: 1e6, clientMode: false }, joiner, joiner];
+    await framed.write({ t: 'accepted' });
+    await framed.write({ t: 'group', group: { id: '0'.repeat(32), key, schema, compression: 'none', size: n, chunkValues: 1000, members } satisfies GroupWire });
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema, data: null }, Date.now() + 12_000);
+  // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+  const results = await Promise.all(avg.map((a, i) => a.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+  for (const r of results) {
+    ok(r);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), nodes.slice(1).map((x) => x.peerId.toString()).sort());
+  }
+  assert.ok(joins.size >= 1, 'the hostile leader ranked first and was asked');
+  for (const [peer, count] of joins) assert.equal(count, 1, `${peer} asked the leader of a malformed description ${count} times`);
 });
 
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {

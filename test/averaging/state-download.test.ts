@@ -59,6 +59,26 @@ test('a busy donor refuses with BUSY and the newcomer falls back to the next one
   assert.ok(Buffer.from(got.data).equals(newest));
 });
 
+test('a donor sending a chunk a second (never stalling) is left for the next once its download averages under the minimum rate; the last donor left is given its time', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-slow' });
+  const [honest, slow, newcomer] = averagers(t, nodes, (i) => ({ prefix: 'state', state: { ...STATE, minBytesPerSecond: 256 * 1024 }, ...(i === 1 ? { uploadLimitBytesPerS: 64 * 1024 } : {}) }));
+  const fallback = randomBytes(100_000);
+  const served = await honest!.serveState({ epoch: () => 8, snapshot: () => ({ epoch: 8, data: fallback }) });
+  // the newest state, 8 chunks of 64 KiB at 64 KiB/s: one a second, well within the 3 s stall timeout
+  const newest = randomBytes(8 * 64 * 1024);
+  await slow!.serveState({ epoch: () => 9, snapshot: () => ({ epoch: 9, data: newest }) });
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.equal(loaded.donor, nodes[0]!.peerId.toString());
+  assert.ok(Buffer.from(loaded.data).equals(fallback));
+  assert.deepEqual(loaded.failed.map((f) => f.peer), [nodes[1]!.peerId.toString()]);
+  assert.match(loaded.failed[0]!.error, /sent \d+ of 524288 bytes in \d+ s, under the 262144 bytes\/s a donor must keep/);
+  // alone, the slow donor is the last one left: a swarm whose donors are all slow still hands over a state
+  await served.withdraw();
+  const alone = await newcomer!.loadStateFromPeers();
+  assert.equal(alone.donor, nodes[1]!.peerId.toString());
+  assert.ok(Buffer.from(alone.data).equals(newest));
+});
+
 test('a donor whose bytes do not match its checksum is skipped for the next one', async (t) => {
   const nodes = await startSwarm(t, 3, { runId: 'state-liar' });
   const [liar, honest, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));

@@ -8,8 +8,10 @@ import { DatasetStore, type DatasetInfo } from '../../src/data/dataset-store.js'
 import { prepareDataset } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
-import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress } from '../../src/shards/index.js';
+import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
+import { MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { RunDataError } from '../../src/training/errors.js';
@@ -115,6 +117,76 @@ test('a holder serving altered bytes is rejected and penalised; the shards come 
   const r = await fetching;
   assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
   assert.match(r.penalised[0]!.reason, /served shard \d+ with sha256 [0-9a-f]{16}…, expected [0-9a-f]{16}…/);
+  assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+});
+
+/**
+ * The dataset id covers the tokenizer's hash and the shards' bytes, not the counts a manifest gives
+ * for them: a holder serving such a forged manifest (of the right id) must not set the newcomer's
+ * vocabulary (its model's size) nor the counts stored with each shard (checked when training reads it).
+ */
+for (const [what, forge] of [
+  ['a vocabulary its tokenizer does not have', (m: Manifest): Manifest => ({ ...m, vocabSize: m.vocabSize + 1 })],
+  ['shard counts their bytes contradict', (m: Manifest): Manifest => ({ ...m, shards: m.shards.map((x) => ({ ...x, examples: x.examples + 1, tokens: x.tokens + 7 })) })],
+] as const) {
+  test(`a holder serving a manifest of the right id with ${what} is penalised; the newcomer keeps an honest holder’s manifest and the counts of the bytes`, async (t) => {
+    const [honest, liar, newcomer] = await peers(t, 3);
+    const info = await found(honest!);
+    const held = await found(liar!);
+    const manifest = manifestOf(info, new DatasetStore(honest!.store.db));
+    liar!.store.db.prepare('UPDATE datasets SET manifest = ? WHERE cache_key = ?').run(JSON.stringify(forge(manifest)), held.cacheKey);
+    await serve(t, liar!);
+    const { warnings, log } = warningLog();
+    const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
+    // only the liar serves at first: the newcomer must find its manifest out, then wait for another holder
+    await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar!.node.peerId.toString()}`)));
+    await serve(t, honest!);
+    const r = await fetching;
+    assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
+    assert.match(r.penalised[0]!.reason, /served a manifest (giving a vocabulary of \d+ tokens; its tokenizer .* has \d+|listing \d+ examples and \d+ tokens for shard \d+, whose bytes \(sha256 checked\) hold \d+ and \d+)/);
+    assert.equal(r.info.vocabSize, info.vocabSize);
+    assert.deepEqual(JSON.parse(r.info.manifest!), manifest, 'the manifest kept (and served to others) is the honest one');
+    const counts = (store: Store, cacheKey: string) => new DatasetStore(store.db).shardEntries(cacheKey).map(({ seq, examples, tokens }) => ({ seq, examples, tokens }));
+    assert.deepEqual(counts(newcomer!.store, r.info.cacheKey), counts(honest!.store, info.cacheKey));
+  });
+}
+
+/** A holder that advertises every shard of `manifest` and sends any blob asked for right, one byte a second: it never stalls. */
+async function trickler(peer: Peer, manifest: Manifest, blobs: ReadonlyMap<string, Uint8Array>): Promise<void> {
+  await peer.node.handle(SHARDS_PROTOCOL, (stream) => {
+    const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, 'shard requests');
+    void (async () => {
+      for (let request = await framed.read(shardRequestSchema, AbortSignal.timeout(60_000)); request !== null; request = await framed.read(shardRequestSchema, AbortSignal.timeout(60_000))) {
+        if (request.t === 'manifest') {
+          await framed.write({ t: 'manifest', manifest });
+          continue;
+        }
+        const blob = blobs.get(request.sha256)!;
+        await framed.write({ t: 'blob', size: blob.byteLength });
+        for (let at = request.offset; at < blob.byteLength; at++) {
+          await framed.writeChunk(at - request.offset, blob.subarray(at, at + 1));
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    })().catch(() => framed.abort(new Error('trickler done')));
+  }, { allowRelayed: false });
+  await holdingsOf(peer.node).store(holdingKey(manifest.datasetId), '', { shards: manifest.shards.length, have: encodeBits(manifest.shards.map(() => true)) }, Date.now() + 60_000);
+}
+
+test('a holder sending a shard a byte a second (never stalling) is left for another once under the minimum rate, and asked only when no other has a shard', async (t) => {
+  const [honest, slow, newcomer] = await peers(t, 3);
+  const info = await found(honest!);
+  copyTokenizer(info, newcomer!);
+  await trickler(slow!, manifestOf(info, new DatasetStore(honest!.store.db)), shardBytes(honest!.store, info.cacheKey));
+  const { warnings, log } = warningLog();
+  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, stallTimeoutMs: 3000, minBytesPerSecond: 4096, log });
+  // only the trickler holds the shards at first: the newcomer must leave it, then wait for another holder
+  await waitFor('the trickler to be found too slow', () => warnings.some((w) => w.includes(`shard holder ${slow!.node.peerId.toString()} is too slow`)), 30_000);
+  await serve(t, honest!);
+  const r = await fetching;
+  assert.equal(r.fetched, info.shardCount);
+  assert.deepEqual(r.penalised, [], 'what the trickler sent was right');
+  assert.ok(r.resumed >= 1, 'the shard it had begun continued from its byte offset');
   assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
 });
 
