@@ -295,7 +295,7 @@ export class NodeController implements CohortCalls {
       mine: withLeaderboard(this.view.mine(), this.init.swarm?.leaderboard() ?? null, this.settings.displayName.trim() || (this.init.swarm?.peerId() ?? null)),
       swarm,
       coordinator: this.coordinator,
-      peers: this.view.peers(),
+      peers: this.view.peers(Date.now(), this.init.swarm?.connectedPeers() ?? []),
       lastLogSeq: this.logs.lastSeq,
       data: this.data,
       firstRunDone: this.settings.firstRunDone,

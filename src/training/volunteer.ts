@@ -93,6 +93,10 @@ export class SharedSwarm implements SwarmPresence {
     return this.board;
   }
 
+  connectedPeers(): readonly string[] {
+    return this.started?.libp2p.getConnections().map((c) => c.remotePeer.toString()) ?? [];
+  }
+
   private watchLeaderboard(node: SwarmNode): void {
     clearInterval(this.boardTimer);
     let looking = false;

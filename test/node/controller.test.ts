@@ -303,7 +303,7 @@ test('the coordinator toggle reports why it is unavailable, and shows the join c
 test('the snapshot carries this node\'s reachability as the swarm presence reports it, null while in no swarm', async (t) => {
   const store = storeIn(t);
   let reachability: 'public' | 'private' | 'unknown' | null = null;
-  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null } });
+  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null, connectedPeers: () => [] } });
   assert.equal((await c.getSnapshot()).swarm.reachability, null);
   reachability = 'unknown';
   c.refresh();
