@@ -104,6 +104,7 @@ test('Start without a join code trains alone', { timeout: 90_000 }, async (t) =>
   const local = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(local.length > 0, 'no local step');
   assert.ok(local.every((e) => e.alone), 'solo steps say they were taken alone');
+  assert.deepEqual(events.filter((e) => e.type === 'alone').map((e) => e.type === 'alone' && e.reason), ['no join code set'], 'the dashboard is told why it trains alone');
   assert.ok(events.every((e) => e.type !== 'progress' || e.swarm.peers === 1), 'solo training reports itself as the only peer');
   store.close();
 });
