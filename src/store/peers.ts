@@ -21,6 +21,11 @@ export class PeerStore {
       .run(peerId, JSON.stringify(addrs), at, at, JSON.stringify(info));
   }
 
+  /** The last connection to a known peer closed: it was seen until now. */
+  lastConnected(peerId: string, at = Date.now()): void {
+    this.db.prepare('UPDATE peers SET last_seen = max(last_seen, ?) WHERE peer_id = ?').run(at, peerId);
+  }
+
   /**
    * Peers whose progress records this node read: each one's throughput (from its newest record; one
    * read late changes nothing), seen when it measured it. Addresses are identify's (`seen`).
