@@ -48,7 +48,8 @@ const { file } = workerData as { file: string };
 // opened as the store opens it (journal, synchronous, foreign keys for the staging row's chunks): a
 // commit is atomic and a crash or power loss never undoes the previous checkpoint, which is pruned
 // only in the commit that completes the next one
-const checkpoints = new CheckpointStore(openCheckpointDatabase(file), file);
+// the node's store has it open already (OpenDatabaseOptions.alreadyOpen)
+const checkpoints = new CheckpointStore(openCheckpointDatabase(file, { alreadyOpen: true }), file);
 
 parentPort!.on('message', (request: StateSaveRequest & { id: number }) => {
   let reply: StateSaveReply;

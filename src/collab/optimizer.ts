@@ -218,6 +218,11 @@ export class CollaborativeOptimizer {
     }
   }
 
+  /** The other peers' progress reports as last read (each read replaces the array). */
+  get peerReports(): readonly PeerProgress[] {
+    return this.reports;
+  }
+
   /** The swarm epoch this peer is at (optimizer steps the swarm has taken). */
   get epoch(): number {
     return this.epochValue;

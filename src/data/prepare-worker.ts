@@ -36,7 +36,8 @@ const checkAbort = () => {
 };
 
 async function run(): Promise<FromPrepareWorker> {
-  const store = openStore(path.dirname(init.dbFile));
+  // the caller's thread has it open: see OpenDatabaseOptions.alreadyOpen
+  const store = openStore(path.dirname(init.dbFile), { alreadyOpen: true });
   try {
     const result = await prepareDataset({
       ...init.options,

@@ -13,7 +13,8 @@ export type ToWorker = { readonly type: 'credit'; readonly n: number } | { reado
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
-const db = openDatabase(path.dirname(init.dbFile));
+// the training thread has it open: see OpenDatabaseOptions.alreadyOpen
+const db = openDatabase(path.dirname(init.dbFile), { alreadyOpen: true });
 let credit = 0;
 let producer: BatchProducer | undefined;
 try {

@@ -80,6 +80,8 @@ export class NodeController implements CohortCalls {
   private liveSwarm: { swarm: Partial<SwarmState>; at: number } | undefined;
   /** The run data's fetch and a refusal for other data, as the training events last told them (until the next Start). */
   private data: DataStatus = { fetch: null, mismatch: null };
+  /** Why this Start trains on this machine alone (not with a swarm); undefined: with a swarm, or not decided yet. */
+  private alone: string | undefined;
   private last: Snapshot;
   private lastJson: string;
 
@@ -245,6 +247,8 @@ export class NodeController implements CohortCalls {
   private applyToTraining(wasRunning: boolean): void {
     const running = this.machine.status.phase === 'running';
     if (!this.training || running === wasRunning) return;
+    // each start decides again whether it trains with a swarm
+    this.alone = undefined;
     (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.log.error(`training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
   }
 
@@ -253,6 +257,7 @@ export class NodeController implements CohortCalls {
     const training = this.training;
     if (!training) return;
     this.log.info('the join code changed: restarting contribution on the new swarm');
+    this.alone = undefined;
     training
       .pause()
       .then(() => (this.machine.status.phase === 'running' ? training.start() : undefined))
@@ -264,6 +269,10 @@ export class NodeController implements CohortCalls {
       // training stopped itself; it stays stopped (across restarts too) until the volunteer's Start
       if (this.machine.intent === 'contribute') this.setIntent(false, { cause: event.cause, reason: event.reason });
       return;
+    }
+    if (event.type === 'alone') {
+      this.alone = event.reason;
+      return this.refresh();
     }
     if (event.type === 'data-fetch' || event.type === 'data-mismatch') {
       this.data = event.type === 'data-fetch' ? { ...this.data, fetch: { ...event.progress, at: event.at } } : { ...this.data, mismatch: { reason: event.reason, advice: event.advice, at: event.at } };
@@ -291,11 +300,12 @@ export class NodeController implements CohortCalls {
     const swarm: SwarmState = { ...numbers, reachability: this.init.swarm?.reachability() ?? null };
     return {
       version: this.init.version,
-      contribution: this.machine.status,
+      // "Contributing" alone would tell a volunteer who pasted a code that they train with its swarm
+      contribution: this.alone !== undefined && this.machine.status.phase === 'running' ? { ...this.machine.status, detail: `training on this machine alone: ${this.alone}` } : this.machine.status,
       mine: withLeaderboard(this.view.mine(), this.init.swarm?.leaderboard() ?? null, this.settings.displayName.trim() || (this.init.swarm?.peerId() ?? null)),
       swarm,
       coordinator: this.coordinator,
-      peers: this.view.peers(),
+      peers: this.view.peers(Date.now(), this.init.swarm?.connectedPeers() ?? []),
       lastLogSeq: this.logs.lastSeq,
       data: this.data,
       firstRunDone: this.settings.firstRunDone,

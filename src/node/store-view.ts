@@ -89,20 +89,27 @@ export class StoreView {
     return { series, t: rows.map((r) => r.ts / 1000), v: rows.map((r) => r.value) };
   }
 
-  /** Most recently seen first; ties by id, so rows do not swap places between refreshes. */
-  peers(now = Date.now()): PeerRow[] {
-    const seen = this.store.peers.list(200).sort((a, b) => b.lastSeen - a.lastSeen || (a.peerId < b.peerId ? -1 : 1));
-    return seen.map((p) => {
-      const info = PeerInfoSchema.safeParse(p.info);
-      const parsed = info.success ? info.data : {};
-      return {
-        peerId: p.peerId,
-        samplesPerSecond: parsed.samplesPerSecond ?? null,
-        mode: parsed.clientMode === undefined ? 'unknown' : parsed.clientMode ? 'client' : 'relay',
-        lastSeen: p.lastSeen,
-        alive: now - p.lastSeen <= PEER_ALIVE_MS,
-      };
-    });
+  /**
+   * Most recently seen first; ties by id, so rows do not swap places between refreshes. A peer this
+   * node is connected to is seen now: the store has when it identified and when its progress was read,
+   * and a coordinator (which reports no progress) identifies once per connection.
+   */
+  peers(now = Date.now(), connected: readonly string[] = []): PeerRow[] {
+    const open = new Set(connected);
+    const seen = this.store.peers.list(200).map((p) => (open.has(p.peerId) ? { ...p, lastSeen: now } : p));
+    return seen
+      .sort((a, b) => b.lastSeen - a.lastSeen || (a.peerId < b.peerId ? -1 : 1))
+      .map((p) => {
+        const info = PeerInfoSchema.safeParse(p.info);
+        const parsed = info.success ? info.data : {};
+        return {
+          peerId: p.peerId,
+          samplesPerSecond: parsed.samplesPerSecond ?? null,
+          mode: parsed.clientMode === undefined ? 'unknown' : parsed.clientMode ? 'client' : 'relay',
+          lastSeen: p.lastSeen,
+          alive: now - p.lastSeen <= PEER_ALIVE_MS,
+        };
+      });
   }
 }
 

@@ -15,9 +15,10 @@ export type FromShardIo = { readonly id: number; readonly data?: Uint8Array } | 
 const port = parentPort!;
 const stores = new Map<string, DatasetStore>();
 
+/** The node's store has `dbFile` open already (OpenDatabaseOptions.alreadyOpen). */
 function storeOf(dbFile: string): DatasetStore {
   let datasets = stores.get(dbFile);
-  if (datasets === undefined) stores.set(dbFile, (datasets = new DatasetStore(openDatabase(path.dirname(dbFile)))));
+  if (datasets === undefined) stores.set(dbFile, (datasets = new DatasetStore(openDatabase(path.dirname(dbFile), { alreadyOpen: true }))));
   return datasets;
 }
 

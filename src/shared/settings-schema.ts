@@ -4,6 +4,15 @@ import { z } from 'zod';
  * The volunteer's preferences, defined once: the node validates what it stores, the headless server
  * and Electron main validate what they receive, and the renderer validates the form before sending.
  */
+/**
+ * A whole number in [min, max] whose every refusal says so, in the volunteer's words: the form shows
+ * it under the field (an emptied number field reaches the schema as null).
+ */
+function wholeNumber(min: number, max: number) {
+  const message = `a whole number from ${min} to ${max}`;
+  return z.number({ error: message }).int(message).min(min, message).max(max, message);
+}
+
 export const PoliciesSchema = z
   .object({
     /** Hold contribution while the machine runs on battery. */
@@ -11,14 +20,14 @@ export const PoliciesSchema = z
     /** Contribute only while nobody uses the machine. */
     onlyWhenIdle: z.boolean(),
     /** Minutes without keyboard or mouse input before the machine counts as idle. */
-    idleMinutes: z.number().int().min(1).max(240),
+    idleMinutes: wholeNumber(1, 240),
     /** CPU threads the engine may use. */
-    maxCpuThreads: z.number().int().min(1).max(256),
+    maxCpuThreads: wholeNumber(1, 256),
     useGpu: z.boolean(),
     /** Memory the runtime may use, in MiB. */
-    maxMemoryMiB: z.number().int().min(512).max(1_048_576),
+    maxMemoryMiB: wholeNumber(512, 1_048_576),
     /** Network bandwidth cap in KiB/s; 0 means no cap. */
-    bandwidthCapKiBps: z.number().int().min(0).max(10_485_760),
+    bandwidthCapKiBps: wholeNumber(0, 10_485_760),
     /**
      * fp16: mixed precision (float16 matmuls with dynamic loss scaling; faster on GPUs with tensor
      * cores, no faster on CPUs). Defaulted so settings stored before it existed still load.

@@ -16,9 +16,29 @@ export class PeerStore {
     this.db
       .prepare(
         `INSERT INTO peers (peer_id, addrs, first_seen, last_seen, info) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (peer_id) DO UPDATE SET addrs = excluded.addrs, last_seen = excluded.last_seen, info = excluded.info`,
+         ON CONFLICT (peer_id) DO UPDATE SET addrs = excluded.addrs, last_seen = max(last_seen, excluded.last_seen), info = json_patch(info, excluded.info)`,
       )
       .run(peerId, JSON.stringify(addrs), at, at, JSON.stringify(info));
+  }
+
+  /** The last connection to a known peer closed: it was seen until now. */
+  lastConnected(peerId: string, at = Date.now()): void {
+    this.db.prepare('UPDATE peers SET last_seen = max(last_seen, ?) WHERE peer_id = ?').run(at, peerId);
+  }
+
+  /**
+   * Peers whose progress records this node read: each one's throughput (from its newest record; one
+   * read late changes nothing), seen when it measured it. Addresses are identify's (`seen`).
+   */
+  reported(reports: ReadonlyArray<{ readonly peerId: string; readonly samplesPerSecond: number; readonly time: number }>): void {
+    const upsert = this.db.prepare(
+      `INSERT INTO peers (peer_id, addrs, first_seen, last_seen, info) VALUES (?, '[]', ?, ?, json_object('samplesPerSecond', ?, 'reportedAt', ?))
+       ON CONFLICT (peer_id) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
+         info = CASE WHEN coalesce(json_extract(info, '$.reportedAt'), 0) <= excluded.last_seen THEN json_patch(info, excluded.info) ELSE info END`,
+    );
+    this.db.transaction(() => {
+      for (const r of reports) upsert.run(r.peerId, r.time, r.time, r.samplesPerSecond, r.time);
+    })();
   }
 
   /** Most recently seen first. */

@@ -45,6 +45,14 @@ export interface OpenDatabaseOptions {
   readonly moveAside?: boolean;
   /** Told when a file was moved aside, with the new name. */
   readonly onMovedAside?: (movedTo: string, reason: UnusableDatabaseError) => void;
+  /**
+   * This process has the file open already (a worker thread's connection beside the main thread's,
+   * which created and checked it): SQLite alone opens it. Creating it, reading its header or moving it
+   * aside would open and close a descriptor of it, and POSIX then drops every lock this process's
+   * connections hold on it: another process's connection (an sqlite3 shell, a backup tool) took its
+   * own close for the last one and deleted the WAL under them, losing their later writes.
+   */
+  readonly alreadyOpen?: boolean;
 }
 
 /** Files SQLite keeps beside a database: they share its fate (mode, moving aside). */
@@ -56,6 +64,7 @@ const COMPANIONS = ['', '-wal', '-shm', '-journal'];
  * CorruptDatabaseError or ForeignDatabaseError unless `moveAside` is set.
  */
 export function openSqliteFile(file: string, kind: SqliteFileKind, options: OpenDatabaseOptions = {}): Database {
+  if (options.alreadyOpen) return openChecked(file, kind, false);
   restrictToOwner(path.dirname(file), file);
   try {
     return openChecked(file, kind);
@@ -109,8 +118,8 @@ function checkHeader(file: string): void {
   }
 }
 
-function openChecked(file: string, kind: SqliteFileKind): Database {
-  checkHeader(file);
+function openChecked(file: string, kind: SqliteFileKind, readHeader = true): Database {
+  if (readHeader) checkHeader(file);
   let db: Database;
   try {
     db = new BetterSqlite3(file);

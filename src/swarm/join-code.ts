@@ -54,6 +54,7 @@ export function decodeJoinCode(code: string): JoinInfo {
   if (text.length > MAX_CODE_CHARS) throw new JoinCodeError(`join code is ${text.length} characters; a valid one has at most ${MAX_CODE_CHARS}`);
   if (!text.startsWith(JOIN_CODE_PREFIX)) throw new JoinCodeError(`join code must start with "${JOIN_CODE_PREFIX}" (got "${text.slice(0, 12)}…")`);
   const b64 = text.slice(JOIN_CODE_PREFIX.length);
+  if (b64 === '') throw new JoinCodeError(`join code has nothing after "${JOIN_CODE_PREFIX}"; was it copied whole?`);
   if (!/^[A-Za-z0-9_-]+$/.test(b64)) throw new JoinCodeError('join code contains characters outside base64url (A–Z, a–z, 0–9, "-", "_"); was it copied whole?');
   const raw = Buffer.from(b64, 'base64url');
   if (raw.length < 1 + CHECKSUM_BYTES + 1) throw new JoinCodeError('join code is too short; was it copied whole?');

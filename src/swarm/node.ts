@@ -144,6 +144,14 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
     if (!server) dropClient(peerId);
   });
+  // last seen: until the last connection to the peer closed, not only when it identified
+  libp2p.addEventListener('peer:disconnect', (event) => {
+    try {
+      store?.peers.lastConnected(event.detail.toString());
+    } catch (err) {
+      log.debug({ peer: event.detail.toString(), err: (err as Error).message }, 'could not record when a peer was last connected'); // a store closed before the node
+    }
+  });
   // kad-dht adds to its routing table every peer a lookup's answers name, once it answers a libp2p
   // ping, and a DHT server names a client too when asked for the client's own id (a dial of a NAT'd
   // peer by its id looks it up). A client in the table was then asked in this node's lookups, and

@@ -33,6 +33,8 @@ export interface SwarmPresence {
   peerId(): string | null;
   /** The newest coordinator leaderboard found (refreshed in the background); null while none was found. */
   leaderboard(): FoundLeaderboard | null;
+  /** The peers this node holds a connection to now (none while in no swarm). */
+  connectedPeers(): readonly string[];
 }
 
 /** The coordinator role (bootstraps peers, records metrics, keeps checkpoints). */

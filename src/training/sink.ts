@@ -74,9 +74,10 @@ export class TrainingSink {
       case 'restored':
         this.store.metrics.record([{ series: METRIC.backupsRestored, value: e.total, epoch: e.epoch, ts: e.at }]);
         return;
-      // their log lines are the fetch's and the optimizer's
+      // their log lines are the fetch's, the optimizer's and the training service's
       case 'data-fetch':
       case 'data-mismatch':
+      case 'alone':
         return;
       case 'halted':
         if (e.cause === 'error') this.log.error(e.reason);

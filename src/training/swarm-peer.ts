@@ -144,6 +144,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0, badMicroBatches: 0, restoredBackups: 0 };
   /** The fp16 loss scaler backed off as far as it can: gradients are non-finite at any scale (see below). */
   let scalerGaveUp = false;
+  let reportsKept: readonly unknown[] | undefined;
   const observe = (o: StepOutcome | undefined, samplesPerSecond?: number): void => {
     if (!o) return;
     const at = Date.now();
@@ -168,6 +169,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       scalerGaveUp = false;
     }
     else if (o.type === 'accumulated' && samplesPerSecond !== undefined) {
+      // the dashboard's peers table: each peer's throughput, and when it was last heard from
+      if (collab.peerReports !== reportsKept) store.peers.reported((reportsKept = collab.peerReports));
       const g = o.progress;
       emit({ type: 'progress', samplesPerSecond, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at });
     }

@@ -93,6 +93,10 @@ export class SharedSwarm implements SwarmPresence {
     return this.board;
   }
 
+  connectedPeers(): readonly string[] {
+    return this.started?.libp2p.getConnections().map((c) => c.remotePeer.toString()) ?? [];
+  }
+
   private watchLeaderboard(node: SwarmNode): void {
     clearInterval(this.boardTimer);
     let looking = false;
@@ -144,7 +148,7 @@ export class VolunteerTraining implements TrainingService {
     const target = this.target;
     if (!target) {
       this.o.log.info('no swarm configured (set a join code to train with volunteers): training alone');
-      return this.startSolo();
+      return this.startSolo('no join code set');
     }
     let node: SwarmNode;
     try {
@@ -152,12 +156,14 @@ export class VolunteerTraining implements TrainingService {
       const report = await node.ready;
       if (report.connected.length === 0) {
         await this.swarm.release();
-        this.o.log.warn(`could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}; training alone until the next start`);
-        return this.startSolo();
+        const reason = `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
+        this.o.log.warn(`${reason}; training alone until the next start`);
+        return this.startSolo(reason);
       }
     } catch (err) {
-      this.o.log.warn(`could not join the swarm: ${(err as Error).message}; training alone until the next start`);
-      return this.startSolo();
+      const reason = `could not join the swarm: ${(err as Error).message}`;
+      this.o.log.warn(`${reason}; training alone until the next start`);
+      return this.startSolo(reason);
     }
     const joinPeers = joinPeerIds(target.initialPeers);
     // the record this data directory keeps: found again when the swarm has lost it, and kept for the next start
@@ -169,7 +175,7 @@ export class VolunteerTraining implements TrainingService {
       if (!(err instanceof RunRecordUnavailableError)) throw err;
       await this.swarm.release();
       this.o.log.warn(`${err.message}; training alone until the next start`);
-      return this.startSolo();
+      return this.startSolo(err.message);
     }
     const run = runSettingsOf(record);
     this.o.log.info(`training with the swarm "${node.runId}"`);
@@ -224,7 +230,9 @@ export class VolunteerTraining implements TrainingService {
     return () => this.listeners.delete(listener);
   }
 
-  private async startSolo(): Promise<void> {
+  /** Trains on this machine alone; the dashboard's state says so, and why. */
+  private async startSolo(reason: string): Promise<void> {
+    this.emit({ type: 'alone', reason, at: Date.now() });
     this.mode = 'solo';
     await this.solo.start();
   }

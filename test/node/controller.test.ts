@@ -303,7 +303,7 @@ test('the coordinator toggle reports why it is unavailable, and shows the join c
 test('the snapshot carries this node\'s reachability as the swarm presence reports it, null while in no swarm', async (t) => {
   const store = storeIn(t);
   let reachability: 'public' | 'private' | 'unknown' | null = null;
-  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null } });
+  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null, connectedPeers: () => [] } });
   assert.equal((await c.getSnapshot()).swarm.reachability, null);
   reachability = 'unknown';
   c.refresh();
@@ -379,4 +379,19 @@ test('training that stops by itself shows as halted (memory) or error, not as a 
   assert.equal((await third.getSnapshot()).contribution.detail, 'error: collaborative training stopped: ENOSPC');
   await third.pauseContribution();
   assert.equal((await third.getSnapshot()).contribution.detail, 'paused by you: stays paused until you resume');
+});
+
+test('a Start that trains alone says so in the state, with the reason, instead of a bare "contributing"; the next Start decides again', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  assert.equal((await c.getSnapshot()).contribution.detail, 'contributing');
+  training.emit({ type: 'alone', reason: "could not reach any peer of the join code's swarm: /ip4/127.0.0.1/tcp/1/p2p/12D3KooW…: ECONNREFUSED", at: Date.now() });
+  const s = await c.getSnapshot();
+  assert.equal(s.contribution.phase, 'running');
+  assert.equal(s.contribution.detail, "training on this machine alone: could not reach any peer of the join code's swarm: /ip4/127.0.0.1/tcp/1/p2p/12D3KooW…: ECONNREFUSED");
+  await c.pauseContribution();
+  assert.equal((await c.getSnapshot()).contribution.phase, 'paused');
+  await c.startContribution();
+  assert.equal((await c.getSnapshot()).contribution.detail, 'contributing', 'this Start has not said it trains alone');
 });

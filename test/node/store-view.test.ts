@@ -42,3 +42,23 @@ test('chart series return the newest points oldest-first, in seconds, for this n
   assert.deepEqual(view.series('loss'), { series: 'loss', t: [1, 3], v: [8, 9] });
   assert.deepEqual(view.series('loss', 2000), { series: 'loss', t: [3], v: [9] });
 });
+
+test('peers: the throughput from progress records read, kept when the peer identifies again; a connected peer is seen now', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const now = 10 * 60_000;
+  store.peers.seen('relay', ['/ip4/127.0.0.1/tcp/1'], { clientMode: false }, 1000);
+  store.peers.reported([{ peerId: 'relay', samplesPerSecond: 12.5, time: now - 2000 }, { peerId: 'client', samplesPerSecond: 3, time: now - 1000 }]);
+  store.peers.reported([{ peerId: 'client', samplesPerSecond: 4, time: now - 5000 }]); // an older record read late: no change
+  store.peers.seen('client', [], { clientMode: true }, now - 3000); // identify again
+  store.peers.seen('coordinator', [], { clientMode: false }, 1000); // identified once, long ago, still connected
+  const rows = new StoreView(store).peers(now, ['coordinator']);
+  assert.deepEqual(
+    rows.map((r) => [r.peerId, r.samplesPerSecond, r.mode, r.lastSeen, r.alive]),
+    [
+      ['coordinator', null, 'relay', now, true],
+      ['client', 3, 'client', now - 1000, true],
+      ['relay', 12.5, 'relay', now - 2000, true],
+    ],
+  );
+});

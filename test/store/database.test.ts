@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import { z } from 'zod';
+import { readShardOffThread } from '../../src/shards/shard-io.js';
 import { CHECKPOINT_APPLICATION_ID, openCheckpointDatabase } from '../../src/store/checkpoint-database.js';
 import { APPLICATION_ID, DATABASE_FILE, openDatabase } from '../../src/store/database.js';
 import { CHECKPOINT_DATABASE_FILE, CorruptDatabaseError, ForeignDatabaseError, NewerSchemaError, StoreError, openStore } from '../../src/store/index.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { migrate, type Migration } from '../../src/store/sqlite-file.js';
+import { ROOT } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** The version the newest migration brings a database to. */
@@ -190,4 +194,30 @@ test('a database from a newer Cohort is refused', (t) => {
   store.db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
   store.close();
   assert.throws(() => openStore(dir), (err: unknown) => err instanceof NewerSchemaError && /newer than this Cohort/.test(err.message));
+});
+
+/**
+ * Whether another process could take `file` for itself: a connection in EXCLUSIVE locking mode gets
+ * the file's exclusive lock only when no connection of any other process holds a lock on it. Such a
+ * process (an sqlite3 shell, a backup tool) that got it deletes the WAL when it closes.
+ */
+function anotherProcessGetsExclusive(file: string): boolean {
+  const script = `const D = require('better-sqlite3'); const db = new D(${JSON.stringify(file)}, { timeout: 0 }); db.pragma('locking_mode = EXCLUSIVE');
+    try { db.prepare('SELECT count(*) FROM sqlite_schema').get(); process.stdout.write('exclusive'); } catch (e) { process.stdout.write(String(e.code)); } finally { db.close(); }`;
+  const out = execFileSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' });
+  assert.ok(out === 'exclusive' || out === 'SQLITE_BUSY', `the other process answered ${out}`);
+  return out === 'exclusive';
+}
+
+test('a worker thread’s own connection to the open store leaves this process’s locks in place: another process cannot take the file and delete the WAL under it', async (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  store.settings.set('probe', 1, z.number());
+  assert.equal(anotherProcessGetsExclusive(store.file), false, 'the store’s connection holds its lock');
+  // the shard store's worker opens its own connection to the file (as the data stream's worker does)
+  assert.equal(await readShardOffThread(store, 'a'.repeat(64)), undefined);
+  assert.equal(anotherProcessGetsExclusive(store.file), false, 'the locks are still held once a worker opened the file too');
+  assert.ok(fs.existsSync(`${store.file}-wal`), 'the WAL is where it was');
+  store.settings.set('probe', 2, z.number());
+  assert.equal(store.settings.get('probe', z.number()), 2);
 });

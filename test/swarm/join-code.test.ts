@@ -28,6 +28,7 @@ test('malformed join codes are refused with a message saying what is wrong', () 
   const cases: Array<[string, RegExp]> = [
     ['/ip4/1.2.3.4/tcp/1', /must start with "cohort:"/],
     ['cohort:abc$def', /outside base64url/],
+    ['cohort:', /^join code has nothing after "cohort:"; was it copied whole\?$/],
     ['cohort:AA', /too short/],
     [`cohort:${body.slice(0, -6)}`, /checksum/],
     [`cohort:${flipped}`, /checksum/],

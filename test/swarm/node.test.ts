@@ -11,6 +11,22 @@ import { prometheusText } from '../../src/util/prometheus.js';
 import { echoVia, progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
+test('a peer is seen until its last connection closes, not only when it identified (the dashboard’s last seen)', async (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const a = await createSwarmNode({ runId: 'seen', listen: ['/ip4/127.0.0.1/tcp/0'] });
+  t.after(() => a.stop());
+  const c = await createSwarmNode({ runId: 'seen', listen: ['/ip4/127.0.0.1/tcp/0'], initialPeers: a.multiaddrs() }, store);
+  t.after(() => c.stop());
+  const row = () => store.peers.list().find((p) => p.peerId === a.peerId.toString());
+  await waitFor('the peer to identify', () => row() !== undefined);
+  const identified = row()!.lastSeen;
+  const stopped = Date.now();
+  await a.stop();
+  await waitFor('the connection to close', () => (row()?.lastSeen ?? 0) >= stopped);
+  assert.ok(row()!.lastSeen > identified);
+});
+
 test('the identity is kept in the store, or in a key file, across restarts', async (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir);

@@ -11,6 +11,7 @@ import { fetchDataset } from '../../src/shards/index.js';
 import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining } from '../../src/training/volunteer.js';
 import { createLogger } from '../../src/log/logger.js';
 import { METRIC } from '../../src/store/metric-series.js';
+import { StoreView } from '../../src/node/store-view.js';
 import type { TrainingEvent } from '../../src/training/events.js';
 import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
 import { openStore } from '../../src/store/index.js';
@@ -25,9 +26,10 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const root = tmpDir(t);
   const [dir, other] = await preparedDataDirs(path.join(root, 'template'), ['node', 'other']);
   const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'runtime-test', '--data-dir', path.join(root, 'co'), '--listen', LISTEN[0]!, '--refresh', '1', '--target-batch-size', '16']);
+  const [, coId] = await waitFor(co, /Visible multiaddr: \S+\/p2p\/(\S+)/, 30_000);
   const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
   const peer = spawnCli(t, ['run', '--join', code!, '--data-dir', other!, '--listen', LISTEN[0]!, '--target-batch-size', '16', '--matchmaking-time', '1', '--threads', '1', '--max-epochs', '6']);
-  await waitFor(peer, /Visible multiaddr/, 30_000);
+  const [, peerId] = await waitFor(peer, /Visible multiaddr: \S+\/p2p\/(\S+)/, 30_000);
 
   const store = openStore(dir!);
   let rss = 0; // what the memory watchdog reads: nothing, until the end
@@ -46,6 +48,14 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(stepped.some((e) => e.epoch >= 2 && !e.alone), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
   assert.ok(events.some((e) => e.type === 'progress' && e.swarm.peers >= 2), 'never saw the other peer');
+  // the peers table: the training peer with the throughput its progress records give (its first says 0:
+  // nothing measured yet), the coordinator (no progress) alive while connected
+  const view = new StoreView(store);
+  let rows = view.peers(Date.now(), swarm.connectedPeers());
+  const row = (id: string | undefined) => rows.find((r) => r.peerId === id);
+  for (const stop = Date.now() + 60_000; !((row(peerId)?.samplesPerSecond ?? 0) > 0) && Date.now() < stop; await new Promise((r) => setTimeout(r, 200))) rows = view.peers(Date.now(), swarm.connectedPeers());
+  assert.ok((row(peerId)?.samplesPerSecond ?? 0) > 0, `the training peer's samples/s: ${JSON.stringify(rows)}`);
+  assert.equal(row(coId)?.alive, true, `the connected coordinator is alive: ${JSON.stringify(rows)}`);
   // Pause saves the peer's state with the swarm's run record (so a restart resumes it only in the same run); Start goes on
   await runtime.pause();
   const record = storedRunRecord(store, 'runtime-test');
@@ -94,6 +104,7 @@ test('Start without a join code trains alone', { timeout: 90_000 }, async (t) =>
   const local = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(local.length > 0, 'no local step');
   assert.ok(local.every((e) => e.alone), 'solo steps say they were taken alone');
+  assert.deepEqual(events.filter((e) => e.type === 'alone').map((e) => e.type === 'alone' && e.reason), ['no join code set'], 'the dashboard is told why it trains alone');
   assert.ok(events.every((e) => e.type !== 'progress' || e.swarm.peers === 1), 'solo training reports itself as the only peer');
   store.close();
 });
