@@ -2,6 +2,7 @@ import type { AppSettings, Result, Snapshot, SwarmDescription } from '../shared/
 import { linkFromArgv } from './links.js';
 import { PolicyMonitor, type MachineState } from './policy.js';
 import type { RuntimeClient } from './runtime-rpc.js';
+import type { UnusableDatabase } from './runtime-supervisor.js';
 import { stopNotice, trayModel, type TrayAction, type TrayModel } from './tray-model.js';
 
 /** How often the battery / idle / schedule policies are checked. */
@@ -26,8 +27,8 @@ export interface DesktopPlatform {
   quit(): void;
   /** Pushes a snapshot to the open windows. */
   sendSnapshot(snapshot: Snapshot): void;
-  /** Tells the open windows whether the node runtime answers, and if not why. */
-  sendConnection(connected: boolean, detail?: string): void;
+  /** Tells the open windows whether the node runtime answers, if not why, and whether moving its database aside would help. */
+  sendConnection(connected: boolean, detail?: string, canMoveAside?: boolean): void;
 }
 
 /**
@@ -43,13 +44,17 @@ export class DesktopShell {
   private snoozeUntil: number | undefined;
   private quitting = false;
   private keepAwake = false;
-  /** Why the runtime does not answer (it crashed and restarts); undefined while it is up. */
+  /** Why the runtime does not answer (it crashed and restarts, or cannot open its database); undefined while it is up. */
   private runtimeDown: string | undefined;
+  /** Set while the runtime stays stopped on a database it cannot open. */
+  private unusableDatabase = false;
   private readonly unsubscribe: () => void;
 
   constructor(
     private readonly platform: DesktopPlatform,
     private readonly runtime: RuntimeClient,
+    /** Starts a runtime that moves an unusable database aside (the supervisor's). */
+    private readonly restartMovingAside?: () => void,
   ) {
     this.unsubscribe = runtime.subscribe((s) => this.onSnapshot(s));
     platform.renderTray(trayModel(undefined));
@@ -72,15 +77,30 @@ export class DesktopShell {
   onRuntimeExit(code: number, restartInMs: number): void {
     const first = this.runtimeDown === undefined;
     this.runtimeDown = `Node runtime stopped (exit code ${code}); restarting in ${Math.ceil(restartInMs / 1000)} s`;
-    this.setKeepAwake(false);
-    this.platform.renderTray(trayModel(this.snapshot, this.runtimeDown));
-    this.platform.sendConnection(false, this.runtimeDown);
+    this.showRuntimeDown(this.runtimeDown);
     if (first && !this.quitting) this.platform.notify('Cohort’s node runtime stopped', `${this.runtimeDown}. Contribution resumes where it was once it is back.`);
+  }
+
+  /**
+   * The runtime cannot open its database (damaged, or not Cohort's) and stays stopped, as restarting
+   * cannot help: the tray, a notification and the window say so, and the window offers to move it aside.
+   */
+  onUnusableDatabase(database: UnusableDatabase): void {
+    this.unusableDatabase = true;
+    this.runtimeDown = `Cohort cannot start: ${database.problem}. It was left untouched: restore it from a backup, or move it aside (renamed beside it, kept) to start afresh with a new database, which starts a new peer identity and contribution history`;
+    this.showRuntimeDown('Stopped: cannot open its database (see the dashboard)');
+    if (!this.quitting) this.platform.notify('Cohort cannot open its database', `${database.problem}. Open the dashboard to move it aside and start afresh.`);
+  }
+
+  /** A window (re)loaded its page: it learns a runtime outage it missed. */
+  onWindowLoaded(): void {
+    if (this.runtimeDown !== undefined) this.platform.sendConnection(false, this.runtimeDown, this.unusableDatabase);
   }
 
   /** An API call from the window (already sender-checked); settings changes are applied here too, and the log folder is opened here. */
   async call(method: string, input: unknown): Promise<unknown> {
     if (method === 'openLogFolder') return this.openLogFolder();
+    if (method === 'moveDatabaseAside' && this.unusableDatabase && this.restartMovingAside) return this.moveDatabaseAside(this.restartMovingAside);
     const value = await this.runtime.call(method, input);
     if (method === 'updateSettings' && (value as { ok: boolean }).ok) this.applySettings((value as { value: AppSettings }).value);
     return value;
@@ -180,6 +200,21 @@ export class DesktopShell {
   dispose(): void {
     this.unsubscribe();
     this.setKeepAwake(false);
+  }
+
+  private moveDatabaseAside(restart: () => void): Result<null> {
+    this.unusableDatabase = false;
+    this.runtimeDown = 'Moving the database aside and starting afresh…';
+    this.platform.sendConnection(false, this.runtimeDown);
+    restart();
+    return { ok: true, value: null };
+  }
+
+  /** Tray and window while the runtime does not answer; the tray gets a short `trayLine`. */
+  private showRuntimeDown(trayLine: string): void {
+    this.setKeepAwake(false);
+    this.platform.renderTray(trayModel(this.snapshot, trayLine));
+    this.platform.sendConnection(false, this.runtimeDown, this.unusableDatabase);
   }
 
   private openLogFolder(): Result<null> {

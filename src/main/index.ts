@@ -4,11 +4,12 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BrowserWindow, Menu, Notification, Tray, app, dialog, ipcMain, nativeImage, powerMonitor, powerSaveBlocker, session, shell, utilityProcess } from 'electron';
+import { envName } from '../config/settings.js';
 import { CONNECTION_CHANNEL, SNAPSHOT_CHANNEL, METHOD_NAMES, ipcChannel } from '../shared/channels.js';
 import { startAutoUpdate } from './auto-update.js';
 import { DesktopShell, POLICY_TICK_MS, type DesktopPlatform } from './desktop-shell.js';
 import { LINK_SCHEME, linkFromArgv } from './links.js';
-import { RuntimeSupervisor, type RuntimeProcess } from './runtime-supervisor.js';
+import { RuntimeSupervisor, type RuntimeProcess, type SpawnOptions } from './runtime-supervisor.js';
 import type { FromRuntime } from './runtime-rpc.js';
 import type { TrayAction, TrayModel } from './tray-model.js';
 import { dashboardWindowOptions, isAppUrl, isFromAppWindow } from './window-options.js';
@@ -40,6 +41,7 @@ function createWindow(cohortShell: DesktopShell): BrowserWindow {
     if (cohortShell.onWindowClose()) event.preventDefault();
   });
   w.once('ready-to-show', () => w.show());
+  w.webContents.on('did-finish-load', () => cohortShell.onWindowLoaded());
   if (devUrl) void w.loadURL(devUrl);
   else void w.loadFile(path.join(here, '../renderer/index.html'));
   return w;
@@ -60,11 +62,11 @@ function renderTray(model: TrayModel, onAction: (action: TrayAction) => void): v
 }
 
 /** The node runtime as a utility process, seen through the supervisor's interface. */
-function forkRuntime(): RuntimeProcess {
+function forkRuntime(options: SpawnOptions): RuntimeProcess {
   const child = utilityProcess.fork(path.join(here, 'runtime.js'), [], {
     serviceName: 'Cohort node runtime',
     // same data directory as the headless node (COHORT_DATA_DIR or the platform default), so both show one history
-    env: process.env,
+    env: options.moveAside ? { ...process.env, [envName('moveAside')]: 'true' } : process.env,
     stdio: 'inherit',
   });
   return {
@@ -135,15 +137,16 @@ if (!app.requestSingleInstanceLock()) {
       sendSnapshot: (snapshot) => {
         if (win && !win.isDestroyed()) win.webContents.send(SNAPSHOT_CHANNEL, snapshot);
       },
-      sendConnection: (connected, detail) => {
-        if (win && !win.isDestroyed()) win.webContents.send(CONNECTION_CHANNEL, { connected, detail });
+      sendConnection: (connected, detail, canMoveAside) => {
+        if (win && !win.isDestroyed()) win.webContents.send(CONNECTION_CHANNEL, { connected, detail, canMoveAside });
       },
     };
     const supervisor = new RuntimeSupervisor(forkRuntime, {
       onExit: (code, delay) => cohortShell.onRuntimeExit(code, delay),
       onRestart: () => void cohortShell.start().catch((err: unknown) => platform.notify('Cohort', `the restarted node runtime did not answer: ${(err as Error).message}`)),
+      onUnusableDatabase: (database) => cohortShell.onUnusableDatabase(database),
     });
-    const cohortShell = new DesktopShell(platform, supervisor.client);
+    const cohortShell = new DesktopShell(platform, supervisor.client, () => supervisor.moveDatabaseAside());
     desktop = cohortShell;
     supervisor.start();
     for (const method of METHOD_NAMES) {
@@ -157,7 +160,8 @@ if (!app.requestSingleInstanceLock()) {
     app.on('before-quit', () => cohortShell.markQuitting());
     app.on('will-quit', () => supervisor.stop());
     setInterval(() => cohortShell.tickPolicy(platform.now()), POLICY_TICK_MS).unref();
-    await cohortShell.start();
+    // a runtime that crashed or cannot open its database is reported through the supervisor's hooks; the window opens regardless, to say so
+    await cohortShell.start().catch(() => undefined);
     const link = linkFromArgv(process.argv);
     if (link) pendingLinks.push(link);
     for (const l of pendingLinks.splice(0)) void cohortShell.openLink(l);

@@ -9,7 +9,7 @@ import { PACKAGE_INFO } from '../node/package-info.js';
 import { volunteerParts } from '../training/volunteer.js';
 import { createNodeController } from '../node/host.js';
 import { loggedStoreOptions, openStore } from '../store/index.js';
-import { serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
+import { openOrReport, serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
 
 const parentPort = process.parentPort;
 if (!parentPort) throw new Error('runtime-process must run as an Electron utility process (process.parentPort is missing)');
@@ -17,7 +17,10 @@ if (!parentPort) throw new Error('runtime-process must run as an Electron utilit
 const config = resolveConfig({ env: process.env });
 const logDir = logDirOf(config.dataDir);
 const log = createLogger(config, teeStream(process.stderr, await openLogFile(logDir)));
-const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
+const store = await openOrReport(
+  () => openStore(config.dataDir, loggedStoreOptions(config.moveAside, log)),
+  (message) => parentPort.postMessage(message),
+);
 const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, logDir, parts: volunteerParts(config) });
 log.info(`runtime up: data directory ${config.dataDir}, log files in ${logDir}`);
 

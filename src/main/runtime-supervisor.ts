@@ -1,7 +1,9 @@
 /**
  * Keeps the node runtime process alive: when it exits unexpectedly it is started again after a
  * back-off that doubles with each crash in a row (and resets once a run lasted), while one
- * RuntimeClient stays valid across restarts, so the shell and the window keep their handle.
+ * RuntimeClient stays valid across restarts, so the shell and the window keep their handle. A runtime
+ * that reports an unusable database is stopped and not restarted (the file stays as bad), until the
+ * volunteer asks to move the file aside.
  */
 import { runtimeClient, type FromRuntime, type RuntimeClient, type ToRuntime } from './runtime-rpc.js';
 
@@ -11,6 +13,18 @@ export interface RuntimeProcess {
   onMessage(listener: (message: FromRuntime) => void): void;
   onExit(listener: (code: number) => void): void;
   kill(): void;
+}
+
+/** What a runtime process is started with. */
+export interface SpawnOptions {
+  /** Rename a damaged or foreign database aside and start a new one (`--move-aside`). */
+  readonly moveAside: boolean;
+}
+
+/** A database the runtime could not open: the file and what is wrong with it. */
+export interface UnusableDatabase {
+  readonly file: string;
+  readonly problem: string;
 }
 
 export interface BackoffOptions {
@@ -25,8 +39,10 @@ export interface BackoffOptions {
 export interface SupervisorHooks {
   /** The process exited unexpectedly; it restarts in `restartInMs`. */
   onExit(code: number, restartInMs: number): void;
-  /** A new process was started after a crash. */
+  /** A new process was started after a crash, or to move a damaged database aside. */
   onRestart(): void;
+  /** The runtime cannot open its database; it stays stopped until `moveDatabaseAside`. */
+  onUnusableDatabase(database: UnusableDatabase): void;
 }
 
 export class RuntimeSupervisor {
@@ -37,17 +53,19 @@ export class RuntimeSupervisor {
   private startedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** Set while the runtime is stopped because it cannot open its database. */
+  private unusable: UnusableDatabase | undefined;
   private readonly o: Required<BackoffOptions>;
 
   constructor(
-    private readonly spawn: () => RuntimeProcess,
+    private readonly spawn: (options: SpawnOptions) => RuntimeProcess,
     private readonly hooks: SupervisorHooks,
     backoff: BackoffOptions = {},
   ) {
     this.o = { initialMs: backoff.initialMs ?? 1000, maxMs: backoff.maxMs ?? 60_000, healthyMs: backoff.healthyMs ?? 60_000 };
     this.client = runtimeClient({
       postMessage: (m) => {
-        if (!this.current) throw new Error('the node runtime is not running (it is being restarted)');
+        if (!this.current) throw new Error(this.unusable ? `the node runtime is stopped: ${this.unusable.problem}` : 'the node runtime is not running (it is being restarted)');
         this.current.postMessage(m);
       },
       onMessage: (l) => this.listeners.add(l),
@@ -56,7 +74,15 @@ export class RuntimeSupervisor {
 
   /** Starts the first process. */
   start(): void {
-    this.launch();
+    this.launch({ moveAside: false });
+  }
+
+  /** The volunteer chose to move the unusable database aside: a runtime starts that does so (once). */
+  moveDatabaseAside(): void {
+    if (this.unusable === undefined || this.current || this.stopped) throw new Error('there is no unusable database to move aside: the node runtime opened its database');
+    this.unusable = undefined;
+    this.launch({ moveAside: true });
+    this.hooks.onRestart();
   }
 
   /** The app quits: stop the process and never restart it. */
@@ -66,12 +92,19 @@ export class RuntimeSupervisor {
     this.current?.kill();
   }
 
-  private launch(): void {
-    const child = this.spawn();
+  private launch(options: SpawnOptions): void {
+    const child = this.spawn(options);
     this.current = child;
     this.startedAt = Date.now();
     child.onMessage((m) => {
-      if (this.current === child) for (const l of this.listeners) l(m);
+      if (this.current !== child) return;
+      if (m.type === 'unusable-database') {
+        // the runtime waits to be stopped, so this report always comes before its exit
+        this.unusable = { file: m.file, problem: m.problem };
+        child.kill();
+        return;
+      }
+      for (const l of this.listeners) l(m);
     });
     child.onExit((code) => this.onExit(child, code));
   }
@@ -81,12 +114,17 @@ export class RuntimeSupervisor {
     this.current = undefined;
     this.client.failPending(`the node runtime exited (code ${code})`);
     if (this.stopped) return;
+    if (this.unusable) {
+      this.crashesInRow = 0;
+      this.hooks.onUnusableDatabase(this.unusable);
+      return;
+    }
     this.crashesInRow = Date.now() - this.startedAt >= this.o.healthyMs ? 1 : this.crashesInRow + 1;
     const delay = Math.min(this.o.maxMs, this.o.initialMs * 2 ** (this.crashesInRow - 1));
     this.hooks.onExit(code, delay);
     this.timer = setTimeout(() => {
       if (this.stopped) return;
-      this.launch();
+      this.launch({ moveAside: false });
       this.hooks.onRestart();
     }, delay);
   }

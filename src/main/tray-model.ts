@@ -1,3 +1,4 @@
+import { CONTRIBUTING_DETAIL } from '../node/contribution-machine.js';
 import type { Snapshot } from '../shared/api.js';
 
 /** Snooze lengths the tray offers, in minutes (a snooze lifts by itself, unlike a pause). */
@@ -15,7 +16,10 @@ export interface TrayModel {
   readonly items: readonly TrayItem[];
 }
 
-/** The one line that says what the node is doing, e.g. "Contributing · 12.3 samples/s · epoch 42". */
+/**
+ * The one line that says what the node is doing, e.g. "Contributing · 12.3 samples/s · epoch 42", or
+ * what limits a running node, as the dashboard's header says it: "Training on this machine alone: no join code set · …".
+ */
 export function statusLine(snapshot: Snapshot | undefined): string {
   if (!snapshot) return 'Starting…';
   const c = snapshot.contribution;
@@ -31,7 +35,7 @@ export function statusLine(snapshot: Snapshot | undefined): string {
     case 'error':
       return `Error: ${c.detail.replace(/^error: /, '')}`;
     case 'running': {
-      const parts = ['Contributing'];
+      const parts = [c.detail === CONTRIBUTING_DETAIL ? 'Contributing' : c.detail.charAt(0).toUpperCase() + c.detail.slice(1)];
       if (snapshot.mine.samplesPerSecond !== null) parts.push(`${snapshot.mine.samplesPerSecond.toFixed(1)} samples/s`);
       if (snapshot.swarm.epoch !== null) parts.push(`epoch ${snapshot.swarm.epoch}`);
       return parts.join(' · ');

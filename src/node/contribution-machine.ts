@@ -20,6 +20,9 @@ export interface ContributionInput {
   readonly stopped?: StopReason | undefined;
 }
 
+/** A running node's detail when nothing more is to be said (no limitation, with a swarm). */
+export const CONTRIBUTING_DETAIL = 'contributing';
+
 /** The phase the volunteer sees, from their intent and the policies. Pure, so every transition is testable. */
 export function contributionPhase(input: ContributionInput): { phase: ContributionPhase; detail: string } {
   switch (input.intent) {
@@ -31,7 +34,7 @@ export function contributionPhase(input: ContributionInput): { phase: Contributi
       return { phase: 'paused', detail: 'paused by you: stays paused until you resume' };
     case 'contribute':
       if (input.hold !== undefined) return { phase: 'waiting', detail: `waiting: ${input.hold}` };
-      return { phase: 'running', detail: input.limitation ?? 'contributing' };
+      return { phase: 'running', detail: input.limitation ?? CONTRIBUTING_DETAIL };
   }
 }
 

@@ -155,6 +155,10 @@ export class NodeController implements CohortCalls {
     return { ok: false, error: 'this node logs to its stderr (run by a service manager: its journal); only the desktop app keeps a log folder' };
   }
 
+  async moveDatabaseAside(): Promise<Result<null>> {
+    return { ok: false, error: 'this node opened its database: there is nothing to move aside' };
+  }
+
   async describeJoinCode(query: JoinCodeQuery): Promise<Result<SwarmDescription>> {
     const code = query.code.trim();
     if (code === '') return { ok: false, error: 'no join code: paste the code a coordinator gave you (it starts with "cohort:")' };

@@ -10,7 +10,7 @@ const api: CohortApi = {
   ...calls,
   subscribe(listener, onConnection) {
     const handler = (_event: IpcRendererEvent, snapshot: Snapshot) => listener(snapshot);
-    const connection = (_event: IpcRendererEvent, state: { connected: boolean; detail?: string }) => onConnection?.(state.connected, state.detail);
+    const connection = (_event: IpcRendererEvent, state: { connected: boolean; detail?: string; canMoveAside?: boolean }) => onConnection?.(state.connected, state.detail, state.canMoveAside);
     ipcRenderer.on(SNAPSHOT_CHANNEL, handler);
     ipcRenderer.on(CONNECTION_CHANNEL, connection);
     return () => {

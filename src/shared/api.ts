@@ -226,6 +226,11 @@ export interface CohortCalls {
   describeJoinCode(query: JoinCodeQuery): Promise<Result<SwarmDescription>>;
   /** Opens the log folder in the file manager (the desktop app; a headless node says where its log goes). */
   openLogFolder(): Promise<Result<null>>;
+  /**
+   * Renames a database the node cannot open (damaged, or not Cohort's) aside and starts the node afresh
+   * (the desktop app; a headless node is started with `--move-aside` instead).
+   */
+  moveDatabaseAside(): Promise<Result<null>>;
 }
 
 export type MethodName = keyof CohortCalls;
@@ -234,9 +239,10 @@ export type MethodName = keyof CohortCalls;
 export interface CohortApi extends CohortCalls {
   /**
    * Calls `listener` with every new snapshot; returns the unsubscribe function. `onConnection` hears
-   * when the node is lost or regained (HTTP drops; the desktop runtime crashed and restarts), and why.
+   * when the node is lost or regained (HTTP drops; the desktop runtime crashed and restarts), and why;
+   * `canMoveAside` when the node cannot open its database and `moveDatabaseAside` would start it afresh.
    */
-  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean, detail?: string) => void): () => void;
+  subscribe(listener: (snapshot: Snapshot) => void, onConnection?: (connected: boolean, detail?: string, canMoveAside?: boolean) => void): () => void;
 }
 
 /** The schema of each verb's one argument (null = takes none), used by every transport's receiving side. */
@@ -251,4 +257,5 @@ export const METHOD_INPUTS = {
   setCoordinator: CoordinatorToggleSchema,
   describeJoinCode: JoinCodeQuerySchema,
   openLogFolder: null,
+  moveDatabaseAside: null,
 } as const satisfies Record<MethodName, z.ZodType | null>;

@@ -5,7 +5,7 @@
 import type { MethodName } from './api.js';
 
 /** Every verb of `CohortCalls`; the type check below fails if the list and the interface drift apart. */
-export const METHOD_NAMES = ['getSnapshot', 'getSeries', 'getLogs', 'getSettings', 'updateSettings', 'startContribution', 'pauseContribution', 'setCoordinator', 'describeJoinCode', 'openLogFolder'] as const;
+export const METHOD_NAMES = ['getSnapshot', 'getSeries', 'getLogs', 'getSettings', 'updateSettings', 'startContribution', 'pauseContribution', 'setCoordinator', 'describeJoinCode', 'openLogFolder', 'moveDatabaseAside'] as const;
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
 const _methodListMatchesApi: Same<(typeof METHOD_NAMES)[number], MethodName> = true;
 
@@ -28,5 +28,5 @@ export function ipcChannel(method: MethodName): string {
   return `cohort:${method}`;
 }
 export const SNAPSHOT_CHANNEL = 'cohort:snapshot';
-/** Whether the node runtime answers (`{ connected, detail? }`), pushed when it crashes and when it is back. */
+/** Whether the node runtime answers (`{ connected, detail?, canMoveAside? }`), pushed when it crashes or cannot open its database, and when it is back. */
 export const CONNECTION_CHANNEL = 'cohort:connection';

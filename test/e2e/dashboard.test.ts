@@ -5,6 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { METRIC } from '../../src/store/metric-series.js';
+import { openStore } from '../../src/store/index.js';
 import { ROOT } from '../helpers/cli.js';
 import { skipWhenMissing } from '../helpers/skip.js';
 import { ARTEFACTS, chromiumMissing, ensureRendererBuilt, feedMetrics, launchBrowser, startNode } from './browser.js';
@@ -63,6 +65,32 @@ describe('dashboard in headless Chromium', { skip }, () => {
     assert.ok(inked.n > 1000, `the loss chart drew something (${inked.n} inked pixels)`);
     await page.screenshot({ path: path.join(ARTEFACTS, 'dashboard.png'), fullPage: true });
     assert.deepEqual(errors, [], 'no page errors');
+  });
+
+  test("steps under a second apart: the charts' time axis ticks whole seconds, never \":34.200\"", async (t) => {
+    const node = await startNode(t);
+    const store = openStore(node.dataDir);
+    const now = Date.now();
+    store.metrics.record(Array.from({ length: 8 }, (_, i) => ({ series: METRIC.loss, value: 3 - i * 0.1, ts: now - 1600 + i * 200, epoch: i })));
+    store.close();
+    const page = await (await launchBrowser(t)).newPage();
+    // uPlot draws its tick labels on the canvas: record what it writes
+    await page.addInitScript(() => {
+      const drawn: string[] = [];
+      (window as unknown as { drawn: string[] }).drawn = drawn;
+      const proto = CanvasRenderingContext2D.prototype;
+      const fillText = Object.getOwnPropertyDescriptor(proto, 'fillText')!.value as CanvasRenderingContext2D['fillText'];
+      proto.fillText = function (this: CanvasRenderingContext2D, ...args: Parameters<CanvasRenderingContext2D['fillText']>) {
+        drawn.push(args[0]);
+        Reflect.apply(fillText, this, args);
+      };
+    });
+    await page.goto(node.url);
+    await page.getByRole('button', { name: 'Start' }).click(WAIT);
+    await page.locator('figure:has(#loss-chart-title) [data-points="8"]').waitFor(WAIT);
+    const drawn = await page.evaluate(() => (window as unknown as { drawn: string[] }).drawn);
+    assert.ok(drawn.some((text) => /\d:\d\d/.test(text)), `a time tick is drawn (${drawn.join(' | ')})`);
+    assert.deepEqual(drawn.filter((text) => /\.\d{3}$/.test(text)), [], 'no sub-second tick');
   });
 
   test('settings persist across a reload', async (t) => {

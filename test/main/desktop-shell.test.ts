@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { fork } from 'node:child_process';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -8,7 +9,7 @@ import { DesktopShell, type DesktopPlatform } from '../../src/main/desktop-shell
 import { linkFromArgv } from '../../src/main/links.js';
 import { POWER_SETTLE_MS } from '../../src/main/policy.js';
 import { runtimeClient, serveRuntime, type FromRuntime, type RuntimeClient } from '../../src/main/runtime-rpc.js';
-import { RuntimeSupervisor, type RuntimeProcess } from '../../src/main/runtime-supervisor.js';
+import { RuntimeSupervisor, type RuntimeProcess, type SpawnOptions } from '../../src/main/runtime-supervisor.js';
 import { encodeJoinCode } from '../../src/swarm/index.js';
 import type { TrainingEvent } from '../../src/training/events.js';
 import type { TrainingService } from '../../src/training/service.js';
@@ -18,7 +19,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { dispatch } from '../../src/node/api-dispatch.js';
 import { NodeController } from '../../src/node/controller.js';
 import type { Snapshot, SwarmDescription } from '../../src/shared/api.js';
-import { openStore } from '../../src/store/index.js';
+import { DATABASE_FILE, openStore } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 function port<In, Out>(p: MessagePort) {
@@ -54,7 +55,7 @@ class FakePlatform implements DesktopPlatform {
   asked: SwarmDescription[] = [];
   answer = true;
   folders: string[] = [];
-  connection: Array<{ connected: boolean; detail?: string | undefined }> = [];
+  connection: Array<{ connected: boolean; detail?: string | undefined; canMoveAside?: true }> = [];
   clock = 1_000_000;
   now() {
     return this.clock;
@@ -93,8 +94,8 @@ class FakePlatform implements DesktopPlatform {
   openFolder(dir: string) {
     this.folders.push(dir);
   }
-  sendConnection(connected: boolean, detail?: string) {
-    this.connection.push({ connected, detail });
+  sendConnection(connected: boolean, detail?: string, canMoveAside?: boolean) {
+    this.connection.push({ connected, detail, ...(canMoveAside ? { canMoveAside } : {}) });
   }
 }
 
@@ -300,12 +301,11 @@ test('training that stops by itself is told apart: halted at the memory limit, e
   assert.deepEqual(await shell.call('openLogFolder', undefined), { ok: true, value: null }, 'the window’s button too');
 });
 
-test('a crashed runtime process is restarted with back-off that doubles per crash in a row; the tray and the window say so; state survives', { timeout: 120_000 }, async (t) => {
-  const dataDir = tmpDir(t);
+/** Starts runtimes in child processes on `dataDir` (test/fixtures/runtime-child.ts), collected in `children`. */
+function childRuntimes(dataDir: string, children: ReturnType<typeof fork>[]): (options: SpawnOptions) => RuntimeProcess {
   const fixture = path.join(ROOT, 'test', 'fixtures', 'runtime-child.ts');
-  const children: ReturnType<typeof fork>[] = [];
-  const spawnChild = (): RuntimeProcess => {
-    const child = fork(fixture, [dataDir], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  return (options) => {
+    const child = fork(fixture, [dataDir, ...(options.moveAside ? ['--move-aside'] : [])], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
     children.push(child);
     return {
       postMessage: (m) => child.connected && child.send(m),
@@ -314,6 +314,12 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
       kill: () => child.kill(),
     };
   };
+}
+
+test('a crashed runtime process is restarted with back-off that doubles per crash in a row; the tray and the window say so; state survives', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const children: ReturnType<typeof fork>[] = [];
+  const spawnChild = childRuntimes(dataDir, children);
   const delays: number[] = [];
   const platform = new FakePlatform();
   const restarted: Array<() => void> = [];
@@ -325,6 +331,7 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
         shell.onRuntimeExit(code, delay);
       },
       onRestart: () => void shell.start().then(() => restarted.shift()?.()),
+      onUnusableDatabase: (database) => assert.fail(`the database is fine: ${database.problem}`),
     },
     { initialMs: 200, maxMs: 5_000, healthyMs: 60_000 },
   );
@@ -360,4 +367,57 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
   await up;
   assert.deepEqual(delays, [200, 400, 800], 'each crash in a row waits twice as long');
   assert.equal(platform.notices.filter((n) => n.startsWith('Cohort’s node runtime stopped')).length, 3);
+});
+
+test('a runtime that cannot open its damaged database is not restarted: the tray, a notification and the window say why and offer to move it aside, which starts afresh', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  fs.writeFileSync(path.join(dataDir, DATABASE_FILE), 'not a database '.repeat(1000));
+  const children: ReturnType<typeof fork>[] = [];
+  const platform = new FakePlatform();
+  const exits: number[] = [];
+  let restarted = () => {};
+  const back = new Promise<void>((resolve) => (restarted = resolve));
+  const supervisor = new RuntimeSupervisor(
+    childRuntimes(dataDir, children),
+    {
+      onExit: (code, delay) => {
+        exits.push(code);
+        shell.onRuntimeExit(code, delay);
+      },
+      onRestart: () => void shell.start().then(restarted),
+      onUnusableDatabase: (database) => shell.onUnusableDatabase(database),
+    },
+    { initialMs: 50, maxMs: 50, healthyMs: 60_000 },
+  );
+  const shell = new DesktopShell(platform, supervisor.client, () => supervisor.moveDatabaseAside());
+  t.after(() => {
+    supervisor.stop();
+    shell.dispose();
+  });
+  supervisor.start();
+  await assert.rejects(shell.start(), /the node runtime exited/);
+  await until(() => platform.connection.length > 0, 'the window to be told');
+  const down = platform.connection.at(-1)!;
+  assert.equal(down.canMoveAside, true, 'the window offers to move the file aside');
+  assert.match(down.detail ?? '', /^Cohort cannot start: .*cohort\.db is not a readable Cohort database .*It was left untouched: restore it from a backup, or move it aside/);
+  assert.match(platform.trays.at(-1)!.tooltip, /cannot open its database/);
+  assert.match(platform.notices.join('\n'), /^Cohort cannot open its database: .*cohort\.db is not a readable Cohort database/m);
+  assert.deepEqual(exits, [], 'no crash reported, no restart scheduled');
+  assert.equal(children.length, 1);
+  await shell.onTrayAction('toggle');
+  assert.match(platform.notices.at(-1) ?? '', /^Cohort: the node runtime is stopped: .*cohort\.db is not a readable Cohort database/, 'Start from the tray says why it cannot');
+
+  // a window opened later learns it too
+  shell.onWindowLoaded();
+  assert.deepEqual(platform.connection.at(-1), down);
+  assert.equal(fs.readdirSync(dataDir).filter((f) => f.includes('.moved-')).length, 0, 'nothing moved before the volunteer asks');
+
+  assert.deepEqual(await shell.call('moveDatabaseAside', undefined), { ok: true, value: null });
+  await back;
+  assert.equal(children.length, 2);
+  assert.deepEqual(platform.connection.at(-1), { connected: true, detail: undefined });
+  assert.equal((await supervisor.client.getSnapshot()).contribution.phase, 'stopped', 'a fresh node');
+  assert.equal(fs.readdirSync(dataDir).filter((f) => f.startsWith(`${DATABASE_FILE}.moved-`)).length, 1, 'the damaged file is kept beside the new one');
+  assert.deepEqual(await shell.call('moveDatabaseAside', undefined), { ok: false, error: 'this node opened its database: there is nothing to move aside' });
+  assert.deepEqual(exits, []);
 });

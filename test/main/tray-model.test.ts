@@ -35,6 +35,10 @@ test('the tray menu offers Start when not contributing and Pause when contributi
 test('the status line shows samples/s and epoch while running, and why it waits', () => {
   assert.equal(statusLine(snapshot('running', 'contributing', 12.345, 42)), 'Contributing · 12.3 samples/s · epoch 42');
   assert.equal(statusLine(snapshot('running', 'contributing')), 'Contributing');
+  const alone = trayModel(snapshot('running', 'training on this machine alone: no join code set', 3.21, 2));
+  assert.equal(alone.tooltip, 'Cohort — Training on this machine alone: no join code set · 3.2 samples/s · epoch 2', 'running without a swarm says so, and why, as the header does');
+  assert.equal(alone.icon, 'active');
+  assert.deepEqual(alone.items[0], { kind: 'status', label: 'Training on this machine alone: no join code set · 3.2 samples/s · epoch 2' });
   assert.equal(statusLine(snapshot('waiting', 'waiting: the computer runs on battery')), 'Waiting: the computer runs on battery');
   assert.equal(statusLine(snapshot('paused')), 'Paused by you');
   const m = trayModel(snapshot('waiting', 'waiting: the computer is in use'));

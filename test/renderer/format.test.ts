@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, describeAveragingCpu, describeAveragingMode, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, describeAveraging, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -43,16 +43,15 @@ test('the run data’s fetch reads as bytes, percent, shards, rate and time left
   assert.equal(formatFetch({ ...p, bytes: p.totalBytes, shardsDone: 24, etaSeconds: 0 }), '48.0 of 48.0 MB (100 %) · 24/24 shards · 4.1 MB/s · done');
 });
 
-test("the swarm panel's averaging figure: busy seconds per round and per GB, or that no round ran yet", () => {
-  assert.equal(describeAveragingCpu(0.4123, 1.18), '0.41 CPU-s per round (1.2 s/GB)');
-  assert.equal(describeAveragingCpu(0.4123, null), '0.41 CPU-s per round');
-  assert.equal(describeAveragingCpu(null, null), 'no round yet');
-});
+const NO_ROUND = { averagingMode: null, averagingCompression: null, averagingBytesSent: null, averagingBusySeconds: null, averagingBusySecondsPerGb: null };
+const plain = { ...NO_ROUND, averagingMode: 'plain', averagingCompression: 1, averagingBytesSent: 4_000_000 } as const;
 
-test("the swarm panel's averaging mode: plain, PowerSGD with its compression or DiLoCo, as the run's mode names it, and the bytes sent", () => {
-  assert.equal(describeAveragingMode('plain', 1, 4_000_000), 'plain, 4.00 MB sent');
-  assert.equal(describeAveragingMode('powersgd', 9.84, 412_000), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
+test("the swarm panel's averaging line: the mode and bytes sent, then busy seconds per round and per GB, each when known, or once that no round ran yet", () => {
+  assert.equal(describeAveraging(NO_ROUND), 'no round yet', 'said once, not once per part');
+  assert.equal(describeAveraging(plain), 'plain, 4.00 MB sent');
+  assert.equal(describeAveraging({ ...plain, averagingBusySeconds: 0.4123, averagingBusySecondsPerGb: 1.18 }), 'plain, 4.00 MB sent; 0.41 CPU-s per round (1.2 s/GB)');
+  assert.equal(describeAveraging({ ...NO_ROUND, averagingBusySeconds: 0.4123 }), '0.41 CPU-s per round');
+  assert.equal(describeAveraging({ ...NO_ROUND, averagingMode: 'powersgd', averagingCompression: 9.84, averagingBytesSent: 412_000 }), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
   // a DiLoCo round sends its pseudo-gradient as it is (compression 1): the mode, not the ratio, names it
-  assert.equal(describeAveragingMode('diloco', 1, 4_000_000), 'DiLoCo, 4.00 MB sent');
-  assert.equal(describeAveragingMode(null, null, null), 'no round yet');
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'diloco' }), 'DiLoCo, 4.00 MB sent');
 });

@@ -1,5 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
-import type { AveragingMode, DataFetchProgress, NodeReachability } from '../../../shared/api.js';
+import type { AveragingMode, DataFetchProgress, NodeReachability, SwarmState } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -44,15 +44,26 @@ export function remainingSeconds(eta: number | null, madeAt: number | null, now:
   return Math.max(0, eta - Math.max(0, now - madeAt) / 1000);
 }
 
+/**
+ * The swarm panel's averaging line: how this node's latest all-reduce averaged, what it sent and the CPU
+ * it took from training, each part when known: "PowerSGD, 9.8× fewer values, 0.41 MB sent; 0.41 CPU-s per
+ * round (1.2 s/GB)", or "no round yet" (said once).
+ */
+export function describeAveraging(s: Pick<SwarmState, 'averagingMode' | 'averagingCompression' | 'averagingBytesSent' | 'averagingBusySeconds' | 'averagingBusySecondsPerGb'>): string {
+  const parts = [averagingMode(s.averagingMode, s.averagingCompression, s.averagingBytesSent), averagingCpu(s.averagingBusySeconds, s.averagingBusySecondsPerGb)];
+  const known = parts.filter((p) => p !== undefined);
+  return known.length === 0 ? 'no round yet' : known.join('; ');
+}
+
 /** The CPU this node's latest all-reduce took from training: "0.41 CPU-s per round (1.2 s/GB)". */
-export function describeAveragingCpu(busySeconds: number | null, perGb: number | null): string {
-  if (busySeconds === null) return 'no round yet';
+function averagingCpu(busySeconds: number | null, perGb: number | null): string | undefined {
+  if (busySeconds === null) return undefined;
   return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
 }
 
 /** How this node's latest all-reduce averaged and what it sent: "PowerSGD, 9.8× fewer values, 0.41 MB sent", "DiLoCo, 4.00 MB sent", "plain, 4.00 MB sent". */
-export function describeAveragingMode(mode: AveragingMode | null, compression: number | null, bytesSent: number | null): string {
-  if (mode === null || compression === null || bytesSent === null) return 'no round yet';
+function averagingMode(mode: AveragingMode | null, compression: number | null, bytesSent: number | null): string | undefined {
+  if (mode === null || compression === null || bytesSent === null) return undefined;
   const sent = `${(bytesSent / 1e6).toFixed(2)} MB sent`;
   if (mode === 'powersgd') return `PowerSGD, ${compression.toFixed(1)}× fewer values, ${sent}`;
   return `${mode === 'diloco' ? 'DiLoCo' : 'plain'}, ${sent}`;
