@@ -357,7 +357,8 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
   assert.equal(children.length, 2, 'a new process');
   assert.deepEqual(platform.connection.at(-1), { connected: true, detail: undefined });
   assert.equal((await supervisor.client.getSnapshot()).contribution.phase, 'running', 'the restarted runtime resumes what the volunteer chose');
-  assert.match(platform.trays.at(-1)!.tooltip, /Contributing/);
+  // the runtime child runs with --training off: a running node's tray says what it does, not "Contributing"
+  assert.match(platform.trays.at(-1)!.tooltip, /^Cohort — Nothing is computed: training is off/);
 
   up = back();
   children.at(-1)!.kill('SIGKILL');
