@@ -126,7 +126,7 @@ export class ShardServer {
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
     this.recentBlobBytes = options.recentBlobBytes ?? 32 * 1024 * 1024;
-    // under a cap a chunk must come well within the fetcher's stall timeout (15 s)
+    // under a cap a chunk must come well within the fetcher's stall timeout (DEFAULT_FETCH_STALL_TIMEOUT_MS)
     const capped = options.uploadBytesPerSecond === undefined ? MAX_BLOB_CHUNK_BYTES : Math.min(MAX_BLOB_CHUNK_BYTES, Math.max(4096, Math.floor(options.uploadBytesPerSecond / 4)));
     this.chunkBytes = options.chunkBytes ?? capped;
     if (!(Number.isInteger(this.chunkBytes) && this.chunkBytes >= 1 && this.chunkBytes <= MAX_BLOB_CHUNK_BYTES)) throw new RangeError(`chunkBytes ${this.chunkBytes} must be an integer from 1 to ${MAX_BLOB_CHUNK_BYTES}`);
