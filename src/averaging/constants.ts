@@ -88,3 +88,8 @@ export const DEFAULT_STATE_MIN_BYTES_PER_S = 64 * KiB;
 export const DEFAULT_STATE_ADVERTISE_INTERVAL_MS = 10 * second;
 /** Donors tried at most per loadStateFromPeers call. */
 export const DEFAULT_MAX_DONORS_TRIED = 8;
+/**
+ * A reader a server ended a transfer to for draining it under the server's floor is refused (BUSY)
+ * this long: it would otherwise ask again at once and take the freed slot before any newcomer.
+ */
+export const SLOW_READER_REFUSED_MS = 60 * second;

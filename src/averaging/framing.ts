@@ -30,6 +30,9 @@ export class FramedStream {
   /** Bytes written and read, frames' headers included. */
   sent = 0;
   received = 0;
+  /** Milliseconds writes waited for the remote to take more (backpressure), and since when the current wait lasts. */
+  private drainWaitedMs = 0;
+  private drainingSince: number | undefined;
 
   constructor(
     readonly stream: Stream,
@@ -93,7 +96,45 @@ export class FramedStream {
   private async send(frame: Uint8ArrayList, signal: AbortSignal | undefined): Promise<void> {
     if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal);
     this.sent += frame.byteLength;
-    if (!this.stream.send(frame)) await this.stream.onDrain(signal ? { signal } : {});
+    if (this.stream.send(frame)) return;
+    this.drainingSince = performance.now();
+    try {
+      await this.drained(signal);
+    } finally {
+      this.drainWaitedMs += performance.now() - this.drainingSince;
+      this.drainingSince = undefined;
+    }
+  }
+
+  /**
+   * Waits for the stream's next `drain` (or its close). Not `stream.onDrain()`: @libp2p/utils 7.4
+   * keeps the promise it resolved at the first drain and hands it back ever after, so every later
+   * wait returned at once and a reader that stopped reading grew the writer's buffer without bound.
+   */
+  private drained(signal: AbortSignal | undefined): Promise<void> {
+    const stream = this.stream;
+    if (!stream.writableNeedsDrain) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error): void => {
+        stream.removeEventListener('drain', onDrain);
+        stream.removeEventListener('close', onClose);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const onDrain = (): void => done();
+      const onClose = (event: Event): void => done((event as Event & { error?: Error }).error ?? new ProtocolError(`${this.what}: stream closed while a write waited for the reader`));
+      const onAbort = (): void => done(signal!.reason as Error);
+      if (signal?.aborted) return onAbort();
+      stream.addEventListener('drain', onDrain);
+      stream.addEventListener('close', onClose);
+      signal?.addEventListener('abort', onAbort);
+    });
+  }
+
+  /** Milliseconds this stream's writes have waited for its reader to take more: the reader's pace, not the upload cap's (paid before a write). */
+  readerWaitMs(): number {
+    return this.drainWaitedMs + (this.drainingSince === undefined ? 0 : performance.now() - this.drainingSince);
   }
 
   /** The next message, validated by `schema`; `null` when the remote closed cleanly between frames. */
@@ -300,4 +341,24 @@ export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly
     },
     refresh: () => void timer.refresh(),
   };
+}
+
+/**
+ * Fires once `framed`'s writes have waited for its reader for more than `ms` in all from now: a
+ * server ends a transfer its reader drains too slowly (a reader taking a chunk just within the stall
+ * timeout never stalls, and would hold a serving slot for ever). Time spent under this side's own
+ * upload cap does not count, so a capped server never ends its own transfers. The timer is set again
+ * for the budget left each time it finds the reader has not used it all.
+ */
+export function readerDeadline(framed: FramedStream, ms: number): { readonly signal: AbortSignal; release(): void } {
+  const controller = new AbortController();
+  const from = framed.readerWaitMs();
+  let timer: NodeJS.Timeout;
+  const check = (): void => {
+    const left = ms - (framed.readerWaitMs() - from);
+    if (left > 0) timer = setTimeout(check, Math.max(left, 10));
+    else controller.abort(new DOMException(`the reader kept this side waiting over ${Math.round(ms)} ms`, 'TimeoutError'));
+  };
+  timer = setTimeout(check, Math.max(0, ms));
+  return { signal: controller.signal, release: () => clearTimeout(timer) };
 }

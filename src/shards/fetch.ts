@@ -15,7 +15,7 @@ import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { ShardExchangeError } from './errors.js';
-import { MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, STREAM_IDLE_MS, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
+import { DEFAULT_FETCH_MIN_BYTES_PER_S, DEFAULT_FETCH_STALL_TIMEOUT_MS, DEFAULT_WAIT_FOR_HOLDER_MS, MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, STREAM_IDLE_MS, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
 import { holdingKey, holdingsOf } from './server.js';
 import { putShardOffThread } from './shard-io.js';
 
@@ -33,15 +33,15 @@ export interface FetchOptions {
   readonly quotaBytes?: number;
   /** Shards in flight at once (each from one holder). @default 4 */
   readonly maxParallel?: number;
-  /** A holder that sends nothing for this long is left for another. @default 15 s */
+  /** A holder that sends nothing for this long is left for another. @default DEFAULT_FETCH_STALL_TIMEOUT_MS (15 s) */
   readonly stallTimeoutMs?: number;
   /**
    * A transfer slower than this on average (after a stall timeout's grace) is left, continued at
    * another holder from the same byte offset, and its holder asked only when no other has the blob:
-   * a holder sending a byte every few seconds never stalls, but would hold a shard for ever. @default 16 KiB/s
+   * a holder sending a byte every few seconds never stalls, but would hold a shard for ever. @default DEFAULT_FETCH_MIN_BYTES_PER_S (16 KiB/s)
    */
   readonly minBytesPerSecond?: number;
-  /** When no holder is left for a shard, how long to wait for one to (re)appear in the DHT before giving up. @default 60 s */
+  /** When no holder is left for a shard, how long to wait for one to (re)appear in the DHT before giving up. @default DEFAULT_WAIT_FOR_HOLDER_MS (60 s) */
   readonly waitForHolderMs?: number;
   readonly signal?: AbortSignal;
   readonly onProgress?: (p: FetchProgress) => void;
@@ -79,7 +79,7 @@ export async function fetchDataset(node: SwarmNode, store: Store, options: Fetch
   try {
     return await fetchOver(streams, node, store, options);
   } finally {
-    await streams.close(deadline(options.stallTimeoutMs ?? 15_000));
+    await streams.close(deadline(options.stallTimeoutMs ?? DEFAULT_FETCH_STALL_TIMEOUT_MS));
   }
 }
 
@@ -87,8 +87,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const started = Date.now();
   const self = node.peerId.toString();
   const { datasetId, log } = options;
-  const stallMs = options.stallTimeoutMs ?? 15_000;
-  const minRate = options.minBytesPerSecond ?? 16 * 1024;
+  const stallMs = options.stallTimeoutMs ?? DEFAULT_FETCH_STALL_TIMEOUT_MS;
+  const minRate = options.minBytesPerSecond ?? DEFAULT_FETCH_MIN_BYTES_PER_S;
   /** Holders that fell below minRate: asked for a blob only when no other holder has it. */
   const slow = new Set<string>();
   const penalised = new Map<string, string>();
@@ -191,8 +191,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       let candidates = usable(await findHolders());
       if (candidates.length === 0) candidates = usable(await findHolders(true));
       if (candidates.length === 0) {
-        waitUntil ??= Date.now() + (options.waitForHolderMs ?? 60_000);
-        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s for one: ${describeTried(tried, penalised)}`);
+        waitUntil ??= Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
+        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round((options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS) / 1000)} s for one: ${describeTried(tried, penalised)}`);
         failedHere.clear(); // a holder that failed may have come back (restart, busy no more)
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
@@ -238,7 +238,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
 
   // 1. The manifest, from a holder, proven to be the dataset the run names.
-  const waitUntil = Date.now() + (options.waitForHolderMs ?? 60_000);
+  const waitUntil = Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
   const triedForManifest = new Map<string, string>();
   const getManifest = async (): Promise<{ manifest: Manifest; from: string }> => {
     for (;;) {
@@ -264,7 +264,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
         }
       }
-      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? 60_000) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
+      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   };

@@ -24,6 +24,15 @@ export const STREAM_IDLE_MS = 10_000;
 export const MAX_REQUESTS_PER_STREAM = MAX_SHARDS + 2;
 /** Largest blob (a shard or a tokenizer.json) a fetcher accepts. */
 export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
+/** A fetcher leaves a holder that sends nothing for this long (fetchDataset's `stallTimeoutMs`). */
+export const DEFAULT_FETCH_STALL_TIMEOUT_MS = 15_000;
+/**
+ * A fetcher leaves a transfer averaging under this (after a stall timeout's grace) for another holder
+ * (fetchDataset's `minBytesPerSecond`): a holder sending a byte every few seconds never stalls.
+ */
+export const DEFAULT_FETCH_MIN_BYTES_PER_S = 16 * 1024;
+/** When no holder is left for a blob, how long a fetcher waits for one to (re)appear (fetchDataset's `waitForHolderMs`). */
+export const DEFAULT_WAIT_FOR_HOLDER_MS = 60_000;
 
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lower-case hex digits');
 const count = z.number().int().nonnegative();

@@ -1,13 +1,15 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from '../log/logger.js';
-import { deadline, FramedStream, releasableDeadline } from '../averaging/framing.js';
+import { deadline, FramedStream, readerDeadline, releasableDeadline } from '../averaging/framing.js';
+import { ServingSlots } from '../averaging/serving-slots.js';
 import { UploadLimit } from '../averaging/upload-limit.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import type { Store } from '../store/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import {
+  DEFAULT_FETCH_MIN_BYTES_PER_S,
   MAX_BLOB_CHUNK_BYTES,
   MAX_HOLDING_BYTES,
   MAX_REQUESTS_PER_STREAM,
@@ -27,6 +29,8 @@ import {
   type ShardRequest,
 } from './messages.js';
 import { readShardOffThread } from './shard-io.js';
+import { ShardExchangeError } from './errors.js';
+import { SLOW_READER_REFUSED_MS } from '../averaging/constants.js';
 
 const namespaces = new WeakMap<SwarmNode, RecordNamespace<Holding>>();
 
@@ -74,8 +78,19 @@ const ADVERTISE_RETRIES = 30;
 export interface ShardServerOptions {
   /** This node's upload cap for shard traffic, bytes/s (shared by every transfer). @default unlimited */
   readonly uploadBytesPerSecond?: number;
-  /** Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind #169). @default 4 */
+  /**
+   * Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind
+   * #169). One peer gets at most half of them (at least one): a peer opening several streams cannot
+   * take them all, and an honest fetcher's parallel shards spread over holders anyway. @default 4
+   */
   readonly maxConcurrentTransfers?: number;
+  /**
+   * A transfer whose reader keeps it waiting longer than a stall timeout plus its bytes at this rate
+   * (backpressure only: time under `uploadBytesPerSecond` does not count) is ended, and the reader
+   * refused for SLOW_READER_REFUSED_MS: one taking a chunk just within the stall timeout would hold a
+   * slot for ever. The rate a fetcher asks of a holder. @default DEFAULT_FETCH_MIN_BYTES_PER_S
+   */
+  readonly minReaderBytesPerSecond?: number;
   /** How often the holdings are published again (records expire after 3 intervals). @default 60 s */
   readonly advertiseIntervalMs?: number;
   /** Bytes of recently served shards kept in memory: newcomers ask for the same shards, and a read from the store costs a fresh buffer each time. @default 32 MiB */
@@ -94,7 +109,8 @@ export interface ShardServerOptions {
 export class ShardServer {
   private readonly datasets: DatasetStore;
   private readonly upload: UploadLimit | undefined;
-  private readonly maxConcurrent: number;
+  private readonly slots: ServingSlots;
+  private readonly minReaderBytesPerSecond: number;
   private readonly advertiseIntervalMs: number;
   private readonly stallTimeoutMs: number;
   private readonly chunkBytes: number;
@@ -107,7 +123,6 @@ export class ShardServer {
   private stopped = true;
   /** Adverts in a row that reached nobody. */
   private retries = 0;
-  private active = 0;
   /** Streams opened to this server, transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
   streams = 0;
   served = 0;
@@ -122,15 +137,18 @@ export class ShardServer {
   ) {
     this.datasets = datasetStore(store);
     this.upload = options.uploadBytesPerSecond === undefined ? undefined : new UploadLimit(options.uploadBytesPerSecond);
-    this.maxConcurrent = options.maxConcurrentTransfers ?? 4;
+    const maxConcurrent = options.maxConcurrentTransfers ?? 4;
+    if (!(Number.isInteger(maxConcurrent) && maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${maxConcurrent} must be an integer ≥ 1`);
+    this.slots = new ServingSlots(maxConcurrent, Math.max(1, Math.floor(maxConcurrent / 2)));
+    this.minReaderBytesPerSecond = options.minReaderBytesPerSecond ?? DEFAULT_FETCH_MIN_BYTES_PER_S;
+    if (!(this.minReaderBytesPerSecond > 0)) throw new RangeError(`minReaderBytesPerSecond ${this.minReaderBytesPerSecond} must be above 0`);
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
     this.recentBlobBytes = options.recentBlobBytes ?? 32 * 1024 * 1024;
-    // under a cap a chunk must come well within the fetcher's stall timeout (15 s)
+    // under a cap a chunk must come well within the fetcher's stall timeout (DEFAULT_FETCH_STALL_TIMEOUT_MS)
     const capped = options.uploadBytesPerSecond === undefined ? MAX_BLOB_CHUNK_BYTES : Math.min(MAX_BLOB_CHUNK_BYTES, Math.max(4096, Math.floor(options.uploadBytesPerSecond / 4)));
     this.chunkBytes = options.chunkBytes ?? capped;
     if (!(Number.isInteger(this.chunkBytes) && this.chunkBytes >= 1 && this.chunkBytes <= MAX_BLOB_CHUNK_BYTES)) throw new RangeError(`chunkBytes ${this.chunkBytes} must be an integer from 1 to ${MAX_BLOB_CHUNK_BYTES}`);
-    if (!(Number.isInteger(this.maxConcurrent) && this.maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${this.maxConcurrent} must be an integer ≥ 1`);
     holdingsOf(node);
   }
 
@@ -197,12 +215,13 @@ export class ShardServer {
   private async serve(framed: FramedStream, peer: string, request: ShardRequest): Promise<void> {
     // one stall deadline per transfer, pushed back by each chunk that goes out: a timer per chunk would cost more than the chunk's framing
     const stall = releasableDeadline(this.stallTimeoutMs);
-    if (this.active >= this.maxConcurrent) {
+    const busy = this.slots.take(peer);
+    if (busy !== undefined) {
       this.busyRefusals++;
-      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.maxConcurrent})` } satisfies BlobHeader, stall.signal);
+      await framed.write({ t: 'refused', code: 'BUSY', message: busy } satisfies BlobHeader, stall.signal);
       return stall.release();
     }
-    this.active++;
+    let reader: ReturnType<typeof readerDeadline> | undefined;
     try {
       if (request.t === 'manifest') {
         const info = this.datasets.byDatasetId(request.datasetId);
@@ -219,16 +238,25 @@ export class ShardServer {
         return await framed.write(refusal, stall.signal);
       }
       await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall.signal);
+      const bytes = blob.byteLength - request.offset;
+      const allowedMs = this.stallTimeoutMs + (1000 * bytes) / this.minReaderBytesPerSecond;
+      reader = readerDeadline(framed, allowedMs);
+      const signal = AbortSignal.any([stall.signal, reader.signal]);
       for (let at = request.offset, i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
         const d = blob.subarray(at, at + this.chunkBytes);
-        await framed.writeChunk(i, d, stall.signal);
+        await framed.writeChunk(i, d, signal).catch((err: unknown) => {
+          if (!reader!.signal.aborted) throw err;
+          this.slots.tooSlow(peer);
+          throw new ShardExchangeError(`${peer} took ${at - request.offset} of ${bytes} bytes of ${request.sha256.slice(0, 12)}… keeping this holder waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${this.minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
+        });
         stall.refresh();
         this.bytesSent += d.byteLength;
       }
       this.served++;
       this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
     } finally {
-      this.active--;
+      this.slots.release(peer);
+      reader?.release();
       stall.release();
     }
   }

@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
 import { pino } from 'pino';
+import type { z } from 'zod';
 import { DatasetStore, type DatasetInfo } from '../../src/data/dataset-store.js';
 import { prepareDataset } from '../../src/data/prepare.js';
 import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
-import { MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -188,6 +189,74 @@ test('a holder sending a shard a byte a second (never stalling) is left for anot
   assert.deepEqual(r.penalised, [], 'what the trickler sent was right');
   assert.ok(r.resumed >= 1, 'the shard it had begun continued from its byte offset');
   assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
+});
+
+/** Gives `peer` a complete dataset of no shards whose tokenizer.json is `bytes`: a large blob it serves by sha256. */
+function holdBlob(peer: Peer, bytes: Buffer): string {
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const file = path.join(peer.dataDir, 'big-tokenizer.json');
+  fs.writeFileSync(file, bytes);
+  const datasets = new DatasetStore(peer.store.db);
+  datasets.begin({ cacheKey: 'big', source: 'test', datasetHash: 'big', tokenizerHash: sha256, tokenizerFile: file, params: { maxSeqLen: 64, shortSeqProb: 0.1, seed: 0, format: 'test', field: '', maxDocuments: null }, vocabSize: 100 });
+  datasets.finish('big', { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 });
+  return sha256;
+}
+
+/**
+ * A reader that asks `holder` for blob `sha256` on `streams` streams at once, 30 times on each, and
+ * takes one yamux window (256 KiB at first) every 4 s of each: every chunk leaves within the holder's
+ * stall timeout, so it never stalls. Collects the refusals it gets; stops with `signal`.
+ */
+function slowReader(reader: Peer, holder: string, sha256: string, streams: number, refusals: string[], signal: AbortSignal): void {
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 4000));
+  const one = async () => {
+    while (!signal.aborted) {
+      let header: z.infer<typeof blobHeaderSchema> | undefined;
+      try {
+        const framed = new FramedStream(await reader.node.dial(holder, SHARDS_PROTOCOL, { allowRelayed: false, signal }), MAX_SHARD_FRAME_BYTES, 'slow reader');
+        // paused from the start, so yamux never widens the window beyond its first 256 KiB
+        framed.stream.pause();
+        // the requests of a whole fetch at once: the holder takes the next as soon as it has written the last
+        for (let i = 0; i < 30; i++) await framed.write({ t: 'get', sha256, offset: 0 });
+        const answer = framed.expect(blobHeaderSchema, AbortSignal.any([signal, AbortSignal.timeout(60_000)]), 'the header').then((h) => (header = h));
+        answer.catch(() => undefined);
+        // one window every 4 s: what arrived is handed to the reader, and the holder may send 256 KiB more
+        while (!signal.aborted && framed.stream.status === 'open' && header?.t !== 'refused') {
+          await pause();
+          framed.stream.resume();
+          framed.stream.pause();
+        }
+        framed.abort(new Error('slow reader done'));
+      } catch {
+        // the holder ended the transfer (or refused it and closed): ask again, a second later (not to spin)
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+      if (header?.t !== 'refused') continue; // served to the end or ended: ask again at once
+      refusals.push(header.message);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  };
+  for (let i = 0; i < streams; i++) void one();
+}
+
+test('slow readers cannot keep a holder’s slots: one peer gets at most half of them, and a reader draining under the floor is ended and refused a while; a newcomer is served', { timeout: 120_000 }, async (t) => {
+  const [holder, reader1, reader2, newcomer] = await peers(t, 4);
+  const info = await found(holder!);
+  const big = holdBlob(holder!, randomBytes(4 * 1024 * 1024));
+  // a 10 s stall timeout, one window each 4 s: the readers never stall; 4 MiB/s (a 1 s allowance for the blob, on top of the 10 s) is far above their pace
+  const server = await serve(t, holder!, { maxConcurrentTransfers: 2, stallTimeoutMs: 10_000, chunkBytes: 64 * 1024, minReaderBytesPerSecond: 4 * 1024 * 1024 });
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const refusals: string[] = [];
+  // two identities, two streams each: without a per-peer cap the first to ask hold both slots
+  const holderId = holder!.node.peerId.toString();
+  slowReader(reader1!, holderId, big, 2, refusals, stop.signal);
+  slowReader(reader2!, holderId, big, 2, refusals, stop.signal);
+  await waitFor('both slots taken by the slow readers', () => server.bytesSent >= 512 * 1024);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 45_000, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  assert.ok(refusals.some((m) => /limit 1 per peer/.test(m)), `a reader's second stream is refused: ${refusals.join('; ')}`);
+  await waitFor('a reader ended for its pace to be refused when it asks again', () => refusals.some((m) => /ended for reading too slowly; refused for \d+ s more/.test(m)));
 });
 
 test('one stream carries a fetch’s requests in turn; a shard altered mid-stream is still rejected and its holder penalised', async (t) => {
