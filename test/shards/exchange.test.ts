@@ -103,19 +103,26 @@ test('a newcomer with an empty data directory fetches the tokenizer and every sh
   assert.deepEqual([again.fetched, again.alreadyHeld, again.bytes], [0, original.shardCount, 0]);
 });
 
+/**
+ * Only `liar` serves at first: the newcomer's fetch must find it out (a penalty logged), then wait for
+ * `honest`, which starts serving only then. The fetch's result.
+ */
+async function fetchPastLiar(t: TestContext, liar: Peer, honest: Peer, newcomer: Peer, info: DatasetInfo): Promise<Awaited<ReturnType<typeof fetchDataset>>> {
+  await serve(t, liar);
+  const { warnings, log } = warningLog();
+  const fetching = fetchDataset(newcomer.node, newcomer.store, { datasetId: info.datasetId!, dataDir: newcomer.dataDir, maxParallel: 1, log });
+  await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar.node.peerId.toString()}`)));
+  await serve(t, honest);
+  return fetching;
+}
+
 test('a holder serving altered bytes is rejected and penalised; the shards come from another holder', async (t) => {
   const [honest, liar, newcomer] = await peers(t, 3);
   const info = await found(honest!);
   const forged = await found(liar!);
   assert.equal(forged.datasetId, info.datasetId);
   forgeShards(liar!, forged.cacheKey);
-  await serve(t, liar!);
-  const { warnings, log } = warningLog();
-  const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
-  // only the liar holds the shards at first: the newcomer must find it out, then wait for another holder
-  await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar!.node.peerId.toString()}`)));
-  await serve(t, honest!);
-  const r = await fetching;
+  const r = await fetchPastLiar(t, liar!, honest!, newcomer!, info);
   assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
   assert.match(r.penalised[0]!.reason, /served shard \d+ with sha256 [0-9a-f]{16}…, expected [0-9a-f]{16}…/);
   assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
@@ -136,13 +143,7 @@ for (const [what, forge] of [
     const held = await found(liar!);
     const manifest = manifestOf(info, new DatasetStore(honest!.store.db));
     liar!.store.db.prepare('UPDATE datasets SET manifest = ? WHERE cache_key = ?').run(JSON.stringify(forge(manifest)), held.cacheKey);
-    await serve(t, liar!);
-    const { warnings, log } = warningLog();
-    const fetching = fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 1, log });
-    // only the liar serves at first: the newcomer must find its manifest out, then wait for another holder
-    await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar!.node.peerId.toString()}`)));
-    await serve(t, honest!);
-    const r = await fetching;
+    const r = await fetchPastLiar(t, liar!, honest!, newcomer!, info);
     assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
     assert.match(r.penalised[0]!.reason, /served a manifest (giving a vocabulary of \d+ tokens; its tokenizer .* has \d+|listing \d+ examples and \d+ tokens for shard \d+, whose bytes \(sha256 checked\) hold \d+ and \d+)/);
     assert.equal(r.info.vocabSize, info.vocabSize);
