@@ -10,6 +10,7 @@
 import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { byteStream } from '@libp2p/utils';
+import { drained } from '../src/averaging/framing.js';
 import { createSwarmNode, type SwarmNode } from '../src/swarm/index.js';
 import { describeDht, measureDht, p90 } from './_dht-swarm.js';
 import { median, reportJson } from './_report.js';
@@ -29,7 +30,7 @@ async function libp2pThroughput(a: SwarmNode, b: SwarmNode): Promise<number> {
   const stream = await b.dial(a.peerId, 'bench-sink/1.0.0');
   const chunk = new Uint8Array(CHUNK).fill(7);
   for (let sent = 0; sent < STREAM_BYTES; sent += CHUNK) {
-    if (!stream.send(chunk)) await stream.onDrain();
+    if (!stream.send(chunk)) await drained(stream, undefined, 'the bench stream');
   }
   await stream.close();
   const ack = await byteStream(stream).read();

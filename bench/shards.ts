@@ -12,6 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { drained } from '../src/averaging/framing.js';
 import { DatasetStore } from '../src/data/dataset-store.js';
 import { Prng } from '../src/data/prng.js';
 import { ShardServer, fetchDataset, holdingsOf } from '../src/shards/index.js';
@@ -118,7 +119,7 @@ async function tcpBaseline(bytes: number, clients: number): Promise<number> {
 async function bareLibp2p(seeder: SwarmNode, newcomers: readonly SwarmNode[], bytes: number): Promise<number> {
   const block = new Uint8Array(256 * 1024);
   await seeder.handle('bench-bare/1.0.0', async (stream) => {
-    for (let left = bytes; left > 0; left -= block.length) if (!stream.send(left >= block.length ? block : block.subarray(0, left))) await stream.onDrain();
+    for (let left = bytes; left > 0; left -= block.length) if (!stream.send(left >= block.length ? block : block.subarray(0, left))) await drained(stream, undefined, 'the bare stream');
     await stream.close();
   });
   const t0 = performance.now();
