@@ -1,19 +1,16 @@
 import { SLOW_READER_REFUSED_MS } from './constants.js';
 
 /**
- * A server's transfer slots (a holder's shard transfers): at most `max` at once, at most
- * `perPeer` of them to one peer (one peer opening several streams does not take them all), and none
- * for a while to a peer whose transfer was ended for reading too slowly.
+ * A server's transfer slots (a holder's shard transfers): at most `max` at once, and none for a while
+ * to a peer whose transfer was ended for reading too slowly. No per-peer cap: a fetcher with one
+ * holder runs its parallel transfers there, and one refused BUSY counts that holder as failed for the
+ * shard (a newcomer whose only holder capped it at half the slots failed its fetch).
  */
 export class ServingSlots {
-  private readonly byPeer = new Map<string, number>();
   private readonly slow = new Map<string, number>();
   active = 0;
 
-  constructor(
-    readonly max: number,
-    readonly perPeer: number,
-  ) {}
+  constructor(readonly max: number) {}
 
   /** Takes a slot for `peer`, or says why it gets none (the message of a BUSY refusal). */
   take(peer: string): string | undefined {
@@ -21,18 +18,12 @@ export class ServingSlots {
     if (until !== undefined && Date.now() < until) return `a transfer to you was ended for reading too slowly; refused for ${Math.ceil((until - Date.now()) / 1000)} s more`;
     this.slow.delete(peer);
     if (this.active >= this.max) return `serving ${this.active} transfers already (limit ${this.max})`;
-    const mine = this.byPeer.get(peer) ?? 0;
-    if (mine >= this.perPeer) return `serving ${mine} transfers to you already (limit ${this.perPeer} per peer)`;
     this.active++;
-    this.byPeer.set(peer, mine + 1);
     return undefined;
   }
 
-  release(peer: string): void {
+  release(): void {
     this.active--;
-    const mine = (this.byPeer.get(peer) ?? 1) - 1;
-    if (mine > 0) this.byPeer.set(peer, mine);
-    else this.byPeer.delete(peer);
   }
 
   /** Refuses `peer` for SLOW_READER_REFUSED_MS. */

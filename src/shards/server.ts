@@ -78,11 +78,7 @@ const ADVERTISE_RETRIES = 30;
 export interface ShardServerOptions {
   /** This node's upload cap for shard traffic, bytes/s (shared by every transfer). @default unlimited */
   readonly uploadBytesPerSecond?: number;
-  /**
-   * Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind
-   * #169). One peer gets at most half of them (at least one): a peer opening several streams cannot
-   * take them all, and an honest fetcher's parallel shards spread over holders anyway. @default 4
-   */
+  /** Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind #169). @default 4 */
   readonly maxConcurrentTransfers?: number;
   /**
    * A transfer whose reader keeps it waiting longer than a stall timeout plus its bytes at this rate
@@ -139,7 +135,7 @@ export class ShardServer {
     this.upload = options.uploadBytesPerSecond === undefined ? undefined : new UploadLimit(options.uploadBytesPerSecond);
     const maxConcurrent = options.maxConcurrentTransfers ?? 4;
     if (!(Number.isInteger(maxConcurrent) && maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${maxConcurrent} must be an integer ≥ 1`);
-    this.slots = new ServingSlots(maxConcurrent, Math.max(1, Math.floor(maxConcurrent / 2)));
+    this.slots = new ServingSlots(maxConcurrent);
     this.minReaderBytesPerSecond = options.minReaderBytesPerSecond ?? DEFAULT_FETCH_MIN_BYTES_PER_S;
     if (!(this.minReaderBytesPerSecond > 0)) throw new RangeError(`minReaderBytesPerSecond ${this.minReaderBytesPerSecond} must be above 0`);
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
@@ -255,7 +251,7 @@ export class ShardServer {
       this.served++;
       this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
     } finally {
-      this.slots.release(peer);
+      this.slots.release();
       reader?.release();
       stall.release();
     }

@@ -240,7 +240,7 @@ function slowReader(reader: Peer, holder: string, sha256: string, streams: numbe
   for (let i = 0; i < streams; i++) void one();
 }
 
-test('slow readers cannot keep a holder’s slots: one peer gets at most half of them, and a reader draining under the floor is ended and refused a while; a newcomer is served', { timeout: 120_000 }, async (t) => {
+test('slow readers cannot keep a holder’s slots: a reader draining under the floor is ended and refused a while; a newcomer is served', { timeout: 120_000 }, async (t) => {
   const [holder, reader1, reader2, newcomer] = await peers(t, 4);
   const info = await found(holder!);
   const big = holdBlob(holder!, randomBytes(4 * 1024 * 1024));
@@ -249,14 +249,13 @@ test('slow readers cannot keep a holder’s slots: one peer gets at most half of
   const stop = new AbortController();
   t.after(() => stop.abort());
   const refusals: string[] = [];
-  // two identities, two streams each: without a per-peer cap the first to ask hold both slots
+  // two identities, two streams each: they take both slots
   const holderId = holder!.node.peerId.toString();
   slowReader(reader1!, holderId, big, 2, refusals, stop.signal);
   slowReader(reader2!, holderId, big, 2, refusals, stop.signal);
   await waitFor('both slots taken by the slow readers', () => server.bytesSent >= 512 * 1024);
   const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 45_000, log: quiet });
   assert.equal(r.fetched, info.shardCount);
-  assert.ok(refusals.some((m) => /limit 1 per peer/.test(m)), `a reader's second stream is refused: ${refusals.join('; ')}`);
   await waitFor('a reader ended for its pace to be refused when it asks again', () => refusals.some((m) => /ended for reading too slowly; refused for \d+ s more/.test(m)));
 });
 
