@@ -28,7 +28,7 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'runtime-test', '--data-dir', path.join(root, 'co'), '--listen', LISTEN[0]!, '--refresh', '1', '--target-batch-size', '16']);
   const [, coId] = await waitFor(co, /Visible multiaddr: \S+\/p2p\/(\S+)/, 30_000);
   const [, code] = await waitFor(co, /cohort run --join (cohort:\S+)/, 30_000);
-  const peer = spawnCli(t, ['run', '--join', code!, '--data-dir', other!, '--listen', LISTEN[0]!, '--target-batch-size', '16', '--matchmaking-time', '1', '--threads', '1', '--max-epochs', '6']);
+  const peer = spawnCli(t, ['run', '--join', code!, '--data-dir', other!, '--listen', LISTEN[0]!, '--target-batch-size', '16', '--matchmaking-time', '1', '--threads', '1', '--max-epochs', '40']);
   const [, peerId] = await waitFor(peer, /Visible multiaddr: \S+\/p2p\/(\S+)/, 30_000);
 
   const store = openStore(dir!);
