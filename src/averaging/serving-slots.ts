@@ -2,9 +2,9 @@ import { SLOW_READER_REFUSED_MS } from './constants.js';
 
 /**
  * A server's transfer slots (a holder's shard transfers): at most `max` at once, and none for a while
- * to a peer whose transfer was ended for reading too slowly. No per-peer cap: a fetcher with one
- * holder runs its parallel transfers there, and one refused BUSY counts that holder as failed for the
- * shard (a newcomer whose only holder capped it at half the slots failed its fetch).
+ * to a peer whose transfer was ended for reading too slowly. No per-peer cap: a fetcher runs all its
+ * parallel transfers at its only holder, and counts a holder that refuses BUSY as failed for the shard,
+ * so a cap below its parallelism fails an honest newcomer's fetch.
  */
 export class ServingSlots {
   private readonly slow = new Map<string, number>();
