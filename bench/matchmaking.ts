@@ -7,7 +7,8 @@
 // Human-readable lines, then one JSON object as the last line: `grouped_share` (peer-rounds that
 // averaged in a group ÷ all), `median_group_size`, `round_s_median` (a round's first start to its
 // last peer's result), `round_cpu_s_median` (this process's CPU time in a round: steadier than wall
-// time on a shared machine), `failed_by_reason` (numbers and peer ids masked), `startup_s`, load, cores.
+// time on a shared machine), `reads_per_round_median` (records get requests the swarm's servers
+// answered in a round: what matchmaking polls cost), `failed_by_reason` (numbers and peer ids masked), `startup_s`, load, cores.
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { createAverager } from '../src/averaging/index.js';
@@ -60,10 +61,13 @@ try {
   const sizes: number[] = [];
   const roundS: number[] = [];
   const roundCpuS: number[] = [];
+  const roundGets: number[] = [];
+  const getsServed = (): number => swarm.nodes.reduce((sum, n) => sum + n.stats().records.getRequestsServed, 0);
   const failed: Record<string, number> = {};
   for (let epoch = 1; epoch <= ROUNDS; epoch++) {
     const t = performance.now();
     const cpu = process.cpuUsage();
+    const gets = getsServed();
     const results = await Promise.all(
       averagers.map(async (a, i) => {
         await new Promise((resolve) => setTimeout(resolve, jitter()));
@@ -73,6 +77,7 @@ try {
     roundS.push((performance.now() - t) / 1000);
     const { user, system } = process.cpuUsage(cpu);
     roundCpuS.push((user + system) / 1e6);
+    roundGets.push(getsServed() - gets);
     let ok = 0;
     for (const r of results) {
       if (r.ok) {
@@ -84,7 +89,7 @@ try {
       }
     }
     grouped.push(ok);
-    console.log(`  round ${epoch}: ${ok} of ${PEERS} peers averaged in ${roundS.at(-1)!.toFixed(1)} s, ${roundCpuS.at(-1)!.toFixed(1)} CPU-s (groups of ${[...new Set(results.flatMap((r) => (r.ok ? [r.group.members.length] : [])))].join(', ') || '-'}); load ${load()}`);
+    console.log(`  round ${epoch}: ${ok} of ${PEERS} peers averaged in ${roundS.at(-1)!.toFixed(1)} s, ${roundCpuS.at(-1)!.toFixed(1)} CPU-s, ${roundGets.at(-1)} record reads served (groups of ${[...new Set(results.flatMap((r) => (r.ok ? [r.group.members.length] : [])))].join(', ') || '-'}); load ${load()}`);
   }
   const f = {
     peers: PEERS,
@@ -98,6 +103,7 @@ try {
     median_group_size: sizes.length > 0 ? median(sizes) : null,
     round_s_median: Number(median(roundS).toFixed(1)),
     round_cpu_s_median: Number(median(roundCpuS).toFixed(1)),
+    reads_per_round_median: median(roundGets),
     failed_by_reason: JSON.stringify(failed),
   };
   console.log(`  averaged: ${f.grouped_share} of peer-rounds, median group ${f.median_group_size}, round ${f.round_s_median} s, ${f.round_cpu_s_median} CPU-s (medians); failed ${f.failed_by_reason}`);
