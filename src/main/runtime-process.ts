@@ -8,7 +8,7 @@ import { dispatch } from '../node/api-dispatch.js';
 import { PACKAGE_INFO } from '../node/package-info.js';
 import { volunteerParts } from '../training/volunteer.js';
 import { createNodeController } from '../node/host.js';
-import { loggedStoreOptions, openStore } from '../store/index.js';
+import { nodeStoreOptions, openStore } from '../store/index.js';
 import { openOrReport, serveRuntime, type FromRuntime, type ToRuntime } from './runtime-rpc.js';
 
 const parentPort = process.parentPort;
@@ -18,7 +18,7 @@ const config = resolveConfig({ env: process.env });
 const logDir = logDirOf(config.dataDir);
 const log = createLogger(config, teeStream(process.stderr, await openLogFile(logDir)));
 const store = await openOrReport(
-  () => openStore(config.dataDir, loggedStoreOptions(config.moveAside, log)),
+  () => openStore(config.dataDir, nodeStoreOptions(config.moveAside, log)),
   (message) => parentPort.postMessage(message),
 );
 const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, logDir, parts: volunteerParts(config) });

@@ -5,7 +5,7 @@ import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
 import { trainingMetrics } from '../collab/index.js';
 import { metricsRegistry } from '../util/prometheus.js';
-import { loggedStoreOptions, openStore, type Store } from '../store/index.js';
+import { nodeStoreOptions, openStore, type Store } from '../store/index.js';
 import type { NodeController } from './controller.js';
 import type { MakeNodeParts } from '../training/service.js';
 import { createNodeController } from './host.js';
@@ -27,7 +27,7 @@ export interface HeadlessNode {
 export async function startHeadlessNode(config: Config, log: Logger, parts?: MakeNodeParts, rendererDir = RENDERER_DIR): Promise<HeadlessNode> {
   const token = config.dashboardToken === '' ? undefined : config.dashboardToken;
   checkListenAccess(config.dashboardHost, token, '--dashboard-host', '--dashboard-token (or set COHORT_DASHBOARD_TOKEN)');
-  const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
+  const store = openStore(config.dataDir, nodeStoreOptions(config.moveAside, log));
   log.info(`data directory ${config.dataDir} (database ${store.file})`);
   const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, parts });
   let server;

@@ -39,6 +39,11 @@ export class NewerSchemaError extends StoreError {
   override readonly name = 'NewerSchemaError';
 }
 
+/** Another process runs a node on this data directory (see data-dir-lock.ts). */
+export class DataDirectoryInUseError extends StoreError {
+  override readonly name = 'DataDirectoryInUseError';
+}
+
 /** A stored checkpoint failed its checksum or lost chunks. */
 export class CheckpointCorruptError extends StoreError {
   override readonly name = 'CheckpointCorruptError';

@@ -4,6 +4,7 @@ import type { Database } from 'better-sqlite3';
 import { CHECKPOINT_DATABASE_FILE, openCheckpointDatabase } from './checkpoint-database.js';
 import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
+import { lockDataDirectory } from './data-dir-lock.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
 import { OffenceStore } from './offences.js';
@@ -15,6 +16,7 @@ import type { Logger } from '../log/logger.js';
 export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
 export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
+export { LOCK_FILE } from './data-dir-lock.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';
@@ -42,6 +44,12 @@ export interface Store {
 export interface OpenStoreOptions extends OpenDatabaseOptions {
   /** Told about each metric point skipped as invalid (default: a process warning on stderr). */
   readonly onInvalidMetric?: (message: string) => void;
+  /**
+   * This process runs the directory's node: no other process may while the store is open
+   * (lockDataDirectory; DataDirectoryInUseError otherwise). Commands that only read or prepare data
+   * leave it unset, so they work beside a running node.
+   */
+  readonly exclusive?: boolean;
 }
 
 /** How a node or command opens its store: with `--move-aside` as configured, a file moved aside and each invalid metric point said in its log. */
@@ -49,14 +57,23 @@ export function loggedStoreOptions(moveAside: boolean, log: Logger): OpenStoreOp
   return { moveAside, onMovedAside: (to, why) => log.warn({ movedTo: to }, `moved the unreadable database aside to ${to}: ${why.problem}`), onInvalidMetric: (message) => log.warn(message) };
 }
 
+/** How a node (run, start, swarm start, train, the desktop runtime) opens its store: logged, and the directory locked to it. */
+export function nodeStoreOptions(moveAside: boolean, log: Logger): OpenStoreOptions {
+  return { ...loggedStoreOptions(moveAside, log), exclusive: true };
+}
+
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
-  // cohort.db first: its migration 6 moves the checkpoints an older version kept there into checkpoints.db
-  const db = openDatabase(dataDir, options);
+  // the lock first: a second node started with --move-aside must not move the first one's files
+  const lock = options.exclusive ? lockDataDirectory(dataDir) : undefined;
+  let db: Database | undefined;
   let checkpointDb: Database;
   try {
+    // cohort.db first: its migration 6 moves the checkpoints an older version kept there into checkpoints.db
+    db = openDatabase(dataDir, options);
     checkpointDb = openCheckpointDatabase(dataDir, options);
   } catch (err) {
-    db.close();
+    db?.close();
+    lock?.release();
     throw err;
   }
   const file = path.join(dataDir, DATABASE_FILE);
@@ -72,6 +89,7 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
     close: () => {
       checkpointDb.close();
       db.close();
+      lock?.release();
     },
   };
 }

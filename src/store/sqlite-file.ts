@@ -83,16 +83,29 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
  * Windows the per-user profile directory already keeps other users out.
  */
 function restrictToOwner(dataDir: string, file: string): void {
+  makeDataDirectory(dataDir, file);
   try {
-    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     if (process.platform === 'win32') return;
     fs.chmodSync(dataDir, 0o700);
     fs.closeSync(fs.openSync(file, 'a', 0o600));
     for (const suffix of COMPANIONS) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
   } catch (err) {
-    // a --data-dir that names a file, or a folder this user may not write: say so, not fs's bare EEXIST
-    throw new StoreError(file, `cannot use ${dataDir} as the data directory (${(err as Error).message}); pass --data-dir a folder this user can write, or omit it`, { cause: err });
+    throw cannotUse(dataDir, file, err);
   }
+}
+
+/** Creates the data directory (0700) if it is missing; StoreError naming `file` when it cannot be. */
+export function makeDataDirectory(dataDir: string, file: string): void {
+  try {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw cannotUse(dataDir, file, err);
+  }
+}
+
+// a --data-dir that names a file, or a folder this user may not write: say so, not fs's bare EEXIST
+function cannotUse(dataDir: string, file: string, err: unknown): StoreError {
+  return new StoreError(file, `cannot use ${dataDir} as the data directory (${(err as Error).message}); pass --data-dir a folder this user can write, or omit it`, { cause: err });
 }
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');

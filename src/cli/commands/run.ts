@@ -42,7 +42,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
-    const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { loggedStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { nodeStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
       import('../../swarm/index.js'),
@@ -50,7 +50,7 @@ export function registerRun(program: Command): void {
       import('../founding-data.js'),
     ]);
 
-    const store = openStore(settings.dataDir, loggedStoreOptions(settings.moveAside, log));
+    const store = openStore(settings.dataDir, nodeStoreOptions(settings.moveAside, log));
     let node: SwarmNode | undefined;
     let metricsServer: MetricsServer | undefined;
     const stop = stopOnSignal();

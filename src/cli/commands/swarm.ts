@@ -37,8 +37,8 @@ export function registerSwarm(program: Command): void {
     const opts = parseFlags(start, START_FLAGS);
     const init = await startInit(opts, config.initialPeers);
     const metrics = metricsEndpoint(opts);
-    const [{ loggedStoreOptions, openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
-    const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
+    const [{ nodeStoreOptions, openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
+    const store = openStore(config.dataDir, nodeStoreOptions(config.moveAside, log));
     try {
       const node = await createSwarmNode({ ...init, log }, store);
       const metricsServer =

@@ -44,14 +44,14 @@ export function registerTrain(program: Command): void {
     if (seqLen > maxPositions) throw new ConfigError('--seq-len', `${seqLen} exceeds the ${preset} preset's ${maxPositions} positions`);
     const warmupSteps = opts.warmupSteps ?? Math.floor(steps / 10);
     if (warmupSteps >= steps) throw new ConfigError('--warmup-steps', `${warmupSteps} is not an integer from 0 to ${steps - 1} (less than --steps ${steps})`);
-    const [{ loggedStoreOptions, openStore }, { openTrainingSession }, { VocabularyMismatchError }, { linearWarmupDecay, saveModel }] = await Promise.all([
+    const [{ nodeStoreOptions, openStore }, { openTrainingSession }, { VocabularyMismatchError }, { linearWarmupDecay, saveModel }] = await Promise.all([
       import('../../store/index.js'),
       import('../../training/session.js'),
       import('../../training/data.js'),
       import('../../engine/index.js'),
     ]);
 
-    const store = openStore(settings.dataDir, loggedStoreOptions(settings.moveAside, log));
+    const store = openStore(settings.dataDir, nodeStoreOptions(settings.moveAside, log));
     let session;
     try {
       const trainer = trainerSettings({ ...DEFAULT_RUN_SETTINGS, preset, seqLen, seed, peakLr, warmupSteps, totalSteps: steps + 1, maxGradNorm }, { batchSize, precision, maxBadSteps });

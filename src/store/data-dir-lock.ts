@@ -1,0 +1,45 @@
+import path from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { DataDirectoryInUseError, StoreError } from './errors.js';
+import { makeDataDirectory } from './sqlite-file.js';
+
+/** The file whose lock marks a data directory as some process's node. */
+export const LOCK_FILE = 'node.lock';
+
+export interface DataDirectoryLock {
+  readonly file: string;
+  release(): void;
+}
+
+/**
+ * Makes this process the only node of `dataDir` until `release`: two nodes on one directory would
+ * share one peer identity in the swarm (their progress records overwrite each other's) and write the
+ * same checkpoints and metrics. The lock is SQLite's exclusive lock on an empty file, an OS lock the
+ * system drops when the process dies however it ends (a killed node leaves no stale lock to clear) and
+ * that SQLite keeps right between connections of one process. Only SQLite opens the file: a
+ * descriptor of it opened and closed beside the lock would drop it (POSIX).
+ * Throws DataDirectoryInUseError when another node holds it.
+ */
+export function lockDataDirectory(dataDir: string): DataDirectoryLock {
+  const file = path.join(dataDir, LOCK_FILE);
+  makeDataDirectory(dataDir, file);
+  let db: BetterSqlite3.Database;
+  try {
+    db = new BetterSqlite3(file, { timeout: 0 });
+  } catch (err) {
+    throw new StoreError(file, `cannot open the lock file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    // held until the connection closes: EXCLUSIVE locking mode never gives a lock back, and the
+    // transaction that took it is never committed
+    db.pragma('locking_mode = EXCLUSIVE');
+    db.exec('BEGIN EXCLUSIVE');
+  } catch (err) {
+    db.close();
+    if ((err as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new DataDirectoryInUseError(file, `the data directory ${dataDir} is in use by another Cohort node (cohort run, cohort start, cohort swarm start, cohort train or the desktop app): stop that one first, or give this one another --data-dir`, { cause: err });
+    }
+    throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
+  }
+  return { file, release: () => db.close() };
+}

@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { z } from 'zod';
+import { DataDirectoryInUseError, openStore } from '../../src/store/index.js';
+import { CLI, runCli, startProcess } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
+import { tmpDir } from '../helpers/tmp.js';
+
+test('one node per data directory: a second exclusive open is refused, readers are not, and closing frees it', (t) => {
+  const dir = tmpDir(t);
+  const node = openStore(dir, { exclusive: true });
+  assert.throws(() => openStore(dir, { exclusive: true }), (err: Error) => err instanceof DataDirectoryInUseError && err.message.includes(dir) && /another Cohort node/.test(err.message));
+  // a command that only reads (data stats, metrics export) works beside the node, and sees its writes
+  node.settings.set('probe', 'written by the node', z.string());
+  const reader = openStore(dir);
+  assert.equal(reader.settings.get('probe', z.string()), 'written by the node');
+  reader.close();
+  // the refused attempt left the node's lock and store as they were
+  assert.throws(() => openStore(dir, { exclusive: true }), DataDirectoryInUseError);
+  node.settings.set('probe', 'still writable', z.string());
+  node.close();
+  const next = openStore(dir, { exclusive: true });
+  assert.equal(next.settings.get('probe', z.string()), 'still writable');
+  next.close();
+});
+
+test('a second cohort process on a running node\'s data directory exits 1 saying so; killing the node frees it at once', async (t) => {
+  const dir = tmpDir(t);
+  const first = startProcess(t, [CLI, 'swarm', 'start', '--data-dir', dir, '--run-id', 'lock-test', '--host-maddrs', '/ip4/127.0.0.1/tcp/0']);
+  await waitFor('the first node to start', () => /Join code/.test(first.out()), 60_000);
+  const second = await runCli(['swarm', 'start', '--data-dir', dir, '--run-id', 'lock-test', '--host-maddrs', '/ip4/127.0.0.1/tcp/0']);
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /is in use by another Cohort node/);
+  assert.ok(second.stderr.includes(dir), second.stderr);
+  // reading what the node keeps still works meanwhile
+  const stats = await runCli(['data', 'stats', '--data-dir', dir]);
+  assert.equal(stats.code, 0, stats.stderr);
+  // an OS lock: a killed node leaves none behind
+  first.child.kill('SIGKILL');
+  await first.exited;
+  const store = openStore(dir, { exclusive: true });
+  store.close();
+});
