@@ -6,6 +6,7 @@
  */
 import type { CohortApi, CohortCalls, Snapshot } from '../shared/api.js';
 import { METHOD_NAMES } from '../shared/channels.js';
+import type { Logger } from '../log/logger.js';
 import { NewerSchemaError, RefusedDatabaseError } from '../store/errors.js';
 
 export type ToRuntime =
@@ -123,16 +124,24 @@ export function serveRuntime(
 const REPORT_GRACE_MS = 30_000;
 
 /**
- * The runtime's side of opening its store: a database file that is damaged, not Cohort's or a newer
- * Cohort's is reported to main (which stops restarting and says what helps), then the process waits
- * for main to end it, so the report cannot be lost to an exit racing it; any other error is thrown.
+ * The runtime's side of opening its store. Every failure goes to `log` first (the log file a volunteer
+ * attaches to a report; stderr alone is lost in the app). A database file that is damaged, not
+ * Cohort's or a newer Cohort's is reported to main (which stops restarting, so it is logged once, and
+ * says what helps), then the process waits for main to end it, so the report cannot be lost to an exit
+ * racing it; any other error is thrown (main restarts the runtime: a data directory on a drive not
+ * mounted yet may be there next time).
  */
-export async function openOrReport<T>(open: () => T, post: (message: FromRuntime) => void): Promise<T> {
+export async function openOrReport<T>(open: () => T, post: (message: FromRuntime) => void, log: Logger): Promise<T> {
   try {
     return open();
   } catch (err) {
-    if (!(err instanceof RefusedDatabaseError)) throw err;
-    post({ type: 'refused-database', file: err.file, problem: err.problem, remedy: err instanceof NewerSchemaError ? 'upgrade' : 'move-aside' });
+    if (!(err instanceof RefusedDatabaseError)) {
+      log.error({ err }, `the node runtime could not open its store: ${(err as Error).message}`);
+      throw err;
+    }
+    const refused: RefusedDatabase = { file: err.file, problem: err.problem, remedy: err instanceof NewerSchemaError ? 'upgrade' : 'move-aside' };
+    log.error(refused, `the node runtime stays stopped: ${err.problem}`);
+    post({ type: 'refused-database', ...refused });
     await new Promise((resolve) => setTimeout(resolve, REPORT_GRACE_MS));
     throw err;
   }
