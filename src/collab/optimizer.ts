@@ -28,6 +28,14 @@ const LOAD_RETRY_MAX_MS = 60_000;
 /** How long stop() waits for its "left" record to be stored (best effort: the record expires anyway). */
 const LEAVE_PUBLISH_TIMEOUT_MS = 3000;
 
+/** What the optimizer tells its owner as it goes (the dashboard's live numbers). */
+export interface OptimizerEvents {
+  /** Each averager's steps (matchmaking, group, result), labelled by what it averages. */
+  readonly averaging?: (label: string, event: AveragingEvent) => void;
+  /** The swarm's progress as each micro-batch leaves it, this micro-batch's samples included. */
+  readonly progress?: (progress: GlobalProgress) => void;
+}
+
 /** What one `step` call did. */
 export type StepOutcome =
   | { readonly type: 'accumulated'; readonly progress: GlobalProgress }
@@ -177,8 +185,7 @@ export class CollaborativeOptimizer {
     private readonly optimizer: Optimizer,
     options: CollaborativeOptions,
     private readonly log: Logger,
-    /** Each averager's steps (matchmaking, group, result), labelled by what it averages. */
-    onAveraging?: (label: string, event: AveragingEvent) => void,
+    private readonly events: OptimizerEvents = {},
   ) {
     this.o = resolveCollaborativeOptions(options);
     this.faultNonFinite = this.o.fault?.nonFiniteMicroBatches ?? 0;
@@ -189,7 +196,8 @@ export class CollaborativeOptimizer {
     this.records = progressRecords(node);
     leaderboardRecords(node); // registered so this peer, as a DHT server, holds coordinators' leaderboards
     const upload = this.o.uploadLimit === undefined ? {} : { uploadLimitBytesPerS: this.o.uploadLimit };
-    const observe = (label: string): Pick<AveragerInit, 'label' | 'onEvent'> => ({ label, ...(onAveraging ? { onEvent: (e: AveragingEvent) => onAveraging(label, e) } : {}) });
+    const { averaging } = events;
+    const observe = (label: string): Pick<AveragerInit, 'label' | 'onEvent'> => ({ label, ...(averaging ? { onEvent: (e: AveragingEvent) => averaging(label, e) } : {}) });
     const timing = {
       aggregation: this.o.aggregation,
       data: this.o.data,
@@ -352,6 +360,9 @@ export class CollaborativeOptimizer {
     this.rateClock = { at, pausedMs: 0 };
     await this.publish(false);
     const g = await this.progressView();
+    // before a step can end the epoch and reset this peer's count: the micro-batch that completes the
+    // target batch is seen too, not only those that leave it short of it
+    this.events.progress?.(g);
     const now = Date.now();
     if (now - this.lastLog >= 1000 * Math.max(1, g.refreshIn)) {
       this.lastLog = now;

@@ -1,8 +1,8 @@
+import { envName } from '../config/settings.js';
 import type { AppSettings, Result, Snapshot, SwarmDescription } from '../shared/api.js';
 import { linkFromArgv } from './links.js';
 import { PolicyMonitor, type MachineState } from './policy.js';
-import type { RuntimeClient } from './runtime-rpc.js';
-import type { UnusableDatabase } from './runtime-supervisor.js';
+import type { RefusedDatabase, RuntimeClient } from './runtime-rpc.js';
 import { stopNotice, trayModel, type TrayAction, type TrayModel } from './tray-model.js';
 
 /** How often the battery / idle / schedule policies are checked. */
@@ -44,10 +44,10 @@ export class DesktopShell {
   private snoozeUntil: number | undefined;
   private quitting = false;
   private keepAwake = false;
-  /** Why the runtime does not answer (it crashed and restarts, or cannot open its database); undefined while it is up. */
+  /** Why the runtime does not answer (it crashed and restarts, or refuses its database); undefined while it is up. */
   private runtimeDown: string | undefined;
-  /** Set while the runtime stays stopped on a database it cannot open. */
-  private unusableDatabase = false;
+  /** Set while the runtime stays stopped on a database it refuses. */
+  private refused: RefusedDatabase | undefined;
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -82,11 +82,19 @@ export class DesktopShell {
   }
 
   /**
-   * The runtime cannot open its database (damaged, or not Cohort's) and stays stopped, as restarting
-   * cannot help: the tray, a notification and the window say so, and the window offers to move it aside.
+   * The runtime refuses its database and stays stopped, as restarting cannot help: the tray, a
+   * notification and the window say so and what helps. A damaged or foreign file: the window offers to
+   * move it aside. A newer Cohort's: upgrading, never moving it aside (a fresh start would set the
+   * volunteer's identity and history aside for no fault of the file), or another data directory.
    */
-  onUnusableDatabase(database: UnusableDatabase): void {
-    this.unusableDatabase = true;
+  onRefusedDatabase(database: RefusedDatabase): void {
+    this.refused = database;
+    if (database.remedy === 'upgrade') {
+      this.runtimeDown = `Cohort cannot start: ${database.problem}. A newer version of Cohort wrote it; it was left untouched. Upgrade Cohort to go on with it, or start Cohort with ${envName('dataDir')} set to another folder to use another data directory`;
+      this.showRuntimeDown('Stopped: its database needs a newer Cohort (see the dashboard)');
+      if (!this.quitting) this.platform.notify('Cohort needs upgrading', `${database.problem}. Upgrade Cohort to open it.`);
+      return;
+    }
     this.runtimeDown = `Cohort cannot start: ${database.problem}. It was left untouched: restore it from a backup, or move it aside (renamed beside it, kept) to start afresh with a new database, which starts a new peer identity and contribution history`;
     this.showRuntimeDown('Stopped: cannot open its database (see the dashboard)');
     if (!this.quitting) this.platform.notify('Cohort cannot open its database', `${database.problem}. Open the dashboard to move it aside and start afresh.`);
@@ -94,13 +102,14 @@ export class DesktopShell {
 
   /** A window (re)loaded its page: it learns a runtime outage it missed. */
   onWindowLoaded(): void {
-    if (this.runtimeDown !== undefined) this.platform.sendConnection(false, this.runtimeDown, this.unusableDatabase);
+    if (this.runtimeDown !== undefined) this.platform.sendConnection(false, this.runtimeDown, this.canMoveAside());
   }
 
   /** An API call from the window (already sender-checked); settings changes are applied here too, and the log folder is opened here. */
   async call(method: string, input: unknown): Promise<unknown> {
     if (method === 'openLogFolder') return this.openLogFolder();
-    if (method === 'moveDatabaseAside' && this.unusableDatabase && this.restartMovingAside) return this.moveDatabaseAside(this.restartMovingAside);
+    if (method === 'moveDatabaseAside' && this.refused?.remedy === 'upgrade') return { ok: false, error: `${this.refused.problem}: a newer Cohort reads it, so it is not moved aside; upgrade Cohort` };
+    if (method === 'moveDatabaseAside' && this.canMoveAside() && this.restartMovingAside) return this.moveDatabaseAside(this.restartMovingAside);
     const value = await this.runtime.call(method, input);
     if (method === 'updateSettings' && (value as { ok: boolean }).ok) this.applySettings((value as { value: AppSettings }).value);
     return value;
@@ -203,7 +212,7 @@ export class DesktopShell {
   }
 
   private moveDatabaseAside(restart: () => void): Result<null> {
-    this.unusableDatabase = false;
+    this.refused = undefined;
     this.runtimeDown = 'Moving the database aside and starting afresh…';
     this.platform.sendConnection(false, this.runtimeDown);
     restart();
@@ -214,7 +223,12 @@ export class DesktopShell {
   private showRuntimeDown(trayLine: string): void {
     this.setKeepAwake(false);
     this.platform.renderTray(trayModel(this.snapshot, trayLine));
-    this.platform.sendConnection(false, this.runtimeDown, this.unusableDatabase);
+    this.platform.sendConnection(false, this.runtimeDown, this.canMoveAside());
+  }
+
+  /** Whether moving the database aside would let the runtime start (it refused a damaged or foreign file). */
+  private canMoveAside(): boolean {
+    return this.refused?.remedy === 'move-aside';
   }
 
   private openLogFolder(): Result<null> {

@@ -144,7 +144,7 @@ if (!app.requestSingleInstanceLock()) {
     const supervisor = new RuntimeSupervisor(forkRuntime, {
       onExit: (code, delay) => cohortShell.onRuntimeExit(code, delay),
       onRestart: () => void cohortShell.start().catch((err: unknown) => platform.notify('Cohort', `the restarted node runtime did not answer: ${(err as Error).message}`)),
-      onUnusableDatabase: (database) => cohortShell.onUnusableDatabase(database),
+      onRefusedDatabase: (database) => cohortShell.onRefusedDatabase(database),
     });
     const cohortShell = new DesktopShell(platform, supervisor.client, () => supervisor.moveDatabaseAside());
     desktop = cohortShell;

@@ -20,6 +20,7 @@ const log = createLogger(config, teeStream(process.stderr, await openLogFile(log
 const store = await openOrReport(
   () => openStore(config.dataDir, nodeStoreOptions(config.moveAside, log)),
   (message) => parentPort.postMessage(message),
+  log,
 );
 const controller = createNodeController({ store, log, version: PACKAGE_INFO.version, licence: PACKAGE_INFO.license, logDir, parts: volunteerParts(config) });
 log.info(`runtime up: data directory ${config.dataDir}, log files in ${logDir}`);

@@ -6,7 +6,8 @@
  */
 import type { CohortApi, CohortCalls, Snapshot } from '../shared/api.js';
 import { METHOD_NAMES } from '../shared/channels.js';
-import { UnusableDatabaseError } from '../store/errors.js';
+import type { Logger } from '../log/logger.js';
+import { NewerSchemaError, RefusedDatabaseError } from '../store/errors.js';
 
 export type ToRuntime =
   | { readonly type: 'call'; readonly id: number; readonly method: string; readonly input: unknown }
@@ -16,8 +17,16 @@ export type FromRuntime =
   | { readonly type: 'result'; readonly id: number; readonly ok: true; readonly value: unknown }
   | { readonly type: 'result'; readonly id: number; readonly ok: false; readonly error: string }
   | { readonly type: 'snapshot'; readonly snapshot: Snapshot }
-  /** The store did not open because its file is damaged or not Cohort's: restarting cannot help. */
-  | { readonly type: 'unusable-database'; readonly file: string; readonly problem: string };
+  /** The store did not open and restarting cannot help: its file is damaged, not Cohort's, or a newer Cohort's. */
+  | ({ readonly type: 'refused-database' } & RefusedDatabase);
+
+/** A database the runtime refuses to open: the file, what is wrong with it, and what helps. */
+export interface RefusedDatabase {
+  readonly file: string;
+  readonly problem: string;
+  /** `move-aside`: the file is damaged or not Cohort's, and a fresh one beside it helps; `upgrade`: a newer Cohort wrote it and reads it. */
+  readonly remedy: 'move-aside' | 'upgrade';
+}
 
 /** The part of a port both ends use: post a message, get told about incoming ones. */
 export interface Port<In, Out> {
@@ -111,20 +120,28 @@ export function serveRuntime(
   return runtime.subscribe((snapshot) => port.postMessage({ type: 'snapshot', snapshot }));
 }
 
-/** How long a runtime that reported an unusable database waits for main to stop it before it exits by itself. */
+/** How long a runtime that reported a refused database waits for main to stop it before it exits by itself. */
 const REPORT_GRACE_MS = 30_000;
 
 /**
- * The runtime's side of opening its store: a database file that is damaged or not Cohort's is reported
- * to main (which stops restarting and offers to move it aside), then the process waits for main to end
- * it, so the report cannot be lost to an exit racing it; any other error is thrown.
+ * The runtime's side of opening its store. Every failure goes to `log` first (the log file a volunteer
+ * attaches to a report; stderr alone is lost in the app). A database file that is damaged, not
+ * Cohort's or a newer Cohort's is reported to main (which stops restarting, so it is logged once, and
+ * says what helps), then the process waits for main to end it, so the report cannot be lost to an exit
+ * racing it; any other error is thrown (main restarts the runtime: a data directory on a drive not
+ * mounted yet may be there next time).
  */
-export async function openOrReport<T>(open: () => T, post: (message: FromRuntime) => void): Promise<T> {
+export async function openOrReport<T>(open: () => T, post: (message: FromRuntime) => void, log: Logger): Promise<T> {
   try {
     return open();
   } catch (err) {
-    if (!(err instanceof UnusableDatabaseError)) throw err;
-    post({ type: 'unusable-database', file: err.file, problem: err.problem });
+    if (!(err instanceof RefusedDatabaseError)) {
+      log.error({ err }, `the node runtime could not open its store: ${(err as Error).message}`);
+      throw err;
+    }
+    const refused: RefusedDatabase = { file: err.file, problem: err.problem, remedy: err instanceof NewerSchemaError ? 'upgrade' : 'move-aside' };
+    log.error(refused, `the node runtime stays stopped: ${err.problem}`);
+    post({ type: 'refused-database', ...refused });
     await new Promise((resolve) => setTimeout(resolve, REPORT_GRACE_MS));
     throw err;
   }

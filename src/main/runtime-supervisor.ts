@@ -2,10 +2,10 @@
  * Keeps the node runtime process alive: when it exits unexpectedly it is started again after a
  * back-off that doubles with each crash in a row (and resets once a run lasted), while one
  * RuntimeClient stays valid across restarts, so the shell and the window keep their handle. A runtime
- * that reports an unusable database is stopped and not restarted (the file stays as bad), until the
- * volunteer asks to move the file aside.
+ * that reports a database it refuses (damaged, not Cohort's, a newer Cohort's) is stopped and not
+ * restarted (the file stays as it is), until the volunteer asks to move a damaged or foreign file aside.
  */
-import { runtimeClient, type FromRuntime, type RuntimeClient, type ToRuntime } from './runtime-rpc.js';
+import { runtimeClient, type FromRuntime, type RefusedDatabase, type RuntimeClient, type ToRuntime } from './runtime-rpc.js';
 
 /** One started runtime process (Electron's UtilityProcess in the app, a child process in tests). */
 export interface RuntimeProcess {
@@ -19,12 +19,6 @@ export interface RuntimeProcess {
 export interface SpawnOptions {
   /** Rename a damaged or foreign database aside and start a new one (`--move-aside`). */
   readonly moveAside: boolean;
-}
-
-/** A database the runtime could not open: the file and what is wrong with it. */
-export interface UnusableDatabase {
-  readonly file: string;
-  readonly problem: string;
 }
 
 export interface BackoffOptions {
@@ -41,8 +35,8 @@ export interface SupervisorHooks {
   onExit(code: number, restartInMs: number): void;
   /** A new process was started after a crash, or to move a damaged database aside. */
   onRestart(): void;
-  /** The runtime cannot open its database; it stays stopped until `moveDatabaseAside`. */
-  onUnusableDatabase(database: UnusableDatabase): void;
+  /** The runtime refuses its database; it stays stopped (until `moveDatabaseAside` where that is the remedy). */
+  onRefusedDatabase(database: RefusedDatabase): void;
 }
 
 export class RuntimeSupervisor {
@@ -53,8 +47,8 @@ export class RuntimeSupervisor {
   private startedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  /** Set while the runtime is stopped because it cannot open its database. */
-  private unusable: UnusableDatabase | undefined;
+  /** Set while the runtime is stopped because it refuses its database. */
+  private refused: RefusedDatabase | undefined;
   private readonly o: Required<BackoffOptions>;
 
   constructor(
@@ -65,7 +59,7 @@ export class RuntimeSupervisor {
     this.o = { initialMs: backoff.initialMs ?? 1000, maxMs: backoff.maxMs ?? 60_000, healthyMs: backoff.healthyMs ?? 60_000 };
     this.client = runtimeClient({
       postMessage: (m) => {
-        if (!this.current) throw new Error(this.unusable ? `the node runtime is stopped: ${this.unusable.problem}` : 'the node runtime is not running (it is being restarted)');
+        if (!this.current) throw new Error(this.refused ? `the node runtime is stopped: ${this.refused.problem}` : 'the node runtime is not running (it is being restarted)');
         this.current.postMessage(m);
       },
       onMessage: (l) => this.listeners.add(l),
@@ -77,10 +71,11 @@ export class RuntimeSupervisor {
     this.launch({ moveAside: false });
   }
 
-  /** The volunteer chose to move the unusable database aside: a runtime starts that does so (once). */
+  /** The volunteer chose to move the damaged or foreign database aside: a runtime starts that does so (once). */
   moveDatabaseAside(): void {
-    if (this.unusable === undefined || this.current || this.stopped) throw new Error('there is no unusable database to move aside: the node runtime opened its database');
-    this.unusable = undefined;
+    if (this.refused === undefined || this.current || this.stopped) throw new Error('there is no unusable database to move aside: the node runtime opened its database');
+    if (this.refused.remedy !== 'move-aside') throw new Error(`${this.refused.problem}: a newer Cohort reads it, so it is not moved aside`);
+    this.refused = undefined;
     this.launch({ moveAside: true });
     this.hooks.onRestart();
   }
@@ -98,9 +93,9 @@ export class RuntimeSupervisor {
     this.startedAt = Date.now();
     child.onMessage((m) => {
       if (this.current !== child) return;
-      if (m.type === 'unusable-database') {
+      if (m.type === 'refused-database') {
         // the runtime waits to be stopped, so this report always comes before its exit
-        this.unusable = { file: m.file, problem: m.problem };
+        this.refused = { file: m.file, problem: m.problem, remedy: m.remedy };
         child.kill();
         return;
       }
@@ -114,9 +109,9 @@ export class RuntimeSupervisor {
     this.current = undefined;
     this.client.failPending(`the node runtime exited (code ${code})`);
     if (this.stopped) return;
-    if (this.unusable) {
+    if (this.refused) {
       this.crashesInRow = 0;
-      this.hooks.onUnusableDatabase(this.unusable);
+      this.hooks.onRefusedDatabase(this.refused);
       return;
     }
     this.crashesInRow = Date.now() - this.startedAt >= this.o.healthyMs ? 1 : this.crashesInRow + 1;

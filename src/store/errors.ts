@@ -10,10 +10,10 @@ export class StoreError extends Error {
 }
 
 /**
- * A file that is not one of Cohort's databases, never modified: `problem` says what is wrong with it
- * and the message adds what to do (`--move-aside` where the command takes it).
+ * A database file Cohort refuses to open, never modified: `problem` says what is wrong with it and the
+ * message adds what to do. Restarting cannot help: the file stays as it is.
  */
-export class UnusableDatabaseError extends StoreError {
+export class RefusedDatabaseError extends StoreError {
   constructor(
     file: string,
     readonly problem: string,
@@ -23,6 +23,9 @@ export class UnusableDatabaseError extends StoreError {
     super(file, `${problem}; it was left untouched. ${advice}`, options);
   }
 }
+
+/** A file that is not one of Cohort's databases: moving it aside (`--move-aside`) and starting afresh helps. */
+export class UnusableDatabaseError extends RefusedDatabaseError {}
 
 /** The file exists but is not a readable SQLite database (truncated, overwritten, damaged). */
 export class CorruptDatabaseError extends UnusableDatabaseError {
@@ -34,8 +37,11 @@ export class ForeignDatabaseError extends UnusableDatabaseError {
   override readonly name = 'ForeignDatabaseError';
 }
 
-/** The database was written by a newer Cohort; opening it here could damage it. */
-export class NewerSchemaError extends StoreError {
+/**
+ * The database was written by a newer Cohort; opening it here could damage it. Moving it aside would
+ * hide the volunteer's history and identity behind a fresh start: the fix is a newer Cohort.
+ */
+export class NewerSchemaError extends RefusedDatabaseError {
   override readonly name = 'NewerSchemaError';
 }
 

@@ -165,7 +165,7 @@ function checkIdentity(db: Database, file: string, kind: SqliteFileKind): void {
   const known = kind.migrations.at(-1)?.version ?? 0;
   if (appId === kind.applicationId) {
     if (version > known) {
-      throw new NewerSchemaError(file, `${file} has schema version ${version}, newer than this Cohort understands (${known}); upgrade Cohort or use another --data-dir`);
+      throw new NewerSchemaError(file, `${file} has schema version ${version}, newer than this Cohort understands (${known})`, 'Upgrade Cohort to use it, or use another --data-dir.');
     }
     return;
   }

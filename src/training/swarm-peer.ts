@@ -120,7 +120,17 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   });
   const resumed = init.resumeFrom ? resumeFrom(init.resumeFrom, session, 'the state given (--resume-from)') : resumeOwnState(init, session);
   keepOffences(node, store.offences.forRun(node.runId)); // bans this node made in the run outlive a restart
-  const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }));
+  /** This peer's samples/s over its latest micro-batch ("my throughput"), set before the optimizer sees it. */
+  let microBatchRate = 0;
+  let reportsKept: readonly unknown[] | undefined;
+  const collab = new CollaborativeOptimizer(node, session.config, session.params, session.optimizer, { ...init.collab, data: pins }, log, {
+    averaging: (round, event) => emit({ type: 'averaging', round, event, at: Date.now() }),
+    progress: (g) => {
+      // the dashboard's peers table: each peer's throughput, and when it was last heard from
+      if (collab.peerReports !== reportsKept) store.peers.reported((reportsKept = collab.peerReports));
+      emit({ type: 'progress', samplesPerSecond: microBatchRate, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at: Date.now() });
+    },
+  });
   const saver = new FullStateSaver(store, log, { pauseSave: init.faultPauseStateSave });
   const savePeriodMs = (init.saveStateMinutes ?? DEFAULT_SAVE_STATE_MINUTES) * 60_000;
   let lastSave = performance.now();
@@ -144,8 +154,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
   const summary = { epoch: 0, steps: 0, losses: [] as Array<{ epoch: number; loss: number }>, averaged: 0, localFallbacks: 0, stateAveraged: 0, loadedState: 0, badMicroBatches: 0, restoredBackups: 0 };
   /** The fp16 loss scaler backed off as far as it can: gradients are non-finite at any scale (see below). */
   let scalerGaveUp = false;
-  let reportsKept: readonly unknown[] | undefined;
-  const observe = (o: StepOutcome | undefined, samplesPerSecond?: number): void => {
+  const observe = (o: StepOutcome | undefined): void => {
     if (!o) return;
     const at = Date.now();
     if (o.type === 'stepped') {
@@ -167,12 +176,6 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     if ((o.type === 'restored' || (o.type === 'loaded' && o.donor)) && scalerGaveUp && session.scaler) {
       session.scaler.importState({ ...session.scaler.exportState(), scale: LOSS_SCALER_DEFAULTS.initScale, growthTracker: 0 });
       scalerGaveUp = false;
-    }
-    else if (o.type === 'accumulated' && samplesPerSecond !== undefined) {
-      // the dashboard's peers table: each peer's throughput, and when it was last heard from
-      if (collab.peerReports !== reportsKept) store.peers.reported((reportsKept = collab.peerReports));
-      const g = o.progress;
-      emit({ type: 'progress', samplesPerSecond, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at });
     }
   };
   // every peer holding the data serves it, so newcomers do not all fetch from the founder
@@ -217,8 +220,9 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       }
       if (init.throttle && init.throttle > 1) await sleep((performance.now() - started) * (init.throttle - 1));
       const seconds = (performance.now() - started) / 1000;
+      microBatchRate = batch.batchSize / seconds;
       const outcome = await collab.step(session.grads, batch.batchSize, seconds, result.loss);
-      observe(outcome, batch.batchSize / seconds);
+      observe(outcome);
       if (trainingStarted === undefined) {
         trainingStarted = performance.now();
         computedBefore = collab.contributed.seconds;

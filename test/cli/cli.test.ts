@@ -129,6 +129,20 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
 });
 
+test('a data directory a newer Cohort wrote: `run` and `start` exit 1 with one line saying to upgrade Cohort or use another --data-dir, and --move-aside leaves it where it is', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  const newer = (store.db.pragma('user_version', { simple: true }) as number) + 1;
+  store.db.pragma(`user_version = ${newer}`);
+  store.close();
+  for (const args of [['run'], ['run', '--move-aside'], ['start', '--move-aside']]) {
+    const r = await cohortInProcess([...args, '--data-dir', dir]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr, `cohort: ${dir}/cohort.db has schema version ${newer}, newer than this Cohort understands (${newer - 1}); it was left untouched. Upgrade Cohort to use it, or use another --data-dir.\n`, args.join(' '));
+  }
+  assert.deepEqual(fs.readdirSync(dir).filter((f) => f.includes('.moved-')), []);
+});
+
 test('--move-aside, which the message about a damaged database names, is a flag of every command that opens the store, and moves the file aside', async (t) => {
   const program = buildProgram();
   const command = (names: readonly string[]) => names.reduce((c, name) => c.commands.find((s) => s.name() === name)!, program);

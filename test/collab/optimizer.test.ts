@@ -1,4 +1,5 @@
 // CollaborativeOptimizer options on in-process swarm nodes with synthetic gradients (no engine):
+// every micro-batch's progress is told, the one completing the target batch before its step;
 // average_state_every re-converges peers whose parameters differ; use_local_updates steps every
 // micro-batch and relies on state averaging; pre-scheduled matchmaking finds the group before the epoch
 // ends; a peer whose state download failed stays behind, without stepping, until a retry succeeds; a
@@ -8,11 +9,12 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
-import type { StepOutcome } from '../../src/collab/optimizer.js';
+import { CollaborativeOptimizer, type StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { config, trainOneEpoch, unstarted, type Peer } from '../helpers/collab-peer.js';
+import { createOptimizer } from '../../src/engine/optim/index.js';
+import { BASE, config, trainOneEpoch, unstarted, type Peer } from '../helpers/collab-peer.js';
 import { warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
@@ -195,6 +197,23 @@ test('micro-batches do not wait for the swarm’s progress: the fetch a micro-ba
     later.push(await p.collab.step(p.grads, 4, 1, 1));
   }
   assert.deepEqual(later.at(-1), { type: 'loaded', epoch: 5, donor: nodeB!.peerId.toString() }, JSON.stringify(later.slice(-3)));
+});
+
+test('every micro-batch tells its progress, the one that completes the target batch too, before its step resets the count (the dashboard’s target batch grows to full)', { timeout: 60_000 }, async (t) => {
+  const [node] = await startSwarm(t, 1, { runId: 'opt-progress-events' });
+  const params = initAlbertParams(config, 1);
+  const seen: Array<[epoch: number, samples: number]> = [];
+  const collab = new CollaborativeOptimizer(node!, config, params, createOptimizer(params, { kind: 'lamb' }), { ...BASE, targetBatchSize: 8 }, pino({ level: 'silent' }), {
+    progress: (g) => seen.push([g.epoch, g.estimatedSamples]),
+  });
+  t.after(() => collab.stop());
+  await collab.start();
+  const grads = params.zerosLike();
+  grads.data.set(randomVector(grads.size, 101, 0.01));
+  const outcomes: string[] = [];
+  for (let k = 0; k < 4; k++) outcomes.push((await collab.step(grads, 4, 1, 1)).type);
+  assert.deepEqual(outcomes, ['accumulated', 'stepped', 'accumulated', 'stepped']);
+  assert.deepEqual(seen, [[0, 4], [0, 8], [1, 4], [1, 8]]);
 });
 
 test('the throughput a peer reports is of its wall time between micro-batches, not of the compute time it passes: others extrapolate its record with it', { timeout: 60_000 }, async (t) => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
 import { fork } from 'node:child_process';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -20,6 +21,8 @@ import { dispatch } from '../../src/node/api-dispatch.js';
 import { NodeController } from '../../src/node/controller.js';
 import type { Snapshot, SwarmDescription } from '../../src/shared/api.js';
 import { DATABASE_FILE, openStore } from '../../src/store/index.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+import { logDirOf } from '../../src/log/log-file.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 function port<In, Out>(p: MessagePort) {
@@ -316,6 +319,12 @@ function childRuntimes(dataDir: string, children: ReturnType<typeof fork>[]): (o
   };
 }
 
+/** The JSON lines of the runtime's log files in `dataDir` (what the app's "Open log folder" shows). */
+function logLines(dataDir: string): Array<Record<string, unknown>> {
+  const dir = logDirOf(dataDir);
+  return fs.readdirSync(dir).sort().flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>));
+}
+
 test('a crashed runtime process is restarted with back-off that doubles per crash in a row; the tray and the window say so; state survives', { timeout: 120_000 }, async (t) => {
   const dataDir = tmpDir(t);
   const children: ReturnType<typeof fork>[] = [];
@@ -331,7 +340,7 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
         shell.onRuntimeExit(code, delay);
       },
       onRestart: () => void shell.start().then(() => restarted.shift()?.()),
-      onUnusableDatabase: (database) => assert.fail(`the database is fine: ${database.problem}`),
+      onRefusedDatabase: (database) => assert.fail(`the database is fine: ${database.problem}`),
     },
     { initialMs: 200, maxMs: 5_000, healthyMs: 60_000 },
   );
@@ -370,7 +379,7 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
   assert.equal(platform.notices.filter((n) => n.startsWith('Cohort’s node runtime stopped')).length, 3);
 });
 
-test('a runtime that cannot open its damaged database is not restarted: the tray, a notification and the window say why and offer to move it aside, which starts afresh', { timeout: 120_000 }, async (t) => {
+test('a runtime that cannot open its damaged database is not restarted: the tray, a notification, the window and the log file (once) say why, and the window offers to move it aside, which starts afresh', { timeout: 120_000 }, async (t) => {
   const dataDir = tmpDir(t);
   fs.writeFileSync(path.join(dataDir, DATABASE_FILE), 'not a database '.repeat(1000));
   const children: ReturnType<typeof fork>[] = [];
@@ -386,7 +395,7 @@ test('a runtime that cannot open its damaged database is not restarted: the tray
         shell.onRuntimeExit(code, delay);
       },
       onRestart: () => void shell.start().then(restarted),
-      onUnusableDatabase: (database) => shell.onUnusableDatabase(database),
+      onRefusedDatabase: (database) => shell.onRefusedDatabase(database),
     },
     { initialMs: 50, maxMs: 50, healthyMs: 60_000 },
   );
@@ -421,4 +430,66 @@ test('a runtime that cannot open its damaged database is not restarted: the tray
   assert.equal(fs.readdirSync(dataDir).filter((f) => f.startsWith(`${DATABASE_FILE}.moved-`)).length, 1, 'the damaged file is kept beside the new one');
   assert.deepEqual(await shell.call('moveDatabaseAside', undefined), { ok: false, error: 'this node opened its database: there is nothing to move aside' });
   assert.deepEqual(exits, []);
+  // the log file a volunteer attaches to a report: the refusal, with the file and what is wrong, once; then the move
+  const refusals = logLines(dataDir).filter((l) => l.level === 50);
+  assert.equal(refusals.length, 1, JSON.stringify(refusals));
+  assert.equal(refusals[0]!.file, path.join(dataDir, DATABASE_FILE));
+  assert.match(String(refusals[0]!.problem), /cohort\.db is not a readable Cohort database \(the file does not start with the SQLite header\)/);
+  assert.equal(refusals[0]!.remedy, 'move-aside');
+  assert.match(String(refusals[0]!.msg), /^the node runtime stays stopped: .*cohort\.db is not a readable Cohort database/);
+  assert.ok(logLines(dataDir).some((l) => /^moved the unreadable database aside to /.test(String(l.msg))), 'the move is logged too');
+});
+
+test('a runtime whose database a newer Cohort wrote is not restarted: the tray, a notification, the window and the log file say to upgrade Cohort or use another data directory, and nothing offers to move it aside', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const newer = MIGRATIONS.at(-1)!.version + 1;
+  const made = openStore(dataDir);
+  made.db.pragma(`user_version = ${newer}`);
+  made.close();
+  const children: ReturnType<typeof fork>[] = [];
+  const platform = new FakePlatform();
+  const exits: number[] = [];
+  const supervisor = new RuntimeSupervisor(
+    childRuntimes(dataDir, children),
+    {
+      onExit: (code, delay) => {
+        exits.push(code);
+        shell.onRuntimeExit(code, delay);
+      },
+      onRestart: () => void shell.start().catch(() => undefined),
+      onRefusedDatabase: (database) => shell.onRefusedDatabase(database),
+    },
+    { initialMs: 50, maxMs: 50, healthyMs: 60_000 },
+  );
+  const shell = new DesktopShell(platform, supervisor.client, () => supervisor.moveDatabaseAside());
+  t.after(() => {
+    supervisor.stop();
+    shell.dispose();
+  });
+  supervisor.start();
+  await assert.rejects(shell.start(), /the node runtime exited/);
+  await until(() => platform.connection.length > 0, 'the window to be told');
+  const down = platform.connection.at(-1)!;
+  assert.match(down.detail ?? '', new RegExp(`^Cohort cannot start: \\S+cohort\\.db has schema version ${newer}, newer than this Cohort understands \\(${newer - 1}\\)\\. A newer version of Cohort wrote it; it was left untouched\\. Upgrade Cohort to go on with it, or start Cohort with COHORT_DATA_DIR set to another folder`));
+  assert.equal(down.canMoveAside, undefined, 'no move-aside button: the file is fine, this Cohort is too old');
+  assert.deepEqual(exits, [], 'no crash reported, no restart scheduled');
+  assert.equal(children.length, 1);
+  assert.match(platform.trays.at(-1)!.tooltip, /needs a newer Cohort/);
+  assert.match(platform.notices.join('\n'), new RegExp(`^Cohort needs upgrading: \\S+cohort\\.db has schema version ${newer}, .*Upgrade Cohort to open it\\.$`, 'm'));
+  shell.onWindowLoaded();
+  assert.deepEqual(platform.connection.at(-1), down, 'a window opened later learns it too');
+
+  const refused = await shell.call('moveDatabaseAside', undefined);
+  assert.ok(!(refused as { ok: boolean }).ok && /a newer Cohort reads it, so it is not moved aside; upgrade Cohort$/.test((refused as { error: string }).error), JSON.stringify(refused));
+  assert.throws(() => supervisor.moveDatabaseAside(), /a newer Cohort reads it, so it is not moved aside/);
+  assert.equal(children.length, 1, 'no runtime started to move it');
+  assert.deepEqual(fs.readdirSync(dataDir).filter((f) => f.includes('.moved-')), []);
+  const check = new BetterSqlite3(path.join(dataDir, DATABASE_FILE), { readonly: true });
+  assert.equal(check.pragma('user_version', { simple: true }), newer, 'the file is untouched');
+  check.close();
+
+  const refusals = logLines(dataDir).filter((l) => l.level === 50);
+  assert.equal(refusals.length, 1, JSON.stringify(refusals));
+  assert.deepEqual({ file: refusals[0]!.file, remedy: refusals[0]!.remedy }, { file: path.join(dataDir, DATABASE_FILE), remedy: 'upgrade' });
+  assert.match(String(refusals[0]!.problem), new RegExp(`schema version ${newer}, newer than this Cohort understands`));
 });
