@@ -74,9 +74,10 @@ export class DesktopShell {
   }
 
   /** The runtime process exited unexpectedly and restarts in `restartInMs`: say so in the tray, the window and a notification. */
-  onRuntimeExit(code: number, restartInMs: number): void {
+  onRuntimeExit(code: number, restartInMs: number, why?: string): void {
     const first = this.runtimeDown === undefined;
-    this.runtimeDown = `Node runtime stopped (exit code ${code}); restarting in ${Math.ceil(restartInMs / 1000)} s`;
+    const seconds = Math.ceil(restartInMs / 1000);
+    this.runtimeDown = why === undefined ? `Node runtime stopped (exit code ${code}); restarting in ${seconds} s` : `Node runtime could not start: ${why}; trying again in ${seconds} s`;
     this.showRuntimeDown(this.runtimeDown);
     if (first && !this.quitting) this.platform.notify('Cohort’s node runtime stopped', `${this.runtimeDown}. Contribution resumes where it was once it is back.`);
   }

@@ -142,7 +142,7 @@ if (!app.requestSingleInstanceLock()) {
       },
     };
     const supervisor = new RuntimeSupervisor(forkRuntime, {
-      onExit: (code, delay) => cohortShell.onRuntimeExit(code, delay),
+      onExit: (code, delay, why) => cohortShell.onRuntimeExit(code, delay, why),
       onRestart: () => void cohortShell.start().catch((err: unknown) => platform.notify('Cohort', `the restarted node runtime did not answer: ${(err as Error).message}`)),
       onRefusedDatabase: (database) => cohortShell.onRefusedDatabase(database),
     });

@@ -18,7 +18,9 @@ export type FromRuntime =
   | { readonly type: 'result'; readonly id: number; readonly ok: false; readonly error: string }
   | { readonly type: 'snapshot'; readonly snapshot: Snapshot }
   /** The store did not open and restarting cannot help: its file is damaged, not Cohort's, or a newer Cohort's. */
-  | ({ readonly type: 'refused-database' } & RefusedDatabase);
+  | ({ readonly type: 'refused-database' } & RefusedDatabase)
+  /** The store did not open for another reason (its folder cannot be written, another node holds it): main restarts the runtime later. */
+  | { readonly type: 'start-failed'; readonly error: string };
 
 /** A database the runtime refuses to open: the file, what is wrong with it, and what helps. */
 export interface RefusedDatabase {
@@ -120,28 +122,29 @@ export function serveRuntime(
   return runtime.subscribe((snapshot) => port.postMessage({ type: 'snapshot', snapshot }));
 }
 
-/** How long a runtime that reported a refused database waits for main to stop it before it exits by itself. */
+/** How long a runtime that reported why its store did not open waits for main to stop it before it exits by itself. */
 const REPORT_GRACE_MS = 30_000;
 
 /**
  * The runtime's side of opening its store. Every failure goes to `log` first (the log file a volunteer
- * attaches to a report; stderr alone is lost in the app). A database file that is damaged, not
- * Cohort's or a newer Cohort's is reported to main (which stops restarting, so it is logged once, and
- * says what helps), then the process waits for main to end it, so the report cannot be lost to an exit
- * racing it; any other error is thrown (main restarts the runtime: a data directory on a drive not
- * mounted yet may be there next time).
+ * attaches to a report; stderr alone is lost in the app), then to main, and the process waits for main
+ * to end it, so the report cannot be lost to an exit racing it. A database file that is damaged, not
+ * Cohort's or a newer Cohort's is a refusal: main stops restarting (so it is logged once) and says
+ * what helps. Any other failure is a failed start: main says why and restarts the runtime later (a
+ * data directory on a drive not mounted yet, or one another node holds, may be free next time).
  */
 export async function openOrReport<T>(open: () => T, post: (message: FromRuntime) => void, log: Logger): Promise<T> {
   try {
     return open();
   } catch (err) {
-    if (!(err instanceof RefusedDatabaseError)) {
+    if (err instanceof RefusedDatabaseError) {
+      const refused: RefusedDatabase = { file: err.file, problem: err.problem, remedy: err instanceof NewerSchemaError ? 'upgrade' : 'move-aside' };
+      log.error(refused, `the node runtime stays stopped: ${err.problem}`);
+      post({ type: 'refused-database', ...refused });
+    } else {
       log.error({ err }, `the node runtime could not open its store: ${(err as Error).message}`);
-      throw err;
+      post({ type: 'start-failed', error: (err as Error).message });
     }
-    const refused: RefusedDatabase = { file: err.file, problem: err.problem, remedy: err instanceof NewerSchemaError ? 'upgrade' : 'move-aside' };
-    log.error(refused, `the node runtime stays stopped: ${err.problem}`);
-    post({ type: 'refused-database', ...refused });
     await new Promise((resolve) => setTimeout(resolve, REPORT_GRACE_MS));
     throw err;
   }

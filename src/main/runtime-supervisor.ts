@@ -31,8 +31,8 @@ export interface BackoffOptions {
 }
 
 export interface SupervisorHooks {
-  /** The process exited unexpectedly; it restarts in `restartInMs`. */
-  onExit(code: number, restartInMs: number): void;
+  /** The process exited unexpectedly (`why`: what it reported when its store did not open); it restarts in `restartInMs`. */
+  onExit(code: number, restartInMs: number, why?: string): void;
   /** A new process was started after a crash, or to move a damaged database aside. */
   onRestart(): void;
   /** The runtime refuses its database; it stays stopped (until `moveDatabaseAside` where that is the remedy). */
@@ -49,6 +49,8 @@ export class RuntimeSupervisor {
   private stopped = false;
   /** Set while the runtime is stopped because it refuses its database. */
   private refused: RefusedDatabase | undefined;
+  /** Why the current runtime did not start, as it reported before it was stopped. */
+  private startFailure: string | undefined;
   private readonly o: Required<BackoffOptions>;
 
   constructor(
@@ -99,6 +101,11 @@ export class RuntimeSupervisor {
         child.kill();
         return;
       }
+      if (m.type === 'start-failed') {
+        this.startFailure = m.error;
+        child.kill();
+        return;
+      }
       for (const l of this.listeners) l(m);
     });
     child.onExit((code) => this.onExit(child, code));
@@ -107,7 +114,9 @@ export class RuntimeSupervisor {
   private onExit(child: RuntimeProcess, code: number): void {
     if (this.current !== child) return;
     this.current = undefined;
-    this.client.failPending(`the node runtime exited (code ${code})`);
+    const why = this.startFailure;
+    this.startFailure = undefined;
+    this.client.failPending(why === undefined ? `the node runtime exited (code ${code})` : `the node runtime could not start: ${why}`);
     if (this.stopped) return;
     if (this.refused) {
       this.crashesInRow = 0;
@@ -116,7 +125,7 @@ export class RuntimeSupervisor {
     }
     this.crashesInRow = Date.now() - this.startedAt >= this.o.healthyMs ? 1 : this.crashesInRow + 1;
     const delay = Math.min(this.o.maxMs, this.o.initialMs * 2 ** (this.crashesInRow - 1));
-    this.hooks.onExit(code, delay);
+    this.hooks.onExit(code, delay, why);
     this.timer = setTimeout(() => {
       if (this.stopped) return;
       this.launch({ moveAside: false });

@@ -15,12 +15,13 @@ import { encodeJoinCode } from '../../src/swarm/index.js';
 import type { TrainingEvent } from '../../src/training/events.js';
 import type { TrainingService } from '../../src/training/service.js';
 import { ROOT } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
 import type { TrayModel } from '../../src/main/tray-model.js';
 import { createLogger } from '../../src/log/logger.js';
 import { dispatch } from '../../src/node/api-dispatch.js';
 import { NodeController } from '../../src/node/controller.js';
 import type { Snapshot, SwarmDescription } from '../../src/shared/api.js';
-import { DATABASE_FILE, openStore } from '../../src/store/index.js';
+import { DATABASE_FILE, openStore, type Store } from '../../src/store/index.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { logDirOf } from '../../src/log/log-file.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -492,4 +493,46 @@ test('a runtime whose database a newer Cohort wrote is not restarted: the tray, 
   assert.equal(refusals.length, 1, JSON.stringify(refusals));
   assert.deepEqual({ file: refusals[0]!.file, remedy: refusals[0]!.remedy }, { file: path.join(dataDir, DATABASE_FILE), remedy: 'upgrade' });
   assert.match(String(refusals[0]!.problem), new RegExp(`schema version ${newer}, newer than this Cohort understands`));
+});
+
+test('a runtime whose data directory another node holds says so and tries again with back-off; it starts once the other node stops', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  // another node on the same directory: what `cohort run` in a terminal is to the app (same default folder)
+  let other: Store | undefined = openStore(dataDir, { exclusive: true });
+  t.after(() => other?.close());
+  const children: ReturnType<typeof fork>[] = [];
+  const platform = new FakePlatform();
+  const exits: Array<{ delay: number; why: string | undefined }> = [];
+  let restarted = () => {};
+  const back = new Promise<void>((resolve) => (restarted = resolve));
+  const supervisor = new RuntimeSupervisor(
+    childRuntimes(dataDir, children),
+    {
+      onExit: (code, delay, why) => {
+        exits.push({ delay, why });
+        shell.onRuntimeExit(code, delay, why);
+      },
+      onRestart: () => void shell.start().then(restarted, () => undefined),
+      onRefusedDatabase: (database) => assert.fail(`a held directory is no refused database: ${database.problem}`),
+    },
+    { initialMs: 300, maxMs: 1_000, healthyMs: 60_000 },
+  );
+  const shell = new DesktopShell(platform, supervisor.client);
+  t.after(() => {
+    supervisor.stop();
+    shell.dispose();
+  });
+  supervisor.start();
+  await assert.rejects(shell.start(), /the node runtime could not start: the data directory .* is in use by another Cohort node/);
+  await waitFor('two tries', () => exits.length >= 2, 60_000);
+  assert.ok(exits.every((e) => /is in use by another Cohort node/.test(e.why ?? '')), JSON.stringify(exits));
+  assert.ok(exits[1]!.delay > exits[0]!.delay, 'tries back off');
+  assert.match(platform.connection.at(-1)!.detail ?? '', /^Node runtime could not start: the data directory \S+ is in use by another Cohort node .*; trying again in 1 s$/);
+  assert.match(platform.trays.at(-1)!.tooltip, /could not start: the data directory/);
+  assert.ok(logLines(dataDir).some((l) => l.level === 50 && /could not open its store: the data directory .* is in use/.test(String(l.msg))), 'the log file says why');
+  other.close();
+  other = undefined;
+  await back;
+  assert.deepEqual(platform.connection.at(-1), { connected: true, detail: undefined });
+  assert.equal((await supervisor.client.getSnapshot()).contribution.phase, 'stopped');
 });
