@@ -230,6 +230,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
       if (outcome.type === 'stepped' && performance.now() - lastSave >= savePeriodMs) await saveState();
     }
     if (halt !== undefined) throw new MemoryLimitError(halt);
+    if (init.maxEpochs !== undefined && collab.epoch >= init.maxEpochs) log.info(`stopping: the swarm reached epoch ${collab.epoch}, --max-epochs ${init.maxEpochs}${trainingStarted === undefined ? ' (it was there before this peer computed anything)' : ''}`);
     // delay_grad_averaging / delay_optimizer_step: the last epoch's step is still in the background (unless stopping)
     if (!init.signal?.aborted) observe(await collab.flush());
     const trainingSeconds = trainingStarted === undefined ? 0 : (performance.now() - trainingStarted) / 1000; // saving the state and the model is not training

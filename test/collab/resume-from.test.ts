@@ -67,4 +67,5 @@ test('a peer founding a run with --resume-from starts at the directory’s epoch
   assert.deepEqual(stepped, [8], 'one step, from the directory’s epoch 7 to 8');
   const summary = JSON.parse(peer.stdout.trim().split('\n').at(-1)!) as { epoch: number; steps: number };
   assert.equal(summary.epoch, 8);
+  assert.match(peer.stderr, /stopping: the swarm reached epoch 8, --max-epochs 8\n/, 'the log says why it stopped');
 });
