@@ -40,12 +40,17 @@ export class BatchProducer {
   private cursor: ReadCursor;
   private shard: { view: ShardView; order: Uint32Array } | undefined;
   private shardOrder: Uint32Array;
+  /** Fetched from the swarm (it has a manifest), not prepared here. */
+  private readonly fetched: boolean;
+  /** Corrupt shards of a fetched dataset dropped by this producer. */
+  private dropped = 0;
 
   constructor(
     private readonly datasets: DatasetStore,
     private readonly init: ProducerInit,
   ) {
     this.seqs = datasets.shardSeqs(init.cacheKey);
+    this.fetched = (datasets.get(init.cacheKey)?.manifest ?? null) !== null;
     if (this.seqs.length === 0) throw new DataError(`dataset ${init.cacheKey} has no shards; run \`cohort data prepare\``);
     this.cursor = init.start ?? { epoch: 0, shardPos: 0, examplePos: 0, examplesRead: 0 };
     if (this.cursor.shardPos >= this.seqs.length) this.cursor = { ...this.cursor, epoch: this.cursor.epoch + 1, shardPos: 0, examplePos: 0 };
@@ -64,13 +69,19 @@ export class BatchProducer {
         const seq = this.seqs[this.shardOrder[this.cursor.shardPos]!]!;
         const view = this.datasets.readShard(this.init.cacheKey, seq);
         if ('corrupt' in view) {
-          // dropped since this pass began (cache quota): not a fault; bounded as below
+          // dropped since this pass began (cache quota, or found corrupt below): not a fault; bounded as below
           if (view.missing) {
-            if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: none of its shards is held any more`);
+            if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: none of its shards is held any more${this.dropped > 0 ? ` (${this.dropped} corrupt one(s) dropped); start again: the node fetches them from the swarm` : ''}`);
             this.advanceShard();
             continue;
           }
-          warnings.push(view.corrupt);
+          // a shard fetched from the swarm is dropped, so the node's next fetch gets it again from a
+          // holder; a prepared one stays for `cohort data prepare` to replace
+          if (this.fetched) {
+            this.datasets.dropShard(this.init.cacheKey, seq);
+            this.dropped++;
+          }
+          warnings.push(this.fetched ? `${view.corrupt}; dropped, to be fetched again from the swarm` : view.corrupt);
           // Bounded: a whole pass over the shards without one readable example is an error, not a loop.
           if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
           this.advanceShard();

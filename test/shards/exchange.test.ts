@@ -416,3 +416,33 @@ test('a stop while the run’s dataset is fetched is a stop, not a failed fetch:
   assert.equal(restarted.examples, info.examples);
   assert.ok(lines.some((l) => /holding \d+ of the \d+ shards of the run's dataset .*: fetching the rest/.test(l)), lines.join('\n'));
 });
+
+test('a fetched shard found corrupt in the cache is dropped with a warning as training reads it, and the next fetch gets it again from a holder', async (t) => {
+  const [holder, peer] = await peers(t, 2);
+  const info = await found(holder!);
+  await serve(t, holder!);
+  const fetched = await fetchDataset(peer!.node, peer!.store, { datasetId: info.datasetId!, dataDir: peer!.dataDir, log: quiet });
+  const { cacheKey } = fetched.info;
+  // bit rot in one cached shard, its sha256 row kept: what a fetch compares
+  const [victim] = shardBytes(peer!.store, cacheKey);
+  const [sha256, data] = victim!;
+  data[0]! ^= 0xff;
+  peer!.store.db.prepare('UPDATE shards SET data = ? WHERE sha256 = ?').run(data, sha256);
+
+  const warnings: string[] = [];
+  const stream = openBatchStream({ store: peer!.store, cacheKey, batchSize: 16, seed: 1, peerId: peer!.node.peerId.toString(), worker: false, onWarning: (w) => warnings.push(w) });
+  // a whole pass over the shards
+  for (let i = 0; i <= Math.ceil(info.examples / 16); i++) {
+    const batch = await stream.next();
+    assert.ok(!batch.done);
+    checkBatch(batch.value, info.vocabSize);
+  }
+  await stream.close();
+  assert.equal(warnings.length, 1, warnings.join('\n'));
+  assert.match(warnings[0]!, /sha256 mismatch.*; dropped, to be fetched again from the swarm/);
+  assert.equal(shardBytes(peer!.store, cacheKey).has(sha256), false, 'the corrupt shard is gone');
+
+  const again = await fetchDataset(peer!.node, peer!.store, { datasetId: info.datasetId!, dataDir: peer!.dataDir, log: quiet });
+  assert.deepEqual([again.fetched, again.alreadyHeld], [1, info.shardCount - 1]);
+  assert.deepEqual(shardBytes(peer!.store, cacheKey), shardBytes(holder!.store, info.cacheKey), 'every shard as the holder has it');
+});
