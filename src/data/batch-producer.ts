@@ -44,6 +44,8 @@ export class BatchProducer {
   private readonly fetched: boolean;
   /** Corrupt shards of a fetched dataset dropped by this producer. */
   private dropped = 0;
+  /** What was wrong with the last corrupt shard met: an error that ends the stream says it (its batch's warnings are never delivered). */
+  private lastCorrupt = '';
 
   constructor(
     private readonly datasets: DatasetStore,
@@ -71,7 +73,7 @@ export class BatchProducer {
         if ('corrupt' in view) {
           // dropped since this pass began (cache quota, or found corrupt below): not a fault; bounded as below
           if (view.missing) {
-            if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: none of its shards is held any more${this.dropped > 0 ? ` (${this.dropped} corrupt one(s) dropped); start again: the node fetches them from the swarm` : ''}`);
+            if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: none of its shards is held any more${this.dropped > 0 ? ` (${this.dropped} corrupt one(s) dropped, the last: ${this.lastCorrupt}); start again: the node fetches them from the swarm` : ''}`);
             this.advanceShard();
             continue;
           }
@@ -82,8 +84,9 @@ export class BatchProducer {
             this.dropped++;
           }
           warnings.push(this.fetched ? `${view.corrupt}; dropped, to be fetched again from the swarm` : view.corrupt);
+          this.lastCorrupt = view.corrupt;
           // Bounded: a whole pass over the shards without one readable example is an error, not a loop.
-          if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (${warnings.length} corrupt); run \`cohort data prepare\` again`);
+          if (++emptyShards > this.seqs.length) throw new DataError(`dataset ${this.init.cacheKey}: no readable shard (the last: ${view.corrupt}); run \`cohort data prepare\` again`);
           this.advanceShard();
           continue;
         }

@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDatabase } from '../store/database.js';
+import { DataError } from './errors.js';
 import { BatchProducer, type ProducerInit } from './batch-producer.js';
 import { DatasetStore } from './dataset-store.js';
 
@@ -20,7 +21,12 @@ let producer: BatchProducer | undefined;
 try {
   producer = new BatchProducer(new DatasetStore(db), init);
 } catch (err) {
-  port.postMessage({ type: 'error', message: (err as Error).message });
+  port.postMessage(errorMessage(err));
+}
+
+/** A failure as the stream rebuilds it: a DataError (a fault of the data, said in one line) stays one. */
+function errorMessage(err: unknown): { type: 'error'; message: string; data: boolean } {
+  return { type: 'error', message: (err as Error).message, data: err instanceof DataError };
 }
 
 function produce(): void {
@@ -32,7 +38,7 @@ function produce(): void {
       const b = p.batch;
       port.postMessage({ type: 'batch', produced: p }, [b.inputIds.buffer, b.tokenTypeIds.buffer, b.attentionMask.buffer, b.labels.buffer, b.sentenceOrderLabel.buffer] as ArrayBuffer[]);
     } catch (err) {
-      port.postMessage({ type: 'error', message: (err as Error).message });
+      port.postMessage(errorMessage(err));
       producer = undefined;
       return;
     }

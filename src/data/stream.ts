@@ -138,7 +138,7 @@ function inThreadSource(producer: BatchProducer): Source {
   return { next: async () => producer.next(), close: async () => {} };
 }
 
-type FromWorker = { type: 'batch'; produced: ProducedBatch } | { type: 'error'; message: string };
+type FromWorker = { type: 'batch'; produced: ProducedBatch } | { type: 'error'; message: string; data: boolean };
 
 function workerSource(init: WorkerInit, prefetch: number): Source {
   const worker = startWorker(siblingEntry(import.meta.url, 'stream-worker'), { workerData: init });
@@ -176,7 +176,7 @@ function workerSource(init: WorkerInit, prefetch: number): Source {
           worker.unref();
         }
       }
-      if (msg.type === 'error') throw new Error(msg.message);
+      if (msg.type === 'error') throw msg.data ? new DataError(msg.message) : new Error(msg.message);
       worker.postMessage({ type: 'credit', n: 1 } satisfies ToWorker);
       return msg.produced;
     },

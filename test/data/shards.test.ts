@@ -130,6 +130,10 @@ test('a corrupt shard row (bad sha256, bad length) is skipped with a counted war
   const dead = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'q', worker: false });
   await assert.rejects(dead.next(), /no readable shard/);
   await dead.close();
+  // through the batch worker too: a DataError (the CLI prints its one line) naming what was wrong
+  const viaWorker = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 4, seed: 1, peerId: 'q' });
+  await assert.rejects(viaWorker.next(), (err: Error) => err instanceof DataError && /no readable shard \(the last: shard \d+ of \S+: sha256 mismatch/.test(err.message));
+  await viaWorker.close();
 });
 
 test('the disk quota evicts whole datasets, least recently used first', async (t) => {
