@@ -24,6 +24,17 @@ export const STREAM_IDLE_MS = 10_000;
 export const MAX_REQUESTS_PER_STREAM = MAX_SHARDS + 2;
 /** Largest blob (a shard or a tokenizer.json) a fetcher accepts. */
 export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
+/**
+ * A manifest's sizes are claims (the dataset id covers each blob's sha256, not its length): a fetcher
+ * takes a holder's stated size up to twice the claim or the claim plus this, whichever is larger, so a
+ * manifest understating a blob does not get its honest holders refused, and a holder overstating it
+ * cannot make the fetcher take much more than the manifest says before the sha256 decides.
+ */
+export const BLOB_SIZE_SLACK_BYTES = 64 * 1024 * 1024;
+/** The most bytes a fetcher takes for a blob a manifest claims has `claimed` bytes. */
+export function acceptedBlobBytes(claimed: number): number {
+  return Math.min(MAX_BLOB_BYTES, Math.max(2 * claimed, claimed + BLOB_SIZE_SLACK_BYTES));
+}
 /** A fetcher leaves a holder that sends nothing for this long (fetchDataset's `stallTimeoutMs`). */
 export const DEFAULT_FETCH_STALL_TIMEOUT_MS = 15_000;
 /**
