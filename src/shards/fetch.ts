@@ -21,6 +21,7 @@ import {
   DEFAULT_WAIT_FOR_HOLDER_MS,
   MAX_BLOB_CHUNK_BYTES,
   MAX_SHARD_FRAME_BYTES,
+  MAX_TRANSFERS_PER_PEER,
   SHARDS_PROTOCOL,
   STREAM_IDLE_MS,
   acceptedBlobBytes,
@@ -49,7 +50,7 @@ export interface FetchOptions {
    * manifest understated it) is not stored. @default all of them
    */
   readonly quotaBytes?: number;
-  /** Shards in flight at once (each from one holder). @default 4 */
+  /** Shards in flight at once (each from one holder, at most MAX_TRANSFERS_PER_PEER at one). @default 4 */
   readonly maxParallel?: number;
   /** A holder that sends nothing for this long is left for another. @default DEFAULT_FETCH_STALL_TIMEOUT_MS (15 s) */
   readonly stallTimeoutMs?: number;
@@ -145,6 +146,21 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
   /** Transfers of this fetch in progress, per holder. */
   const inFlight = new Map<string, number>();
+  /** Per-peer caps holders showed lower than MAX_TRANSFERS_PER_PEER (PEER_BUSY with fewer of this fetch's transfers there). */
+  const peerCaps = new Map<string, number>();
+  const capOf = (peer: string) => peerCaps.get(peer) ?? MAX_TRANSFERS_PER_PEER;
+  /** Resolves once one of this fetch's transfers ended (a holder's per-peer slot may be free), or after `ms`. */
+  const transferEnds = new EventTarget();
+  const transferEnded = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        transferEnds.removeEventListener('ended', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      transferEnds.addEventListener('ended', done);
+    });
   const penalise = (peer: string, reason: string) => {
     penalised.set(peer, reason);
     log.warn({ peer, dataset: datasetId, reason }, `skipping shard holder ${peer} for this fetch: ${reason}`);
@@ -173,7 +189,10 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       let at = have.bytes;
       await framed.write({ t: 'get', sha256, offset: at }, stall());
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
-      if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
+      if (header.t === 'refused') {
+        const message = `${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`;
+        throw header.code === 'PEER_BUSY' ? new PeerBusyError(message) : new ShardExchangeError(message);
+      }
       if (header.size > acceptedBlobBytes(claimed) || header.size < at) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${claimed} (taken: ${at} to ${acceptedBlobBytes(claimed)})`);
       // one stall timer for the transfer, pushed back by every chunk (a timer per chunk costs more than its framing)
       const stalled = releasableDeadline(stallMs, options.signal);
@@ -230,17 +249,27 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       const load = (peer: string) => inFlight.get(peer) ?? 0;
       const fast = candidates.filter((peer) => !slow.has(peer));
       if (fast.length > 0) candidates = fast;
+      // a holder serves one peer MAX_TRANSFERS_PER_PEER at once: at its share, this blob waits for one of them to end
+      candidates = candidates.filter((peer) => load(peer) < capOf(peer));
+      if (candidates.length === 0) {
+        await transferEnded(1000);
+        continue;
+      }
       const least = Math.min(...candidates.map(load));
       const idle = candidates.filter((peer) => load(peer) === least);
       const peer = idle[Math.floor(Math.random() * idle.length)]!;
       const before = have.bytes;
-      if (before > 0) resumed++;
-      contributors.add(peer);
       inFlight.set(peer, load(peer) + 1);
       try {
         await getBlob(peer, sha256, have, claimed, onBytes);
       } catch (err) {
         options.signal?.throwIfAborted();
+        if (err instanceof PeerBusyError) {
+          // not a failure of this holder: it serves this peer fewer at once than MAX_TRANSFERS_PER_PEER (or another fetch of this node has some)
+          peerCaps.set(peer, Math.max(1, load(peer) - 1));
+          await transferEnded(1000);
+          continue;
+        }
         // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
         if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
@@ -253,6 +282,11 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
         continue;
       } finally {
         inFlight.set(peer, load(peer) - 1);
+        transferEnds.dispatchEvent(new Event('ended'));
+        if (have.bytes > before) {
+          contributors.add(peer);
+          if (before > 0) resumed++;
+        }
       }
       const got = have.sha256();
       if (got === sha256) return { data: have.data(), resumed };
@@ -432,6 +466,9 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
 
 /** A holder's transfer fell below the fetch's minimum rate. */
 class SlowHolderError extends ShardExchangeError {}
+
+/** A holder refused a transfer with PEER_BUSY: this peer has its share of its slots (it is asked again once one ends). */
+class PeerBusyError extends ShardExchangeError {}
 
 /**
  * The manifest indices to fetch: `shards` when given, else a random permutation (seeded by this

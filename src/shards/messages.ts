@@ -1,8 +1,8 @@
 import { Uint8ArrayList } from 'uint8arraylist';
 import { z } from 'zod';
 
-/** `/cohort/<run>/shards/1.3.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
-export const SHARDS_PROTOCOL = 'shards/1.3.0';
+/** `/cohort/<run>/shards/1.4.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
+export const SHARDS_PROTOCOL = 'shards/1.4.0';
 /** DHT namespace: `shards/<dataset id>` holds, per holder, which of the dataset's shards it serves. */
 export const SHARDS_NAMESPACE = 'shards';
 /**
@@ -35,6 +35,11 @@ export const BLOB_SIZE_SLACK_BYTES = 64 * 1024 * 1024;
 export function acceptedBlobBytes(claimed: number): number {
   return Math.min(MAX_BLOB_BYTES, Math.max(2 * claimed, claimed + BLOB_SIZE_SLACK_BYTES));
 }
+/**
+ * Transfers a holder serves one peer at once (or half its slots, if that is fewer; PEER_BUSY past it),
+ * and a fetcher runs at one holder: one peer cannot take all of a seeder's slots (hivemind #169).
+ */
+export const MAX_TRANSFERS_PER_PEER = 2;
 /** A fetcher leaves a holder that sends nothing for this long (fetchDataset's `stallTimeoutMs`). */
 export const DEFAULT_FETCH_STALL_TIMEOUT_MS = 15_000;
 /**
@@ -71,7 +76,8 @@ export const shardRequestSchema = z.discriminatedUnion('t', [
 ]);
 export type ShardRequest = z.infer<typeof shardRequestSchema>;
 
-export const REFUSAL_CODES = ['BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
+/** `BUSY`: every slot is taken, or this peer is refused a while (ask another holder); `PEER_BUSY`: this peer has its share of the slots already (ask again once one of its transfers ended). */
+export const REFUSAL_CODES = ['BUSY', 'PEER_BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
 const refusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(REFUSAL_CODES), message: z.string().max(512) });
 
 export const manifestReplySchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('manifest'), manifest: manifestSchema }), refusedSchema]);

@@ -11,7 +11,7 @@ import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
-import { MAX_BLOB_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { MAX_BLOB_BYTES, MAX_SHARD_FRAME_BYTES, MAX_TRANSFERS_PER_PEER, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -357,6 +357,64 @@ test('a seeder serves a bounded number of transfers at once: the others are told
   for (const r of [ra, rb]) assert.deepEqual([r.info.datasetId, r.info.shardCount], [info.datasetId, info.shardCount]);
   assert.ok(server.busyRefusals > 0, 'four streams asked at once, one was served');
   assert.equal(server.served, 2 * (info.shardCount + 1), 'each newcomer: the tokenizer and every shard, once');
+});
+
+test('a newcomer whose only holder is a seeder with the default slots keeps to its per-peer share: 4 shards in flight, none refused, all fetched', async (t) => {
+  const [seeder, newcomer] = await peers(t, 2);
+  const info = await found(seeder!);
+  assert.ok(info.shardCount > MAX_TRANSFERS_PER_PEER, `${info.shardCount} shards`);
+  const server = await serve(t, seeder!);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 4, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  assert.equal(server.busyRefusals, 0, 'the fetcher never asked for more than its share of the slots');
+});
+
+test('a holder serving a peer fewer transfers at once than the fetcher runs there: PEER_BUSY is waited out, not counted as a failed holder', async (t) => {
+  const [seeder, newcomer] = await peers(t, 2);
+  const info = await found(seeder!);
+  copyTokenizer(info, newcomer!);
+  // 2 slots: 1 per peer. At 1 KiB/s a shard takes seconds, longer than the newcomer waits for a holder it counted as failed
+  const server = await serve(t, seeder!, { maxConcurrentTransfers: 2, uploadBytesPerSecond: 1024, chunkBytes: 1024 });
+  const biggest = new DatasetStore(seeder!.store.db).shardEntries(info.cacheKey).sort((a, b) => b.bytes - a.bytes).slice(0, 2);
+  assert.ok(biggest.every((s) => s.bytes > 3000), `shards of ${biggest.map((s) => s.bytes).join(', ')} bytes`);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, shards: biggest.map((s) => s.seq), maxParallel: 2, waitForHolderMs: 1500, log: quiet });
+  assert.equal(r.fetched, 2);
+  assert.ok(server.busyRefusals >= 1, 'the second transfer in flight was refused PEER_BUSY');
+});
+
+/**
+ * A peer asking `holder` for blob `sha256` on `streams` streams at once, reading each answer's header
+ * and none of its bytes (its streams pause once their read buffer is full, so the transfers it got
+ * keep their slots). The headers' `t` or refusal code, in the order they came.
+ */
+async function greedy(peer: Peer, holder: string, sha256: string, streams: number, signal: AbortSignal): Promise<string[]> {
+  const answers: string[] = [];
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      const framed = new FramedStream(await peer.node.dial(holder, SHARDS_PROTOCOL, { allowRelayed: false, signal }), MAX_SHARD_FRAME_BYTES, 'greedy reader');
+      signal.addEventListener('abort', () => framed.abort(new Error('greedy reader done')));
+      await framed.write({ t: 'get', sha256, offset: 0 }, signal);
+      const header = await framed.expect(blobHeaderSchema, AbortSignal.any([signal, AbortSignal.timeout(30_000)]), 'the header');
+      answers.push(header.t === 'blob' ? 'blob' : header.code);
+    }),
+  );
+  return answers;
+}
+
+test('one peer cannot take all of a seeder’s slots: past its share it is told PEER_BUSY, and another peer is served meanwhile', async (t) => {
+  const [holder, hog, newcomer] = await peers(t, 3);
+  const info = await found(holder!);
+  copyTokenizer(info, newcomer!);
+  const big = holdBlob(holder!, randomBytes(16 * 1024 * 1024));
+  // 4 slots, 2 per peer; the hog's transfers stall (it reads nothing) but last the whole test
+  const server = await serve(t, holder!, { maxConcurrentTransfers: 4, stallTimeoutMs: 120_000 });
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const answers = await greedy(hog!, holder!.node.peerId.toString(), big, 4, stop.signal);
+  assert.deepEqual(answers.sort(), ['PEER_BUSY', 'PEER_BUSY', 'blob', 'blob']);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 5000, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  assert.ok(server.served >= info.shardCount, `${server.served} transfers completed while the hog held ${answers.filter((a) => a === 'blob').length}`);
 });
 
 test('parallel shards go to different holders: with two holders and two shards in flight, each serves half of them', async (t) => {
