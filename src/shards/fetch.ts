@@ -146,7 +146,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
   /** Transfers of this fetch in progress, per holder. */
   const inFlight = new Map<string, number>();
-  /** Per-peer caps holders showed lower than MAX_TRANSFERS_PER_PEER (PEER_BUSY with fewer of this fetch's transfers there). */
+  /** Per-peer shares holders showed lower than MAX_TRANSFERS_PER_PEER (PEER_BUSY with fewer of this fetch's transfers there), until a transfer there succeeds. */
   const peerCaps = new Map<string, number>();
   const capOf = (peer: string) => peerCaps.get(peer) ?? MAX_TRANSFERS_PER_PEER;
   /** Resolves once one of this fetch's transfers ended (a holder's per-peer slot may be free), or after `ms`. */
@@ -262,6 +262,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       inFlight.set(peer, load(peer) + 1);
       try {
         await getBlob(peer, sha256, have, claimed, onBytes);
+        // a PEER_BUSY may have come from a race (a transfer this fetch saw end, its holder had not yet released): the share learned lasts until the next success there
+        peerCaps.delete(peer);
       } catch (err) {
         options.signal?.throwIfAborted();
         if (err instanceof PeerBusyError) {
