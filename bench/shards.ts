@@ -15,6 +15,8 @@ import { pino } from 'pino';
 import { drained } from '../src/averaging/framing.js';
 import { DatasetStore } from '../src/data/dataset-store.js';
 import { Prng } from '../src/data/prng.js';
+import { ALBERT_SPECIALS } from '../src/data/special-tokens.js';
+import { wordPieceTokenizerJson } from '../src/data/train-wordpiece.js';
 import { ShardServer, fetchDataset, holdingsOf } from '../src/shards/index.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { DEFAULT_ENCRYPTION, ENCRYPTIONS, createSwarmNode, type Encryption, type SwarmNode } from '../src/swarm/index.js';
@@ -23,6 +25,8 @@ import { reportJson } from './_report.js';
 const DATASET_MB = Number(process.env.COHORT_BENCH_SHARDS_MB ?? 64);
 const NEWCOMERS = 4;
 const SEQ = 512;
+/** Token ids of the synthetic shards (and entries of their tokenizer.json). */
+const VOCAB = 30000;
 const EXAMPLES_PER_SHARD = 2048; // ≈ 2 MB per shard (uint16 ids), as `prepare` writes them at length 512
 const log = pino({ level: 'silent' });
 const ENCRYPTION = (process.env.COHORT_BENCH_ENCRYPTION ?? DEFAULT_ENCRYPTION) as Encryption;
@@ -56,19 +60,20 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
 function seedDataset(store: Store, dir: string): { datasetId: string; bytes: number; shards: number } {
   const datasets = new DatasetStore(store.db);
   const tokenizerFile = path.join(dir, 'tokenizer.json');
-  fs.writeFileSync(tokenizerFile, JSON.stringify({ bench: 'shards' }));
+  // a real tokenizer.json of the shards' vocabulary: a fetcher checks the manifest's vocabSize against it
+  fs.writeFileSync(tokenizerFile, JSON.stringify(wordPieceTokenizerJson([...ALBERT_SPECIALS.map(([t]) => t), ...Array.from({ length: VOCAB - ALBERT_SPECIALS.length }, (_, i) => `t${i}`)])));
   const tokenizerHash = createHashHex(fs.readFileSync(tokenizerFile));
   const params = { maxSeqLen: SEQ, shortSeqProb: 0.1, seed: 0, format: 'bench', field: '', maxDocuments: null };
-  datasets.begin({ cacheKey: 'bench', source: 'bench', datasetHash: 'bench', tokenizerHash, tokenizerFile, params, vocabSize: 30000 });
+  datasets.begin({ cacheKey: 'bench', source: 'bench', datasetHash: 'bench', tokenizerHash, tokenizerFile, params, vocabSize: VOCAB });
   const rng = new Prng('bench-shards');
-  const ids = (n: number) => Array.from({ length: n }, () => rng.int(5, 30000));
+  const ids = (n: number) => Array.from({ length: n }, () => rng.int(5, VOCAB));
   let bytes = 0;
   let shards = 0;
   let examples = 0;
   let tokens = 0;
   while (bytes < DATASET_MB * 1024 ** 2) {
     const batch = Array.from({ length: EXAMPLES_PER_SHARD }, () => ({ a: ids(254), b: ids(255), sop: rng.int(0, 2) as 0 | 1 }));
-    const written = datasets.writeShard('bench', shards++, batch, 30000);
+    const written = datasets.writeShard('bench', shards++, batch, VOCAB);
     bytes += written.bytes;
     tokens += written.tokens;
     examples += batch.length;

@@ -1,29 +1,46 @@
 import { SLOW_READER_REFUSED_MS } from './constants.js';
 
+/** Why a peer gets no slot: `BUSY` (every slot taken, or this peer refused a while) or `PEER_BUSY` (it has its share already). */
+export interface SlotRefusal {
+  readonly code: 'BUSY' | 'PEER_BUSY';
+  readonly message: string;
+}
+
 /**
- * A server's transfer slots (a holder's shard transfers): at most `max` at once, and none for a while
- * to a peer whose transfer was ended for reading too slowly. No per-peer cap: a fetcher runs all its
- * parallel transfers at its only holder, and counts a holder that refuses BUSY as failed for the shard,
- * so a cap below its parallelism fails an honest newcomer's fetch.
+ * A server's transfer slots (a holder's shard transfers): at most `max` at once, at most `perPeer` of
+ * them to one peer (one peer opening several streams does not take them all), and none for a while to
+ * a peer whose transfer was ended for reading too slowly. A peer at its share is told so apart
+ * (`PEER_BUSY`): its fetcher waits for one of its own transfers to end rather than count this holder as
+ * failed, which would fail a newcomer whose only holder this is.
  */
 export class ServingSlots {
+  private readonly byPeer = new Map<string, number>();
   private readonly slow = new Map<string, number>();
   active = 0;
 
-  constructor(readonly max: number) {}
+  constructor(
+    readonly max: number,
+    readonly perPeer: number,
+  ) {}
 
-  /** Takes a slot for `peer`, or says why it gets none (the message of a BUSY refusal). */
-  take(peer: string): string | undefined {
+  /** Takes a slot for `peer`, or says why it gets none (a BUSY or PEER_BUSY refusal). */
+  take(peer: string): SlotRefusal | undefined {
     const until = this.slow.get(peer);
-    if (until !== undefined && Date.now() < until) return `a transfer to you was ended for reading too slowly; refused for ${Math.ceil((until - Date.now()) / 1000)} s more`;
+    if (until !== undefined && Date.now() < until) return { code: 'BUSY', message: `a transfer to you was ended for reading too slowly; refused for ${Math.ceil((until - Date.now()) / 1000)} s more` };
     this.slow.delete(peer);
-    if (this.active >= this.max) return `serving ${this.active} transfers already (limit ${this.max})`;
+    const mine = this.byPeer.get(peer) ?? 0;
+    if (mine >= this.perPeer) return { code: 'PEER_BUSY', message: `serving ${mine} transfers to you already (limit ${this.perPeer} per peer)` };
+    if (this.active >= this.max) return { code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.max})` };
     this.active++;
+    this.byPeer.set(peer, mine + 1);
     return undefined;
   }
 
-  release(): void {
+  release(peer: string): void {
     this.active--;
+    const mine = (this.byPeer.get(peer) ?? 1) - 1;
+    if (mine > 0) this.byPeer.set(peer, mine);
+    else this.byPeer.delete(peer);
   }
 
   /** Refuses `peer` for SLOW_READER_REFUSED_MS. */

@@ -15,7 +15,22 @@ import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { ShardExchangeError } from './errors.js';
-import { DEFAULT_FETCH_MIN_BYTES_PER_S, DEFAULT_FETCH_STALL_TIMEOUT_MS, DEFAULT_WAIT_FOR_HOLDER_MS, MAX_BLOB_CHUNK_BYTES, MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, STREAM_IDLE_MS, blobDataSchema, blobHeaderSchema, hasBit, manifestReplySchema, type Manifest } from './messages.js';
+import {
+  DEFAULT_FETCH_MIN_BYTES_PER_S,
+  DEFAULT_FETCH_STALL_TIMEOUT_MS,
+  DEFAULT_WAIT_FOR_HOLDER_MS,
+  MAX_BLOB_CHUNK_BYTES,
+  MAX_SHARD_FRAME_BYTES,
+  MAX_TRANSFERS_PER_PEER,
+  SHARDS_PROTOCOL,
+  STREAM_IDLE_MS,
+  acceptedBlobBytes,
+  blobDataSchema,
+  blobHeaderSchema,
+  hasBit,
+  manifestReplySchema,
+  type Manifest,
+} from './messages.js';
 import { holdingKey, holdingsOf } from './server.js';
 import { putShardOffThread } from './shard-io.js';
 
@@ -29,9 +44,13 @@ export interface FetchOptions {
   readonly dataDir: string;
   /** Manifest indices to hold; default: a random subset (seeded by this peer's id) that fits `quotaBytes`. */
   readonly shards?: readonly number[];
-  /** Bytes of this dataset's shards to hold in all (those held already count). @default all of them */
+  /**
+   * Bytes of this dataset's shards to hold in all (those held already count): without `shards`, the
+   * shards to fetch are chosen to fit it; with or without, a verified shard that would overflow it (its
+   * manifest understated it) is not stored. @default all of them
+   */
   readonly quotaBytes?: number;
-  /** Shards in flight at once (each from one holder). @default 4 */
+  /** Shards in flight at once (each from one holder, at most MAX_TRANSFERS_PER_PEER at one). @default 4 */
   readonly maxParallel?: number;
   /** A holder that sends nothing for this long is left for another. @default DEFAULT_FETCH_STALL_TIMEOUT_MS (15 s) */
   readonly stallTimeoutMs?: number;
@@ -52,7 +71,7 @@ export interface FetchResult {
   readonly info: DatasetInfo;
   readonly manifest: Manifest;
   readonly tokenizerFile: string;
-  /** Shards received now, and shards this store held before. */
+  /** Shards received and stored now, and shards this store held before. */
   readonly fetched: number;
   readonly alreadyHeld: number;
   readonly bytes: number;
@@ -65,6 +84,11 @@ export interface FetchResult {
 
 type Holders = Map<string, Uint8Array>;
 const HOLDERS_TTL_MS = 5000;
+/**
+ * A blob's buffer is allocated up front at most this large, whatever its manifest claims (a claim is not
+ * covered by the dataset id); a larger blob's grows as its bytes arrive.
+ */
+const FIRST_BUFFER_MAX_BYTES = 8 * MAX_BLOB_CHUNK_BYTES;
 
 /**
  * Gets a dataset the run names from the swarm: its manifest (checked against the dataset id), its
@@ -109,7 +133,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   // writing into fresh memory costs a page fault per 4 KiB, more than the copy itself.
   const parallel = options.maxParallel ?? 4;
   const spare: ArrayBuffer[] = [];
-  const bufferFor = (size: number): ArrayBuffer => {
+  const bufferFor = (claimed: number): ArrayBuffer => {
+    const size = Math.min(claimed, FIRST_BUFFER_MAX_BYTES);
     const fits = spare.filter((b) => b.byteLength >= size).sort((a, b) => a.byteLength - b.byteLength)[0];
     if (fits === undefined) return new ArrayBuffer(size);
     spare.splice(spare.indexOf(fits), 1);
@@ -121,6 +146,21 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
   /** Transfers of this fetch in progress, per holder. */
   const inFlight = new Map<string, number>();
+  /** Per-peer shares holders showed lower than MAX_TRANSFERS_PER_PEER (PEER_BUSY with fewer of this fetch's transfers there), until a transfer there succeeds. */
+  const peerCaps = new Map<string, number>();
+  const capOf = (peer: string) => peerCaps.get(peer) ?? MAX_TRANSFERS_PER_PEER;
+  /** Resolves once one of this fetch's transfers ended (a holder's per-peer slot may be free), or after `ms`. */
+  const transferEnds = new EventTarget();
+  const transferEnded = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        transferEnds.removeEventListener('ended', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      transferEnds.addEventListener('ended', done);
+    });
   const penalise = (peer: string, reason: string) => {
     penalised.set(peer, reason);
     log.warn({ peer, dataset: datasetId, reason }, `skipping shard holder ${peer} for this fetch: ${reason}`);
@@ -139,18 +179,26 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
     }
   };
 
-  /** Streams blob `sha256` from `peer` starting at `have.bytes`; returns when complete or throws (what arrived stays in `have`). */
-  const getBlob = (peer: string, sha256: string, have: Received, maxBytes: number, onBytes: (n: number) => void) =>
+  /**
+   * Streams blob `sha256` from `peer` starting at `have.bytes`; returns when complete or throws (what
+   * arrived stays in `have`). The holder's stated size is taken within acceptedBlobBytes of the
+   * manifest's `claimed` one: neither is verified before the sha256 is.
+   */
+  const getBlob = (peer: string, sha256: string, have: Received, claimed: number, onBytes: (n: number) => void) =>
     call(peer, async (framed, stall) => {
       let at = have.bytes;
       await framed.write({ t: 'get', sha256, offset: at }, stall());
       const header = await framed.expect(blobHeaderSchema, stall(), 'the blob header');
-      if (header.t === 'refused') throw new ShardExchangeError(`${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`);
-      if (header.size !== maxBytes) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${maxBytes}`);
+      if (header.t === 'refused') {
+        const message = `${peer} refused ${sha256.slice(0, 12)}…: ${header.code}: ${header.message}`;
+        throw header.code === 'PEER_BUSY' ? new PeerBusyError(message) : new ShardExchangeError(message);
+      }
+      if (header.size > acceptedBlobBytes(claimed) || header.size < at) throw new ShardExchangeError(`${peer} says ${sha256.slice(0, 12)}… has ${header.size} bytes, the manifest ${claimed} (taken: ${at} to ${acceptedBlobBytes(claimed)})`);
       // one stall timer for the transfer, pushed back by every chunk (a timer per chunk costs more than its framing)
       const stalled = releasableDeadline(stallMs, options.signal);
       const from = at;
-      const allowedMs = stallMs + (1000 * (header.size - from)) / minRate;
+      // the bytes the manifest claims, not a stated size beyond it: a holder stating 64 MiB more would be waited for an hour
+      const allowedMs = stallMs + (1000 * Math.max(0, Math.min(header.size, claimed) - from)) / minRate;
       const tooSlow = releasableDeadline(allowedMs);
       const signal = AbortSignal.any([stalled.signal, tooSlow.signal]);
       try {
@@ -162,7 +210,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           stalled.refresh();
           if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
           if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);
-          have.push(d);
+          have.push(d, header.size);
           at += d.byteLength;
           onBytes(d.byteLength);
         }
@@ -177,8 +225,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
    * sha256 at the end (a mismatch penalises every holder that contributed), waits for holders to
    * reappear when all have failed, up to `waitForHolderMs`.
    */
-  const fetchBlob = async (what: string, sha256: string, size: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
-    const have = new Received(bufferFor(size), size);
+  const fetchBlob = async (what: string, sha256: string, claimed: number, holds: (have: Uint8Array) => boolean, onBytes: (n: number) => void): Promise<{ data: Buffer; resumed: number }> => {
+    const have = new Received(bufferFor(claimed));
     let contributors = new Set<string>();
     const failedHere = new Set<string>();
     /** Why each holder tried did not deliver this blob (for the error when none is left). */
@@ -201,17 +249,29 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       const load = (peer: string) => inFlight.get(peer) ?? 0;
       const fast = candidates.filter((peer) => !slow.has(peer));
       if (fast.length > 0) candidates = fast;
+      // a holder serves one peer MAX_TRANSFERS_PER_PEER at once: at its share, this blob waits for one of them to end
+      candidates = candidates.filter((peer) => load(peer) < capOf(peer));
+      if (candidates.length === 0) {
+        await transferEnded(1000);
+        continue;
+      }
       const least = Math.min(...candidates.map(load));
       const idle = candidates.filter((peer) => load(peer) === least);
       const peer = idle[Math.floor(Math.random() * idle.length)]!;
       const before = have.bytes;
-      if (before > 0) resumed++;
-      contributors.add(peer);
       inFlight.set(peer, load(peer) + 1);
       try {
-        await getBlob(peer, sha256, have, size, onBytes);
+        await getBlob(peer, sha256, have, claimed, onBytes);
+        // a PEER_BUSY may have come from a race (a transfer this fetch saw end, its holder had not yet released): the share learned lasts until the next success there
+        peerCaps.delete(peer);
       } catch (err) {
         options.signal?.throwIfAborted();
+        if (err instanceof PeerBusyError) {
+          // not a failure of this holder: it serves this peer fewer at once than MAX_TRANSFERS_PER_PEER (or another fetch of this node has some)
+          peerCaps.set(peer, Math.max(1, load(peer) - 1));
+          await transferEnded(1000);
+          continue;
+        }
         // the wait for a holder restarts only when one delivered something: a gone holder still in the DHT is no holder
         if (have.bytes > before) waitUntil = undefined;
         failedHere.add(peer);
@@ -219,11 +279,16 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           slow.add(peer);
           log.warn({ peer, what }, `shard holder ${peer} is too slow: ${err.message}; asking it only when no other holder has a shard`);
         }
-        tried.set(peer, `stopped at byte ${have.bytes} of ${size}: ${(err as Error).message}`);
+        tried.set(peer, `stopped at byte ${have.bytes} of ${have.size ?? claimed}: ${(err as Error).message}`);
         log.info({ peer, what, at: have.bytes, err: (err as Error).message }, `shard transfer from ${peer} stopped; continuing elsewhere`);
         continue;
       } finally {
         inFlight.set(peer, load(peer) - 1);
+        transferEnds.dispatchEvent(new Event('ended'));
+        if (have.bytes > before) {
+          contributors.add(peer);
+          if (before > 0) resumed++;
+        }
       }
       const got = have.sha256();
       if (got === sha256) return { data: have.data(), resumed };
@@ -238,9 +303,10 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   };
 
   // 1. The manifest, from a holder, proven to be the dataset the run names.
-  const waitUntil = Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
   const triedForManifest = new Map<string, string>();
   const getManifest = async (): Promise<{ manifest: Manifest; from: string }> => {
+    // each look (the first, or one replacing a forged manifest mid-fetch) waits for a holder as long
+    const waitUntil = Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
     for (;;) {
       options.signal?.throwIfAborted();
       const holders = [...(await findHolders(true)).keys()];
@@ -274,10 +340,12 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const tokenizerFile =
     localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
     writeTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
-  // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts a manifest gives
-  // for them (the model's vocabulary is taken from it, a shard's counts are stored with it): a
-  // manifest whose counts its verified bytes contradict is forged, and another holder's is taken.
+  // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts and sizes a
+  // manifest gives for them (the model's vocabulary is taken from it, a shard's counts are stored with
+  // it, the quota is reckoned with its sizes): a manifest whose counts or sizes its verified bytes
+  // contradict is forged, and another holder's is taken.
   const { vocabSize } = loadTokenizer(tokenizerFile);
+  const tokenizerBytes = fs.statSync(tokenizerFile).size;
   let replacing: Promise<void> | undefined;
   const replaceManifest = (why: string): Promise<void> =>
     (replacing ??= (async () => {
@@ -285,7 +353,13 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       triedForManifest.set(manifestFrom, why);
       ({ manifest, from: manifestFrom } = await getManifest());
     })().finally(() => (replacing = undefined)));
-  while (manifest.vocabSize !== vocabSize) await replaceManifest(`served a manifest giving a vocabulary of ${manifest.vocabSize} tokens; its tokenizer (sha256 ${manifest.tokenizerSha256.slice(0, 12)}…) has ${vocabSize}`);
+  const tokenizerContradiction = (): string | undefined => {
+    const what = `its tokenizer (sha256 ${manifest.tokenizerSha256.slice(0, 12)}…, checked)`;
+    if (manifest.vocabSize !== vocabSize) return `served a manifest giving a vocabulary of ${manifest.vocabSize} tokens; ${what} has ${vocabSize}`;
+    if (manifest.tokenizerBytes !== tokenizerBytes) return `served a manifest giving ${manifest.tokenizerBytes} bytes for ${what}, which has ${tokenizerBytes}`;
+    return undefined;
+  };
+  for (let forged = tokenizerContradiction(); forged !== undefined; forged = tokenizerContradiction()) await replaceManifest(forged);
 
   // 3. The dataset row, and which shards to fetch.
   const cacheKey = `swarm-${datasetId.slice(0, 26)}`;
@@ -299,9 +373,16 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
     params: { maxSeqLen: manifest.maxSeqLen, shortSeqProb: manifest.shortSeqProb, seed: 0, format: 'swarm', field: '', maxDocuments: null },
     vocabSize: manifest.vocabSize,
   });
-  const held = new Set(datasets.shardEntries(cacheKey).filter((s) => manifest.shards[s.seq]?.sha256 === s.sha256).map((s) => s.seq));
-  const wanted = chooseShards(manifest, held, self, options);
-  const totalBytes = wanted.reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
+  // the held shards' sizes are their stored bytes' (verified), not a manifest's
+  const held = new Map(datasets.shardEntries(cacheKey).filter((s) => manifest.shards[s.seq]?.sha256 === s.sha256).map((s) => [s.seq, s.bytes]));
+  /** Shards held, fetched or in flight, with their size: verified, or the manifest's claim while in flight. */
+  const taken = new Map(held);
+  let queue = chooseShards(manifest, held, self, options);
+  const quota = options.quotaBytes ?? Infinity;
+  /** Bytes of the shards held and stored (or being stored) by this fetch: verified sizes only. */
+  let verifiedBytes = [...held.values()].reduce((a, b) => a + b, 0);
+  let totalBytes = queue.reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
+  let shardsTotal = queue.length;
 
   // 4. The shards, `maxParallel` at a time, each stored as soon as it is verified.
   let bytes = 0;
@@ -310,30 +391,50 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const report = () => {
     const seconds = (Date.now() - started) / 1000;
     const bytesPerSecond = seconds > 0 ? bytes / seconds : 0;
-    options.onProgress?.({ datasetId, bytes, totalBytes, shardsDone, shardsTotal: wanted.length, bytesPerSecond, etaSeconds: bytesPerSecond > 0 ? (totalBytes - bytes) / bytesPerSecond : null });
+    options.onProgress?.({ datasetId, bytes, totalBytes, shardsDone, shardsTotal, bytesPerSecond, etaSeconds: bytesPerSecond > 0 ? Math.max(0, totalBytes - bytes) / bytesPerSecond : null });
   };
-  const queue = [...wanted];
+  // A manifest replaced for its sizes changes what fits the quota: the shards not begun are chosen again.
+  const rechoose = () => {
+    if (options.shards !== undefined) return;
+    queue = chooseShards(manifest, taken, self, options);
+    const others = [...taken.keys()].filter((i) => !held.has(i));
+    shardsTotal = others.length + queue.length;
+    totalBytes = [...others, ...queue].reduce((n, i) => n + (taken.get(i) ?? manifest.shards[i]!.bytes), 0);
+  };
   const worker = async () => {
     // each shard is stored while the next one arrives; at most one store per worker is pending
     let storing: Promise<void> | undefined;
     try {
       for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
         const shard = manifest.shards[i]!;
+        taken.set(i, shard.bytes);
         const got = await fetchBlob(`shard ${i}`, shard.sha256, shard.bytes, (have) => hasBit(have, i), (n) => {
           bytes += n;
           report();
         });
         resumed += got.resumed;
+        const size = got.data.byteLength;
+        taken.set(i, size);
         const counts = shardHeader(got.data);
         const contradiction = (): string | undefined => {
           const listed = manifest.shards[i]!;
+          if (listed.bytes !== size) return `served a manifest giving ${listed.bytes} bytes for shard ${i}, whose bytes (sha256 checked) are ${size}`;
           return counts.examples === listed.examples && counts.tokens === listed.tokens ? undefined : `served a manifest listing ${listed.examples} examples and ${listed.tokens} tokens for shard ${i}, whose bytes (sha256 checked) hold ${counts.examples} and ${counts.tokens}`;
         };
         let forged = contradiction();
         if (forged !== undefined) {
           for (; forged !== undefined; forged = contradiction()) await replaceManifest(forged);
           datasets.replaceManifest(cacheKey, JSON.stringify(manifest));
+          rechoose();
         }
+        if (verifiedBytes + size > quota) {
+          // chosen by a claim its bytes contradict (or with others so chosen): the quota holds what is verified
+          taken.delete(i);
+          release(got.data.buffer as ArrayBuffer);
+          log.warn({ dataset: datasetId, shard: i, bytes: size }, `shard ${i} of dataset ${datasetId.slice(0, 12)}… has ${size} bytes, more than the ${quota - verifiedBytes} left of the cache quota: not stored`);
+          continue;
+        }
+        verifiedBytes += size;
         await storing;
         storing = putShardOffThread(store, cacheKey, i, { data: got.data, examples: counts.examples, tokens: counts.tokens, sha256: shard.sha256 }).then((buffer) => {
           release(buffer);
@@ -347,15 +448,16 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       await storing?.catch(() => undefined);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(parallel, queue.length) }, worker));
+  // as many workers as shards may come to be wanted: a manifest replaced for its sizes may add some
+  await Promise.all(Array.from({ length: options.shards === undefined ? parallel : Math.min(parallel, queue.length) }, worker));
   datasets.refreshFetched(cacheKey);
   const info = datasets.get(cacheKey)!;
-  log.info({ dataset: datasetId, shards: wanted.length, bytes, ms: Date.now() - started }, `fetched ${wanted.length} shard(s) of dataset ${datasetId.slice(0, 12)}… (${bytes} bytes); holding ${info.shardCount} of ${manifest.shards.length}`);
+  log.info({ dataset: datasetId, shards: shardsDone, bytes, ms: Date.now() - started }, `fetched ${shardsDone} shard(s) of dataset ${datasetId.slice(0, 12)}… (${bytes} bytes); holding ${info.shardCount} of ${manifest.shards.length}`);
   return {
     info,
     manifest,
     tokenizerFile,
-    fetched: wanted.length,
+    fetched: shardsDone,
     alreadyHeld: held.size,
     bytes,
     penalised: [...penalised].map(([peer, reason]) => ({ peer, reason })),
@@ -367,17 +469,21 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
 /** A holder's transfer fell below the fetch's minimum rate. */
 class SlowHolderError extends ShardExchangeError {}
 
+/** A holder refused a transfer with PEER_BUSY: this peer has its share of its slots (it is asked again once one ends). */
+class PeerBusyError extends ShardExchangeError {}
+
 /**
  * The manifest indices to fetch: `shards` when given, else a random permutation (seeded by this
  * peer's id, so peers spread over the shards) taken while the held + chosen bytes fit the quota.
+ * `held`: manifest index → the bytes it takes (its stored bytes' size for a shard held).
  */
-export function chooseShards(manifest: Manifest, held: ReadonlySet<number>, peerId: string, options: Pick<FetchOptions, 'shards' | 'quotaBytes'>): number[] {
+export function chooseShards(manifest: Manifest, held: ReadonlyMap<number, number>, peerId: string, options: Pick<FetchOptions, 'shards' | 'quotaBytes'>): number[] {
   if (options.shards !== undefined) {
     for (const i of options.shards) if (!Number.isInteger(i) || i < 0 || i >= manifest.shards.length) throw new RangeError(`shard index ${i}: the dataset has shards 0..${manifest.shards.length - 1}`);
     return [...new Set(options.shards)].filter((i) => !held.has(i));
   }
   const quota = options.quotaBytes ?? Infinity;
-  let used = [...held].reduce((n, i) => n + manifest.shards[i]!.bytes, 0);
+  let used = [...held.values()].reduce((a, b) => a + b, 0);
   const chosen: number[] = [];
   for (const i of shardOrder(manifest, peerId)) {
     if (held.has(i)) continue;
@@ -429,18 +535,29 @@ class HolderStreams {
 /**
  * A blob as its chunks arrive: copied into `buffer` (the fetch's own, moved to the store's worker
  * thread without another copy; the muxer's buffers are let go at once) and hashed as it grows, so
- * verifying a complete blob does not read it all again at the end.
+ * verifying a complete blob does not read it all again at the end. The buffer grows (at least
+ * doubling, up to the size its holder states) as bytes arrive: a stated size is not verified.
  */
 class Received {
-  private readonly buffer: Buffer;
+  private buffer: Buffer;
   private hash = createHash('sha256');
   bytes = 0;
+  /** The size the last holder stated. */
+  size: number | undefined;
 
-  constructor(buffer: ArrayBuffer, size: number) {
-    this.buffer = Buffer.from(buffer, 0, size);
+  constructor(buffer: ArrayBuffer) {
+    this.buffer = Buffer.from(buffer);
   }
 
-  push(chunk: Uint8ArrayList): void {
+  /** Appends a chunk of a blob whose holder states `size` bytes in all. */
+  push(chunk: Uint8ArrayList, size: number): void {
+    this.size = size;
+    const needed = this.bytes + chunk.byteLength;
+    if (needed > this.buffer.byteLength) {
+      const grown = Buffer.from(new ArrayBuffer(Math.min(size, Math.max(needed, 2 * this.buffer.byteLength))));
+      grown.set(this.buffer.subarray(0, this.bytes));
+      this.buffer = grown;
+    }
     for (const part of chunk) {
       this.buffer.set(part, this.bytes);
       this.hash.update(part);

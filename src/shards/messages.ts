@@ -1,8 +1,8 @@
 import { Uint8ArrayList } from 'uint8arraylist';
 import { z } from 'zod';
 
-/** `/cohort/<run>/shards/1.3.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
-export const SHARDS_PROTOCOL = 'shards/1.3.0';
+/** `/cohort/<run>/shards/1.4.0`: the shard exchange (docs/protocol.md, "Shard exchange"). */
+export const SHARDS_PROTOCOL = 'shards/1.4.0';
 /** DHT namespace: `shards/<dataset id>` holds, per holder, which of the dataset's shards it serves. */
 export const SHARDS_NAMESPACE = 'shards';
 /**
@@ -24,6 +24,22 @@ export const STREAM_IDLE_MS = 10_000;
 export const MAX_REQUESTS_PER_STREAM = MAX_SHARDS + 2;
 /** Largest blob (a shard or a tokenizer.json) a fetcher accepts. */
 export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
+/**
+ * A manifest's sizes are claims (the dataset id covers each blob's sha256, not its length): a fetcher
+ * takes a holder's stated size up to twice the claim or the claim plus this, whichever is larger, so a
+ * manifest understating a blob does not get its honest holders refused, and a holder overstating it
+ * cannot make the fetcher take much more than the manifest says before the sha256 decides.
+ */
+export const BLOB_SIZE_SLACK_BYTES = 64 * 1024 * 1024;
+/** The most bytes a fetcher takes for a blob a manifest claims has `claimed` bytes. */
+export function acceptedBlobBytes(claimed: number): number {
+  return Math.min(MAX_BLOB_BYTES, Math.max(2 * claimed, claimed + BLOB_SIZE_SLACK_BYTES));
+}
+/**
+ * Transfers a holder serves one peer at once (or half its slots, if that is fewer; PEER_BUSY past it),
+ * and a fetcher runs at one holder: one peer cannot take all of a seeder's slots (hivemind #169).
+ */
+export const MAX_TRANSFERS_PER_PEER = 2;
 /** A fetcher leaves a holder that sends nothing for this long (fetchDataset's `stallTimeoutMs`). */
 export const DEFAULT_FETCH_STALL_TIMEOUT_MS = 15_000;
 /**
@@ -60,7 +76,8 @@ export const shardRequestSchema = z.discriminatedUnion('t', [
 ]);
 export type ShardRequest = z.infer<typeof shardRequestSchema>;
 
-export const REFUSAL_CODES = ['BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
+/** `BUSY`: every slot is taken, or this peer is refused a while (ask another holder); `PEER_BUSY`: this peer has its share of the slots already (ask again once one of its transfers ended). */
+export const REFUSAL_CODES = ['BUSY', 'PEER_BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
 const refusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(REFUSAL_CODES), message: z.string().max(512) });
 
 export const manifestReplySchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('manifest'), manifest: manifestSchema }), refusedSchema]);

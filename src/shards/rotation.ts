@@ -112,6 +112,8 @@ export class ShardRotation {
         datasetId: this.datasetId,
         dataDir: this.o.dataDir,
         shards: [next],
+        // the manifest's size of `next` is a claim: the fetch stores it only if its verified bytes fit
+        quotaBytes: this.o.quotaBytes,
         log: this.o.log,
         signal: this.abort.signal,
         ...(this.o.waitForHolderMs !== undefined ? { waitForHolderMs: this.o.waitForHolderMs } : {}),

@@ -14,6 +14,7 @@ import {
   MAX_HOLDING_BYTES,
   MAX_REQUESTS_PER_STREAM,
   MAX_SHARD_FRAME_BYTES,
+  MAX_TRANSFERS_PER_PEER,
   SHARDS_NAMESPACE,
   SHARDS_PROTOCOL,
   STREAM_IDLE_MS,
@@ -78,7 +79,11 @@ const ADVERTISE_RETRIES = 30;
 export interface ShardServerOptions {
   /** This node's upload cap for shard traffic, bytes/s (shared by every transfer). @default unlimited */
   readonly uploadBytesPerSecond?: number;
-  /** Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind #169). @default 4 */
+  /**
+   * Transfers served at once; more are refused with BUSY so newcomers spread over holders (hivemind
+   * #169). One peer gets at most MAX_TRANSFERS_PER_PEER of them, or half of them if that is fewer (at
+   * least one); more are refused with PEER_BUSY. @default 4
+   */
   readonly maxConcurrentTransfers?: number;
   /**
    * A transfer whose reader keeps it waiting longer than a stall timeout plus its bytes at this rate
@@ -119,7 +124,7 @@ export class ShardServer {
   private stopped = true;
   /** Adverts in a row that reached nobody. */
   private retries = 0;
-  /** Streams opened to this server, transfers completed, bytes sent and requests refused with BUSY, for logs and the benchmark. */
+  /** Streams opened to this server, transfers completed, bytes sent and requests refused with BUSY or PEER_BUSY, for logs and the benchmark. */
   streams = 0;
   served = 0;
   bytesSent = 0;
@@ -135,7 +140,7 @@ export class ShardServer {
     this.upload = options.uploadBytesPerSecond === undefined ? undefined : new UploadLimit(options.uploadBytesPerSecond);
     const maxConcurrent = options.maxConcurrentTransfers ?? 4;
     if (!(Number.isInteger(maxConcurrent) && maxConcurrent >= 1)) throw new RangeError(`maxConcurrentTransfers ${maxConcurrent} must be an integer ≥ 1`);
-    this.slots = new ServingSlots(maxConcurrent);
+    this.slots = new ServingSlots(maxConcurrent, Math.min(MAX_TRANSFERS_PER_PEER, Math.max(1, Math.floor(maxConcurrent / 2))));
     this.minReaderBytesPerSecond = options.minReaderBytesPerSecond ?? DEFAULT_FETCH_MIN_BYTES_PER_S;
     if (!(this.minReaderBytesPerSecond > 0)) throw new RangeError(`minReaderBytesPerSecond ${this.minReaderBytesPerSecond} must be above 0`);
     this.advertiseIntervalMs = options.advertiseIntervalMs ?? 60_000;
@@ -214,7 +219,7 @@ export class ShardServer {
     const busy = this.slots.take(peer);
     if (busy !== undefined) {
       this.busyRefusals++;
-      await framed.write({ t: 'refused', code: 'BUSY', message: busy } satisfies BlobHeader, stall.signal);
+      await framed.write({ t: 'refused', ...busy } satisfies BlobHeader, stall.signal);
       return stall.release();
     }
     let reader: ReturnType<typeof readerDeadline> | undefined;
@@ -251,7 +256,7 @@ export class ShardServer {
       this.served++;
       this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
     } finally {
-      this.slots.release();
+      this.slots.release(peer);
       reader?.release();
       stall.release();
     }

@@ -11,7 +11,7 @@ import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
-import { MAX_SHARD_FRAME_BYTES, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { MAX_BLOB_BYTES, MAX_SHARD_FRAME_BYTES, MAX_TRANSFERS_PER_PEER, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -107,10 +107,10 @@ test('a newcomer with an empty data directory fetches the tokenizer and every sh
  * Only `liar` serves at first: the newcomer's fetch must find it out (a penalty logged), then wait for
  * `honest`, which starts serving only then. The fetch's result.
  */
-async function fetchPastLiar(t: TestContext, liar: Peer, honest: Peer, newcomer: Peer, info: DatasetInfo): Promise<Awaited<ReturnType<typeof fetchDataset>>> {
+async function fetchPastLiar(t: TestContext, liar: Peer, honest: Peer, newcomer: Peer, info: DatasetInfo, options: { quotaBytes?: number } = {}): Promise<Awaited<ReturnType<typeof fetchDataset>>> {
   await serve(t, liar);
   const { warnings, log } = warningLog();
-  const fetching = fetchDataset(newcomer.node, newcomer.store, { datasetId: info.datasetId!, dataDir: newcomer.dataDir, maxParallel: 1, log });
+  const fetching = fetchDataset(newcomer.node, newcomer.store, { datasetId: info.datasetId!, dataDir: newcomer.dataDir, maxParallel: 1, log, ...options });
   await waitFor('the liar to be penalised', () => warnings.some((w) => w.includes(`skipping shard holder ${liar.node.peerId.toString()}`)));
   await serve(t, honest);
   return fetching;
@@ -128,30 +128,68 @@ test('a holder serving altered bytes is rejected and penalised; the shards come 
   assert.deepEqual(shardBytes(newcomer!.store, r.info.cacheKey), shardBytes(honest!.store, info.cacheKey));
 });
 
+/** Makes `liar` (holding the dataset of `info`) serve `forge` of the honest manifest. The honest manifest. */
+function forgeManifest(honest: Peer, liar: Peer, info: DatasetInfo, held: DatasetInfo, forge: (m: Manifest) => Manifest): Manifest {
+  const manifest = manifestOf(info, new DatasetStore(honest.store.db));
+  liar.store.db.prepare('UPDATE datasets SET manifest = ? WHERE cache_key = ?').run(JSON.stringify(forge(manifest)), held.cacheKey);
+  return manifest;
+}
+
+/** The most bytes of ArrayBuffers this process holds while `work` runs (sampled every 10 ms). */
+async function peakArrayBuffers<T>(work: Promise<T>): Promise<{ result: T; peak: number }> {
+  let peak = process.memoryUsage().arrayBuffers;
+  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().arrayBuffers)), 10);
+  try {
+    return { result: await work, peak };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
 /**
- * The dataset id covers the tokenizer's hash and the shards' bytes, not the counts a manifest gives
- * for them: a holder serving such a forged manifest (of the right id) must not set the newcomer's
- * vocabulary (its model's size) nor the counts stored with each shard (checked when training reads it).
+ * The dataset id covers the tokenizer's hash and the shards' bytes, not the counts and sizes a
+ * manifest gives for them: a holder serving such a forged manifest (of the right id) must not set the
+ * newcomer's vocabulary (its model's size) nor the counts stored with each shard (checked when training
+ * reads it), make it allocate the sizes it states, nor get honest transfers refused for their size.
  */
 for (const [what, forge] of [
   ['a vocabulary its tokenizer does not have', (m: Manifest): Manifest => ({ ...m, vocabSize: m.vocabSize + 1 })],
   ['shard counts their bytes contradict', (m: Manifest): Manifest => ({ ...m, shards: m.shards.map((x) => ({ ...x, examples: x.examples + 1, tokens: x.tokens + 7 })) })],
+  ['shards of 512 MiB each', (m: Manifest): Manifest => ({ ...m, shards: m.shards.map((x) => ({ ...x, bytes: MAX_BLOB_BYTES })) })],
+  ['a tokenizer of 1 byte', (m: Manifest): Manifest => ({ ...m, tokenizerBytes: 1 })],
 ] as const) {
   test(`a holder serving a manifest of the right id with ${what} is penalised; the newcomer keeps an honest holder’s manifest and the counts of the bytes`, async (t) => {
     const [honest, liar, newcomer] = await peers(t, 3);
     const info = await found(honest!);
-    const held = await found(liar!);
-    const manifest = manifestOf(info, new DatasetStore(honest!.store.db));
-    liar!.store.db.prepare('UPDATE datasets SET manifest = ? WHERE cache_key = ?').run(JSON.stringify(forge(manifest)), held.cacheKey);
-    const r = await fetchPastLiar(t, liar!, honest!, newcomer!, info);
+    const manifest = forgeManifest(honest!, liar!, info, await found(liar!), forge);
+    const { result: r, peak } = await peakArrayBuffers(fetchPastLiar(t, liar!, honest!, newcomer!, info));
     assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
-    assert.match(r.penalised[0]!.reason, /served a manifest (giving a vocabulary of \d+ tokens; its tokenizer .* has \d+|listing \d+ examples and \d+ tokens for shard \d+, whose bytes \(sha256 checked\) hold \d+ and \d+)/);
+    assert.match(r.penalised[0]!.reason, /served a manifest (giving a vocabulary of \d+ tokens; its tokenizer .* has \d+|listing \d+ examples and \d+ tokens for shard \d+, whose bytes \(sha256 checked\) hold \d+ and \d+|giving \d+ bytes for shard \d+, whose bytes \(sha256 checked\) are \d+|giving 1 bytes for its tokenizer .*, which has \d+)/);
     assert.equal(r.info.vocabSize, info.vocabSize);
     assert.deepEqual(JSON.parse(r.info.manifest!), manifest, 'the manifest kept (and served to others) is the honest one');
     const counts = (store: Store, cacheKey: string) => new DatasetStore(store.db).shardEntries(cacheKey).map(({ seq, examples, tokens }) => ({ seq, examples, tokens }));
     assert.deepEqual(counts(newcomer!.store, r.info.cacheKey), counts(honest!.store, info.cacheKey));
+    // a stated size is not allocated: this whole process (three nodes) holds far less than one 512 MiB claim
+    assert.ok(peak < 256 * 1024 * 1024, `${(peak / 2 ** 20).toFixed(0)} MiB of ArrayBuffers at most during the fetch`);
   });
 }
+
+test('a manifest understating every shard does not get a fetch past its cache quota: it is found forged by the first shard, and the quota holds verified sizes', async (t) => {
+  const [honest, liar, newcomer] = await peers(t, 3);
+  const info = await found(honest!);
+  // by the forged sizes every shard fits in a quota of half the dataset
+  const manifest = forgeManifest(honest!, liar!, info, await found(liar!), (m) => ({ ...m, shards: m.shards.map((x) => ({ ...x, bytes: 1 })) }));
+  const quota = Math.floor(info.bytes / 2);
+  const r = await fetchPastLiar(t, liar!, honest!, newcomer!, info, { quotaBytes: quota });
+  assert.deepEqual(r.penalised.map((p) => p.peer), [liar!.node.peerId.toString()]);
+  assert.match(r.penalised[0]!.reason, /served a manifest giving 1 bytes for shard \d+, whose bytes \(sha256 checked\) are \d+/);
+  assert.deepEqual(JSON.parse(r.info.manifest!), manifest);
+  const sizes = new DatasetStore(newcomer!.store.db).shardSizes(r.info.cacheKey);
+  const held = [...sizes.values()].reduce((a, b) => a + b, 0);
+  assert.ok(sizes.size > 0 && held <= quota, `${held} bytes in ${sizes.size} shards held, quota ${quota}`);
+  // the shards the honest manifest gives this peer within the quota: the first, fetched by the forged one, is the first of its order either way
+  assert.deepEqual([...sizes.keys()].sort((x, y) => x - y), chooseShards(manifest, new Map(), newcomer!.node.peerId.toString(), { quotaBytes: quota }).sort((x, y) => x - y));
+});
 
 /** A holder that advertises every shard of `manifest` and sends any blob asked for right, one byte a second: it never stalls. */
 async function trickler(peer: Peer, manifest: Manifest, blobs: ReadonlyMap<string, Uint8Array>): Promise<void> {
@@ -321,6 +359,64 @@ test('a seeder serves a bounded number of transfers at once: the others are told
   assert.equal(server.served, 2 * (info.shardCount + 1), 'each newcomer: the tokenizer and every shard, once');
 });
 
+test('a newcomer whose only holder is a seeder with the default slots keeps to its per-peer share: 4 shards in flight, none refused, all fetched', async (t) => {
+  const [seeder, newcomer] = await peers(t, 2);
+  const info = await found(seeder!);
+  assert.ok(info.shardCount > MAX_TRANSFERS_PER_PEER, `${info.shardCount} shards`);
+  const server = await serve(t, seeder!);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, maxParallel: 4, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  assert.equal(server.busyRefusals, 0, 'the fetcher never asked for more than its share of the slots');
+});
+
+test('a holder serving a peer fewer transfers at once than the fetcher runs there: PEER_BUSY is waited out, not counted as a failed holder', async (t) => {
+  const [seeder, newcomer] = await peers(t, 2);
+  const info = await found(seeder!);
+  copyTokenizer(info, newcomer!);
+  // 2 slots: 1 per peer. At 1 KiB/s a shard takes seconds, longer than the newcomer waits for a holder it counted as failed
+  const server = await serve(t, seeder!, { maxConcurrentTransfers: 2, uploadBytesPerSecond: 1024, chunkBytes: 1024 });
+  const biggest = new DatasetStore(seeder!.store.db).shardEntries(info.cacheKey).sort((a, b) => b.bytes - a.bytes).slice(0, 2);
+  assert.ok(biggest.every((s) => s.bytes > 3000), `shards of ${biggest.map((s) => s.bytes).join(', ')} bytes`);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, shards: biggest.map((s) => s.seq), maxParallel: 2, waitForHolderMs: 1500, log: quiet });
+  assert.equal(r.fetched, 2);
+  assert.ok(server.busyRefusals >= 1, 'the second transfer in flight was refused PEER_BUSY');
+});
+
+/**
+ * A peer asking `holder` for blob `sha256` on `streams` streams at once, reading each answer's header
+ * and none of its bytes (its streams pause once their read buffer is full, so the transfers it got
+ * keep their slots). The headers' `t` or refusal code, in the order they came.
+ */
+async function greedy(peer: Peer, holder: string, sha256: string, streams: number, signal: AbortSignal): Promise<string[]> {
+  const answers: string[] = [];
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      const framed = new FramedStream(await peer.node.dial(holder, SHARDS_PROTOCOL, { allowRelayed: false, signal }), MAX_SHARD_FRAME_BYTES, 'greedy reader');
+      signal.addEventListener('abort', () => framed.abort(new Error('greedy reader done')));
+      await framed.write({ t: 'get', sha256, offset: 0 }, signal);
+      const header = await framed.expect(blobHeaderSchema, AbortSignal.any([signal, AbortSignal.timeout(30_000)]), 'the header');
+      answers.push(header.t === 'blob' ? 'blob' : header.code);
+    }),
+  );
+  return answers;
+}
+
+test('one peer cannot take all of a seeder’s slots: past its share it is told PEER_BUSY, and another peer is served meanwhile', async (t) => {
+  const [holder, hog, newcomer] = await peers(t, 3);
+  const info = await found(holder!);
+  copyTokenizer(info, newcomer!);
+  const big = holdBlob(holder!, randomBytes(16 * 1024 * 1024));
+  // 4 slots, 2 per peer; the hog's transfers stall (it reads nothing) but last the whole test
+  const server = await serve(t, holder!, { maxConcurrentTransfers: 4, stallTimeoutMs: 120_000 });
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const answers = await greedy(hog!, holder!.node.peerId.toString(), big, 4, stop.signal);
+  assert.deepEqual(answers.sort(), ['PEER_BUSY', 'PEER_BUSY', 'blob', 'blob']);
+  const r = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 5000, log: quiet });
+  assert.equal(r.fetched, info.shardCount);
+  assert.ok(server.served >= info.shardCount, `${server.served} transfers completed while the hog held ${answers.filter((a) => a === 'blob').length}`);
+});
+
 test('parallel shards go to different holders: with two holders and two shards in flight, each serves half of them', async (t) => {
   const [x, y, newcomer] = await peers(t, 3);
   const info = await found(x!);
@@ -344,15 +440,15 @@ test('shards to fetch: a random subset per peer that fits the quota, counting th
   const manifest = manifestOf(info, new DatasetStore(store.db));
   const sizes = manifest.shards.map((s) => s.bytes);
   const quota = Math.floor(info.bytes / 2);
-  const a = chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: quota });
-  const b = chooseShards(manifest, new Set(), 'peer-b', { quotaBytes: quota });
+  const a = chooseShards(manifest, new Map(), 'peer-a', { quotaBytes: quota });
+  const b = chooseShards(manifest, new Map(), 'peer-b', { quotaBytes: quota });
   for (const chosen of [a, b]) assert.ok(chosen.reduce((n, i) => n + sizes[i]!, 0) <= quota && chosen.length > 0);
   assert.notDeepEqual(a, b, 'peers spread over the shards');
-  assert.deepEqual(chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: quota }), a, 'the same peer chooses the same shards again');
-  const more = chooseShards(manifest, new Set(a), 'peer-a', { quotaBytes: info.bytes });
+  assert.deepEqual(chooseShards(manifest, new Map(), 'peer-a', { quotaBytes: quota }), a, 'the same peer chooses the same shards again');
+  const more = chooseShards(manifest, new Map(a.map((i) => [i, sizes[i]!])), 'peer-a', { quotaBytes: info.bytes });
   assert.deepEqual([...a, ...more].sort((x, y) => x - y), manifest.shards.map((_, i) => i), 'a larger quota later adds the rest');
-  assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { quotaBytes: Math.min(...sizes) - 1 }), /cannot hold one shard/);
-  assert.throws(() => chooseShards(manifest, new Set(), 'peer-a', { shards: [manifest.shards.length] }), /shard index/);
+  assert.throws(() => chooseShards(manifest, new Map(), 'peer-a', { quotaBytes: Math.min(...sizes) - 1 }), /cannot hold one shard/);
+  assert.throws(() => chooseShards(manifest, new Map(), 'peer-a', { shards: [manifest.shards.length] }), /shard index/);
 });
 
 test('the run’s data cannot be had: RunDataError names the dataset or the shard, each holder tried and why, and what to do', { timeout: 120_000 }, async (t) => {
