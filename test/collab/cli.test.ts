@@ -27,6 +27,7 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--coordinator', '--cache-quota', '64'], /--cache-quota.*a coordinator serves the whole dataset/],
     [['run', '--cache-quota', '0'], /--cache-quota/],
     [['status', '--join', 'nope'], /--join/],
+    [['status', '--join', 'cohort:zzzz'], /--join: join code is too short; was it copied whole\?\n$/],
   ];
   for (const [args, message] of cases) {
     const r = await runCli([...args, '--data-dir', '/nonexistent/never-created']);

@@ -24,8 +24,14 @@ export function registerStatus(program: Command): void {
   addFlags(cmd, STATUS_FLAGS);
   cmd.action(async ({ join }: { join: string }) => {
     const { log } = commandContext(cmd);
-    const { isJoinCode } = await import('../../swarm/join-code.js');
+    const [{ decodeJoinCode, isJoinCode }, { JoinCodeError }] = await Promise.all([import('../../swarm/join-code.js'), import('../../swarm/errors.js')]);
     if (!isJoinCode(join)) throw new ConfigError('--join', `"${join.slice(0, 40)}" is not a join code; accepted: the cohort:… code a running peer prints`);
+    try {
+      decodeJoinCode(join);
+    } catch (err) {
+      if (err instanceof JoinCodeError) throw new ConfigError('--join', err.message);
+      throw err;
+    }
     const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
     const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
       import('../../collab/index.js'),
