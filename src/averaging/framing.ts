@@ -318,13 +318,11 @@ export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly
 }
 
 /**
- * Fires once `framed`'s writes have waited for its reader for more than `ms` in all from now: a
- * server ends a transfer its reader drains too slowly (a reader taking a chunk just within the stall
- * timeout never stalls, and would hold a serving slot for ever). Time spent under this side's own
- * upload cap does not count, so a capped server never ends its own transfers. The timer is set again
- * for the budget left each time it finds the reader has not used it all.
+ * Fires once `framed`'s writes have waited for its reader for more than `ms` in all from now. Time
+ * spent under this side's own upload cap does not count, so a capped server never ends its own
+ * transfers. The timer is set again for the budget left each time it finds the reader has not used it all.
  */
-export function readerDeadline(framed: FramedStream, ms: number): { readonly signal: AbortSignal; release(): void } {
+function readerDeadline(framed: FramedStream, ms: number): { readonly signal: AbortSignal; release(): void } {
   const controller = new AbortController();
   const from = framed.readerWaitMs();
   let timer: NodeJS.Timeout;
@@ -335,6 +333,43 @@ export function readerDeadline(framed: FramedStream, ms: number): { readonly sig
   };
   timer = setTimeout(check, Math.max(0, ms));
   return { signal: controller.signal, release: () => clearTimeout(timer) };
+}
+
+/** A transfer's floor: see `minRateDeadline`. */
+export interface MinRateDeadline {
+  /** Fires once the transfer has had its time (never with a rate of 0). */
+  readonly signal: AbortSignal;
+  /**
+   * `step` (a read or write of the transfer, under a signal that includes `signal`), its rejection
+   * replaced by `tooSlow`'s error when this deadline caused it and `cancel` (the caller's own abort) did not fire.
+   */
+  guard<T>(step: Promise<T>, cancel?: AbortSignal): Promise<T>;
+  release(): void;
+}
+
+/**
+ * The floor of a transfer of `bytes` that must average `minBytesPerSecond`: it is allowed a stall
+ * timeout plus its bytes at that rate, beside the stall deadline (a peer sending or taking a chunk just
+ * within the stall timeout never stalls, and would hold the transfer for ever). A receiver counts all
+ * time; a server counts only the time its writes to `reader` waited for the remote to read
+ * (`readerDeadline`). `tooSlow(allowedMs)` builds the error a transfer that had its time ends with.
+ */
+export function minRateDeadline(
+  floor: { readonly stallMs: number; readonly bytes: number; readonly minBytesPerSecond: number; readonly reader?: FramedStream },
+  tooSlow: (allowedMs: number) => Error,
+): MinRateDeadline {
+  if (floor.minBytesPerSecond <= 0) return { signal: new AbortController().signal, guard: (step) => step, release: () => undefined };
+  const allowedMs = floor.stallMs + (1000 * floor.bytes) / floor.minBytesPerSecond;
+  const timer = floor.reader === undefined ? releasableDeadline(allowedMs) : readerDeadline(floor.reader, allowedMs);
+  return {
+    signal: timer.signal,
+    guard: (step, cancel) =>
+      step.catch((err: unknown) => {
+        if (!timer.signal.aborted || cancel?.aborted) throw err;
+        throw tooSlow(allowedMs);
+      }),
+    release: () => timer.release(),
+  };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { SwarmNode } from '../swarm/index.js';
 import { encode as cborEncode } from 'cborg';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
-import { deadline, FramedStream, releasableDeadline } from './framing.js';
+import { deadline, FramedStream, minRateDeadline, type MinRateDeadline } from './framing.js';
 import type { AveragingHub } from './hub.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
 
@@ -245,7 +245,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
   const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
   const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
-  let tooSlow: ReturnType<typeof releasableDeadline> | undefined;
+  let tooSlow: MinRateDeadline | undefined;
   try {
     await framed.write({ t: 'get', prefix } satisfies StateRequest, stall());
     const header = await framed.expect(stateHeaderSchema, stall(), 'the state header');
@@ -259,13 +259,11 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
     // up front let a donor make a newcomer reserve 2 GiB by sending one frame
     const chunks: Uint8Array[] = [];
     const hash = createHash('sha256');
-    const allowedMs = opts.stallTimeoutMs + (1000 * header.size) / opts.minBytesPerSecond;
-    const slow = (tooSlow = opts.minBytesPerSecond > 0 ? releasableDeadline(allowedMs) : undefined);
-    for (let at = 0; at < header.size; ) {
-      const chunk = await framed.expect(stateDataSchema, slow ? AbortSignal.any([stall(), slow.signal]) : stall(), `state bytes ${at}–${header.size}`).catch((err: unknown) => {
-        if (!slow?.signal.aborted || opts.signal?.aborted) throw err;
-        throw new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`);
-      });
+    let at = 0;
+    const slow = (tooSlow = minRateDeadline({ stallMs: opts.stallTimeoutMs, bytes: header.size, minBytesPerSecond: opts.minBytesPerSecond }, (allowedMs) =>
+      new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`)));
+    while (at < header.size) {
+      const chunk = await slow.guard(framed.expect(stateDataSchema, AbortSignal.any([stall(), slow.signal]), `state bytes ${at}–${header.size}`), opts.signal);
       const expected = Math.min(header.chunkBytes, header.size - at);
       if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
       chunks.push(chunk.d);
