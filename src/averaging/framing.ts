@@ -33,6 +33,8 @@ export class FramedStream {
   /** Milliseconds writes waited for the remote to take more (backpressure), and since when the current wait lasts. */
   private drainWaitedMs = 0;
   private drainingSince: number | undefined;
+  /** Aborted when the stream closes: a write waiting under the upload cap stops at once (a server frees the slot of a reader that left). */
+  private readonly closed = new AbortController();
 
   constructor(
     readonly stream: Stream,
@@ -52,7 +54,8 @@ export class FramedStream {
       if (this.queued > READ_HIGH_WATER_BYTES && !this.paused) this.setPaused(true);
       this.notify();
     });
-    stream.addEventListener('remoteCloseWrite', () => {
+    // not 'remoteCloseWrite': it comes at once, while a paused stream still holds what arrived before it
+    stream.addEventListener('end', () => {
       this.ended = true;
       this.notify();
     });
@@ -61,6 +64,7 @@ export class FramedStream {
       // the stream object may outlive its use (libp2p keeps closed streams referenced a while): its join buffer must not
       this.joined = new Uint8Array(0);
       if (event.error !== undefined) this.failure ??= event.error;
+      this.closed.abort(this.failure ?? new ProtocolError(`${this.what}: stream closed`));
       this.notify();
     });
   }
@@ -94,12 +98,26 @@ export class FramedStream {
 
   /** One muxer write for the whole frame (a list of its parts, none copied): one yamux frame and one drain check instead of one per part. */
   private async send(frame: Uint8ArrayList, signal: AbortSignal | undefined): Promise<void> {
-    if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal);
+    if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal === undefined ? this.closed.signal : AbortSignal.any([signal, this.closed.signal]));
     this.sent += frame.byteLength;
-    if (this.stream.send(frame)) return;
+    if (!this.stream.send(frame)) await this.waitForReader(() => drained(this.stream, signal, this.what));
+  }
+
+  /**
+   * Waits until the remote has taken everything written but its receive window, each drain within
+   * `stallMs`: a close waits for the whole write queue (up to WRITE_QUEUE_BYTES) under one deadline,
+   * and outside readerWaitMs.
+   */
+  async flush(stallMs: number, signal?: AbortSignal): Promise<void> {
+    await this.waitForReader(async () => {
+      while (this.stream.writableNeedsDrain && this.stream.writeBufferLength > 0) await nextDrain(this.stream, deadline(stallMs, signal), this.what);
+    });
+  }
+
+  private async waitForReader(wait: () => Promise<void>): Promise<void> {
     this.drainingSince = performance.now();
     try {
-      await drained(this.stream, signal, this.what);
+      await wait();
     } finally {
       this.drainWaitedMs += performance.now() - this.drainingSince;
       this.drainingSince = undefined;

@@ -152,6 +152,8 @@ export class StateServer {
       for (let at = 0; at < snapshot.data.byteLength; at += chunkBytes) {
         await framed.write({ t: 'data', d: snapshot.data.subarray(at, at + chunkBytes) }, deadline(stallTimeoutMs));
       }
+      // a close would wait for the last write queue (megabytes) under one stall deadline
+      await framed.flush(stallTimeoutMs);
       await framed.close(deadline(stallTimeoutMs));
       this.served++;
       this.log.info({ peer, epoch: snapshot.epoch, bytes: snapshot.data.byteLength }, `served state of epoch ${snapshot.epoch} to ${peer}`);

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import { z } from 'zod';
 import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
+import { MAX_STATE_CHUNK_BYTES, STATE_PROTOCOL } from '../../src/averaging/constants.js';
+import { FramedStream } from '../../src/averaging/framing.js';
+import { stateDataSchema, stateHeaderSchema, type StateRequest } from '../../src/averaging/messages.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers } from './helpers.js';
@@ -77,6 +81,52 @@ test('a donor sending a chunk a second (never stalling) is left for the next onc
   const alone = await newcomer!.loadStateFromPeers();
   assert.equal(alone.donor, nodes[1]!.peerId.toString());
   assert.ok(Buffer.from(alone.data).equals(newest));
+});
+
+/**
+ * A slow reader's download of `donor`'s state: it takes one yamux window (about 1 MiB) every 4 s and
+ * keeps the stream paused in between, so yamux grants the donor no more (and does not widen the
+ * window: that takes data read within 4 round trips of the last). The donor's writes wait on it well
+ * within their stall timeout (10 s below): it never stalls. `read` is the state's bytes it got once
+ * the donor closed the download, and rejects when the donor ended it.
+ */
+async function trickle(t: TestContext, reader: SwarmNode, donor: SwarmNode): Promise<{ readonly framed: FramedStream; readonly read: Promise<number> }> {
+  const stream = await reader.dial(donor.peerId.toString(), STATE_PROTOCOL, { allowRelayed: false });
+  stream.pause();
+  const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, 'a trickling reader');
+  const over = new AbortController();
+  // frames are taken as they come: a FramedStream holding over READ_HIGH_WATER_BYTES would pause and resume the stream itself
+  const read = (async () => {
+    let bytes = 0;
+    for (let m; (m = await framed.read(z.union([stateHeaderSchema, stateDataSchema]), over.signal)) !== null; ) if (m.t === 'data') bytes += m.d.byteLength;
+    return bytes;
+  })();
+  read.catch(() => undefined);
+  const timer = setInterval(() => {
+    try {
+      stream.resume();
+      stream.pause();
+    } catch {
+      clearInterval(timer); // the donor ended or refused the download
+    }
+  }, 4000);
+  t.after(() => {
+    clearInterval(timer);
+    over.abort();
+    stream.abort(new Error('test over'));
+  });
+  await framed.write({ t: 'get', prefix: 'state' } satisfies StateRequest);
+  return { framed, read };
+}
+
+test('a reader slower than the donor’s write queue gets the whole state: the donor waits for it to take the queue, each window within the stall timeout', { timeout: 120_000 }, async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'state-slow-honest' });
+  // about 256 KiB/s: the last 4 MiB queued take it 16 s, more than the 10 s stall timeout
+  const [donor] = averagers(t, [nodes[0]!], () => ({ prefix: 'state', state: { ...STATE, stallTimeoutMs: 10_000 } }));
+  const size = 6 * 1024 * 1024;
+  await donor!.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data: randomBytes(size) }) });
+  const reader = await trickle(t, nodes[1]!, nodes[0]!);
+  assert.equal(await reader.read, size);
 });
 
 test('a donor whose bytes do not match its checksum is skipped for the next one', async (t) => {
