@@ -250,7 +250,7 @@ export class ShardServer {
       this.served++;
       this.log.debug({ peer, sha256: request.sha256, offset: request.offset, bytes: blob.byteLength - request.offset }, 'served a shard');
     } finally {
-      this.slots.release();
+      this.slots.release(peer);
       reader?.release();
       stall.release();
     }
