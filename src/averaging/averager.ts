@@ -71,7 +71,10 @@ export interface AveragerInit {
     chunkBytes?: number;
     /** @default DEFAULT_STATE_STALL_TIMEOUT_MS */
     stallTimeoutMs?: number;
-    /** @default DEFAULT_STATE_MIN_BYTES_PER_S */
+    /**
+     * The rate a newcomer asks of a donor, and a donor of its reader (bytes/s, a stall timeout's
+     * grace on top). @default DEFAULT_STATE_MIN_BYTES_PER_S
+     */
     minBytesPerSecond?: number;
     /** @default DEFAULT_MAX_STATE_BYTES */
     maxStateBytes?: number;
@@ -229,6 +232,8 @@ function resolve(init: AveragerInit): Resolved {
   check(cap === undefined || (Number.isFinite(cap) && cap >= C.MIN_UPLOAD_LIMIT_BYTES_PER_S), 'uploadLimitBytesPerS', cap, `at least ${C.MIN_UPLOAD_LIMIT_BYTES_PER_S} (bytes/s)`);
   check(int(r.state.maxConcurrentDownloads, 1, 64), 'state.maxConcurrentDownloads', r.state.maxConcurrentDownloads, 'an integer from 1 to 64');
   check(int(r.state.chunkBytes, C.MIN_STATE_CHUNK_BYTES, C.MAX_STATE_CHUNK_BYTES), 'state.chunkBytes', r.state.chunkBytes, `${C.MIN_STATE_CHUNK_BYTES}–${C.MAX_STATE_CHUNK_BYTES}`);
+  // also a donor's floor for its readers: 0 would be none
+  check(Number.isFinite(r.state.minBytesPerSecond) && r.state.minBytesPerSecond > 0, 'state.minBytesPerSecond', r.state.minBytesPerSecond, 'a positive number (bytes/s)');
   return r;
 }
 
@@ -460,8 +465,9 @@ export class Averager {
   /** Serves this peer's state to newcomers and advertises its epoch; returns functions that re-advertise at once and that stop serving (withdrawing the advertisement). */
   async serveState(provider: StateProvider): Promise<{ advertise: () => Promise<void>; withdraw: () => Promise<void> }> {
     await this.ready();
-    const { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs } = this.cfg.state;
-    const server = new StateServer(this.hub, this.cfg.prefix, provider, { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs }, this.log);
+    const { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs, minBytesPerSecond } = this.cfg.state;
+    // a donor asks of its reader the rate a newcomer asks of a donor
+    const server = new StateServer(this.hub, this.cfg.prefix, provider, { maxConcurrentDownloads, chunkBytes, stallTimeoutMs, advertiseIntervalMs, minReaderBytesPerSecond: minBytesPerSecond }, this.log);
     await server.start();
     this.server = server;
     return { advertise: () => server.advertise(), withdraw: () => server.withdraw() };

@@ -33,6 +33,8 @@ export class FramedStream {
   /** Milliseconds writes waited for the remote to take more (backpressure), and since when the current wait lasts. */
   private drainWaitedMs = 0;
   private drainingSince: number | undefined;
+  /** Aborted when the stream closes: a write waiting under the upload cap stops at once (a server frees the slot of a reader that left). */
+  private readonly closed = new AbortController();
 
   constructor(
     readonly stream: Stream,
@@ -52,7 +54,8 @@ export class FramedStream {
       if (this.queued > READ_HIGH_WATER_BYTES && !this.paused) this.setPaused(true);
       this.notify();
     });
-    stream.addEventListener('remoteCloseWrite', () => {
+    // not 'remoteCloseWrite': it comes at once, while a paused stream still holds what arrived before it
+    stream.addEventListener('end', () => {
       this.ended = true;
       this.notify();
     });
@@ -61,6 +64,7 @@ export class FramedStream {
       // the stream object may outlive its use (libp2p keeps closed streams referenced a while): its join buffer must not
       this.joined = new Uint8Array(0);
       if (event.error !== undefined) this.failure ??= event.error;
+      this.closed.abort(this.failure ?? new ProtocolError(`${this.what}: stream closed`));
       this.notify();
     });
   }
@@ -94,12 +98,26 @@ export class FramedStream {
 
   /** One muxer write for the whole frame (a list of its parts, none copied): one yamux frame and one drain check instead of one per part. */
   private async send(frame: Uint8ArrayList, signal: AbortSignal | undefined): Promise<void> {
-    if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal);
+    if (this.upload !== undefined) await this.upload.take(frame.byteLength, signal === undefined ? this.closed.signal : AbortSignal.any([signal, this.closed.signal]));
     this.sent += frame.byteLength;
-    if (this.stream.send(frame)) return;
+    if (!this.stream.send(frame)) await this.waitForReader(() => drained(this.stream, signal, this.what));
+  }
+
+  /**
+   * Waits until the remote has taken everything written but its receive window, each drain within
+   * `stallMs`: a close waits for the whole write queue (up to WRITE_QUEUE_BYTES) under one deadline,
+   * and outside readerWaitMs.
+   */
+  async flush(stallMs: number, signal?: AbortSignal): Promise<void> {
+    await this.waitForReader(async () => {
+      while (this.stream.writableNeedsDrain && this.stream.writeBufferLength > 0) await nextDrain(this.stream, deadline(stallMs, signal), this.what);
+    });
+  }
+
+  private async waitForReader(wait: () => Promise<void>): Promise<void> {
     this.drainingSince = performance.now();
     try {
-      await drained(this.stream, signal, this.what);
+      await wait();
     } finally {
       this.drainWaitedMs += performance.now() - this.drainingSince;
       this.drainingSince = undefined;
@@ -318,13 +336,11 @@ export function releasableDeadline(ms: number, signal?: AbortSignal): { readonly
 }
 
 /**
- * Fires once `framed`'s writes have waited for its reader for more than `ms` in all from now: a
- * server ends a transfer its reader drains too slowly (a reader taking a chunk just within the stall
- * timeout never stalls, and would hold a serving slot for ever). Time spent under this side's own
- * upload cap does not count, so a capped server never ends its own transfers. The timer is set again
- * for the budget left each time it finds the reader has not used it all.
+ * Fires once `framed`'s writes have waited for its reader for more than `ms` in all from now. Time
+ * spent under this side's own upload cap does not count, so a capped server never ends its own
+ * transfers. The timer is set again for the budget left each time it finds the reader has not used it all.
  */
-export function readerDeadline(framed: FramedStream, ms: number): { readonly signal: AbortSignal; release(): void } {
+function readerDeadline(framed: FramedStream, ms: number): { readonly signal: AbortSignal; release(): void } {
   const controller = new AbortController();
   const from = framed.readerWaitMs();
   let timer: NodeJS.Timeout;
@@ -335,6 +351,43 @@ export function readerDeadline(framed: FramedStream, ms: number): { readonly sig
   };
   timer = setTimeout(check, Math.max(0, ms));
   return { signal: controller.signal, release: () => clearTimeout(timer) };
+}
+
+/** A transfer's floor: see `minRateDeadline`. */
+export interface MinRateDeadline {
+  /** Fires once the transfer has had its time (never with a rate of 0). */
+  readonly signal: AbortSignal;
+  /**
+   * `step` (a read or write of the transfer, under a signal that includes `signal`), its rejection
+   * replaced by `tooSlow`'s error when this deadline caused it and `cancel` (the caller's own abort) did not fire.
+   */
+  guard<T>(step: Promise<T>, cancel?: AbortSignal): Promise<T>;
+  release(): void;
+}
+
+/**
+ * The floor of a transfer of `bytes` that must average `minBytesPerSecond`: it is allowed a stall
+ * timeout plus its bytes at that rate, beside the stall deadline (a peer sending or taking a chunk just
+ * within the stall timeout never stalls, and would hold the transfer for ever). A receiver counts all
+ * time; a server counts only the time its writes to `reader` waited for the remote to read
+ * (`readerDeadline`). `tooSlow(allowedMs)` builds the error a transfer that had its time ends with.
+ */
+export function minRateDeadline(
+  floor: { readonly stallMs: number; readonly bytes: number; readonly minBytesPerSecond: number; readonly reader?: FramedStream },
+  tooSlow: (allowedMs: number) => Error,
+): MinRateDeadline {
+  if (floor.minBytesPerSecond <= 0) return { signal: new AbortController().signal, guard: (step) => step, release: () => undefined };
+  const allowedMs = floor.stallMs + (1000 * floor.bytes) / floor.minBytesPerSecond;
+  const timer = floor.reader === undefined ? releasableDeadline(allowedMs) : readerDeadline(floor.reader, allowedMs);
+  return {
+    signal: timer.signal,
+    guard: (step, cancel) =>
+      step.catch((err: unknown) => {
+        if (!timer.signal.aborted || cancel?.aborted) throw err;
+        throw tooSlow(allowedMs);
+      }),
+    release: () => timer.release(),
+  };
 }
 
 /**

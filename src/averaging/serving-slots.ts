@@ -7,11 +7,11 @@ export interface SlotRefusal {
 }
 
 /**
- * A server's transfer slots (a holder's shard transfers): at most `max` at once, at most `perPeer` of
- * them to one peer (one peer opening several streams does not take them all), and none for a while to
- * a peer whose transfer was ended for reading too slowly. A peer at its share is told so apart
- * (`PEER_BUSY`): its fetcher waits for one of its own transfers to end rather than count this holder as
- * failed, which would fail a newcomer whose only holder this is.
+ * A server's transfer slots (a shard holder's transfers, a state donor's downloads): at most `max` at
+ * once, at most `perPeer` of them to one peer (one peer opening several streams does not take them
+ * all), and none for a while to a peer whose transfer was ended for reading too slowly. A peer at its
+ * share is told so apart (`PEER_BUSY`): a shard fetcher waits for one of its own transfers to end
+ * rather than count this holder as failed, which would fail a newcomer whose only holder this is.
  */
 export class ServingSlots {
   private readonly byPeer = new Map<string, number>();

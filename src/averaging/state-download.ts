@@ -2,10 +2,11 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { encode as cborEncode } from 'cborg';
-import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
+import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, SLOW_READER_REFUSED_MS, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
-import { deadline, FramedStream, releasableDeadline } from './framing.js';
+import { deadline, FramedStream, minRateDeadline, type MinRateDeadline } from './framing.js';
 import type { AveragingHub } from './hub.js';
+import { ServingSlots } from './serving-slots.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
 
 /** What a donor serves: opaque bytes plus small metadata; the optimizer decides what a state is. */
@@ -28,9 +29,17 @@ export interface StateProvider {
 }
 
 export interface StateServerOptions {
+  /** Downloads served at once, one per peer. */
   readonly maxConcurrentDownloads: number;
   readonly chunkBytes: number;
   readonly stallTimeoutMs: number;
+  /**
+   * A download whose reader keeps this donor waiting longer than a stall timeout plus its bytes at
+   * this rate (time under the upload cap does not count) is ended, and the reader refused BUSY for
+   * SLOW_READER_REFUSED_MS: one taking a chunk just within the stall timeout would hold a slot for
+   * ever. The averager passes the rate a newcomer asks of a donor.
+   */
+  readonly minReaderBytesPerSecond: number;
   readonly advertiseIntervalMs: number;
 }
 
@@ -61,11 +70,12 @@ export function stateKey(prefix: string): string {
 
 /**
  * Serves this peer's state on `state/2.0.0` for one prefix and advertises its epoch and hash under
- * `state/<prefix>`. At most `maxConcurrentDownloads` at a time; more are refused with BUSY so
- * newcomers spread over donors instead of swamping one (hivemind #169).
+ * `state/<prefix>`. At most `maxConcurrentDownloads` at a time, one per peer (a peer cannot hold
+ * them all); more are refused with BUSY so newcomers spread over donors instead of swamping one
+ * (hivemind #169).
  */
 export class StateServer {
-  private active = 0;
+  private readonly slots: ServingSlots;
   private timer: NodeJS.Timeout | undefined;
   /** The sha256 of the state served at `epoch`, and the hashing under way. */
   private hashed: { epoch: number; sha256: string } | undefined;
@@ -78,7 +88,9 @@ export class StateServer {
     private readonly provider: StateProvider,
     private readonly opts: StateServerOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.slots = new ServingSlots(opts.maxConcurrentDownloads, 1);
+  }
 
   async start(): Promise<void> {
     if (this.hub.stateServers.has(this.prefix)) throw new RangeError(`state for "${this.prefix}" is already served on this node`);
@@ -137,21 +149,31 @@ export class StateServer {
   }
 
   private async serve(framed: FramedStream, peer: string, _request: StateRequest): Promise<void> {
-    if (this.active >= this.opts.maxConcurrentDownloads) {
-      await framed.write({ t: 'refused', code: 'BUSY', message: `serving ${this.active} downloads already (limit ${this.opts.maxConcurrentDownloads})` } satisfies StateHeader, deadline(2000));
+    const busy = this.slots.take(peer);
+    if (busy !== undefined) {
+      // one code on this protocol: a newcomer tries the next donor either way
+      await framed.write({ t: 'refused', code: 'BUSY', message: busy.message } satisfies StateHeader, deadline(2000));
       await framed.close(deadline(2000));
       return;
     }
-    this.active++;
+    let reader: MinRateDeadline | undefined;
     try {
       const snapshot = await this.provider.snapshot();
       const metadata = snapshot.metadata ?? {};
+      const size = snapshot.data.byteLength;
       const sha256 = createHash('sha256').update(snapshot.data).digest();
-      const { chunkBytes, stallTimeoutMs } = this.opts;
-      await framed.write({ t: 'header', epoch: snapshot.epoch, size: snapshot.data.byteLength, sha256, chunkBytes, metadata } satisfies StateHeader, deadline(stallTimeoutMs));
-      for (let at = 0; at < snapshot.data.byteLength; at += chunkBytes) {
-        await framed.write({ t: 'data', d: snapshot.data.subarray(at, at + chunkBytes) }, deadline(stallTimeoutMs));
+      const { chunkBytes, stallTimeoutMs, minReaderBytesPerSecond } = this.opts;
+      await framed.write({ t: 'header', epoch: snapshot.epoch, size, sha256, chunkBytes, metadata } satisfies StateHeader, deadline(stallTimeoutMs));
+      let at = 0;
+      const slow = (reader = minRateDeadline({ stallMs: stallTimeoutMs, bytes: size, minBytesPerSecond: minReaderBytesPerSecond, reader: framed }, (allowedMs) => {
+        this.slots.tooSlow(peer);
+        return new ProtocolError(`${peer} took ${at} of ${size} bytes keeping this donor waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
+      }));
+      for (; at < size; at += chunkBytes) {
+        await slow.guard(framed.write({ t: 'data', d: snapshot.data.subarray(at, at + chunkBytes) }, deadline(stallTimeoutMs, slow.signal)));
       }
+      // the last write queue (megabytes) is the reader's to take within the floor too: a close would wait for it under one stall deadline
+      await slow.guard(framed.flush(stallTimeoutMs, slow.signal));
       await framed.close(deadline(stallTimeoutMs));
       this.served++;
       this.log.info({ peer, epoch: snapshot.epoch, bytes: snapshot.data.byteLength }, `served state of epoch ${snapshot.epoch} to ${peer}`);
@@ -159,7 +181,8 @@ export class StateServer {
       this.log.warn({ peer, err: (err as Error).message }, 'state download by a peer failed');
       framed.abort(err as Error);
     } finally {
-      this.active--;
+      this.slots.release(peer);
+      reader?.release();
     }
   }
 }
@@ -245,7 +268,7 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
   const stall = (): AbortSignal => deadline(opts.stallTimeoutMs, opts.signal);
   const stream = await node.dial(donor, STATE_PROTOCOL, { signal: stall(), allowRelayed: false });
   const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, `state from ${donor}`);
-  let tooSlow: ReturnType<typeof releasableDeadline> | undefined;
+  let tooSlow: MinRateDeadline | undefined;
   try {
     await framed.write({ t: 'get', prefix } satisfies StateRequest, stall());
     const header = await framed.expect(stateHeaderSchema, stall(), 'the state header');
@@ -259,13 +282,11 @@ async function download(node: SwarmNode, donor: string, prefix: string, backed: 
     // up front let a donor make a newcomer reserve 2 GiB by sending one frame
     const chunks: Uint8Array[] = [];
     const hash = createHash('sha256');
-    const allowedMs = opts.stallTimeoutMs + (1000 * header.size) / opts.minBytesPerSecond;
-    const slow = (tooSlow = opts.minBytesPerSecond > 0 ? releasableDeadline(allowedMs) : undefined);
-    for (let at = 0; at < header.size; ) {
-      const chunk = await framed.expect(stateDataSchema, slow ? AbortSignal.any([stall(), slow.signal]) : stall(), `state bytes ${at}–${header.size}`).catch((err: unknown) => {
-        if (!slow?.signal.aborted || opts.signal?.aborted) throw err;
-        throw new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`);
-      });
+    let at = 0;
+    const slow = (tooSlow = minRateDeadline({ stallMs: opts.stallTimeoutMs, bytes: header.size, minBytesPerSecond: opts.minBytesPerSecond }, (allowedMs) =>
+      new ProtocolError(`sent ${at} of ${header.size} bytes in ${(allowedMs / 1000).toFixed(0)} s, under the ${opts.minBytesPerSecond} bytes/s a donor must keep`)));
+    while (at < header.size) {
+      const chunk = await slow.guard(framed.expect(stateDataSchema, AbortSignal.any([stall(), slow.signal]), `state bytes ${at}–${header.size}`), opts.signal);
       const expected = Math.min(header.chunkBytes, header.size - at);
       if (chunk.d.byteLength !== expected) throw new ProtocolError(`chunk at byte ${at} has ${chunk.d.byteLength} bytes, expected ${expected}`);
       chunks.push(chunk.d);

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import type { Uint8ArrayList } from 'uint8arraylist';
-import { deadline, FramedStream, releasableDeadline } from '../averaging/framing.js';
+import { deadline, FramedStream, minRateDeadline, releasableDeadline } from '../averaging/framing.js';
 import { datasetIdOf } from '../store/dataset-id.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
@@ -198,15 +198,12 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       const stalled = releasableDeadline(stallMs, options.signal);
       const from = at;
       // the bytes the manifest claims, not a stated size beyond it: a holder stating 64 MiB more would be waited for an hour
-      const allowedMs = stallMs + (1000 * Math.max(0, Math.min(header.size, claimed) - from)) / minRate;
-      const tooSlow = releasableDeadline(allowedMs);
+      const tooSlow = minRateDeadline({ stallMs, bytes: Math.max(0, Math.min(header.size, claimed) - from), minBytesPerSecond: minRate }, (allowedMs) =>
+        new SlowHolderError(`${peer} sent ${at - from} of ${header.size - from} bytes of ${sha256.slice(0, 12)}… in ${(allowedMs / 1000).toFixed(0)} s, under the ${minRate} bytes/s a holder must keep`));
       const signal = AbortSignal.any([stalled.signal, tooSlow.signal]);
       try {
         for (let n = 0; at < header.size; n++) {
-          const { i, d } = await framed.expectChunk(blobDataSchema, signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`).catch((err: unknown) => {
-            if (!tooSlow.signal.aborted || options.signal?.aborted) throw err;
-            throw new SlowHolderError(`${peer} sent ${at - from} of ${header.size - from} bytes of ${sha256.slice(0, 12)}… in ${(allowedMs / 1000).toFixed(0)} s, under the ${minRate} bytes/s a holder must keep`);
-          });
+          const { i, d } = await tooSlow.guard(framed.expectChunk(blobDataSchema, signal, `bytes ${at}–${header.size} of ${sha256.slice(0, 12)}…`), options.signal);
           stalled.refresh();
           if (i !== n) throw new ShardExchangeError(`${peer} sent chunk ${i} of ${sha256.slice(0, 12)}… where chunk ${n} was due`);
           if (d.byteLength === 0 || d.byteLength > MAX_BLOB_CHUNK_BYTES || at + d.byteLength > header.size) throw new ShardExchangeError(`${peer} sent a chunk of ${d.byteLength} bytes at ${at} of ${header.size}`);

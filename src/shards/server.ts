@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from '../log/logger.js';
-import { deadline, FramedStream, readerDeadline, releasableDeadline } from '../averaging/framing.js';
+import { deadline, FramedStream, minRateDeadline, releasableDeadline, type MinRateDeadline } from '../averaging/framing.js';
 import { ServingSlots } from '../averaging/serving-slots.js';
 import { UploadLimit } from '../averaging/upload-limit.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
@@ -222,7 +222,7 @@ export class ShardServer {
       await framed.write({ t: 'refused', ...busy } satisfies BlobHeader, stall.signal);
       return stall.release();
     }
-    let reader: ReturnType<typeof readerDeadline> | undefined;
+    let reader: MinRateDeadline | undefined;
     try {
       if (request.t === 'manifest') {
         const info = this.datasets.byDatasetId(request.datasetId);
@@ -240,16 +240,15 @@ export class ShardServer {
       }
       await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall.signal);
       const bytes = blob.byteLength - request.offset;
-      const allowedMs = this.stallTimeoutMs + (1000 * bytes) / this.minReaderBytesPerSecond;
-      reader = readerDeadline(framed, allowedMs);
+      let at = request.offset;
+      reader = minRateDeadline({ stallMs: this.stallTimeoutMs, bytes, minBytesPerSecond: this.minReaderBytesPerSecond, reader: framed }, (allowedMs) => {
+        this.slots.tooSlow(peer);
+        return new ShardExchangeError(`${peer} took ${at - request.offset} of ${bytes} bytes of ${request.sha256.slice(0, 12)}… keeping this holder waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${this.minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
+      });
       const signal = AbortSignal.any([stall.signal, reader.signal]);
-      for (let at = request.offset, i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
+      for (let i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
         const d = blob.subarray(at, at + this.chunkBytes);
-        await framed.writeChunk(i, d, signal).catch((err: unknown) => {
-          if (!reader!.signal.aborted) throw err;
-          this.slots.tooSlow(peer);
-          throw new ShardExchangeError(`${peer} took ${at - request.offset} of ${bytes} bytes of ${request.sha256.slice(0, 12)}… keeping this holder waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${this.minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
-        });
+        await reader.guard(framed.writeChunk(i, d, signal));
         stall.refresh();
         this.bytesSent += d.byteLength;
       }

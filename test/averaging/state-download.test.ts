@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import { z } from 'zod';
 import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
+import { MAX_STATE_CHUNK_BYTES, STATE_PROTOCOL } from '../../src/averaging/constants.js';
+import { FramedStream } from '../../src/averaging/framing.js';
+import { stateDataSchema, stateHeaderSchema, type StateRequest } from '../../src/averaging/messages.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers } from './helpers.js';
@@ -77,6 +81,91 @@ test('a donor sending a chunk a second (never stalling) is left for the next onc
   const alone = await newcomer!.loadStateFromPeers();
   assert.equal(alone.donor, nodes[1]!.peerId.toString());
   assert.ok(Buffer.from(alone.data).equals(newest));
+});
+
+/**
+ * A slow reader's download of `donor`'s state: it takes one yamux window (about 1 MiB) every 4 s and
+ * keeps the stream paused in between, so yamux grants the donor no more (and does not widen the
+ * window: that takes data read within 4 round trips of the last). The donor's writes wait on it well
+ * within their stall timeout (10 s below): it never stalls. `read` is the state's bytes it got once
+ * the donor closed the download, and rejects when the donor ended it.
+ */
+async function trickle(t: TestContext, reader: SwarmNode, donor: SwarmNode): Promise<{ readonly framed: FramedStream; readonly read: Promise<number> }> {
+  const stream = await reader.dial(donor.peerId.toString(), STATE_PROTOCOL, { allowRelayed: false });
+  stream.pause();
+  const framed = new FramedStream(stream, MAX_STATE_CHUNK_BYTES + 1024, 'a trickling reader');
+  const over = new AbortController();
+  // frames are taken as they come: a FramedStream holding over READ_HIGH_WATER_BYTES would pause and resume the stream itself
+  const read = (async () => {
+    let bytes = 0;
+    for (let m; (m = await framed.read(z.union([stateHeaderSchema, stateDataSchema]), over.signal)) !== null; ) if (m.t === 'data') bytes += m.d.byteLength;
+    return bytes;
+  })();
+  read.catch(() => undefined);
+  const timer = setInterval(() => {
+    try {
+      stream.resume();
+      stream.pause();
+    } catch {
+      clearInterval(timer); // the donor ended or refused the download
+    }
+  }, 4000);
+  t.after(() => {
+    clearInterval(timer);
+    over.abort();
+    stream.abort(new Error('test over'));
+  });
+  await framed.write({ t: 'get', prefix: 'state' } satisfies StateRequest);
+  return { framed, read };
+}
+
+/** What `donor` answers an honest request for its state: the refusal's message, or 'served'. */
+async function answer(reader: SwarmNode, donor: SwarmNode): Promise<string> {
+  const framed = new FramedStream(await reader.dial(donor.peerId.toString(), STATE_PROTOCOL, { allowRelayed: false }), MAX_STATE_CHUNK_BYTES + 1024, 'a request');
+  await framed.write({ t: 'get', prefix: 'state' } satisfies StateRequest);
+  const header = await framed.expect(stateHeaderSchema, AbortSignal.timeout(30_000), 'the state header');
+  framed.abort(new Error('only the answer was wanted'));
+  return header.t === 'refused' ? `${header.code}: ${header.message}` : 'served';
+}
+
+/** 12 MiB: far beyond the window, the donor's write queue and the reader's buffers, so a reader that stops reading blocks the donor. */
+const LARGE = 12 * 1024 * 1024;
+/** A floor of 4 MiB/s: a reader of 12 MiB may keep the donor waiting 10 s + 3 s; the hostile one would take 40 s, an honest one a fraction of a second. */
+const FLOOR = { ...STATE, stallTimeoutMs: 10_000, minBytesPerSecond: 4 * 1024 * 1024 };
+
+test('a reader draining a donor under the floor (never stalling) is ended, then refused BUSY when it asks again', { timeout: 120_000 }, async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'state-slow-reader' });
+  const [donor] = averagers(t, [nodes[0]!], () => ({ prefix: 'state', state: FLOOR }));
+  await donor!.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data: randomBytes(LARGE) }) });
+  const hostile = await trickle(t, nodes[1]!, nodes[0]!);
+  await assert.rejects(hostile.read, 'the donor ends the download');
+  assert.match(await answer(nodes[1]!, nodes[0]!), /^BUSY: a transfer to you was ended for reading too slowly; refused for \d+ s more$/);
+});
+
+test('a peer gets one of a donor’s download slots: while a hostile reader trickles on two streams, a newcomer loads the state', { timeout: 120_000 }, async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-per-peer' });
+  const [donor, newcomer] = averagers(t, [nodes[0]!, nodes[2]!], () => ({ prefix: 'state', state: { ...FLOOR, maxConcurrentDownloads: 2 } }));
+  const data = randomBytes(LARGE);
+  await donor!.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data }) });
+  // each stream has its answer (a header, or a refusal) once the reader took a first window
+  for (let i = 0; i < 2; i++) {
+    const hostile = await trickle(t, nodes[1]!, nodes[0]!);
+    await waitFor('the donor to answer the trickling reader', () => hostile.framed.received > 0);
+  }
+  assert.match(await answer(nodes[1]!, nodes[0]!), /^BUSY: serving 1 transfer\(s\) to you already \(limit 1 per peer\)$/);
+  const loaded = await newcomer!.loadStateFromPeers();
+  assert.ok(Buffer.from(loaded.data).equals(data));
+  assert.deepEqual(loaded.failed, []);
+});
+
+test('a reader slower than the donor’s write queue gets the whole state: the donor waits for it to take the queue, each window within the stall timeout', { timeout: 120_000 }, async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'state-slow-honest' });
+  // about 256 KiB/s, over a 64 KiB/s floor; the last 4 MiB queued take it 16 s, more than the 10 s stall timeout
+  const [donor] = averagers(t, [nodes[0]!], () => ({ prefix: 'state', state: { ...FLOOR, minBytesPerSecond: 64 * 1024 } }));
+  const size = 6 * 1024 * 1024;
+  await donor!.serveState({ epoch: () => 3, snapshot: () => ({ epoch: 3, data: randomBytes(size) }) });
+  const reader = await trickle(t, nodes[1]!, nodes[0]!);
+  assert.equal(await reader.read, size);
 });
 
 test('a donor whose bytes do not match its checksum is skipped for the next one', async (t) => {
