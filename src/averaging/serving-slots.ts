@@ -29,7 +29,7 @@ export class ServingSlots {
     if (until !== undefined && Date.now() < until) return { code: 'BUSY', message: `a transfer to you was ended for reading too slowly; refused for ${Math.ceil((until - Date.now()) / 1000)} s more` };
     this.slow.delete(peer);
     const mine = this.byPeer.get(peer) ?? 0;
-    if (mine >= this.perPeer) return { code: 'PEER_BUSY', message: `serving ${mine} transfers to you already (limit ${this.perPeer} per peer)` };
+    if (mine >= this.perPeer) return { code: 'PEER_BUSY', message: `serving ${mine} transfer(s) to you already (limit ${this.perPeer} per peer)` };
     if (this.active >= this.max) return { code: 'BUSY', message: `serving ${this.active} transfers already (limit ${this.max})` };
     this.active++;
     this.byPeer.set(peer, mine + 1);
