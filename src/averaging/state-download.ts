@@ -251,7 +251,8 @@ export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, pre
       // a backed state is the advertised one; otherwise the donor may have stepped once since it advertised, not more
       if (donor.sha256 !== undefined && state.epoch !== donor.epoch) throw new ProtocolError(`sent a state of epoch ${state.epoch} with the sha256 backed for epoch ${donor.epoch}`);
       if (state.epoch > donor.epoch + 1) throw new ProtocolError(`sent a state of epoch ${state.epoch}, but advertised epoch ${donor.epoch}`);
-      log.info({ donor: donor.peer, epoch: state.epoch, bytes: state.data.byteLength }, `loaded state of epoch ${state.epoch} from ${donor.peer}`);
+      // debug: the caller says what it did with it (the optimizer's "loaded state of epoch …", the coordinator's checkpoint)
+      log.debug({ donor: donor.peer, epoch: state.epoch, bytes: state.data.byteLength }, `downloaded the state of epoch ${state.epoch} from ${donor.peer}`);
       return { ...state, donor: donor.peer, failed, durationMs: Date.now() - started };
     } catch (err) {
       opts.signal?.throwIfAborted();
