@@ -1,7 +1,7 @@
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { DataDirectoryInUseError, StoreError } from './errors.js';
-import { makeDataDirectory } from './sqlite-file.js';
+import { ownDataDirectory } from './sqlite-file.js';
 
 /** The file whose lock marks a data directory as some process's node. */
 export const LOCK_FILE = 'node.lock';
@@ -22,7 +22,7 @@ export interface DataDirectoryLock {
  */
 export function lockDataDirectory(dataDir: string): DataDirectoryLock {
   const file = path.join(dataDir, LOCK_FILE);
-  makeDataDirectory(dataDir, file);
+  ownDataDirectory(dataDir, file);
   let db: BetterSqlite3.Database;
   try {
     db = new BetterSqlite3(file, { timeout: 0 });

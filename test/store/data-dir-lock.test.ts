@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { DataDirectoryInUseError, openStore } from '../../src/store/index.js';
+import { DataDirectoryInUseError, openStore, StoreError } from '../../src/store/index.js';
 import { CLI, runCli, startProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -22,6 +23,26 @@ test('one node per data directory: a second exclusive open is refused, readers a
   const next = openStore(dir, { exclusive: true });
   assert.equal(next.settings.get('probe', z.string()), 'still writable');
   next.close();
+});
+
+// another user's folder needs a second user: as root, the test acts as nobody while it opens them
+const NOBODY = 65534;
+test('a node on a folder this user may not write says why, as the data commands do; its own folder left read-only is made 0700 again', { skip: process.getuid?.() !== 0 && 'needs root on POSIX to act as another user' }, (t) => {
+  const foreign = tmpDir(t);
+  const own = tmpDir(t);
+  fs.chownSync(own, NOBODY, NOBODY);
+  fs.chmodSync(own, 0o500);
+  assert.ok(process.setegid && process.seteuid);
+  process.setegid(NOBODY);
+  process.seteuid(NOBODY);
+  try {
+    assert.throws(() => openStore(foreign, { exclusive: true }), (err: Error) => err instanceof StoreError && err.message.includes(`cannot use ${foreign} as the data directory (EPERM`) && /a folder this user can write/.test(err.message));
+    openStore(own, { exclusive: true }).close();
+  } finally {
+    process.seteuid(0);
+    process.setegid(0);
+  }
+  assert.equal(fs.statSync(own).mode & 0o777, 0o700);
 });
 
 test('a second cohort process on a running node\'s data directory exits 1 saying so; killing the node frees it at once', async (t) => {
