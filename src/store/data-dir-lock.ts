@@ -34,10 +34,17 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
     // transaction that took it is never committed
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('BEGIN EXCLUSIVE');
+    // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
+    // lock only (two nodes would run): a write, never committed, finds that out
+    db.pragma('user_version = 1');
   } catch (err) {
     db.close();
-    if ((err as { code?: string }).code === 'SQLITE_BUSY') {
+    const code = String((err as { code?: string }).code);
+    if (code === 'SQLITE_BUSY') {
       throw new DataDirectoryInUseError(file, `the data directory ${dataDir} is in use by another Cohort node (cohort run, cohort start, cohort swarm start, cohort train or the desktop app): stop that one first, or give this one another --data-dir`, { cause: err });
+    }
+    if (code.startsWith('SQLITE_READONLY')) {
+      throw new StoreError(file, `cannot lock the data directory ${dataDir}: this user may not write ${file} (a node run as another user, with sudo say, left it): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
     }
     throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
   }
