@@ -1,6 +1,6 @@
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { DataDirectoryInUseError, StoreError } from './errors.js';
+import { DataDirectoryInUseError, StoreError, type UnusableDatabaseError } from './errors.js';
 import { ownDataDirectory } from './sqlite-file.js';
 
 /** The file whose lock marks a data directory as some process's node. */
@@ -49,4 +49,18 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
     throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
   }
   return { file, release: () => db.close() };
+}
+
+/**
+ * The lock, taken by a command that is no node (data …) before it moves an unreadable file of `dataDir`
+ * aside (--move-aside): a node running there has that file open, and renaming it (with its -wal and
+ * -shm) under the node would split what it writes between the moved file and a new one.
+ */
+export function lockToMoveAside(dataDir: string, reason: UnusableDatabaseError): DataDirectoryLock {
+  try {
+    return lockDataDirectory(dataDir);
+  } catch (err) {
+    if (!(err instanceof DataDirectoryInUseError)) throw err;
+    throw new DataDirectoryInUseError(reason.file, `${reason.problem}, and a Cohort node runs on ${dataDir} with it open, so it was not moved aside: stop that node, then pass --move-aside again`, { cause: err });
+  }
 }

@@ -45,6 +45,8 @@ export interface OpenDatabaseOptions {
   readonly moveAside?: boolean;
   /** Told when a file was moved aside, with the new name. */
   readonly onMovedAside?: (movedTo: string, reason: UnusableDatabaseError) => void;
+  /** Called before a file is moved aside; throws to leave it where it is. */
+  readonly beforeMoveAside?: (reason: UnusableDatabaseError) => void;
   /**
    * This process has the file open already (a worker thread's connection beside the main thread's,
    * which created and checked it): SQLite alone opens it. Creating it, reading its header or moving it
@@ -70,6 +72,7 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
     return openChecked(file, kind);
   } catch (err) {
     if (!options.moveAside || !(err instanceof UnusableDatabaseError)) throw err;
+    options.beforeMoveAside?.(err);
     const movedTo = moveAside(file);
     options.onMovedAside?.(movedTo, err);
     return openChecked(file, kind);

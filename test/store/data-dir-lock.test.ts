@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
 import { CLI, runCli, startProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -24,6 +24,18 @@ test('one node per data directory: a second exclusive open is refused, readers a
   const next = openStore(dir, { exclusive: true });
   assert.equal(next.settings.get('probe', z.string()), 'still writable');
   next.close();
+});
+
+test('a data command with --move-aside leaves the files of a running node where they are', (t) => {
+  const dir = tmpDir(t);
+  const node = openStore(dir, { exclusive: true });
+  t.after(() => node.close());
+  // the checkpoints file turns unreadable under the running node (a disk fault, a stray write)
+  const checkpoints = path.join(dir, CHECKPOINT_DATABASE_FILE);
+  fs.writeFileSync(checkpoints, 'not a database');
+  assert.throws(() => openStore(dir, { moveAside: true }), (err: Error) => err instanceof DataDirectoryInUseError && err.message.includes(checkpoints) && /not moved aside: stop that node, then pass --move-aside again/.test(err.message));
+  assert.deepEqual(fs.readdirSync(dir).filter((name) => name.includes('.moved-')), []);
+  assert.equal(fs.readFileSync(checkpoints, 'utf8'), 'not a database');
 });
 
 // another user's files need a second user: as root, the tests act as nobody while they open them
