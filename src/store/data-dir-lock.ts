@@ -1,7 +1,7 @@
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { DataDirectoryInUseError, StoreError } from './errors.js';
-import { makeDataDirectory } from './sqlite-file.js';
+import { DataDirectoryInUseError, StoreError, type UnusableDatabaseError } from './errors.js';
+import { ownDataDirectory } from './sqlite-file.js';
 
 /** The file whose lock marks a data directory as some process's node. */
 export const LOCK_FILE = 'node.lock';
@@ -22,7 +22,7 @@ export interface DataDirectoryLock {
  */
 export function lockDataDirectory(dataDir: string): DataDirectoryLock {
   const file = path.join(dataDir, LOCK_FILE);
-  makeDataDirectory(dataDir, file);
+  ownDataDirectory(dataDir, file);
   let db: BetterSqlite3.Database;
   try {
     db = new BetterSqlite3(file, { timeout: 0 });
@@ -34,12 +34,33 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
     // transaction that took it is never committed
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('BEGIN EXCLUSIVE');
+    // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
+    // lock only (two nodes would run): a write, never committed, finds that out
+    db.pragma('user_version = 1');
   } catch (err) {
     db.close();
-    if ((err as { code?: string }).code === 'SQLITE_BUSY') {
+    const code = String((err as { code?: string }).code);
+    if (code === 'SQLITE_BUSY') {
       throw new DataDirectoryInUseError(file, `the data directory ${dataDir} is in use by another Cohort node (cohort run, cohort start, cohort swarm start, cohort train or the desktop app): stop that one first, or give this one another --data-dir`, { cause: err });
+    }
+    if (code.startsWith('SQLITE_READONLY')) {
+      throw new StoreError(file, `cannot lock the data directory ${dataDir}: this user may not write ${file} (a node run as another user, with sudo say, left it): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
     }
     throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
   }
   return { file, release: () => db.close() };
+}
+
+/**
+ * The lock, taken by a command that is no node (data …) before it moves an unreadable file of `dataDir`
+ * aside (--move-aside): a node running there has that file open, and renaming it (with its -wal and
+ * -shm) under the node would split what it writes between the moved file and a new one.
+ */
+export function lockToMoveAside(dataDir: string, reason: UnusableDatabaseError): DataDirectoryLock {
+  try {
+    return lockDataDirectory(dataDir);
+  } catch (err) {
+    if (!(err instanceof DataDirectoryInUseError)) throw err;
+    throw new DataDirectoryInUseError(reason.file, `${reason.problem}, and a Cohort node runs on ${dataDir} with it open, so it was not moved aside: stop that node, then pass --move-aside again`, { cause: err });
+  }
 }

@@ -4,7 +4,7 @@ import type { Database } from 'better-sqlite3';
 import { CHECKPOINT_DATABASE_FILE, openCheckpointDatabase } from './checkpoint-database.js';
 import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
-import { lockDataDirectory } from './data-dir-lock.js';
+import { lockDataDirectory, lockToMoveAside, type DataDirectoryLock } from './data-dir-lock.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
 import { OffenceStore } from './offences.js';
@@ -65,16 +65,28 @@ export function nodeStoreOptions(moveAside: boolean, log: Logger): OpenStoreOpti
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
   // the lock first: a second node started with --move-aside must not move the first one's files
   const lock = options.exclusive ? lockDataDirectory(dataDir) : undefined;
+  // nor a data command its files: it moves one only while it holds the lock itself
+  const moving: DataDirectoryLock[] = [];
+  const opening: OpenStoreOptions = lock
+    ? options
+    : {
+        ...options,
+        beforeMoveAside: (reason) => {
+          if (moving.length === 0) moving.push(lockToMoveAside(dataDir, reason));
+        },
+      };
   let db: Database | undefined;
   let checkpointDb: Database;
   try {
     // cohort.db first: its migration 6 moves the checkpoints an older version kept there into checkpoints.db
-    db = openDatabase(dataDir, options);
-    checkpointDb = openCheckpointDatabase(dataDir, options);
+    db = openDatabase(dataDir, opening);
+    checkpointDb = openCheckpointDatabase(dataDir, opening);
   } catch (err) {
     db?.close();
     lock?.release();
     throw err;
+  } finally {
+    for (const held of moving) held.release();
   }
   const file = path.join(dataDir, DATABASE_FILE);
   return {

@@ -45,6 +45,8 @@ export interface OpenDatabaseOptions {
   readonly moveAside?: boolean;
   /** Told when a file was moved aside, with the new name. */
   readonly onMovedAside?: (movedTo: string, reason: UnusableDatabaseError) => void;
+  /** Called before a file is moved aside; throws to leave it where it is. */
+  readonly beforeMoveAside?: (reason: UnusableDatabaseError) => void;
   /**
    * This process has the file open already (a worker thread's connection beside the main thread's,
    * which created and checked it): SQLite alone opens it. Creating it, reading its header or moving it
@@ -70,6 +72,7 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
     return openChecked(file, kind);
   } catch (err) {
     if (!options.moveAside || !(err instanceof UnusableDatabaseError)) throw err;
+    options.beforeMoveAside?.(err);
     const movedTo = moveAside(file);
     options.onMovedAside?.(movedTo, err);
     return openChecked(file, kind);
@@ -83,10 +86,9 @@ export function openSqliteFile(file: string, kind: SqliteFileKind, options: Open
  * Windows the per-user profile directory already keeps other users out.
  */
 function restrictToOwner(dataDir: string, file: string): void {
-  makeDataDirectory(dataDir, file);
+  ownDataDirectory(dataDir, file);
+  if (process.platform === 'win32') return;
   try {
-    if (process.platform === 'win32') return;
-    fs.chmodSync(dataDir, 0o700);
     fs.closeSync(fs.openSync(file, 'a', 0o600));
     for (const suffix of COMPANIONS) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
   } catch (err) {
@@ -94,10 +96,15 @@ function restrictToOwner(dataDir: string, file: string): void {
   }
 }
 
-/** Creates the data directory (0700) if it is missing; StoreError naming `file` when it cannot be. */
-export function makeDataDirectory(dataDir: string, file: string): void {
+/**
+ * Creates the data directory, or makes an existing one its owner's alone (0700; POSIX only), before
+ * anything in it is opened: a folder this user may not take (another user's, on a read-only file
+ * system) is a StoreError naming `file` and saying why, not SQLite's bare "unable to open database file".
+ */
+export function ownDataDirectory(dataDir: string, file: string): void {
   try {
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    if (process.platform !== 'win32') fs.chmodSync(dataDir, 0o700);
   } catch (err) {
     throw cannotUse(dataDir, file, err);
   }

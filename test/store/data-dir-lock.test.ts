@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { DataDirectoryInUseError, openStore } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
 import { CLI, runCli, startProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -22,6 +24,54 @@ test('one node per data directory: a second exclusive open is refused, readers a
   const next = openStore(dir, { exclusive: true });
   assert.equal(next.settings.get('probe', z.string()), 'still writable');
   next.close();
+});
+
+test('a data command with --move-aside leaves the files of a running node where they are', (t) => {
+  const dir = tmpDir(t);
+  const node = openStore(dir, { exclusive: true });
+  t.after(() => node.close());
+  // the checkpoints file turns unreadable under the running node (a disk fault, a stray write)
+  const checkpoints = path.join(dir, CHECKPOINT_DATABASE_FILE);
+  fs.writeFileSync(checkpoints, 'not a database');
+  assert.throws(() => openStore(dir, { moveAside: true }), (err: Error) => err instanceof DataDirectoryInUseError && err.message.includes(checkpoints) && /not moved aside: stop that node, then pass --move-aside again/.test(err.message));
+  assert.deepEqual(fs.readdirSync(dir).filter((name) => name.includes('.moved-')), []);
+  assert.equal(fs.readFileSync(checkpoints, 'utf8'), 'not a database');
+});
+
+// another user's files need a second user: as root, the tests act as nobody while they open them
+const NOBODY = 65534;
+const AS_ROOT = { skip: process.getuid?.() !== 0 && 'needs root on POSIX to act as another user' };
+
+function asNobody(fn: () => void): void {
+  assert.ok(process.setegid && process.seteuid);
+  process.setegid(NOBODY);
+  process.seteuid(NOBODY);
+  try {
+    fn();
+  } finally {
+    process.seteuid(0);
+    process.setegid(0);
+  }
+}
+
+test('a node on a folder this user may not write says why, as the data commands do; its own folder left read-only is made 0700 again', AS_ROOT, (t) => {
+  const foreign = tmpDir(t);
+  const own = tmpDir(t);
+  fs.chownSync(own, NOBODY, NOBODY);
+  fs.chmodSync(own, 0o500);
+  asNobody(() => {
+    assert.throws(() => openStore(foreign, { exclusive: true }), (err: Error) => err instanceof StoreError && err.message.includes(`cannot use ${foreign} as the data directory (EPERM`) && /a folder this user can write/.test(err.message));
+    openStore(own, { exclusive: true }).close();
+  });
+  assert.equal(fs.statSync(own).mode & 0o777, 0o700);
+});
+
+test('a node.lock this user may not write (left by a node run with sudo) is refused, not taken as a lock that excludes no one', AS_ROOT, (t) => {
+  const dir = tmpDir(t);
+  fs.chownSync(dir, NOBODY, NOBODY);
+  const lockFile = path.join(dir, LOCK_FILE);
+  fs.writeFileSync(lockFile, '', { mode: 0o644 });
+  asNobody(() => assert.throws(() => openStore(dir, { exclusive: true }), (err: Error) => err instanceof StoreError && err.message.includes(`this user may not write ${lockFile}`)));
 });
 
 test('a second cohort process on a running node\'s data directory exits 1 saying so; killing the node frees it at once', async (t) => {
