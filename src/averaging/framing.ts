@@ -25,6 +25,8 @@ export class FramedStream {
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
   private paused = false;
+  /** Inside `stream.resume()`, which hands us the data held while paused: see `setPaused`. */
+  private resuming = false;
   /** expectTransient's buffer. */
   private joined = new Uint8Array(0);
   /** Bytes written and read, frames' headers included. */
@@ -51,7 +53,7 @@ export class FramedStream {
         this.queued += data.byteLength;
         this.received += data.byteLength;
       }
-      if (this.queued > READ_HIGH_WATER_BYTES && !this.paused) this.setPaused(true);
+      if (this.queued > READ_HIGH_WATER_BYTES && !this.paused && !this.resuming) this.setPaused(true);
       this.notify();
     });
     // not 'remoteCloseWrite': it comes at once, while a paused stream still holds what arrived before it
@@ -225,8 +227,18 @@ export class FramedStream {
   private setPaused(paused: boolean): void {
     if (this.stream.status !== 'open') return;
     this.paused = paused;
-    if (paused) this.stream.pause();
-    else this.stream.resume();
+    if (paused) return this.stream.pause();
+    // resume() dispatches what was held while paused before it re-enables yamux's window updates: a
+    // pause from inside it would be undone (libp2p holding data as paused, yamux granting window all
+    // the same, until the read buffer's limit aborts the stream), so the pause comes after it
+    this.resuming = true;
+    try {
+      this.stream.resume();
+    } finally {
+      this.resuming = false;
+    }
+    // not when the remote's end was dispatched: pause() throws on a closed readable end
+    if (this.queued > READ_HIGH_WATER_BYTES && this.stream.readStatus === 'readable') this.setPaused(true);
   }
 
   /** Removes and returns one complete frame's body, or undefined when it has not fully arrived. */

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import '../../src/runtime/polyfills.js';
+import type { Stream } from '@libp2p/interface';
 import { streamPair } from '@libp2p/utils';
 import { Uint8ArrayList } from 'uint8arraylist';
 import { z } from 'zod';
+import { READ_HIGH_WATER_BYTES } from '../../src/averaging/constants.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { beginSchema, CHUNK_FRAME_TAG, chunkHeader, chunkSchema, decodeMessage, reducerMessageSchema } from '../../src/averaging/messages.js';
+import { startNode, waitFor } from '../helpers/swarm.js';
 
 const signal = (): AbortSignal => AbortSignal.timeout(5000);
 
@@ -109,4 +112,39 @@ test('chunks read as the parts they arrived in (expectChunk) or joined in a reus
   await assert.rejects(inn.expectChunk(listChunk, signal(), 'chunk 3'), /test in is malformed: t: /);
   await writing;
   assert.equal(inn.received, out.sent);
+});
+
+test('a reader taking a large transfer over yamux in bursts holds at most one window while paused, also after a resume that hands it more than the high-water mark', async (t) => {
+  const [sender, receiver] = await Promise.all([startNode(t, { runId: 'framing-test' }), startNode(t, { runId: 'framing-test' })]);
+  let accepted!: (framed: FramedStream) => void;
+  const reader = new Promise<FramedStream>((resolve) => (accepted = resolve));
+  await receiver.handle('bulk/1.0.0', (stream: Stream) => accepted(new FramedStream(stream, 1 << 20, 'bulk in')), { allowRelayed: false });
+  const out = new FramedStream(await sender.dial(receiver.multiaddrs()[0]!, 'bulk/1.0.0', { allowRelayed: false }), 1 << 20, 'bulk out');
+  const frames = 128; // 64 MiB
+  const payload = (i: number): Uint8Array => new Uint8Array(512 * 1024).fill(i);
+  let written = false;
+  const writing = (async () => {
+    for (let i = 0; i < frames; i++) await out.writeChunk(i, payload(i));
+    await out.close();
+  })().finally(() => (written = true));
+  writing.catch(() => undefined);
+  const inn = await reader;
+  // @chainsafe/libp2p-yamux's default maxStreamWindowSize: what a paused stream may still be sent
+  const yamuxWindow = 16 * 1024 * 1024;
+  let mostHeld = 0;
+  for (let i = 0; i < frames; ) {
+    // the reader takes nothing until the sender has sent all the window yamux granted (its receive window left, internal, is 0)
+    await waitFor('the sender to use up its window', () => written || inn.stream.status !== 'open' || (inn.stream as unknown as { recvWindowCapacity: number }).recvWindowCapacity === 0);
+    mostHeld = Math.max(mostHeld, inn.stream.readBufferLength);
+    assert.ok(inn.stream.readBufferLength <= yamuxWindow, `${inn.stream.readBufferLength} bytes held by a paused stream`);
+    // then a burst of 4 MiB: the queue falls under half the high-water mark, and the resume hands it all that was held
+    for (const end = Math.min(frames, i + 8); i < end; i++) {
+      const m = await inn.read(chunkSchema, signal());
+      assert.equal(m?.i, i);
+      assert.ok(Buffer.from(m.d).equals(Buffer.from(payload(i))), `frame ${i} arrived intact`);
+    }
+  }
+  assert.equal(await inn.read(chunkSchema, signal()), null);
+  await writing;
+  assert.ok(mostHeld > READ_HIGH_WATER_BYTES, `a resume handed the reader ${mostHeld} bytes, more than the high-water mark`);
 });
