@@ -380,9 +380,11 @@ test('a crashed runtime process is restarted with back-off that doubles per cras
   assert.equal(platform.notices.filter((n) => n.startsWith('Cohort’s node runtime stopped')).length, 3);
 });
 
-test('a runtime that cannot open its damaged database is not restarted: the tray, a notification, the window and the log file (once) say why, and the window offers to move it aside, which starts afresh', { timeout: 120_000 }, async (t) => {
-  const dataDir = tmpDir(t);
-  fs.writeFileSync(path.join(dataDir, DATABASE_FILE), 'not a database '.repeat(1000));
+/**
+ * A supervised runtime in a child process on `dataDir`, whose database it refuses: started, and the
+ * window told. `back` resolves once a runtime started later (to move the file aside) answers.
+ */
+async function refusedRuntime(t: TestContext, dataDir: string) {
   const children: ReturnType<typeof fork>[] = [];
   const platform = new FakePlatform();
   const exits: number[] = [];
@@ -395,7 +397,7 @@ test('a runtime that cannot open its damaged database is not restarted: the tray
         exits.push(code);
         shell.onRuntimeExit(code, delay);
       },
-      onRestart: () => void shell.start().then(restarted),
+      onRestart: () => void shell.start().then(restarted, () => undefined),
       onRefusedDatabase: (database) => shell.onRefusedDatabase(database),
     },
     { initialMs: 50, maxMs: 50, healthyMs: 60_000 },
@@ -408,7 +410,13 @@ test('a runtime that cannot open its damaged database is not restarted: the tray
   supervisor.start();
   await assert.rejects(shell.start(), /the node runtime exited/);
   await until(() => platform.connection.length > 0, 'the window to be told');
-  const down = platform.connection.at(-1)!;
+  return { children, platform, exits, back, supervisor, shell, down: platform.connection.at(-1)! };
+}
+
+test('a runtime that cannot open its damaged database is not restarted: the tray, a notification, the window and the log file (once) say why, and the window offers to move it aside, which starts afresh', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  fs.writeFileSync(path.join(dataDir, DATABASE_FILE), 'not a database '.repeat(1000));
+  const { children, platform, exits, back, supervisor, shell, down } = await refusedRuntime(t, dataDir);
   assert.equal(down.canMoveAside, true, 'the window offers to move the file aside');
   assert.match(down.detail ?? '', /^Cohort cannot start: .*cohort\.db is not a readable Cohort database .*It was left untouched: restore it from a backup, or move it aside/);
   assert.match(platform.trays.at(-1)!.tooltip, /cannot open its database/);
@@ -447,30 +455,7 @@ test('a runtime whose database a newer Cohort wrote is not restarted: the tray, 
   const made = openStore(dataDir);
   made.db.pragma(`user_version = ${newer}`);
   made.close();
-  const children: ReturnType<typeof fork>[] = [];
-  const platform = new FakePlatform();
-  const exits: number[] = [];
-  const supervisor = new RuntimeSupervisor(
-    childRuntimes(dataDir, children),
-    {
-      onExit: (code, delay) => {
-        exits.push(code);
-        shell.onRuntimeExit(code, delay);
-      },
-      onRestart: () => void shell.start().catch(() => undefined),
-      onRefusedDatabase: (database) => shell.onRefusedDatabase(database),
-    },
-    { initialMs: 50, maxMs: 50, healthyMs: 60_000 },
-  );
-  const shell = new DesktopShell(platform, supervisor.client, () => supervisor.moveDatabaseAside());
-  t.after(() => {
-    supervisor.stop();
-    shell.dispose();
-  });
-  supervisor.start();
-  await assert.rejects(shell.start(), /the node runtime exited/);
-  await until(() => platform.connection.length > 0, 'the window to be told');
-  const down = platform.connection.at(-1)!;
+  const { children, platform, exits, supervisor, shell, down } = await refusedRuntime(t, dataDir);
   assert.match(down.detail ?? '', new RegExp(`^Cohort cannot start: \\S+cohort\\.db has schema version ${newer}, newer than this Cohort understands \\(${newer - 1}\\)\\. A newer version of Cohort wrote it; it was left untouched\\. Upgrade Cohort to go on with it, or start Cohort with COHORT_DATA_DIR set to another folder`));
   assert.equal(down.canMoveAside, undefined, 'no move-aside button: the file is fine, this Cohort is too old');
   assert.deepEqual(exits, [], 'no crash reported, no restart scheduled');
