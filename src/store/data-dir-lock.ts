@@ -52,15 +52,32 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
 }
 
 /**
- * The lock, taken by a command that is no node (data …) before it moves an unreadable file of `dataDir`
- * aside (--move-aside): a node running there has that file open, and renaming it (with its -wal and
- * -shm) under the node would split what it writes between the moved file and a new one.
+ * The lock, taken by a command that is no node (data …, an export) before it changes a file of
+ * `dataDir` that a node running there would have open; when one runs, a DataDirectoryInUseError
+ * naming `file` with `refusal`, and the file is left as it is.
  */
-export function lockToMoveAside(dataDir: string, reason: UnusableDatabaseError): DataDirectoryLock {
+function lockToChange(dataDir: string, file: string, refusal: string): DataDirectoryLock {
   try {
     return lockDataDirectory(dataDir);
   } catch (err) {
     if (!(err instanceof DataDirectoryInUseError)) throw err;
-    throw new DataDirectoryInUseError(reason.file, `${reason.problem}, and a Cohort node runs on ${dataDir} with it open, so it was not moved aside: stop that node, then pass --move-aside again`, { cause: err });
+    throw new DataDirectoryInUseError(file, refusal, { cause: err });
   }
+}
+
+/**
+ * Before an unreadable file is moved aside (--move-aside): renaming it (with its -wal and -shm) under
+ * a running node would split what it writes between the moved file and a new one.
+ */
+export function lockToMoveAside(dataDir: string, reason: UnusableDatabaseError): DataDirectoryLock {
+  return lockToChange(dataDir, reason.file, `${reason.problem}, and a Cohort node runs on ${dataDir} with it open, so it was not moved aside: stop that node, then pass --move-aside again`);
+}
+
+/**
+ * Before `file`'s schema is upgraded from `from` to `to`: a node running there is an older Cohort's (a
+ * current one would have migrated it), which a newer schema under it would break (the desktop app's
+ * bundled version beside a newer CLI, say).
+ */
+export function lockToMigrate(dataDir: string, file: string, from: number, to: number): DataDirectoryLock {
+  return lockToChange(dataDir, file, `${file} has schema version ${from}, which this Cohort would upgrade to ${to}, and an older Cohort's node runs on ${dataDir}: stop that node first (or use its Cohort for this command)`);
 }

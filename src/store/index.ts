@@ -4,7 +4,7 @@ import type { Database } from 'better-sqlite3';
 import { CHECKPOINT_DATABASE_FILE, openCheckpointDatabase } from './checkpoint-database.js';
 import { CheckpointStore } from './checkpoints.js';
 import { ContributionStore } from './contributions.js';
-import { lockDataDirectory, lockToMoveAside, type DataDirectoryLock } from './data-dir-lock.js';
+import { lockDataDirectory, lockToMigrate, lockToMoveAside, type DataDirectoryLock } from './data-dir-lock.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
 import { OffenceStore } from './offences.js';
@@ -65,14 +65,17 @@ export function nodeStoreOptions(moveAside: boolean, log: Logger): OpenStoreOpti
 export function openStore(dataDir: string, options: OpenStoreOptions = {}): Store {
   // the lock first: a second node started with --move-aside must not move the first one's files
   const lock = options.exclusive ? lockDataDirectory(dataDir) : undefined;
-  // nor a data command its files: it moves one only while it holds the lock itself
-  const moving: DataDirectoryLock[] = [];
+  // nor a data command its files: it moves one aside, or migrates it, only while it holds the lock itself
+  const held: DataDirectoryLock[] = [];
   const opening: OpenStoreOptions = lock
     ? options
     : {
         ...options,
         beforeMoveAside: (reason) => {
-          if (moving.length === 0) moving.push(lockToMoveAside(dataDir, reason));
+          if (held.length === 0) held.push(lockToMoveAside(dataDir, reason));
+        },
+        beforeMigrate: (file, from, to) => {
+          if (held.length === 0) held.push(lockToMigrate(dataDir, file, from, to));
         },
       };
   let db: Database | undefined;
@@ -86,7 +89,7 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
     lock?.release();
     throw err;
   } finally {
-    for (const held of moving) held.release();
+    for (const taken of held) taken.release();
   }
   const file = path.join(dataDir, DATABASE_FILE);
   return {

@@ -47,6 +47,8 @@ export interface OpenDatabaseOptions {
   readonly onMovedAside?: (movedTo: string, reason: UnusableDatabaseError) => void;
   /** Called before a file is moved aside; throws to leave it where it is. */
   readonly beforeMoveAside?: (reason: UnusableDatabaseError) => void;
+  /** Called before an existing `file` is migrated from schema `from` to `to`; throws to leave it as it is. */
+  readonly beforeMigrate?: (file: string, from: number, to: number) => void;
   /**
    * This process has the file open already (a worker thread's connection beside the main thread's,
    * which created and checked it): SQLite alone opens it. Creating it, reading its header or moving it
@@ -66,16 +68,16 @@ const COMPANIONS = ['', '-wal', '-shm', '-journal'];
  * CorruptDatabaseError or ForeignDatabaseError unless `moveAside` is set.
  */
 export function openSqliteFile(file: string, kind: SqliteFileKind, options: OpenDatabaseOptions = {}): Database {
-  if (options.alreadyOpen) return openChecked(file, kind, false);
+  if (options.alreadyOpen) return openChecked(file, kind, options, false);
   restrictToOwner(path.dirname(file), file);
   try {
-    return openChecked(file, kind);
+    return openChecked(file, kind, options);
   } catch (err) {
     if (!options.moveAside || !(err instanceof UnusableDatabaseError)) throw err;
     options.beforeMoveAside?.(err);
     const movedTo = moveAside(file);
     options.onMovedAside?.(movedTo, err);
-    return openChecked(file, kind);
+    return openChecked(file, kind, options);
   }
 }
 
@@ -138,7 +140,7 @@ function checkHeader(file: string): void {
   }
 }
 
-function openChecked(file: string, kind: SqliteFileKind, readHeader = true): Database {
+function openChecked(file: string, kind: SqliteFileKind, options: OpenDatabaseOptions, readHeader = true): Database {
   if (readHeader) checkHeader(file);
   let db: Database;
   try {
@@ -155,6 +157,10 @@ function openChecked(file: string, kind: SqliteFileKind, readHeader = true): Dat
     db.pragma('foreign_keys = ON');
     db.pragma('busy_timeout = 5000');
     if ((db.pragma('application_id', { simple: true }) as number) === 0) db.pragma(`application_id = ${kind.applicationId}`);
+    const from = db.pragma('user_version', { simple: true }) as number;
+    const to = kind.migrations.at(-1)?.version ?? 0;
+    // a new file (version 0) is nobody's yet; an older one may be a running older node's
+    if (from > 0 && from < to) options.beforeMigrate?.(file, from, to);
     migrate(db, kind.migrations);
     return db;
   } catch (err) {

@@ -2,8 +2,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
 import { z } from 'zod';
-import { CHECKPOINT_DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
+import { lockDataDirectory } from '../../src/store/data-dir-lock.js';
+import { APPLICATION_ID } from '../../src/store/database.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+import { migrate } from '../../src/store/sqlite-file.js';
 import { CLI, runCli, startProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -36,6 +41,27 @@ test('a data command with --move-aside leaves the files of a running node where 
   assert.throws(() => openStore(dir, { moveAside: true }), (err: Error) => err instanceof DataDirectoryInUseError && err.message.includes(checkpoints) && /not moved aside: stop that node, then pass --move-aside again/.test(err.message));
   assert.deepEqual(fs.readdirSync(dir).filter((name) => name.includes('.moved-')), []);
   assert.equal(fs.readFileSync(checkpoints, 'utf8'), 'not a database');
+});
+
+test('a data command does not upgrade the schema under an older node running on the directory; with none running it does', (t) => {
+  const dir = tmpDir(t);
+  // an older Cohort's database: every migration but the last
+  const older = MIGRATIONS.at(-1)!.version - 1;
+  const db = new BetterSqlite3(path.join(dir, DATABASE_FILE));
+  db.pragma(`application_id = ${APPLICATION_ID}`);
+  migrate(db, MIGRATIONS.filter((m) => m.version <= older));
+  db.close();
+  const version = () => {
+    const check = new BetterSqlite3(path.join(dir, DATABASE_FILE), { readonly: true });
+    t.after(() => check.close());
+    return check.pragma('user_version', { simple: true });
+  };
+  const node = lockDataDirectory(dir); // the older node (a version that takes the lock)
+  assert.throws(() => openStore(dir), (err: Error) => err instanceof DataDirectoryInUseError && err.message.includes(`${DATABASE_FILE} has schema version ${older}, which this Cohort would upgrade to ${older + 1}, and an older Cohort's node runs on ${dir}`));
+  assert.equal(version(), older, 'left as it was');
+  node.release();
+  openStore(dir).close();
+  assert.equal(version(), older + 1);
 });
 
 // another user's files need a second user: as root, the tests act as nobody while they open them
