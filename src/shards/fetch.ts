@@ -113,6 +113,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const { datasetId, log } = options;
   const stallMs = options.stallTimeoutMs ?? DEFAULT_FETCH_STALL_TIMEOUT_MS;
   const minRate = options.minBytesPerSecond ?? DEFAULT_FETCH_MIN_BYTES_PER_S;
+  const waitForHolderMs = options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS;
   /** Holders that fell below minRate: asked for a blob only when no other holder has it. */
   const slow = new Set<string>();
   const penalised = new Map<string, string>();
@@ -236,8 +237,8 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       let candidates = usable(await findHolders());
       if (candidates.length === 0) candidates = usable(await findHolders(true));
       if (candidates.length === 0) {
-        waitUntil ??= Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
-        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round((options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS) / 1000)} s for one: ${describeTried(tried, penalised)}`);
+        waitUntil ??= Date.now() + waitForHolderMs;
+        if (Date.now() > waitUntil) throw new ShardExchangeError(`no holder left for ${what} (sha256 ${sha256.slice(0, 12)}…) of dataset ${datasetId} after waiting ${Math.round(waitForHolderMs / 1000)} s for one: ${describeTried(tried, penalised)}`);
         failedHere.clear(); // a holder that failed may have come back (restart, busy no more)
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
@@ -303,7 +304,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   const triedForManifest = new Map<string, string>();
   const getManifest = async (): Promise<{ manifest: Manifest; from: string }> => {
     // each look (the first, or one replacing a forged manifest mid-fetch) waits for a holder as long
-    const waitUntil = Date.now() + (options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS);
+    const waitUntil = Date.now() + waitForHolderMs;
     for (;;) {
       options.signal?.throwIfAborted();
       const holders = [...(await findHolders(true)).keys()];
@@ -327,7 +328,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
           log.info({ peer, err: (err as Error).message }, 'could not get the manifest from a holder');
         }
       }
-      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round((options.waitForHolderMs ?? DEFAULT_WAIT_FOR_HOLDER_MS) / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
+      if (Date.now() > waitUntil) throw new ShardExchangeError(`no peer serves dataset ${datasetId}: waited ${Math.round(waitForHolderMs / 1000)} s; ${describeTried(triedForManifest, penalised)}`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   };

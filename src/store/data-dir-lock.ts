@@ -7,7 +7,6 @@ import { ownDataDirectory } from './sqlite-file.js';
 export const LOCK_FILE = 'node.lock';
 
 export interface DataDirectoryLock {
-  readonly file: string;
   release(): void;
 }
 
@@ -48,7 +47,7 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
     }
     throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
   }
-  return { file, release: () => db.close() };
+  return { release: () => db.close() };
 }
 
 /**

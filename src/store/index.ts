@@ -66,17 +66,13 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
   // the lock first: a second node started with --move-aside must not move the first one's files
   const lock = options.exclusive ? lockDataDirectory(dataDir) : undefined;
   // nor a data command its files: it moves one aside, or migrates it, only while it holds the lock itself
-  const held: DataDirectoryLock[] = [];
+  let held: DataDirectoryLock | undefined;
   const opening: OpenStoreOptions = lock
     ? options
     : {
         ...options,
-        beforeMoveAside: (reason) => {
-          if (held.length === 0) held.push(lockToMoveAside(dataDir, reason));
-        },
-        beforeMigrate: (file, from, to) => {
-          if (held.length === 0) held.push(lockToMigrate(dataDir, file, from, to));
-        },
+        beforeMoveAside: (reason) => void (held ??= lockToMoveAside(dataDir, reason)),
+        beforeMigrate: (file, from, to) => void (held ??= lockToMigrate(dataDir, file, from, to)),
       };
   let db: Database | undefined;
   let checkpointDb: Database;
@@ -89,7 +85,7 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
     lock?.release();
     throw err;
   } finally {
-    for (const taken of held) taken.release();
+    held?.release();
   }
   const file = path.join(dataDir, DATABASE_FILE);
   return {

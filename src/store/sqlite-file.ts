@@ -149,7 +149,7 @@ function openChecked(file: string, kind: SqliteFileKind, options: OpenDatabaseOp
     throw corrupt(file, `SQLite cannot open it: ${(err as Error).message}`, err);
   }
   try {
-    checkIdentity(db, file, kind);
+    const from = checkIdentity(db, file, kind);
     db.pragma(`journal_mode = ${kind.journal}`);
     // NORMAL in WAL mode keeps every commit atomic across crashes; only the last commits may roll back on
     // power loss. A rollback journal needs FULL for the same (NORMAL could corrupt the file on power loss).
@@ -157,8 +157,7 @@ function openChecked(file: string, kind: SqliteFileKind, options: OpenDatabaseOp
     db.pragma('foreign_keys = ON');
     db.pragma('busy_timeout = 5000');
     if ((db.pragma('application_id', { simple: true }) as number) === 0) db.pragma(`application_id = ${kind.applicationId}`);
-    const from = db.pragma('user_version', { simple: true }) as number;
-    const to = kind.migrations.at(-1)?.version ?? 0;
+    const to = latestVersion(kind);
     // a new file (version 0) is nobody's yet; an older one may be a running older node's
     if (from > 0 && from < to) options.beforeMigrate?.(file, from, to);
     migrate(db, kind.migrations);
@@ -172,20 +171,27 @@ function openChecked(file: string, kind: SqliteFileKind, options: OpenDatabaseOp
   }
 }
 
-function checkIdentity(db: Database, file: string, kind: SqliteFileKind): void {
+/** The schema version the kind's newest migration brings a file to. */
+function latestVersion(kind: SqliteFileKind): number {
+  return kind.migrations.at(-1)?.version ?? 0;
+}
+
+/** Refuses a file of another kind or a newer schema; returns its schema version. */
+function checkIdentity(db: Database, file: string, kind: SqliteFileKind): number {
   const appId = db.pragma('application_id', { simple: true }) as number;
   const version = db.pragma('user_version', { simple: true }) as number;
-  const known = kind.migrations.at(-1)?.version ?? 0;
+  const known = latestVersion(kind);
   if (appId === kind.applicationId) {
     if (version > known) {
       throw new NewerSchemaError(file, `${file} has schema version ${version}, newer than this Cohort understands (${known})`, 'Upgrade Cohort to use it, or use another --data-dir.');
     }
-    return;
+    return version;
   }
   const tables = db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number };
   if (appId !== 0 || tables.n > 0) {
     throw new ForeignDatabaseError(file, `${file} is an SQLite database that Cohort did not create (application_id ${appId}, ${tables.n} tables)`, 'Use another --data-dir, or pass --move-aside to rename it and start afresh.');
   }
+  return version; // a new file: 0
 }
 
 function corrupt(file: string, detail: string, cause?: unknown): CorruptDatabaseError {
