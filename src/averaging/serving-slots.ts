@@ -16,7 +16,7 @@ export interface SlotRefusal {
 export class ServingSlots {
   private readonly byPeer = new Map<string, number>();
   private readonly slow = new Map<string, number>();
-  active = 0;
+  private active = 0;
 
   constructor(
     readonly max: number,
