@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { DataDirectoryInUseError, StoreError, type UnusableDatabaseError } from './errors.js';
@@ -46,6 +47,14 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
       throw new StoreError(file, `cannot lock the data directory ${dataDir}: this user may not write ${file} (a node run as another user, with sudo say, left it): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
     }
     throw new StoreError(file, `cannot lock the data directory ${dataDir} (${file}): ${(err as Error).message}`, { cause: err });
+  }
+  // SQLite creates it 0644; the data directory's files are its owner's alone, as the databases are
+  // (a chmod opens no descriptor, so the lock stays)
+  try {
+    if (process.platform !== 'win32') fs.chmodSync(file, 0o600);
+  } catch (err) {
+    db.close();
+    throw new StoreError(file, `cannot make ${file} this user's alone (${(err as Error).message}): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
   }
   return { release: () => db.close() };
 }

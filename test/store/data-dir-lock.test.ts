@@ -31,6 +31,14 @@ test('one node per data directory: a second exclusive open is refused, readers a
   next.close();
 });
 
+test('every file a node keeps in its data directory is its owner\'s alone (0600), the lock file too', { skip: process.platform === 'win32' }, (t) => {
+  const dir = tmpDir(t);
+  openStore(dir, { exclusive: true }).close();
+  const files = fs.readdirSync(dir);
+  assert.ok(files.includes(LOCK_FILE) && files.includes(DATABASE_FILE), files.join(', '));
+  for (const f of files) assert.equal(fs.statSync(path.join(dir, f)).mode & 0o777, 0o600, f);
+});
+
 test('a data command with --move-aside leaves the files of a running node where they are', (t) => {
   const dir = tmpDir(t);
   const node = openStore(dir, { exclusive: true });
