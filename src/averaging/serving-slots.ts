@@ -1,4 +1,5 @@
 import { SLOW_READER_REFUSED_MS } from './constants.js';
+import { minRateDeadline, type FramedStream, type MinRateDeadline } from './framing.js';
 
 /** Why a peer gets no slot: `BUSY` (every slot taken, or this peer refused a while) or `PEER_BUSY` (it has its share already). */
 export interface SlotRefusal {
@@ -43,8 +44,25 @@ export class ServingSlots {
     else this.byPeer.delete(peer);
   }
 
+  /**
+   * The rate floor under `peer` reading `bytes` from `reader` (minRateDeadline): a reader under it
+   * keeps this server (`role`: holder, donor) waiting, so it is refused for SLOW_READER_REFUSED_MS and
+   * its transfer ends with `fail(why)`; `taken` says how many bytes it took, `what` what they were of.
+   */
+  readerFloor(
+    peer: string,
+    floor: { readonly reader: FramedStream; readonly stallMs: number; readonly bytes: number; readonly minBytesPerSecond: number },
+    described: { readonly role: string; readonly what: string; readonly taken: () => number },
+    fail: (why: string) => Error,
+  ): MinRateDeadline {
+    return minRateDeadline(floor, (allowedMs) => {
+      this.tooSlow(peer);
+      return fail(`${peer} took ${described.taken()} of ${floor.bytes} bytes${described.what} keeping this ${described.role} waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${floor.minBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
+    });
+  }
+
   /** Refuses `peer` for SLOW_READER_REFUSED_MS. */
-  tooSlow(peer: string): void {
+  private tooSlow(peer: string): void {
     this.slow.set(peer, Date.now() + SLOW_READER_REFUSED_MS);
     // entries of peers that never came back are dropped as others are added
     for (const [p, until] of this.slow) if (until <= Date.now()) this.slow.delete(p);

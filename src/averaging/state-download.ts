@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
 import { encode as cborEncode } from 'cborg';
-import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, SLOW_READER_REFUSED_MS, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
+import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
 import { deadline, FramedStream, minRateDeadline, type MinRateDeadline } from './framing.js';
 import type { AveragingHub } from './hub.js';
@@ -165,10 +165,7 @@ export class StateServer {
       const { chunkBytes, stallTimeoutMs, minReaderBytesPerSecond } = this.opts;
       await framed.write({ t: 'header', epoch: snapshot.epoch, size, sha256, chunkBytes, metadata } satisfies StateHeader, deadline(stallTimeoutMs));
       let at = 0;
-      const slow = (reader = minRateDeadline({ stallMs: stallTimeoutMs, bytes: size, minBytesPerSecond: minReaderBytesPerSecond, reader: framed }, (allowedMs) => {
-        this.slots.tooSlow(peer);
-        return new ProtocolError(`${peer} took ${at} of ${size} bytes keeping this donor waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
-      }));
+      const slow = (reader = this.slots.readerFloor(peer, { reader: framed, stallMs: stallTimeoutMs, bytes: size, minBytesPerSecond: minReaderBytesPerSecond }, { role: 'donor', what: '', taken: () => at }, (why) => new ProtocolError(why)));
       for (; at < size; at += chunkBytes) {
         await slow.guard(framed.write({ t: 'data', d: snapshot.data.subarray(at, at + chunkBytes) }, deadline(stallTimeoutMs, slow.signal)));
       }

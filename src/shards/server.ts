@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from '../log/logger.js';
-import { deadline, FramedStream, minRateDeadline, releasableDeadline, type MinRateDeadline } from '../averaging/framing.js';
+import { deadline, FramedStream, releasableDeadline, type MinRateDeadline } from '../averaging/framing.js';
 import { ServingSlots } from '../averaging/serving-slots.js';
 import { UploadLimit } from '../averaging/upload-limit.js';
 import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
@@ -31,7 +31,6 @@ import {
 } from './messages.js';
 import { readShardOffThread } from './shard-io.js';
 import { ShardExchangeError } from './errors.js';
-import { SLOW_READER_REFUSED_MS } from '../averaging/constants.js';
 
 const namespaces = new WeakMap<SwarmNode, RecordNamespace<Holding>>();
 
@@ -241,10 +240,7 @@ export class ShardServer {
       await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall.signal);
       const bytes = blob.byteLength - request.offset;
       let at = request.offset;
-      reader = minRateDeadline({ stallMs: this.stallTimeoutMs, bytes, minBytesPerSecond: this.minReaderBytesPerSecond, reader: framed }, (allowedMs) => {
-        this.slots.tooSlow(peer);
-        return new ShardExchangeError(`${peer} took ${at - request.offset} of ${bytes} bytes of ${request.sha256.slice(0, 12)}… keeping this holder waiting over ${(allowedMs / 1000).toFixed(0)} s, under the ${this.minReaderBytesPerSecond} bytes/s a reader must keep; refused for ${SLOW_READER_REFUSED_MS / 1000} s`);
-      });
+      reader = this.slots.readerFloor(peer, { reader: framed, stallMs: this.stallTimeoutMs, bytes, minBytesPerSecond: this.minReaderBytesPerSecond }, { role: 'holder', what: ` of ${request.sha256.slice(0, 12)}…`, taken: () => at - request.offset }, (why) => new ShardExchangeError(why));
       const signal = AbortSignal.any([stall.signal, reader.signal]);
       for (let i = 0; at < blob.byteLength; at += this.chunkBytes, i++) {
         const d = blob.subarray(at, at + this.chunkBytes);
