@@ -68,7 +68,7 @@ test('DiLoCo: its flags are run settings; a combination it cannot train with is 
   assert.throws(() => resolveCollaborativeOptions({ ...settings, outerOptimizer: 'none' }), /^RangeError: outer_overlap delays DiLoCo's outer step: it needs outer_optimizer diloco, not none$/);
 });
 
-test('a founder’s flag that tunes PowerSGD or DiLoCo without choosing it is refused naming both flags (it would train plain averaging); with the mode it is accepted', () => {
+test('a founder’s flag that tunes PowerSGD or DiLoCo without choosing it, or PowerSGD with local updates, is refused naming the flags (it would train without the mode); with the mode it is accepted', () => {
   const local = { delayGradAveraging: false, delayOptimizerStep: false };
   const check = (args: string[]): void => {
     const { cmd, flags } = run(args);
@@ -81,6 +81,7 @@ test('a founder’s flag that tunes PowerSGD or DiLoCo without choosing it is re
     [['--inner-steps', '10'], /^--inner-steps: 10: it tunes DiLoCo \(it needs --outer-optimizer diloco, not none\)$/],
     [['--outer-lr', '0.5'], /^--outer-lr: 0.5: it tunes DiLoCo/],
     [['--outer-momentum', '0'], /^--outer-momentum: 0: it tunes DiLoCo/],
+    [['--grad-averager', 'powersgd', '--use-local-updates'], /^--grad-averager: powersgd: it compresses the gradient all-reduce, which --use-local-updates turns off$/],
   ];
   for (const [args, message] of refused) assert.throws(() => check(args), (err: unknown) => err instanceof ConfigError && message.test(err.message), args.join(' '));
   check(['--grad-averager', 'powersgd', '--powersgd-rank', '8', '--powersgd-min-ratio', '0.2']);
