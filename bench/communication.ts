@@ -105,7 +105,7 @@ async function train(root: string, template: string, mode: Mode, shape?: DilocoS
   if (diloco && !shape) throw new Error(`${mode} follows the plain run's samples: run plain first`);
   const run = shape && diloco
     ? [...common, '--grad-compression', values['diloco-compression'], '--outer-optimizer', 'diloco', '--inner-batch-size', String(shape.innerBatch), '--inner-steps', String(2 * Math.ceil(shape.roundTarget / (peers * shape.innerBatch))), '--target-batch-size', String(shape.roundTarget), '--max-epochs', String(rounds), '--warmup-steps', '1', '--total-steps', String(rounds + 1), ...(mode === 'diloco-overlap' ? ['--outer-overlap'] : [])]
-    : [...common, '--grad-compression', 'fp16', '--grad-averager', mode, '--powersgd-rank', values.rank, '--target-batch-size', String(globalBatch), '--max-epochs', String(steps), '--warmup-steps', warmup, '--total-steps', String(steps + 1)];
+    : [...common, '--grad-compression', 'fp16', '--grad-averager', mode, ...(mode === 'powersgd' ? ['--powersgd-rank', values.rank] : []), '--target-batch-size', String(globalBatch), '--max-epochs', String(steps), '--warmup-steps', warmup, '--total-steps', String(steps + 1)];
   const local = ['--upload-limit', UPLINK_KIB_S, '--threads', '1', '--matchmaking-time', '3', '--target-group-size', String(peers), '--refresh', '1', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info'];
   const started = Date.now();
   const model = path.join(root, `${mode}-model`);

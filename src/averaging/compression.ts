@@ -143,8 +143,15 @@ function encodeUniform8(values: Float32Array): Uint8Array {
   let sq = 0;
   for (let i = 0; i < n; i++) sq += (values[i]! - mean) ** 2;
   const std = n > 1 ? Math.sqrt(sq / (n - 1)) : 0;
-  const scale = (UNIFORM_RANGE_IN_SIGMAS * std) / UNIFORM_BINS || 1;
   const out = new Uint8Array(4 * UNIFORM_BINS + n);
+  // a NaN or ±Inf among the values (and only they: float64 sums of float32 values stay finite): every
+  // code decodes to NaN, which receivers refuse as the blockwise codecs' poisoned blocks; the buckets
+  // would give finite values (all 0 for a NaN) that the average takes in at this peer's weight
+  if (!Number.isFinite(mean + std)) {
+    out.set(new Uint8Array(new Float32Array(UNIFORM_BINS).fill(Number.NaN).buffer), 0);
+    return out;
+  }
+  const scale = (UNIFORM_RANGE_IN_SIGMAS * std) / UNIFORM_BINS || 1;
   const codes = out.subarray(4 * UNIFORM_BINS);
   const sums = new Float64Array(UNIFORM_BINS);
   const counts = new Uint32Array(UNIFORM_BINS);

@@ -131,10 +131,28 @@ export interface LocalOptions {
   readonly delayOptimizerStep: boolean;
 }
 
-/** Combinations the settings (own or adopted) must satisfy with this peer's local flags; exits 2 naming the flag. */
-export function checkRunSettings(s: RunSettings, local: LocalOptions): void {
+/**
+ * Settings that tune one averaging mode, and the mode: every run record holds their defaults, so only
+ * the flags given tell that a founder meant to tune a mode it did not choose.
+ */
+const MODE_TUNINGS = [
+  { keys: ['powersgdRank', 'powersgdMinRatio'], mode: 'gradAverager', value: 'powersgd', name: 'PowerSGD' },
+  { keys: ['innerSteps', 'outerLr', 'outerMomentum'], mode: 'outerOptimizer', value: 'diloco', name: 'DiLoCo' },
+] as const;
+
+/**
+ * Combinations the settings (own or adopted) must satisfy with this peer's local flags; exits 2 naming
+ * the flag. `explicit`: the settings a founder gave, none of which may tune a mode it did not choose
+ * (nor choose PowerSGD for a run that all-reduces no gradient).
+ */
+export function checkRunSettings(s: RunSettings, local: LocalOptions, explicit: ReadonlyArray<keyof RunSettings> = []): void {
   const problem = runSettingsProblem(s);
   if (problem) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, problem.field), problem.message);
+  for (const { keys, mode, value, name } of MODE_TUNINGS) {
+    const given = keys.find((k) => explicit.includes(k));
+    if (given !== undefined && s[mode] !== value) throw new ConfigError(flagOf(RUN_SETTING_FLAGS, given), `${s[given]}: it tunes ${name} (it needs ${flagOf(RUN_SETTING_FLAGS, mode)} ${value}, not ${s[mode] ?? DEFAULT_RUN_SETTINGS[mode]})`);
+  }
+  if (explicit.includes('gradAverager') && s.gradAverager === 'powersgd' && s.useLocalUpdates) throw new ConfigError('--grad-averager', 'powersgd: it compresses the gradient all-reduce, which --use-local-updates turns off');
   if (local.delayGradAveraging && s.useLocalUpdates) throw new ConfigError('--delay-grad-averaging', 'needs gradient averaging, which --use-local-updates turns off');
   if ((local.delayGradAveraging || local.delayOptimizerStep) && s.outerOptimizer === 'diloco') throw new ConfigError(local.delayGradAveraging ? '--delay-grad-averaging' : '--delay-optimizer-step', 'is not supported with --outer-optimizer diloco');
   if (local.delayOptimizerStep && s.useLocalUpdates) throw new ConfigError('--delay-optimizer-step', 'is not supported with --use-local-updates (the local step runs on every micro-batch)');

@@ -166,8 +166,11 @@ export class CollaborativeOptimizer {
   private readonly bad: BadStepCounter;
   /** Why this peer stays out of gradient averaging (its gradients kept being non-finite), until a finite micro-batch. */
   private outOfAveraging: string | undefined;
-  /** hivemind's backup_every_steps: the last state known to be finite, in memory. */
-  private backup: { epoch: number; params: Float32Array; optimizer: OptimizerState } | undefined;
+  /**
+   * hivemind's backup_every_steps: the last state known to be finite, in memory. DiLoCo: θ_start of the
+   * round (the swarm's, as stateToSave) with the outer momentum, so a restore within the round lands where the others do.
+   */
+  private backup: { epoch: number; params: Float32Array; outerMomentum: Float32Array | undefined; optimizer: OptimizerState } | undefined;
   /** Why the parameters are not finite, set by the optimizer step that made them so (restored before the next micro-batch). */
   private paramsBroken: string | undefined;
   /** Test-only: micro-batches whose gradients are still to be made non-finite (fault.nonFiniteMicroBatches). */
@@ -281,7 +284,7 @@ export class CollaborativeOptimizer {
     this.epochValue = resume.epoch ?? 0;
     this.totals = { samples: resume.samples ?? 0, seconds: resume.seconds ?? 0 };
     // the parameters the caller resumed from begin the first round, with the momentum it saved (its own checkpoint's)
-    this.outer?.reset(this.params, resume.outerMomentum);
+    this.outer?.reset(this.params, resume.outerMomentum?.data);
     this.takeBackup(); // so a broken step always has a state to go back to (a state load replaces it)
     const served = await this.state.serveState({
       epoch: () => this.servedEpoch(),
@@ -640,14 +643,16 @@ export class CollaborativeOptimizer {
   /** Keeps a copy of the state every backupEverySteps epochs (never of parameters a pending or broken step will change). */
   private backupIfDue(): void {
     if (this.delayed.isPending || this.paramsBroken !== undefined) return;
-    if (this.backup === undefined || this.epochValue >= this.backup.epoch + this.o.backupEverySteps) this.takeBackup();
+    if (this.backup === undefined || this.servedEpoch() >= this.backup.epoch + this.o.backupEverySteps) this.takeBackup();
   }
 
   /** Copies into the previous backup's buffers: a backup allocates nothing after the first. */
   private takeBackup(): void {
     const params = this.backup?.params ?? new Float32Array(this.params.size);
-    params.set(this.params.data);
-    this.backup = { epoch: this.epochValue, params, optimizer: this.optimizer.exportState(this.backup?.optimizer) };
+    params.set((this.outer?.start ?? this.params).data);
+    const outerMomentum = this.outer ? (this.backup?.outerMomentum ?? new Float32Array(this.params.size)) : undefined;
+    outerMomentum?.set(this.outer!.momentum.data);
+    this.backup = { epoch: this.servedEpoch(), params, outerMomentum, optimizer: this.optimizer.exportState(this.backup?.optimizer) };
   }
 
   /**
@@ -660,7 +665,7 @@ export class CollaborativeOptimizer {
     this.paramsBroken = undefined;
     this.params.data.set(b.params);
     this.optimizer.importState(b.optimizer);
-    this.outer?.reset(this.params); // a momentum that led here is dropped with the rest
+    this.outer?.reset(this.params, b.outerMomentum);
     this.log.warn(`parameters became non-finite at epoch ${this.epochValue} (${why}): restored the backup of epoch ${b.epoch}; loading the swarm's state once anyone is ahead`);
     this.dropScheduled('this peer restored its backup');
     this.beginEpoch(b.epoch);
@@ -744,7 +749,7 @@ export class CollaborativeOptimizer {
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);
-      this.outer?.reset(this.params, s.outerMomentum); // θ_start of the donor's round; no momentum from a donor of a non-DiLoCo run
+      this.outer?.reset(this.params, s.outerMomentum?.data); // θ_start of the donor's round; no momentum from a donor of a non-DiLoCo run
       this.beginEpoch(s.epoch); // gradients of an older model are useless to the swarm
       this.dropInFlight(`this peer loaded the state of epoch ${s.epoch}`); // so is a background round's update of the older model
       this.delayed.discard(); // and a pending optimizer step

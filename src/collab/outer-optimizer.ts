@@ -65,9 +65,9 @@ export class OuterNesterov {
   }
 
   /** Takes θ_start from `params` (after a state download or a restore) and, when given, the momentum (else zero). */
-  reset(params: ParameterSet, momentum?: ParameterSet): void {
+  reset(params: ParameterSet, momentum?: Float32Array): void {
     this.start.data.set(params.data);
-    if (momentum) this.momentum.data.set(momentum.data);
+    if (momentum) this.momentum.data.set(momentum);
     else this.momentum.data.fill(0);
   }
 }

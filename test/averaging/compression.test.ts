@@ -175,3 +175,13 @@ test('blockwise codecs: a NaN or ±Inf poisons only its own block, whether in th
     }
   }
 });
+
+test('uniform8: a NaN or ±Inf among the values decodes every value of the part to NaN, which the averaging refuses, not to finite values it would accept', () => {
+  const x = Float32Array.from({ length: 1000 }, (_, i) => Math.sin(i));
+  for (const bad of [Number.NaN, Infinity, -Infinity]) {
+    const poisoned = x.slice();
+    poisoned[17] = bad;
+    const y = decode('uniform8', encode('uniform8', poisoned), x.length);
+    assert.ok(y.every((v) => Number.isNaN(v)), `${bad} among the values: decoded ${y.slice(0, 4).join(', ')}, …`);
+  }
+});

@@ -3,6 +3,8 @@
 // means; a member that drops between the phases fails the round for the others, in bounded time.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
+import { AveragingHub } from '../../src/averaging/hub.js';
 import { PowerSgd, powerSgdLayout, type GradientTensor } from '../../src/averaging/powersgd.js';
 import { startSwarm } from '../helpers/swarm.js';
 import { averagers, FAST, randomVector } from './helpers.js';
@@ -97,5 +99,41 @@ test('a member that drops between phase P and phase Q fails the round for the ot
     assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? 'the round completed without the leaver' : r.reason);
     assert.match(r.reason, /PowerSGD phase Q with 3 peers left 1 part\(s\) unaveraged/);
     assert.ok(compressors[i]!.errors.every((x) => x === 0), 'the gradient went back out of the error buffer (the caller steps on it locally)');
+  }
+});
+
+test('members whose P parts hold NaN or values past the limit never reach the honest members’ gradients: their rounds fail with error buffers and Q as before until the hostile members are banned, then the honest members average alone', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'psgd-hostile' });
+  const compressors = nodes.map(() => new PowerSgd(layout(), 5));
+  const reference = [0, 1].map(() => new PowerSgd(layout(), 5));
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 300, aggregation: 'mean', powerSgd: compressors[i]! }));
+  const hostile = [nodes[2]!, nodes[3]!].map((n) => n.peerId.toString());
+  const seedQ = Float32Array.from(compressors[0]!.qs);
+  for (let epoch = 0; epoch <= BAN_AFTER_OFFENCES; epoch++) {
+    const honest = [0, 1].map((i) => randomVector(SIZE, 10 * epoch + i + 1));
+    // their P parts are all NaN, or 1e30 times the projections: past the ±1e8 limit
+    const results = await Promise.all([...honest.map((g, i) => avg[i]!.step(g, { epoch, weight: 1 })), avg[2]!.step(new Float32Array(SIZE).fill(Number.NaN), { epoch, weight: 1 }), avg[3]!.step(new Float32Array(SIZE).fill(1e30), { epoch, weight: 1 })]);
+    const expected = new Float32Array(SIZE);
+    if (epoch === BAN_AFTER_OFFENCES) {
+      const p = mean(reference.map((s, k) => s.phaseP(honest[k]!)), [1, 1]);
+      const q = mean(reference.map((s, k) => s.phaseQ(p, honest[k]!)), [1, 1]);
+      reference.forEach((s) => s.finish(q, expected));
+    }
+    for (const [i, r] of results.slice(0, 2).entries()) {
+      if (epoch < BAN_AFTER_OFFENCES) {
+        // excluded from phase P, they never reduce their parts of phase Q: the round fails as when a member drops between the phases
+        assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? `epoch ${epoch}: the round completed` : r.reason);
+        assert.ok(compressors[i]!.errors.every((x) => x === 0), `epoch ${epoch}, peer ${i}: the gradient went back out of the error buffer`);
+        assert.deepEqual(compressors[i]!.qs, seedQ, `epoch ${epoch}, peer ${i}: Q is as before`);
+        continue;
+      }
+      assert.ok(r.ok && r.status === 'complete', r.ok ? r.failedParts.map((f) => f.reason).join('; ') : r.reason);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), [nodes[0]!, nodes[1]!].map((n) => n.peerId.toString()).sort(), 'the banned members are not admitted');
+      assert.ok(relErr(r.vector, expected) < 1e-5, `peer ${i}: relative error ${relErr(r.vector, expected)} from the honest-only round`);
+      assert.ok(relErr(compressors[i]!.qs, reference[i]!.qs) < 1e-5, 'the next round’s Q is the honest members’ average');
+      assert.ok(relErr(compressors[i]!.errors, reference[i]!.errors) < 1e-4, 'the error buffer holds what the honest approximation missed');
+    }
+    if (epoch < BAN_AFTER_OFFENCES) continue;
+    for (const node of nodes.slice(0, 2)) for (const peer of hostile) assert.match(AveragingHub.of(node).banned(peer) ?? '', /banned for this run/);
   }
 });

@@ -67,3 +67,23 @@ test('DiLoCo: its flags are run settings; a combination it cannot train with is 
   assert.throws(() => resolveCollaborativeOptions({ ...settings, outerOptimizer: 'none', outerOverlap: false }), /^RangeError: inner_batch_size sets DiLoCo's inner steps: it needs outer_optimizer diloco, not none$/);
   assert.throws(() => resolveCollaborativeOptions({ ...settings, outerOptimizer: 'none' }), /^RangeError: outer_overlap delays DiLoCo's outer step: it needs outer_optimizer diloco, not none$/);
 });
+
+test('a founder’s flag that tunes PowerSGD or DiLoCo without choosing it, or PowerSGD with local updates, is refused naming the flags (it would train without the mode); with the mode it is accepted', () => {
+  const local = { delayGradAveraging: false, delayOptimizerStep: false };
+  const check = (args: string[]): void => {
+    const { cmd, flags } = run(args);
+    const { settings, explicit } = runSettingFlags(cmd, flags);
+    checkRunSettings(settings, local, explicit);
+  };
+  const refused: Array<[string[], RegExp]> = [
+    [['--powersgd-rank', '8'], /^--powersgd-rank: 8: it tunes PowerSGD \(it needs --grad-averager powersgd, not plain\)$/],
+    [['--grad-averager', 'plain', '--powersgd-min-ratio', '0.2'], /^--powersgd-min-ratio: 0.2: it tunes PowerSGD \(it needs --grad-averager powersgd, not plain\)$/],
+    [['--inner-steps', '10'], /^--inner-steps: 10: it tunes DiLoCo \(it needs --outer-optimizer diloco, not none\)$/],
+    [['--outer-lr', '0.5'], /^--outer-lr: 0.5: it tunes DiLoCo/],
+    [['--outer-momentum', '0'], /^--outer-momentum: 0: it tunes DiLoCo/],
+    [['--grad-averager', 'powersgd', '--use-local-updates'], /^--grad-averager: powersgd: it compresses the gradient all-reduce, which --use-local-updates turns off$/],
+  ];
+  for (const [args, message] of refused) assert.throws(() => check(args), (err: unknown) => err instanceof ConfigError && message.test(err.message), args.join(' '));
+  check(['--grad-averager', 'powersgd', '--powersgd-rank', '8', '--powersgd-min-ratio', '0.2']);
+  check(['--outer-optimizer', 'diloco', '--inner-steps', '10', '--outer-lr', '0.5', '--outer-momentum', '0']);
+});

@@ -218,3 +218,32 @@ test('a DiLoCo peer resumed from its own checkpoint (θ_start, LAMB state and th
   assert.equal(maxAbsDiff(resumed.params.data, a.params.data), 0, 'the resumed peer’s outer step is the uninterrupted one’s');
   assert.ok(maxAbsDiff(zero.params.data, a.params.data) > 1e-6, `without the momentum the step would differ (by ${maxAbsDiff(zero.params.data, a.params.data)})`);
 });
+
+test('a DiLoCo peer whose inner step breaks its parameters restores θ_start and the outer momentum of its round: its outer step is still the swarm’s', { timeout: 90_000 }, async (t) => {
+  const H = 2;
+  // A's first inner step of round 3 leaves a NaN; a backup every epoch holds round 3's start
+  const broken = sgd((params, steps) => {
+    if (steps === 2 * H + 1) params[0] = Number.NaN;
+  });
+  const options: Partial<CollaborativeOptions> = { outerOptimizer: 'diloco', innerSteps: H, targetBatchSize: 1000, aggregation: 'mean', backupEverySteps: 1 };
+  const nodes = await startSwarm(t, 2, { runId: 'diloco-restore' });
+  const [a, b] = [unstarted(t, nodes[0]!, 1, options, undefined, broken), unstarted(t, nodes[1]!, 1, options, undefined, sgd())];
+  b.grads.data.set(randomVector(b.grads.size, 200, 0.01)); // its own direction: the pseudo-gradients differ
+  const epoch = async (): Promise<void> => {
+    const stepped = await Promise.all([a, b].map((p) => untilStepped(p)));
+    for (const last of stepped.map((s) => s.at(-1)!)) assert.ok(last.type === 'stepped' && last.averagedWith === 2, `averaged with both: ${JSON.stringify(last)}`);
+  };
+  await Promise.all([a, b].map((p) => p.collab.start()));
+  await pastRefresh();
+  await epoch();
+  await epoch(); // the outer momentum is not zero from here
+  const restored = await a.collab.step(a.grads, 4, 1, 1);
+  assert.equal(restored.type, 'restored', JSON.stringify(restored));
+  const [sa, sb] = [a.collab.stateToSave(), b.collab.stateToSave()];
+  assert.equal(sa.epoch, sb.epoch, 'A restored the backup of the round both are in');
+  assert.equal(maxAbsDiff(sa.params.data, sb.params.data), 0, 'A begins the round again from its θ_start');
+  assert.equal(maxAbsDiff(sa.outerMomentum!.data, sb.outerMomentum!.data), 0, 'with the outer momentum the swarm holds');
+  await epoch();
+  assert.ok(maxAbsDiff(a.params.data, b.params.data) <= 1e-6, `after the round the peers hold different parameters (by ${maxAbsDiff(a.params.data, b.params.data)})`);
+});
+

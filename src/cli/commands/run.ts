@@ -37,7 +37,7 @@ export function registerRun(program: Command): void {
     if (opts.coordinator && opts.cacheQuota !== undefined) throw new ConfigError('--cache-quota', 'is a training peer’s: a coordinator serves the whole dataset it pins (omit it)');
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
-    if (founding) checkRunSettings(flags.settings, local);
+    if (founding) checkRunSettings(flags.settings, local, flags.explicit);
     checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
