@@ -37,6 +37,13 @@ export interface AllreduceOptions {
    * excluded; listed in the result). Every reducer applies its own view. @default no bound
    */
   readonly weightBound?: (peer: string) => number;
+  /**
+   * Why this peer takes part as its own part's reducer only: its values stay out of every part, and it
+   * tells the other reducers so at once (a stream closed before its first chunk), so the others'
+   * round completes without them instead of waiting for a reducer that never came (PowerSGD's phase
+   * Q after this peer's phase P failed). Its own result is of no use to it.
+   */
+  readonly withhold?: string;
   readonly signal?: AbortSignal;
   /** Fault injection for tests; never set in production. */
   readonly fault?: Fault;
@@ -111,6 +118,7 @@ export async function allreduce(node: SwarmNode, hub: AveragingHub, group: Group
         if (reason !== undefined) fail(r, reason);
         return;
       }
+      if (opts.withhold !== undefined) return withholdPart(node, hub, group, r, opts, overall);
       const reason = await sendPart(node, hub, group, r, vector, output, opts, overall, traffic);
       if (reason !== undefined) {
         log.warn({ group: group.id, reducer: member.peer, reason }, 'part not averaged; keeping local values');
@@ -222,6 +230,20 @@ async function sendPart(
   }
 }
 
+/** Tells part `r`'s reducer at once that this peer sends it nothing (its Begin, then the stream's end): it need not wait the sender timeout. */
+async function withholdPart(node: SwarmNode, hub: AveragingHub, group: GroupInfo, r: number, opts: AllreduceOptions, overall: AbortSignal): Promise<void> {
+  const reducer = group.members[r]!.peer;
+  const self = group.members.find((m) => m.peer === node.peerId.toString())!;
+  try {
+    const stream = await node.dial(reducer, ALLREDUCE_PROTOCOL, { signal: deadline(opts.reducerTimeoutMs, overall), allowRelayed: false });
+    const framed = new FramedStream(stream, MAX_DATA_FRAME_BYTES, `all-reduce stream to reducer ${reducer}`, hub.upload);
+    await framed.write({ t: 'begin', group: group.id, part: r, weight: self.weight } satisfies Begin, deadline(opts.reducerTimeoutMs, overall));
+    await framed.close(deadline(1000, overall));
+  } catch {
+    // unreachable or gone: it leaves this peer out after the sender timeout all the same
+  }
+}
+
 /** ‖after − before‖ ÷ ‖before‖ (Infinity when `before` is all zeros and `after` is not). */
 function relativeChange(before: Float32Array, after: Float32Array): number {
   let moved = 0;
@@ -289,17 +311,8 @@ class ReducerSession {
       return Math.max(0, bound);
     };
     this.reducer = new PartReducer(end - start, group.chunkValues, new Map(group.members.map((m) => [m.peer, weight(m)])), { maxAbs: opts.maxAbs, ...(opts.aggregation ? { aggregation: opts.aggregation } : {}) });
-    try {
-      for (let i = 0; i < this.reducer.chunks; i++) {
-        const [s, e] = chunkRange(end - start, group.chunkValues, i);
-        this.reducer.add(this.self, i, vector.subarray(start + s, start + e));
-      }
-    } catch (err) {
-      // this peer's own values are poisoned (its gradients blew up): it reduces the others' values without them
-      if (!(err instanceof PeerFault)) throw err;
-      log.warn({ group: group.id, reason: err.message }, "left this peer's own values out of the part it reduces");
-      this.reducer.exclude(this.self, err.message);
-    }
+    if (opts.withhold !== undefined) this.reducer.exclude(this.self, opts.withhold);
+    else this.addOwn(vector);
     for (const m of group.members) {
       if (m.peer === this.self) continue;
       const watchdog = setTimeout(() => this.exclude(m.peer, `sent nothing for ${opts.senderTimeoutMs} ms`), opts.senderTimeoutMs);
@@ -307,6 +320,21 @@ class ReducerSession {
     }
     overall.addEventListener('abort', () => this.end(opts.signal?.aborted ? 'cancelled' : `all-reduce timeout (${opts.allreduceTimeoutMs} ms) with chunks ${this.next}/${this.reducer.chunks} averaged; waiting for ${this.reducer.pending(this.next).join(', ')}`), { once: true });
     this.flush();
+  }
+
+  private addOwn(vector: Float32Array): void {
+    const start = this.start;
+    try {
+      for (let i = 0; i < this.reducer.chunks; i++) {
+        const [s, e] = chunkRange(this.reducer.size, this.group.chunkValues, i);
+        this.reducer.add(this.self, i, vector.subarray(start + s, start + e));
+      }
+    } catch (err) {
+      // this peer's own values are poisoned (its gradients blew up): it reduces the others' values without them
+      if (!(err instanceof PeerFault)) throw err;
+      this.log.warn({ group: this.group.id, reason: err.message }, "left this peer's own values out of the part it reduces");
+      this.reducer.exclude(this.self, err.message);
+    }
   }
 
   /** An inbound sender stream, after its Begin. */

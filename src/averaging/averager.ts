@@ -384,13 +384,13 @@ export class Averager {
   }
 
   /** The all-reduce of `vector` with a formed group, within `timeoutMs`. */
-  private allreduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, timeoutMs: number, maxRelativeChange: number | undefined, weightBound: ((peer: string) => number) | undefined): Promise<AllreduceResult> {
+  private allreduce(group: GroupInfo, vector: Float32Array, signal: AbortSignal, timeoutMs: number, maxRelativeChange: number | undefined, weightBound: ((peer: string) => number) | undefined, withhold?: string): Promise<AllreduceResult> {
     return allreduce(
       this.node,
       this.hub,
       group,
       vector,
-      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: timeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), ...(weightBound ? { weightBound } : {}), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
+      { senderTimeoutMs: this.cfg.senderTimeoutMs, reducerTimeoutMs: this.cfg.reducerTimeoutMs, allreduceTimeoutMs: timeoutMs, maxAbs: this.cfg.maxAbs, aggregation: this.cfg.aggregation, ...(maxRelativeChange === undefined ? {} : { maxRelativeChange }), ...(weightBound ? { weightBound } : {}), ...(withhold === undefined ? {} : { withhold }), signal, ...(this.init.fault ? { fault: this.init.fault } : {}) },
       this.log,
     );
   }
@@ -400,7 +400,9 @@ export class Averager {
    * orthonormalisation) the Q matrices and the uncompressed tensors, each in its own round of the
    * same members (phaseGroup), both within the one averaging timeout. A phase that leaves any part
    * unaveraged fails the round: this peer's error buffers get the gradient back out and the caller
-   * takes a local step, as after a failed matchmaking.
+   * takes a local step, as after a failed matchmaking. After a failed phase P it still reduces its
+   * part of phase Q with its own values left out, so the members whose phase P completed (a member
+   * excluded for NaN or a stall fails it alone) finish their round without it.
    */
   private async reducePowerSgd(compressor: PowerSgd, group: GroupInfo, gradient: Float32Array, signal: AbortSignal, weightBound: ((peer: string) => number) | undefined): Promise<StepResult> {
     const started = Date.now();
@@ -418,7 +420,11 @@ export class Averager {
     try {
       const rp = await this.allreduce(phaseGroup(group, 'p', p.length), p, signal, left(), undefined, weightBound);
       phases.push(rp);
-      if (rp.status !== 'complete') return failed('P', rp);
+      if (rp.status !== 'complete') {
+        const outcome = failed('P', rp);
+        await this.allreduce(phaseGroup(group, 'q', compressor.layout.qLength), new Float32Array(compressor.layout.qLength), signal, left(), undefined, weightBound, 'its own phase P left parts unaveraged');
+        return outcome;
+      }
       const q = compressor.phaseQ(rp.vector, gradient);
       const rq = await this.allreduce(phaseGroup(group, 'q', q.length), q, signal, left(), undefined, weightBound);
       phases.push(rq);

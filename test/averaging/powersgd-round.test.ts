@@ -1,6 +1,7 @@
 // PowerSGD over the wire: real libp2p nodes in one process average gradients in two all-reduces (P,
 // then Q) with the one group matchmaking found, and get what PowerSGD's arithmetic gives with exact
-// means; a member that drops between the phases fails the round for the others, in bounded time.
+// means; a member that drops between the phases fails the round for the others, in bounded time; one
+// left out of phase P (NaN, a stall) fails its own round alone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
@@ -102,38 +103,51 @@ test('a member that drops between phase P and phase Q fails the round for the ot
   }
 });
 
-test('members whose P parts hold NaN or values past the limit never reach the honest members’ gradients: their rounds fail with error buffers and Q as before until the hostile members are banned, then the honest members average alone', async (t) => {
+test('a member that stalls in phase P (a slow uplink) is left out of it, and the others’ round completes without it: it still reduces its part of phase Q, its own values left out', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'psgd-stall' });
+  const compressors = nodes.map(() => new PowerSgd(layout(), 9));
+  // 50-value chunks: each P part is several chunks, and the staller sends only the first of each
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 3, chunkValues: 50, aggregation: 'mean', powerSgd: compressors[i]!, ...(i === 2 ? { fault: 'stall-sending' as const } : {}) }));
+  const grads = nodes.map((_, i) => randomVector(SIZE, 40 + i));
+  const results = await Promise.all(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: 1 })));
+  const bias = TENSORS[2]!.offset;
+  for (const [i, r] of results.slice(0, 2).entries()) {
+    assert.ok(r.ok && r.status === 'complete', r.ok ? r.failedParts.map((f) => f.reason).join('; ') : r.reason);
+    assert.equal(r.group.members.length, 3);
+    assert.deepEqual(r.vector, results[0]!.ok ? results[0]!.vector : undefined, `peer ${i} applies what the other honest member applies`);
+    // the uncompressed bias travels in phase Q: its average is the two honest members' alone
+    const honestBias = grads[0]!.subarray(bias).map((x, k) => (x + grads[1]![bias + k]!) / 2);
+    assert.ok(relErr(r.vector.subarray(bias), honestBias) < 1e-6, `peer ${i}: the bias average holds the staller's values (relative error ${relErr(r.vector.subarray(bias), honestBias)})`);
+  }
+  const staller = results[2]!;
+  assert.ok(!staller.ok && staller.code === 'PHASE_INCOMPLETE' && /phase P/.test(staller.reason), staller.ok ? 'the staller’s round completed' : staller.reason);
+  assert.ok(compressors[2]!.errors.every((x) => x === 0), 'the staller’s gradient went back out of its error buffer (it steps locally)');
+});
+
+test('members whose P parts hold NaN or values past the limit never reach the honest members’ gradients: the honest members’ rounds complete without them (the hostile ones, their phase P failed, still reduce their phase-Q parts with their own values left out), and once banned they are not admitted', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'psgd-hostile' });
   const compressors = nodes.map(() => new PowerSgd(layout(), 5));
   const reference = [0, 1].map(() => new PowerSgd(layout(), 5));
   const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 300, aggregation: 'mean', powerSgd: compressors[i]! }));
   const hostile = [nodes[2]!, nodes[3]!].map((n) => n.peerId.toString());
-  const seedQ = Float32Array.from(compressors[0]!.qs);
   for (let epoch = 0; epoch <= BAN_AFTER_OFFENCES; epoch++) {
     const honest = [0, 1].map((i) => randomVector(SIZE, 10 * epoch + i + 1));
     // their P parts are all NaN, or 1e30 times the projections: past the ±1e8 limit
     const results = await Promise.all([...honest.map((g, i) => avg[i]!.step(g, { epoch, weight: 1 })), avg[2]!.step(new Float32Array(SIZE).fill(Number.NaN), { epoch, weight: 1 }), avg[3]!.step(new Float32Array(SIZE).fill(1e30), { epoch, weight: 1 })]);
+    const p = mean(reference.map((s, k) => s.phaseP(honest[k]!)), [1, 1]);
+    const q = mean(reference.map((s, k) => s.phaseQ(p, honest[k]!)), [1, 1]);
     const expected = new Float32Array(SIZE);
-    if (epoch === BAN_AFTER_OFFENCES) {
-      const p = mean(reference.map((s, k) => s.phaseP(honest[k]!)), [1, 1]);
-      const q = mean(reference.map((s, k) => s.phaseQ(p, honest[k]!)), [1, 1]);
-      reference.forEach((s) => s.finish(q, expected));
-    }
+    reference.forEach((s) => s.finish(q, expected));
     for (const [i, r] of results.slice(0, 2).entries()) {
-      if (epoch < BAN_AFTER_OFFENCES) {
-        // excluded from phase P, they never reduce their parts of phase Q: the round fails as when a member drops between the phases
-        assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? `epoch ${epoch}: the round completed` : r.reason);
-        assert.ok(compressors[i]!.errors.every((x) => x === 0), `epoch ${epoch}, peer ${i}: the gradient went back out of the error buffer`);
-        assert.deepEqual(compressors[i]!.qs, seedQ, `epoch ${epoch}, peer ${i}: Q is as before`);
-        continue;
-      }
-      assert.ok(r.ok && r.status === 'complete', r.ok ? r.failedParts.map((f) => f.reason).join('; ') : r.reason);
-      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), [nodes[0]!, nodes[1]!].map((n) => n.peerId.toString()).sort(), 'the banned members are not admitted');
-      assert.ok(relErr(r.vector, expected) < 1e-5, `peer ${i}: relative error ${relErr(r.vector, expected)} from the honest-only round`);
+      assert.ok(r.ok && r.status === 'complete', r.ok ? r.failedParts.map((f) => f.reason).join('; ') : `epoch ${epoch}: ${r.reason}`);
+      const members = r.group.members.map((m) => m.peer);
+      if (epoch < BAN_AFTER_OFFENCES) assert.equal(members.length, 4, 'before the ban the hostile members are in the group');
+      else assert.deepEqual(members.sort(), [nodes[0]!, nodes[1]!].map((n) => n.peerId.toString()).sort(), 'the banned members are not admitted');
+      assert.ok(relErr(r.vector, expected) < 1e-5, `epoch ${epoch}, peer ${i}: relative error ${relErr(r.vector, expected)} from the honest-only round`);
       assert.ok(relErr(compressors[i]!.qs, reference[i]!.qs) < 1e-5, 'the next round’s Q is the honest members’ average');
       assert.ok(relErr(compressors[i]!.errors, reference[i]!.errors) < 1e-4, 'the error buffer holds what the honest approximation missed');
     }
-    if (epoch < BAN_AFTER_OFFENCES) continue;
-    for (const node of nodes.slice(0, 2)) for (const peer of hostile) assert.match(AveragingHub.of(node).banned(peer) ?? '', /banned for this run/);
+    if (epoch < BAN_AFTER_OFFENCES) for (const r of results.slice(2)) assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? 'a hostile member’s round completed' : r.reason);
   }
+  for (const node of nodes.slice(0, 2)) for (const peer of hostile) assert.match(AveragingHub.of(node).banned(peer) ?? '', /banned for this run/);
 });
