@@ -129,6 +129,25 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
 });
 
+test('a port another program holds is one line naming it, exit 1, no stack: the swarm’s --listen, the metrics port, the dashboard port', async (t) => {
+  const dir = tmpDir(t);
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => taken.close());
+  const port = (taken.address() as AddressInfo).port;
+  const cases: Array<[string[], string]> = [
+    [['run', '--coordinator', '--listen', `/ip4/127.0.0.1/tcp/${port}`], `cohort: cannot listen on /ip4/127.0.0.1/tcp/${port} (listen EADDRINUSE: address already in use 127.0.0.1:${port}): another program or Cohort node may hold the port`],
+    [['swarm', 'start', '--run-id', 'taken', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--metrics-port', String(port)], `cohort: the metrics server cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`],
+    [['start', '--dashboard-port', String(port), '--training', 'off'], `cohort: dashboard cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`],
+  ];
+  for (const [args, line] of cases) {
+    const r = await runCli([...args, '--data-dir', dir, '--log-level', 'error']);
+    assert.equal(r.code, 1, `${args[0]}: ${r.stderr}`);
+    assert.ok(r.stderr.startsWith(line), `${args[0]}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, args[0]);
+  }
+});
+
 test('a data directory a newer Cohort wrote: `run` and `start` exit 1 with one line saying to upgrade Cohort or use another --data-dir, and --move-aside leaves it where it is', async (t) => {
   const dir = tmpDir(t);
   const store = openStore(dir);
