@@ -224,7 +224,8 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     signal: stopping.signal,
     onRetry: (addr, attempt, delayMs, error) => log.warn(`initial peer ${addr} did not answer (attempt ${attempt}/${cfg.bootstrap.attempts}: ${error}); retrying in ${delayMs} ms`),
   }).then(async (report) => {
-    logBootstrap(log, cfg, report);
+    // a node stopped while bootstrapping neither keeps running nor tried every attempt: nothing to report
+    if (!stopping.signal.aborted) logBootstrap(log, cfg, report);
     // Before the join lookup: with an empty routing table that lookup waits up to 10 s for kad-dht
     // to add a peer, and the refill is what adds it when kad-dht's one try failed.
     if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, (peer) => serving.get(peer.toString()), cfg, stopping.signal, log);
