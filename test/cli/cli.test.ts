@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import net, { type AddressInfo } from 'node:net';
@@ -10,7 +12,8 @@ import { buildProgram } from '../../src/cli/program.js';
 import { electronBinary } from '../../src/doctor/electron.js';
 import { openStore } from '../../src/store/index.js';
 import { encodeJoinCode } from '../../src/swarm/join-code.js';
-import { cohortInProcess, runCli } from '../helpers/cli.js';
+import { CLI, cohortInProcess, runCli } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -146,6 +149,21 @@ test('a port another program holds is one line naming it, exit 1, no stack: the 
     assert.ok(r.stderr.startsWith(line), `${args[0]}: ${r.stderr}`);
     assert.doesNotMatch(r.stderr, /\n\s+at /, args[0]);
   }
+});
+
+test('a reader that closes stdout (`cohort run … | grep -m1 cohort:`) leaves the node running; it stops on SIGTERM, exit 0', async (t) => {
+  const child = spawn(process.execPath, [CLI, 'run', '--coordinator', '--run-id', 'closed-stdout', '--listen', '/ip4/127.0.0.1/tcp/0', '--data-dir', tmpDir(t)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  await once(child.stdout, 'data');
+  child.stdout.destroy();
+  // the run record is resolved after the addresses are printed: it runs on with its stdout gone
+  await waitFor('the coordinator to found its run', () => /founding run "closed-stdout"/.test(stderr) || child.exitCode !== null, 60_000);
+  child.kill('SIGTERM');
+  const [code] = (await once(child, 'close')) as [number | null];
+  assert.equal(code, 0, stderr);
+  assert.doesNotMatch(stderr, /EPIPE/);
 });
 
 test('a data directory a newer Cohort wrote: `run` and `start` exit 1 with one line saying to upgrade Cohort or use another --data-dir, and --move-aside leaves it where it is', async (t) => {
