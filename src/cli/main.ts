@@ -4,6 +4,12 @@ import { main } from './program.js';
 /** How long the process may outlive its command (stdout and stderr flushing) before it exits anyway. */
 const EXIT_GRACE_MS = 3000;
 
+// A reader that closed stdout (`| head -1`, `| grep -m1 cohort:`) must not end a node that runs on, or
+// a stopping one before it has stopped: what it prints after that is dropped. Exports stop on it themselves.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+});
+
 process.exitCode = await main(process.argv.slice(2));
 // The command is done (a stopped `cohort run` has saved its state and printed its summary): a handle
 // still open (a connection libp2p did not close, a timer, a worker) must not keep the process alive.

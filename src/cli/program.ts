@@ -5,7 +5,8 @@ import { DataError } from '../data/errors.js';
 import { StoreError } from '../store/errors.js';
 import { ModelExportError, NonFiniteTrainingError, RunDataError } from '../training/errors.js';
 import { RunRecordUnavailableError } from '../collab/errors.js';
-import { IdentityError, SwarmUnreachableError } from '../swarm/errors.js';
+import { ListenError } from '../node/http-server.js';
+import { IdentityError, SwarmListenError, SwarmUnreachableError } from '../swarm/errors.js';
 import { registerData } from './commands/data.js';
 import { registerRun } from './commands/run.js';
 import { registerStatus } from './commands/status.js';
@@ -26,7 +27,7 @@ import { CommandFailure } from './failure.js';
 const EXIT_USAGE = 2;
 
 /** Failures whose message names what went wrong and what to do: printed as that one line, without a stack. */
-const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, IdentityError, ModelExportError, RunDataError, CommandFailure];
+const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, SwarmListenError, ListenError, IdentityError, ModelExportError, RunDataError, CommandFailure];
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 

@@ -15,11 +15,15 @@ export const SWARM_FLAGS = {
 /** How long the commands wait for AutoNAT's verdict, then for a relay reservation, before printing their addresses anyway. */
 export const REACHABILITY_WAIT_MS = 15_000;
 
-/** Until AutoNAT decided (a public node serves the DHT already), and a client-mode node got a relayed address, or `timeoutMs` passed. */
-export async function waitForReachability(node: Pick<SwarmNode, 'reachability' | 'clientMode' | 'multiaddrs'>, timeoutMs: number): Promise<void> {
+/** Until AutoNAT decided (a public node serves the DHT already), and a client-mode node got a relayed address, or `timeoutMs` passed; throws `signal`'s reason once it aborts. */
+export async function waitForReachability(node: Pick<SwarmNode, 'reachability' | 'clientMode' | 'multiaddrs'>, timeoutMs: number, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const settled = (): boolean => (node.reachability === 'public' && !node.clientMode) || (node.reachability === 'private' && node.multiaddrs().some((a) => a.includes('/p2p-circuit')));
-  while (!settled() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while (!settled() && Date.now() < deadline) {
+    signal?.throwIfAborted();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  signal?.throwIfAborted();
 }
 
 export function describeReachability(node: Pick<SwarmNode, 'reachability'>): string {

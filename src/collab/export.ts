@@ -3,7 +3,7 @@
  * and per-peer values) and per-peer contributions, as CSV (RFC 4180, via csv-stringify) or JSON
  * (an array of row objects). Rows are produced lazily so a long run's history streams out.
  */
-import { Readable } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import { stringify } from 'csv-stringify';
 import type { Store } from '../store/index.js';
 
@@ -66,7 +66,11 @@ export function exportStream(store: Store, options: ExportOptions): Readable {
   const rows = exportRows(store, options);
   if (options.format === 'csv') {
     // csv-stringify quotes fields with commas, quotes or line breaks and doubles embedded quotes (RFC 4180)
-    return Readable.from(rows).pipe(stringify({ header: true, columns: [...EXPORT_COLUMNS[options.table]], record_delimiter: 'windows' }));
+    const csv = stringify({ header: true, columns: [...EXPORT_COLUMNS[options.table]], record_delimiter: 'windows' });
+    // pipeline, not pipe: a reader that stops early destroys csv, and with it the rows, whose open
+    // statement would keep the store from closing; an error of either reaches the reader through csv
+    pipeline(Readable.from(rows), csv, () => {});
+    return csv;
   }
   return Readable.from(jsonLines(rows));
 }

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
 import { missingCudaProvider } from '../engine/index.js';
-import { electronBinary } from './electron.js';
+import { electronBinary, type ElectronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
 const localRequire = createRequire(import.meta.url);
@@ -30,15 +30,13 @@ function checkNode(version = process.versions.node): CheckResult {
   return { name: 'Node.js', status: 'ok', detail: `${version}${note}` };
 }
 
-function checkElectron(): CheckResult {
-  const electron = electronBinary();
+export function checkElectron(electron: ElectronBinary = electronBinary()): CheckResult {
   if (electron.found) return { name: 'Electron', status: 'ok', detail: electron.path };
-  return {
-    name: 'Electron',
-    status: 'missing',
-    detail: electron.reason,
-    fix: 'on a machine that can reach the Electron download site run `npm ci` again (or `npx install-electron`); meanwhile `npm start` runs the headless node and serves the dashboard in your browser',
-  };
+  // the npm package (a server's `npm install --global`) has no electron: there is no checkout to `npm ci` in
+  const fix = electron.packageMissing
+    ? 'the npm package is the headless node, without the desktop window: `cohort start` serves the dashboard in your browser; the desktop app comes as an installer, or from a checkout with `npm ci`'
+    : 'on a machine that can reach the Electron download site run `npm ci` again (or `npx install-electron`); meanwhile `npm start` runs the headless node and serves the dashboard in your browser';
+  return { name: 'Electron', status: 'missing', detail: electron.reason, fix };
 }
 
 async function checkOnnxRuntime(): Promise<CheckResult[]> {

@@ -4,7 +4,8 @@ import path from 'node:path';
 
 const localRequire = createRequire(import.meta.url);
 
-export type ElectronBinary = { readonly found: true; readonly path: string } | { readonly found: false; readonly reason: string };
+/** `packageMissing`: the electron package itself is absent, as in the npm package (a dev dependency), not only its download. */
+export type ElectronBinary = { readonly found: true; readonly path: string } | { readonly found: false; readonly reason: string; readonly packageMissing?: true };
 
 /**
  * Where the Electron runtime is, read from the electron package's own files. Unlike
@@ -15,7 +16,7 @@ export function electronBinary(): ElectronBinary {
   try {
     dir = path.dirname(localRequire.resolve('electron/package.json'));
   } catch {
-    return { found: false, reason: 'the electron package is not installed' };
+    return { found: false, reason: 'the electron package is not installed', packageMissing: true };
   }
   const override = process.env.ELECTRON_OVERRIDE_DIST_PATH;
   let relative: string;

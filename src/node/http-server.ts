@@ -7,10 +7,15 @@ export function sendJson(res: http.ServerResponse, status: number, value: unknow
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }).end(body);
 }
 
+/** An HTTP server could not listen (a port another program holds, an address not of this machine); the message names which. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+}
+
 /** Listens on host:port and returns the server's URL; `what` names the server in the error. */
 export async function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(new Error(`${what} cannot listen on ${host}:${port}: ${err.message}`)));
+    server.once('error', (err) => reject(new ListenError(`${what} cannot listen on ${host}:${port}: ${err.message}`, { cause: err })));
     server.listen(port, host, resolve);
   });
   const { port: bound } = server.address() as AddressInfo;

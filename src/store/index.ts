@@ -7,6 +7,7 @@ import { ContributionStore } from './contributions.js';
 import { lockDataDirectory, lockToMigrate, lockToMoveAside, type DataDirectoryLock } from './data-dir-lock.js';
 import { DATABASE_FILE, openDatabase, type OpenDatabaseOptions } from './database.js';
 import { MetricsStore } from './metrics.js';
+import { cannotUseDataDirectory } from './sqlite-file.js';
 import { OffenceStore } from './offences.js';
 import { PeerStore } from './peers.js';
 import { SettingsStore } from './settings-store.js';
@@ -108,7 +109,14 @@ export function openStore(dataDir: string, options: OpenStoreOptions = {}): Stor
 /** The store of a node's existing data directory; StoreError (naming the directory) when it has none, instead of creating one. */
 export function openExistingStore(dataDir: string): Store {
   const file = path.join(dataDir, DATABASE_FILE);
-  if (!fs.existsSync(file)) throw new StoreError(file, `no Cohort database in ${dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
+  try {
+    fs.statSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new StoreError(file, `no Cohort database in ${dataDir} (${file} does not exist); pass the --data-dir of the node or coordinator`);
+    // it exists, in another user's directory: "does not exist" would send the user looking elsewhere
+    throw cannotUseDataDirectory(dataDir, file, err);
+  }
   try {
     return openStore(dataDir);
   } catch (err) {

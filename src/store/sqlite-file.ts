@@ -94,7 +94,7 @@ function restrictToOwner(dataDir: string, file: string): void {
     fs.closeSync(fs.openSync(file, 'a', 0o600));
     for (const suffix of COMPANIONS) if (fs.existsSync(file + suffix)) fs.chmodSync(file + suffix, 0o600);
   } catch (err) {
-    throw cannotUse(dataDir, file, err);
+    throw cannotUseDataDirectory(dataDir, file, err);
   }
 }
 
@@ -108,13 +108,18 @@ export function ownDataDirectory(dataDir: string, file: string): void {
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     if (process.platform !== 'win32') fs.chmodSync(dataDir, 0o700);
   } catch (err) {
-    throw cannotUse(dataDir, file, err);
+    throw cannotUseDataDirectory(dataDir, file, err);
   }
 }
 
-// a --data-dir that names a file, or a folder this user may not write: say so, not fs's bare EEXIST
-function cannotUse(dataDir: string, file: string, err: unknown): StoreError {
-  return new StoreError(file, `cannot use ${dataDir} as the data directory (${(err as Error).message}); pass --data-dir a folder this user can write, or omit it`, { cause: err });
+/**
+ * A --data-dir that names a file, or a folder this user may not use: say so, not fs's bare EEXIST. A
+ * permission error is usually another user's directory (a service's, 0700), which that user can use.
+ */
+export function cannotUseDataDirectory(dataDir: string, file: string, err: unknown): StoreError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const advice = code === 'EACCES' || code === 'EPERM' ? 'run this command as the user it belongs to (a service’s: that user, or root), or pass --data-dir a folder this user can write' : 'pass --data-dir a folder this user can write, or omit it';
+  return new StoreError(file, `cannot use ${dataDir} as the data directory (${(err as Error).message}); ${advice}`, { cause: err });
 }
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');

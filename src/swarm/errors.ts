@@ -44,3 +44,8 @@ export class IdentityError extends Error {
 export class SwarmUnreachableError extends Error {
   override readonly name = 'SwarmUnreachableError';
 }
+
+/** The node could not listen on a configured address (a port another program holds, an address not of this machine). */
+export class SwarmListenError extends Error {
+  override readonly name = 'SwarmListenError';
+}

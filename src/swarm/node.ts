@@ -19,6 +19,7 @@ import { bootstrap, type BootstrapReport } from './bootstrap.js';
 import { resolveSwarmInit, type ResolvedSwarmInit, type SwarmInit } from './config.js';
 import { BOOTSTRAP_DIAL_TIMEOUT_MS, CLOSEST_PEERS_TIMEOUT_MS, CONNECTION_PING_INTERVAL_MS, IDENTIFY_PUSH_DEBOUNCE_MS, PING_TIMEOUT_MIN_MS, REJOIN_CHECK_MS, ROUTING_REFILL_MAX_TIMEOUT_MS, SERVER_JOIN_LOOKUP_DELAYS_MS } from './constants.js';
 import { loadIdentity } from './identity.js';
+import { SwarmListenError } from './errors.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol, type RoutingTable } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
@@ -79,6 +80,13 @@ export interface SwarmNode {
   stop(): Promise<void>;
 }
 
+/** libp2p's error for listen addresses that failed, as one line naming each (its message holds every error's stack). */
+function listenFailure(err: unknown): never {
+  if (!(err instanceof Error) || err.name !== 'UnsupportedListenAddressesError') throw err;
+  const failed = [...err.message.matchAll(/^\s+(\/\S+): (?:\w*Error: )?(.*)$/gm)].map(([, addr, why]) => `${addr} (${why})`);
+  throw new SwarmListenError(`cannot listen on ${failed.length > 0 ? failed.join(', ') : err.message}: another program or Cohort node may hold the port, or the address is not this machine's; stop it or choose another listen address`, { cause: err });
+}
+
 /**
  * Creates and starts a swarm node: libp2p over TCP with TLS 1.3 and yamux, identify, ping, the run's
  * kad-dht, relays for peers behind NAT, and hivemind-style records. Bootstrap runs in the
@@ -127,7 +135,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
       ...(cfg.relayServer ? { relay: circuitRelayServer() } : {}),
       ...(cfg.mdns ? { mdns: mdns({ serviceTag: mdnsServiceTag(cfg.runId) }) } : {}),
     },
-  });
+  }).catch(listenFailure);
   const dht = libp2p.services.dht;
   // Whether each peer serves this run's records (a DHT server) or not (client mode), as the peer
   // itself announced in identify (and identify-push, when its reachability changes). The peer
@@ -216,7 +224,8 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     signal: stopping.signal,
     onRetry: (addr, attempt, delayMs, error) => log.warn(`initial peer ${addr} did not answer (attempt ${attempt}/${cfg.bootstrap.attempts}: ${error}); retrying in ${delayMs} ms`),
   }).then(async (report) => {
-    logBootstrap(log, cfg, report);
+    // a node stopped while bootstrapping neither keeps running nor tried every attempt: nothing to report
+    if (!stopping.signal.aborted) logBootstrap(log, cfg, report);
     // Before the join lookup: with an empty routing table that lookup waits up to 10 s for kad-dht
     // to add a peer, and the refill is what adds it when kad-dht's one try failed.
     if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, (peer) => serving.get(peer.toString()), cfg, stopping.signal, log);

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import net, { type AddressInfo } from 'node:net';
@@ -10,7 +12,8 @@ import { buildProgram } from '../../src/cli/program.js';
 import { electronBinary } from '../../src/doctor/electron.js';
 import { openStore } from '../../src/store/index.js';
 import { encodeJoinCode } from '../../src/swarm/join-code.js';
-import { cohortInProcess, runCli } from '../helpers/cli.js';
+import { CLI, cohortInProcess, runCli } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -127,6 +130,40 @@ test('an expected failure is one line saying what to do, exit 1, no stack: a swa
   const key = `${dir}/bad.key`;
   fs.writeFileSync(key, '{"not": "a key"}');
   noStack(await cohortInProcess(['swarm', 'start', '--run-id', 'bad-key', '--data-dir', dir, '--identity', key, '--host-maddrs', '/ip4/127.0.0.1/tcp/0']), /cohort: --identity \S+bad\.key: not a libp2p private key/);
+});
+
+test('a port another program holds is one line naming it, exit 1, no stack: the swarm’s --listen, the metrics port, the dashboard port', async (t) => {
+  const dir = tmpDir(t);
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => taken.close());
+  const port = (taken.address() as AddressInfo).port;
+  const cases: Array<[string[], string]> = [
+    [['run', '--coordinator', '--listen', `/ip4/127.0.0.1/tcp/${port}`], `cohort: cannot listen on /ip4/127.0.0.1/tcp/${port} (listen EADDRINUSE: address already in use 127.0.0.1:${port}): another program or Cohort node may hold the port`],
+    [['swarm', 'start', '--run-id', 'taken', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--metrics-port', String(port)], `cohort: the metrics server cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`],
+    [['start', '--dashboard-port', String(port), '--training', 'off'], `cohort: dashboard cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`],
+  ];
+  for (const [args, line] of cases) {
+    const r = await runCli([...args, '--data-dir', dir, '--log-level', 'error']);
+    assert.equal(r.code, 1, `${args[0]}: ${r.stderr}`);
+    assert.ok(r.stderr.startsWith(line), `${args[0]}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, args[0]);
+  }
+});
+
+test('a reader that closes stdout (`cohort run … | grep -m1 cohort:`) leaves the node running; it stops on SIGTERM, exit 0', async (t) => {
+  const child = spawn(process.execPath, [CLI, 'run', '--coordinator', '--run-id', 'closed-stdout', '--listen', '/ip4/127.0.0.1/tcp/0', '--data-dir', tmpDir(t)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  await once(child.stdout, 'data');
+  child.stdout.destroy();
+  // the run record is resolved after the addresses are printed: it runs on with its stdout gone
+  await waitFor('the coordinator to found its run', () => /founding run "closed-stdout"/.test(stderr) || child.exitCode !== null, 60_000);
+  child.kill('SIGTERM');
+  const [code] = (await once(child, 'close')) as [number | null];
+  assert.equal(code, 0, stderr);
+  assert.doesNotMatch(stderr, /EPIPE/);
 });
 
 test('a data directory a newer Cohort wrote: `run` and `start` exit 1 with one line saying to upgrade Cohort or use another --data-dir, and --move-aside leaves it where it is', async (t) => {

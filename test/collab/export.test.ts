@@ -1,5 +1,7 @@
 // `cohort metrics export` on a store filled through the store API, read back with a strict CSV parser.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -7,7 +9,7 @@ import { parse } from 'csv-parse/sync';
 import { EXPORT_COLUMNS } from '../../src/collab/export.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
-import { cohortInProcess, runCli } from '../helpers/cli.js';
+import { CLI, cohortInProcess, runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** A display name that needs quoting in CSV: comma, quote, line break. */
@@ -87,4 +89,26 @@ test('metrics export: a bad flag exits 2 naming the flag and what it accepts; a 
   assert.equal(empty.code, 1);
   assert.match(empty.stderr, /no Cohort database in .*nothing-here/);
   assert.equal(fs.existsSync(path.join(dir, 'nothing-here')), false, 'the export created a data directory');
+});
+
+test('metrics export: a reader that stops early (`| head`) ends it quietly, exit 0; an --out it cannot write exits 1 saying so, without a stack', async (t) => {
+  const dir = tmpDir(t);
+  const store = openStore(dir);
+  // far more than a pipe holds, so the export is still writing when the reader goes
+  store.metrics.record(Array.from({ length: 20_000 }, (_, i) => ({ series: METRIC.loss, value: i, epoch: i, ts: Date.now() - 60_000 })));
+  store.close();
+  const child = spawn(process.execPath, [CLI, 'metrics', 'export', '--data-dir', dir, '--log-level', 'error'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  await once(child.stdout, 'data');
+  child.stdout.destroy();
+  const [code] = (await once(child, 'close')) as [number | null];
+  assert.equal(stderr, '');
+  assert.equal(code, 0);
+
+  const out = path.join(dir, 'no-such-folder', 'metrics.csv');
+  const unwritable = await runCli(['metrics', 'export', '--data-dir', dir, '--out', out]);
+  assert.equal(unwritable.code, 1, unwritable.stderr);
+  assert.ok(unwritable.stderr.startsWith(`cohort: could not write ${out}: ENOENT: no such file or directory`), unwritable.stderr);
+  assert.equal(unwritable.stderr.split('\n').length, 2, `one line: ${unwritable.stderr}`);
 });

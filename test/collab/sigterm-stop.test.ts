@@ -4,6 +4,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
+import { multiaddr } from '@multiformats/multiaddr';
+import { encodeJoinCode } from '../../src/swarm/join-code.js';
 import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor, type Proc } from './processes.js';
@@ -83,4 +87,23 @@ test('a joiner signalled while it looks for the run record exits 0 with a line s
   assert.doesNotMatch(joiner.stderr, /AbortError/);
   seed.child.kill('SIGTERM');
   assert.equal(await seed.exited, 0, seed.stderr.slice(-3000));
+});
+
+test('run and swarm start signalled while their initial peer does not answer stop there, exit 0, without waiting out the bootstrap’s retries', { timeout: 180_000 }, async (t) => {
+  const root = tmpDir(t);
+  // a valid peer at an address where nothing listens (port 9): every dial is refused, the bootstrap retries
+  const gone = `/ip4/127.0.0.1/tcp/9/p2p/${peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()}`;
+  const code = encodeJoinCode({ runId: 'gone-run', bootstrap: [multiaddr(gone)] });
+  const nodes = [
+    spawnCli(t, ['run', '--join', code, '--data-dir', path.join(root, 'run'), ...TRAIN]),
+    spawnCli(t, ['swarm', 'start', '--run-id', 'gone-run', '--initial-peers', gone, '--data-dir', path.join(root, 'swarm'), '--host-maddrs', '/ip4/127.0.0.1/tcp/0']),
+  ];
+  for (const node of nodes) {
+    await waitFor(node, /did not answer \(attempt 1\//, 60_000, 'stderr');
+    node.child.kill('SIGTERM');
+    assert.equal(await exitWithin(node, 60_000), 0, node.stderr.slice(-3000));
+    assert.match(node.stderr, /stopped while starting/);
+    // the bootstrap's last attempt (seconds of back-off later) never came: it stopped at the signal
+    assert.doesNotMatch(node.stderr, /none of the 1 initial peer\(s\) answered/);
+  }
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { checkElectron } from '../../src/doctor/checks.js';
 import { electronBinary } from '../../src/doctor/electron.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -25,4 +26,13 @@ test('electronBinary finds the runtime named by path.txt, and says why when it c
   fs.mkdirSync(path.dirname(path.join(dist, relative)), { recursive: true });
   fs.writeFileSync(path.join(dist, relative), '');
   assert.deepEqual(electronBinary(), { found: true, path: path.join(dist, relative) });
+});
+
+test('doctor on the npm package (no electron package, a dev dependency) says the package is the headless node, not to run `npm ci` in a checkout it does not have', () => {
+  const packaged = checkElectron({ found: false, reason: 'the electron package is not installed', packageMissing: true });
+  assert.equal(packaged.status, 'missing');
+  assert.match(packaged.fix ?? '', /the npm package is the headless node.*`cohort start` serves the dashboard/);
+  assert.doesNotMatch(packaged.fix ?? '', /run `npm ci` again|npm start/);
+  // a checkout whose download failed: npm ci there fetches it
+  assert.match(checkElectron({ found: false, reason: 'the Electron runtime was never downloaded' }).fix ?? '', /run `npm ci` again/);
 });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { z } from 'zod';
-import { CHECKPOINT_DATABASE_FILE, DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openStore, StoreError } from '../../src/store/index.js';
+import { CHECKPOINT_DATABASE_FILE, DATABASE_FILE, DataDirectoryInUseError, LOCK_FILE, openExistingStore, openStore, StoreError } from '../../src/store/index.js';
 import { lockDataDirectory } from '../../src/store/data-dir-lock.js';
 import { APPLICATION_ID } from '../../src/store/database.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
@@ -98,6 +98,16 @@ test('a node on a folder this user may not write says why, as the data commands 
     openStore(own, { exclusive: true }).close();
   });
   assert.equal(fs.statSync(own).mode & 0o777, 0o700);
+});
+
+test('another user’s data directory (a service’s, 0700): the exports and data commands say to run them as its user, not that it has no database', AS_ROOT, (t) => {
+  const dir = tmpDir(t);
+  openStore(dir).close();
+  const advice = /; run this command as the user it belongs to \(a service’s: that user, or root\)/;
+  asNobody(() => {
+    assert.throws(() => openExistingStore(dir), (err: Error) => err instanceof StoreError && err.message.startsWith(`cannot use ${dir} as the data directory (EACCES`) && advice.test(err.message));
+    assert.throws(() => openStore(dir), (err: Error) => err instanceof StoreError && err.message.startsWith(`cannot use ${dir} as the data directory (EPERM`) && advice.test(err.message));
+  });
 });
 
 test('a node.lock this user may not write (left by a node run with sudo) is refused, not taken as a lock that excludes no one', AS_ROOT, (t) => {

@@ -7,6 +7,7 @@ import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
 import { flagAction } from '../context.js';
+import { CommandFailure } from '../failure.js';
 import { flagRow } from '../flag-table.js';
 
 const EXPORT_FLAGS = {
@@ -35,7 +36,12 @@ export function registerMetrics(program: Command): void {
       const series = flags.series === undefined ? undefined : parseSeries(flags.series, known);
       const options: ExportOptions = { table, format, ...(series ? { series } : {}), ...(since !== undefined ? { since } : {}) };
       if (flags.out === undefined) {
-        await pipeline(exportStream(store, options), process.stdout, { end: false });
+        try {
+          await pipeline(exportStream(store, options), process.stdout, { end: false });
+        } catch (err) {
+          // the reader closed the pipe (`| head`): it has what it asked for
+          if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
+        }
         return;
       }
       // written beside the target and renamed, so a failed export never leaves a half file under its name
@@ -45,7 +51,7 @@ export function registerMetrics(program: Command): void {
         fs.renameSync(partial, flags.out);
       } catch (err) {
         fs.rmSync(partial, { force: true });
-        throw new Error(`could not write ${flags.out}: ${(err as Error).message}`, { cause: err });
+        throw new CommandFailure(`could not write ${flags.out}: ${(err as Error).message}`, { cause: err });
       }
       log.info(`exported the ${table} table of ${store.file} as ${format} to ${flags.out}`);
     } finally {

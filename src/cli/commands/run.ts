@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
+import { raceSignal } from 'race-signal';
 import type { CollaborativeOptions, ResolveRunSettings, RunData, RunParams, TrainingState } from '../../collab/index.js';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
@@ -59,8 +60,9 @@ export function registerRun(program: Command): void {
       const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
-      const report = await node.ready;
-      await waitForReachability(node, REACHABILITY_WAIT_MS);
+      // a signal while it bootstraps stops it there: dead initial peers would hold it for their retries and the reachability wait
+      const report = await raceSignal(node.ready, stop.signal);
+      await waitForReachability(node, REACHABILITY_WAIT_MS, stop.signal);
       printAddresses(node, report.connected.length, report.connected.length + report.failed.length, opts.coordinator === true);
       const joinPeers = founding ? undefined : joinPeerIds(init.initialPeers ?? []);
       const record = await runRecord(node, joinPeers, flags, ownData, keptRunRecord(store, node.runId), log, stop.signal);

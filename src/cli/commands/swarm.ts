@@ -1,10 +1,12 @@
 import { once } from 'node:events';
 import type { Command } from 'commander';
+import { raceSignal } from 'race-signal';
 import { z } from 'zod';
 import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { STATS_RECORD_INTERVAL_MS } from '../../swarm/constants.js';
-import type { SwarmInit } from '../../swarm/index.js';
+import type { MetricsServer } from '../../node/metrics-server.js';
+import type { SwarmInit, SwarmNode } from '../../swarm/index.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagRow, parseFlags, type FlagValues } from '../flag-table.js';
 import { METRICS_FLAGS, metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
@@ -39,34 +41,36 @@ export function registerSwarm(program: Command): void {
     const metrics = metricsEndpoint(opts);
     const [{ nodeStoreOptions, openStore }, { createSwarmNode, statsMetricPoints, swarmMetrics }] = await Promise.all([import('../../store/index.js'), import('../../swarm/index.js')]);
     const store = openStore(config.dataDir, nodeStoreOptions(config.moveAside, log));
+    let node: SwarmNode | undefined;
+    let metricsServer: MetricsServer | undefined;
+    // before the node starts: a signal while it bootstraps (dead initial peers retried) stops it there
+    const stop = stopOnSignal();
     try {
-      const node = await createSwarmNode({ ...init, log }, store);
-      const metricsServer =
-        metrics &&
-        (await serveNodeMetrics(metrics, swarmMetrics(node), log).catch(async (err: unknown) => {
-          await node.stop(); // else libp2p keeps the process alive
-          throw err;
-        }));
-      const report = await node.ready;
-      await waitForReachability(node, REACHABILITY_WAIT_MS);
+      node = await createSwarmNode({ ...init, log }, store);
+      if (metrics) metricsServer = await serveNodeMetrics(metrics, swarmMetrics(node), log);
+      const report = await raceSignal(node.ready, stop.signal);
+      await waitForReachability(node, REACHABILITY_WAIT_MS, stop.signal);
       const addrs = node.multiaddrs();
       process.stdout.write(`Swarm "${node.runId}": peer ${node.peerId.toString()} (${describeReachability(node)})\n`);
       process.stdout.write(`Connected to ${report.connected.length} of ${report.connected.length + report.failed.length} initial peer(s)\n`);
       process.stdout.write(addrs.length > 0 ? `Visible multiaddrs:\n${addrs.map((a) => `  ${a}\n`).join('')}` : 'No visible multiaddrs yet (no relay reservation).\n');
       if (addrs.length > 0) process.stdout.write(`Join code (pass it to --initial-peers): ${node.joinCode()}\n`);
-      const recordStats = (): void => store.metrics.record(statsMetricPoints(node.stats()));
+      const started = node; // the closure's: `node` is reassignable, so not narrowed in it
+      const recordStats = (): void => store.metrics.record(statsMetricPoints(started.stats()));
       recordStats();
       const timer = setInterval(recordStats, STATS_RECORD_INTERVAL_MS);
-      const stop = stopOnSignal();
       await once(stop.signal, 'abort');
       log.info('stopping');
       clearInterval(timer);
       recordStats();
-      await metricsServer?.close();
-      await node.stop();
-      stop.release();
+    } catch (err) {
+      if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
+      log.info('stopped while starting');
     } finally {
+      await metricsServer?.close();
+      await node?.stop();
       store.close();
+      stop.release();
     }
   });
 
