@@ -9,7 +9,7 @@ import type { Document } from '../../src/data/document.js';
 import { DataError } from '../../src/data/errors.js';
 import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
-import { MAX_PLAIN_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
+import { MAX_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
 import { writeZip } from '../helpers/archives.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -196,10 +196,27 @@ test('a truncated .gz or .tar.gz (a download cut short) is a DataError naming th
 test('plain text is read as a stream: a long file becomes several documents of bounded size', async (t) => {
   const dir = tmpDir(t);
   const para = 'A sentence of plain text here. Another one follows it.';
-  const count = Math.ceil((2.5 * MAX_PLAIN_DOCUMENT_CHARS) / para.length);
+  const count = Math.ceil((2.5 * MAX_DOCUMENT_CHARS) / para.length);
   fs.writeFileSync(path.join(dir, 'long.txt'), Array.from({ length: count }, () => para).join('\n\n'));
   const docs = await documentsOf(await openSource(path.join(dir, 'long.txt'), { downloadDir: dir }));
   assert.deepEqual(docs.map((d) => d.title), ['long.txt', 'long.txt (part 2)', 'long.txt (part 3)']);
   assert.equal(docs.reduce((n, d) => n + d.paragraphs.length, 0), count);
-  assert.ok(docs.every((d) => d.paragraphs.join('').length <= MAX_PLAIN_DOCUMENT_CHARS + para.length));
+  assert.ok(docs.every((d) => d.paragraphs.join('').length <= MAX_DOCUMENT_CHARS + para.length));
+});
+
+test('a file with no blank line (one sentence per line) and a WikiText article of any length are cut into documents of bounded size', async (t) => {
+  const dir = tmpDir(t);
+  const sentence = 'A sentence of plain text here. Another one follows it.';
+  const count = Math.ceil((2.5 * MAX_DOCUMENT_CHARS) / sentence.length);
+  const lines = Array.from({ length: count }, () => sentence);
+  fs.writeFileSync(path.join(dir, 'lines.txt'), lines.join('\n'));
+  fs.writeFileSync(path.join(dir, 'one.raw'), ` = Only = \n\n${lines.join('\n\n')}\n`);
+  const docs = await documentsOf(await openSource(dir, { downloadDir: path.join(dir, 'dl') }));
+  assert.deepEqual(docs.map((d) => d.title), ['lines.txt', 'lines.txt (part 2)', 'lines.txt (part 3)', 'Only', 'Only (part 2)', 'Only (part 3)']);
+  for (const d of docs) {
+    assert.ok(d.paragraphs.join('').length <= MAX_DOCUMENT_CHARS + sentence.length, `${d.title}: ${d.paragraphs.join('').length} characters`);
+    assert.ok(d.paragraphs.every((p) => p.length <= MAX_DOCUMENT_CHARS + sentence.length));
+  }
+  // nothing is lost at the cuts
+  assert.equal(docs.slice(0, 3).reduce((n, d) => n + d.paragraphs.join(' ').length, 0), lines.join(' ').length - 2);
 });
