@@ -90,7 +90,8 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   };
 
   // A given tokenizer is identified by its bytes; a trained one by how it is trained (it is deterministic).
-  const trainedFile = path.join(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
+  // absolute: the dataset row keeps it, and a node or command started from another folder reads it
+  const trainedFile = path.resolve(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
   const tokenizerFile = options.tokenizerFile ? path.resolve(options.tokenizerFile) : trainedFile;
   let tokenizer: TextTokenizer | undefined = options.tokenizerFile ? loadTokenizer(tokenizerFile) : undefined;
   const tokenizerId = tokenizer ? tokenizer.hash : `trained-wordpiece-v1:${vocabSize}`;

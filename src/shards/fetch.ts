@@ -591,7 +591,8 @@ function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMa
   return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }
 
-const tokenizerPath = (dataDir: string, sha256: string) => path.join(dataDir, 'data', 'tokenizers', `${sha256}.json`);
+/** Absolute: the dataset row keeps it, and a node started from another folder reads it. */
+const tokenizerPath = (dataDir: string, sha256: string) => path.resolve(dataDir, 'data', 'tokenizers', `${sha256}.json`);
 
 /** A tokenizer.json with this hash that this store already uses or fetched before, if any. */
 function localTokenizer(datasets: DatasetStore, dataDir: string, sha256: string): string | undefined {

@@ -75,6 +75,17 @@ test('cohort data prepare reads a local WikiText file and reports skipped files;
   assert.doesNotMatch(wrongKind.stderr, /\n\s+at /, 'a clear message, not a stack trace');
 });
 
+test('a dataset prepared with a relative --data-dir is read from another folder (its tokenizer path is absolute)', async (t) => {
+  const dir = tmpDir(t);
+  const prepare = await runCli(['--data-dir', 'rel', 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json'], { cwd: dir });
+  assert.equal(prepare.code, 0, prepare.stderr);
+  const { tokenizer } = JSON.parse(prepare.stdout) as { tokenizer: string };
+  assert.ok(tokenizer.startsWith(path.join(fs.realpathSync(dir), 'rel', 'data') + path.sep), tokenizer);
+  const sample = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1']);
+  assert.equal(sample.code, 0, sample.stderr);
+  assert.match(sample.stdout, /^example 1: /);
+});
+
 test('cohort data sample without a prepared dataset says what to run', async (t) => {
   const dir = tmpDir(t);
   const r = await runCli(['--data-dir', dir, 'data', 'sample']);
