@@ -25,22 +25,29 @@ export interface DownloadOptions {
 
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
-export function downloadName(url: string): string {
+function downloadName(url: string): string {
   const last = decodeURIComponent(new URL(url).pathname.split('/').filter(Boolean).pop() ?? 'download');
   return last.replace(/[^A-Za-z0-9._-]/g, '_') || 'download';
 }
 
 /**
- * Downloads `url` into `dir` and returns the complete file's path. Bytes go to `<name>.part`, which
- * a later call resumes with an HTTP Range request; only a complete (and, with `sha256`, verified)
- * file is renamed to `<name>`, so a partial download is never taken as complete.
+ * Where `url` lands in `dir`: `<url key>/<name>`, the key a hash of the whole URL, so two URLs that end
+ * in the same name (two mirrors, two versions) never take each other's file or resume each other's part.
+ */
+export function downloadPath(url: string, dir: string): string {
+  return path.join(dir, createHash('sha256').update(url).digest('hex').slice(0, 16), downloadName(url));
+}
+
+/**
+ * Downloads `url` into `dir` and returns the complete file's path (downloadPath). Bytes go to
+ * `<name>.part`, which a later call resumes with an HTTP Range request; only a complete (and, with
+ * `sha256`, verified) file is renamed to `<name>`, so a partial download is never taken as complete.
  */
 export async function download(url: string, dir: string, options: DownloadOptions = {}): Promise<string> {
-  const target = path.join(dir, downloadName(url));
+  const target = downloadPath(url, dir);
   const part = `${target}.part`;
   const expected = options.sha256?.toLowerCase();
   if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new DownloadError(`sha256 for ${url}: "${options.sha256}" is not 64 hex digits`);
-  fs.mkdirSync(dir, { recursive: true });
   if (fs.existsSync(target)) {
     if (expected === undefined || (await sha256File(target)) === expected) return target;
     fs.rmSync(target);
@@ -96,6 +103,7 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
     const resumed = res.status === 206;
     let offset = resumed ? have : 0;
     const total = totalSize(res, offset);
+    fs.mkdirSync(path.dirname(part), { recursive: true });
     const out = fs.openSync(part, resumed ? 'a' : 'w');
     try {
       if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);

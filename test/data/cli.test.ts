@@ -5,6 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test from 'node:test';
+import { downloadPath } from '../../src/data/download.js';
 import { runCli } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -118,10 +119,10 @@ test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 
   const bad = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', 'f'.repeat(64)]);
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /checksum mismatch/);
-  assert.equal(fs.existsSync(path.join(dir, 'downloads', 'harbour.txt')), false);
+  assert.equal(fs.existsSync(downloadPath(url, path.join(dir, 'downloads'))), false);
 
   const ok = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', sha, '--vocab-size', '150', '--max-seq-len', '32']);
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
-  assert.ok(fs.readFileSync(path.join(dir, 'downloads', 'harbour.txt')).equals(body));
+  assert.ok(fs.readFileSync(downloadPath(url, path.join(dir, 'downloads'))).equals(body));
 });

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
-import { download, type DownloadProgress } from '../../src/data/download.js';
+import { download, downloadPath, type DownloadProgress } from '../../src/data/download.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const BODY = Buffer.from(Array.from({ length: 4000 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.\n`).join(''));
@@ -49,7 +49,7 @@ test('a download whose connection drops half-way resumes with a Range request, c
   const served = await serve(t, 2);
   const progress: DownloadProgress[] = [];
   const file = await download(served.url, dir, { sha256: SHA, onProgress: (p) => progress.push(p) });
-  assert.equal(file, path.join(dir, 'wiki.train.raw'));
+  assert.equal(file, downloadPath(served.url, dir));
   assert.ok(fs.readFileSync(file).equals(BODY));
   assert.equal(fs.existsSync(`${file}.part`), false);
   assert.equal(served.ranges[0], undefined);
@@ -65,8 +65,8 @@ test('a download that keeps failing is not taken as complete: the partial file s
   const dir = tmpDir(t);
   const served = await serve(t, 3);
   await assert.rejects(download(served.url, dir, { sha256: SHA, attempts: 2 }), /failed after 2 attempts.*kept in/s);
-  assert.equal(fs.existsSync(path.join(dir, 'wiki.train.raw')), false);
-  const kept = fs.statSync(path.join(dir, 'wiki.train.raw.part')).size;
+  assert.equal(fs.existsSync(downloadPath(served.url, dir)), false);
+  const kept = fs.statSync(`${downloadPath(served.url, dir)}.part`).size;
   assert.ok(kept > 0 && kept < BODY.length);
   // A later call resumes from the kept bytes and finishes.
   const file = await download(served.url, dir, { sha256: SHA });
@@ -79,7 +79,7 @@ test('a checksum mismatch is an error naming both hashes, and the bad file is re
   const served = await serve(t, 0);
   const wrong = 'ab'.repeat(32);
   await assert.rejects(download(served.url, dir, { sha256: wrong }), (err: Error) => err.message.includes(wrong) && err.message.includes(SHA) && /checksum mismatch/.test(err.message));
-  assert.deepEqual(fs.readdirSync(dir), []);
+  assert.deepEqual(fs.readdirSync(path.dirname(downloadPath(served.url, dir))), []);
   await assert.rejects(download(served.url, dir, { sha256: 'xyz' }), /not 64 hex digits/);
 });
 
@@ -98,4 +98,28 @@ test('a server that refuses the connection is an error saying so, not only "fetc
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await assert.rejects(download(`http://127.0.0.1:${port}/wiki.train.raw`, dir, { attempts: 1 }), /failed after 1 attempts .*fetch failed: .*ECONNREFUSED/);
+});
+
+test('two URLs ending in the same file name never take each other\'s file or resume each other\'s part', async (t) => {
+  const dir = tmpDir(t);
+  const bodies: Record<string, Buffer> = { '/a/corpus.txt': BODY, '/b/corpus.txt': Buffer.from(BODY.toString().toUpperCase()) };
+  let cut = true;
+  const server = http.createServer((req, res) => {
+    const body = bodies[req.url ?? '']!;
+    const from = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+    const part = body.subarray(from);
+    res.writeHead(from > 0 ? 206 : 200, { 'Content-Length': part.length, ...(from > 0 ? { 'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}` } : {}) });
+    if (cut) res.write(part.subarray(0, part.length >> 1), () => res.socket?.destroy());
+    else res.end(part);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = (p: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}${p}`;
+  // /a is cut short and its part kept; /b downloads whole, from its own first byte
+  await assert.rejects(download(url('/a/corpus.txt'), dir, { attempts: 1 }), /failed after 1 attempts/);
+  cut = false;
+  assert.ok(fs.readFileSync(await download(url('/b/corpus.txt'), dir)).equals(bodies['/b/corpus.txt']!));
+  // /a resumes its own part; and each URL then finds its own complete file
+  assert.ok(fs.readFileSync(await download(url('/a/corpus.txt'), dir)).equals(BODY));
+  assert.ok(fs.readFileSync(await download(url('/b/corpus.txt'), dir)).equals(bodies['/b/corpus.txt']!));
 });
