@@ -16,6 +16,7 @@ export interface DownloadProgress {
 export interface DownloadOptions {
   /** Expected sha256 (hex) of the complete file; a mismatch is an error and the bad file is removed. */
   readonly sha256?: string;
+  /** What it throws (a stop the caller asked for) ends the download at once, not retried; the part stays. */
   readonly onProgress?: (p: DownloadProgress) => void;
   /** Attempts before giving up (each one resumes where the last stopped). @default 5 */
   readonly attempts?: number;
@@ -68,12 +69,20 @@ export async function download(url: string, dir: string, options: DownloadOption
       fs.renameSync(part, target);
       return target;
     } catch (err) {
+      if (err instanceof CallbackError) throw err.error;
       if (err instanceof DownloadError) throw err;
       lastError = err;
     }
   }
   const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
   throw new DownloadError(`download of ${url} failed after ${attempts} attempts (${have} bytes kept in ${part} for a later resume): ${lastError === undefined ? 'incomplete response' : reasonOf(lastError)}`);
+}
+
+/** What onProgress threw, carried past the retry loop. */
+class CallbackError extends Error {
+  constructor(readonly error: unknown) {
+    super('onProgress threw');
+  }
 }
 
 /** An error's message with its causes': fetch() says only "fetch failed" and keeps why (ECONNREFUSED, a DNS or TLS failure) in `cause`. */
@@ -112,7 +121,11 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
         idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
         fs.writeSync(out, chunk as Uint8Array);
         offset += (chunk as Uint8Array).length;
-        options.onProgress?.({ url, received: offset, total, attempt });
+        try {
+          options.onProgress?.({ url, received: offset, total, attempt });
+        } catch (error) {
+          throw new CallbackError(error);
+        }
       }
       fs.fsyncSync(out);
     } finally {

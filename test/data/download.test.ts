@@ -123,3 +123,19 @@ test('two URLs ending in the same file name never take each other\'s file or res
   assert.ok(fs.readFileSync(await download(url('/a/corpus.txt'), dir)).equals(BODY));
   assert.ok(fs.readFileSync(await download(url('/b/corpus.txt'), dir)).equals(bodies['/b/corpus.txt']!));
 });
+
+test('what onProgress throws (a stop the caller asked for) ends the download at once, not retried, and the part stays', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  const stop = new Error('stopped by the caller');
+  await assert.rejects(
+    download(served.url, dir, {
+      onProgress: () => {
+        throw stop;
+      },
+    }),
+    (err) => err === stop,
+  );
+  assert.equal(served.ranges.length, 1);
+  assert.ok(fs.existsSync(`${downloadPath(served.url, dir)}.part`));
+});
