@@ -6,7 +6,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test from 'node:test';
 import { downloadPath } from '../../src/data/download.js';
-import { runCli } from '../helpers/cli.js';
+import { MAX_DOCUMENT_CHARS } from '../../src/data/wikitext.js';
+import { CLI, runCli, startProcess } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 test('cohort data prepare → stats → sample on a slice of the bundled corpus; a second prepare reuses the shards', async (t) => {
@@ -85,6 +87,27 @@ test('a dataset prepared with a relative --data-dir is read from another folder 
   const sample = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1']);
   assert.equal(sample.code, 0, sample.stderr);
   assert.match(sample.stdout, /^example 1: /);
+});
+
+test('Ctrl-C during cohort data prepare removes the partial shards and says so; stats then count no bytes', async (t) => {
+  const dir = tmpDir(t);
+  const small = path.join(dir, 'small.txt');
+  fs.writeFileSync(small, Array.from({ length: 50 }, (_, i) => `Sentence ${i} of the river text. The boats went down at dawn.`).join('\n\n'));
+  const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--source', small, '--vocab-size', '150', '--max-seq-len', '32', '--json']);
+  assert.equal(trained.code, 0, trained.stderr);
+  // ~12 documents of 1 M characters: long enough to be stopped after its first shards were written
+  const big = path.join(dir, 'big.txt');
+  const para = 'The boats went down the river at dawn. Nobody on the bank knew why they had come.';
+  fs.writeFileSync(big, Array.from({ length: Math.ceil(12 * MAX_DOCUMENT_CHARS / para.length) }, () => para).join('\n\n'));
+  const data = path.join(dir, 'data');
+  const tokenizer = (JSON.parse(trained.stdout) as { tokenizer: string }).tokenizer;
+  const proc = startProcess(t, [CLI, '--data-dir', data, 'data', 'prepare', '--source', big, '--tokenizer', tokenizer, '--max-seq-len', '32']);
+  await waitFor('a progress line with shards written', () => /tokenizing: .* [1-9]\d* tokens in shards/.test(proc.stderr), 120_000);
+  proc.child.kill('SIGINT');
+  assert.equal(await proc.exited, 1, proc.out());
+  assert.match(proc.stderr, /stopped: the dataset was not completed and its partial shards were removed/);
+  const stats = await runCli(['--data-dir', data, 'data', 'stats', '--json']);
+  assert.deepEqual(JSON.parse(stats.stdout), { cacheBytes: 0, datasets: [] });
 });
 
 test('cohort data sample without a prepared dataset says what to run', async (t) => {

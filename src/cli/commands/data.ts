@@ -6,7 +6,9 @@ import { MASKING_MODES } from '../../data/masking.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
 import { addSettingOptions, commandContext, flagAction } from '../context.js';
+import { CommandFailure } from '../failure.js';
 import { flagRow } from '../flag-table.js';
+import { stopOnSignal } from '../stop-signal.js';
 
 const int = z.number().int();
 
@@ -98,6 +100,8 @@ export function registerData(program: Command): void {
 
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     const progress = preparationProgress();
+    // Ctrl-C stops at the next progress step, so the partial shards are removed (a kill would leave them on disk)
+    const stop = stopOnSignal();
     try {
       const result = await prepareDataset({
         ...opts,
@@ -105,8 +109,10 @@ export function registerData(program: Command): void {
         dataDir: config.dataDir,
         tokenizerFile: tokenizer,
         cacheQuotaBytes: cacheQuota * 1024 ** 2,
-        onProgress: progress.update,
+        onProgress: (e) => (stop.signal.throwIfAborted(), progress.update(e)),
         onWarning: (m) => log.warn(m),
+      }).catch((err: unknown) => {
+        throw err === stop.signal.reason ? new CommandFailure('stopped: the dataset was not completed and its partial shards were removed (a download keeps its part for the next try)') : err;
       });
       progress.done();
       if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
@@ -119,6 +125,7 @@ export function registerData(program: Command): void {
             `vocabulary ${d.vocabSize} from ${d.tokenizerFile}\n`,
         );
     } finally {
+      stop.release();
       progress.done();
       store.close();
     }
