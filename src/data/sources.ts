@@ -88,9 +88,18 @@ function listFiles(root: string): string[] {
   if (stat.isFile()) return [root];
   return fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && (isTextName(e.name) || isArchiveName(e.name)))
+    .filter((e) => (isTextName(e.name) || isArchiveName(e.name)) && (e.isFile() || (e.isSymbolicLink() && linksToFile(path.join(e.parentPath, e.name)))))
     .map((e) => path.join(e.parentPath, e.name))
     .sort();
+}
+
+/** A link to a file is read as the file (a folder of links to a big disk's files); a link to a folder is not followed (no cycles), nor a broken one. */
+function linksToFile(file: string): boolean {
+  try {
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 async function* readFiles(files: readonly string[], format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): AsyncGenerator<Document> {

@@ -220,3 +220,22 @@ test('a file with no blank line (one sentence per line) and a WikiText article o
   // nothing is lost at the cuts
   assert.equal(docs.slice(0, 3).reduce((n, d) => n + d.paragraphs.join(' ').length, 0), lines.join(' ').length - 2);
 });
+
+test('a symbolic link in a zip is not read as text; in a folder, a link to a file is read as the file, links to folders and broken links are not followed', async (t) => {
+  const dir = tmpDir(t);
+  const zip = path.join(dir, 'links.zip');
+  writeZip(zip, { 'wiki/passwd.txt': '/etc/passwd', 'wiki/a.raw': WIKI }, ['wiki/passwd.txt']);
+  const skipped: SkippedInput[] = [];
+  assert.deepEqual((await documentsOf(await openSource(zip, { downloadDir: dir }), (s) => skipped.push(s))).map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+  assert.deepEqual(skipped, []);
+
+  const elsewhere = path.join(dir, 'big-disk');
+  fs.mkdirSync(elsewhere);
+  fs.writeFileSync(path.join(elsewhere, 'wiki.train.raw'), WIKI);
+  const corpus = path.join(dir, 'corpus');
+  fs.mkdirSync(corpus);
+  fs.symlinkSync(path.join(elsewhere, 'wiki.train.raw'), path.join(corpus, 'wiki.train.raw'));
+  fs.symlinkSync(path.join(dir, 'gone.txt'), path.join(corpus, 'gone.txt'));
+  fs.symlinkSync(corpus, path.join(corpus, 'loop.txt'));
+  assert.deepEqual((await documentsOf(await openSource(corpus, { downloadDir: path.join(dir, 'dl') }))).map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+});
