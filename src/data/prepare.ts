@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { threadId } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
 import { pick } from '../util/pick.js';
 import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
@@ -11,7 +10,7 @@ import { createExamples, type SopExample } from './examples.js';
 import { Prng } from './prng.js';
 import { splitSentences } from './sentences.js';
 import { openSource, type SkippedInput, type SourceFormat } from './sources.js';
-import { loadTokenizer, type TextTokenizer } from './tokenizer.js';
+import { keepGivenTokenizer, loadTokenizer, writeTokenizerFile, type TextTokenizer } from './tokenizer.js';
 import { WordCounter, trainWordPiece } from './train-wordpiece.js';
 
 export const DEFAULT_MAX_SEQ_LEN = 128;
@@ -35,7 +34,7 @@ export interface PrepareOptions {
   readonly field?: string;
   readonly sha256?: string;
   readonly maxDocuments?: number;
-  /** A Hugging Face tokenizer.json; without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
+  /** A Hugging Face tokenizer.json (kept in the data directory); without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
   readonly tokenizerFile?: string;
   readonly vocabSize?: number;
   readonly maxSeqLen?: number;
@@ -92,8 +91,9 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   // A given tokenizer is identified by its bytes; a trained one by how it is trained (it is deterministic).
   // absolute: the dataset row keeps it, and a node or command started from another folder reads it
   const trainedFile = path.resolve(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
-  const tokenizerFile = options.tokenizerFile ? path.resolve(options.tokenizerFile) : trainedFile;
-  let tokenizer: TextTokenizer | undefined = options.tokenizerFile ? loadTokenizer(tokenizerFile) : undefined;
+  const given = options.tokenizerFile ? keepGivenTokenizer(options.tokenizerFile, dataDir) : undefined;
+  const tokenizerFile = given?.file ?? trainedFile;
+  let tokenizer: TextTokenizer | undefined = given?.tokenizer;
   const tokenizerId = tokenizer ? tokenizer.hash : `trained-wordpiece-v1:${vocabSize}`;
   const cacheKey = cacheKeyOf(source.hash, tokenizerId, params);
 
@@ -161,11 +161,6 @@ async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly st
     onDocument(++n);
   }
   if (counter.counts.size === 0) return false;
-  const json = trainWordPiece(counter.counts, { vocabSize });
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  // per thread: preparations in workers of one process could train the same file at once
-  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
-  fs.writeFileSync(tmp, JSON.stringify(json));
-  fs.renameSync(tmp, file);
+  writeTokenizerFile(file, JSON.stringify(trainWordPiece(counter.counts, { vocabSize })));
   return true;
 }

@@ -110,6 +110,29 @@ test('Ctrl-C during cohort data prepare removes the partial shards and says so; 
   assert.deepEqual(JSON.parse(stats.stdout), { cacheBytes: 0, datasets: [] });
 });
 
+test('a --tokenizer file is kept in the data directory: the dataset stays usable and reused after the user moves the file', async (t) => {
+  const dir = tmpDir(t);
+  const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--json']);
+  assert.equal(trained.code, 0, trained.stderr);
+  const mine = path.join(dir, 'Downloads', 'tokenizer.json');
+  fs.mkdirSync(path.dirname(mine));
+  fs.copyFileSync((JSON.parse(trained.stdout) as { tokenizer: string }).tokenizer, mine);
+  const data = path.join(dir, 'data');
+  const args = ['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--max-seq-len', '32', '--json'];
+  const prepared = await runCli([...args, '--tokenizer', mine]);
+  assert.equal(prepared.code, 0, prepared.stderr);
+  const first = JSON.parse(prepared.stdout) as { cacheKey: string; tokenizer: string; tokenizerSha256: string };
+  assert.equal(first.tokenizer, path.join(data, 'data', 'tokenizers', `${first.tokenizerSha256}.json`));
+
+  const moved = path.join(dir, 'elsewhere.json');
+  fs.renameSync(mine, moved);
+  const sample = await runCli(['--data-dir', data, 'data', 'sample', '--n', '1']);
+  assert.equal(sample.code, 0, sample.stderr);
+  const again = await runCli([...args, '--tokenizer', moved]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.deepEqual((JSON.parse(again.stdout) as { reused: boolean; cacheKey: string }).reused, true);
+});
+
 test('cohort data sample without a prepared dataset says what to run', async (t) => {
   const dir = tmpDir(t);
   const r = await runCli(['--data-dir', dir, 'data', 'sample']);
