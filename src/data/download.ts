@@ -101,9 +101,12 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
   try {
     const res = await fetch(url, { headers: have > 0 ? { Range: `bytes=${have}-` } : {}, signal: controller.signal, redirect: 'follow' });
     if (res.status === 416 && have > 0) {
-      // Range beyond the end: the part file already holds everything the server has.
       await res.body?.cancel();
-      return true;
+      // Range beyond the end: the part holds everything the server has when its size is the server's
+      // (`Content-Range: bytes */N`); otherwise it is of another version of the file, and starts again.
+      if (/^bytes \*\/(\d+)$/.exec(res.headers.get('content-range') ?? '')?.[1] === String(have)) return true;
+      fs.rmSync(part);
+      return false;
     }
     if (res.status !== 200 && res.status !== 206) {
       await res.body?.cancel();

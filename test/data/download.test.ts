@@ -139,3 +139,14 @@ test('what onProgress throws (a stop the caller asked for) ends the download at 
   assert.equal(served.ranges.length, 1);
   assert.ok(fs.existsSync(`${downloadPath(served.url, dir)}.part`));
 });
+
+test('a part longer than the file the server now has (a changed file) is not taken as complete: the download starts again', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  const part = `${downloadPath(served.url, dir)}.part`;
+  fs.mkdirSync(path.dirname(part), { recursive: true });
+  fs.writeFileSync(part, Buffer.concat([Buffer.from('an older, longer version of the file. '), BODY]));
+  const file = await download(served.url, dir);
+  assert.ok(fs.readFileSync(file).equals(BODY));
+  assert.deepEqual(served.ranges, [`bytes=${BODY.length + 38}-`, undefined]);
+});
