@@ -63,10 +63,12 @@ export async function download(url: string, dir: string, options: DownloadOption
         const actual = await sha256File(part);
         if (actual !== expected) {
           fs.rmSync(part);
+          fs.rmSync(validatorFile(part), { force: true });
           throw new DownloadError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${actual}; the file was deleted`);
         }
       }
       fs.renameSync(part, target);
+      fs.rmSync(validatorFile(part), { force: true });
       return target;
     } catch (err) {
       if (err instanceof CallbackError) throw err.error;
@@ -99,7 +101,10 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
   const idleMs = options.idleTimeoutMs ?? 30_000;
   let idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
   try {
-    const res = await fetch(url, { headers: have > 0 ? { Range: `bytes=${have}-` } : {}, signal: controller.signal, redirect: 'follow' });
+    // If-Range: a server whose file changed since the part began sends all of the new one (200), not its tail
+    const validator = have > 0 && fs.existsSync(validatorFile(part)) ? fs.readFileSync(validatorFile(part), 'utf8') : undefined;
+    const headers: Record<string, string> = have > 0 ? { Range: `bytes=${have}-`, ...(validator ? { 'If-Range': validator } : {}) } : {};
+    const res = await fetch(url, { headers, signal: controller.signal, redirect: 'follow' });
     if (res.status === 416 && have > 0) {
       await res.body?.cancel();
       // Range beyond the end: the part holds everything the server has when its size is the server's
@@ -113,9 +118,16 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
       throw new DownloadError(`GET ${url}: HTTP ${res.status} ${res.statusText}`);
     }
     const resumed = res.status === 206;
+    if (resumed && /^bytes (\d+)-/.exec(res.headers.get('content-range') ?? '')?.[1] !== String(have)) {
+      // bytes from elsewhere than the part's end would be appended at the wrong place: start again
+      await res.body?.cancel();
+      fs.rmSync(part);
+      return false;
+    }
     let offset = resumed ? have : 0;
     const total = totalSize(res, offset);
     fs.mkdirSync(path.dirname(part), { recursive: true });
+    if (!resumed) keepValidator(part, res);
     const out = fs.openSync(part, resumed ? 'a' : 'w');
     try {
       if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);
@@ -139,6 +151,17 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
   } finally {
     clearTimeout(idle);
   }
+}
+
+/** Beside `<name>.part`: the version (ETag or Last-Modified) of the file the part holds the start of. */
+const validatorFile = (part: string) => `${part}.version`;
+
+/** Keeps what identifies the version a fresh part starts from; a weak ETag cannot go in If-Range, so Last-Modified is kept then. */
+function keepValidator(part: string, res: Response): void {
+  const etag = res.headers.get('etag');
+  const validator = etag !== null && !etag.startsWith('W/') ? etag : res.headers.get('last-modified');
+  if (validator !== null) fs.writeFileSync(validatorFile(part), validator);
+  else fs.rmSync(validatorFile(part), { force: true });
 }
 
 function totalSize(res: Response, offset: number): number | undefined {

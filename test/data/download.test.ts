@@ -150,3 +150,49 @@ test('a part longer than the file the server now has (a changed file) is not tak
   assert.ok(fs.readFileSync(file).equals(BODY));
   assert.deepEqual(served.ranges, [`bytes=${BODY.length + 38}-`, undefined]);
 });
+
+test('a part is resumed only while the server has the same version of the file (If-Range): a changed file is downloaded whole', async (t) => {
+  const dir = tmpDir(t);
+  const versions = [BODY, Buffer.from(BODY.toString().toUpperCase())];
+  let version = 0;
+  const requests: { range?: string; ifRange?: string }[] = [];
+  // honours If-Range as HTTP servers do: the Range only when the validator names the current version
+  const server = http.createServer((req, res) => {
+    const ifRange = req.headers['if-range'] as string | undefined;
+    requests.push({ range: req.headers.range, ifRange });
+    const body = versions[version]!;
+    const etag = `"v${version}"`;
+    const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+    const from = m && (ifRange === undefined || ifRange === etag) ? Number(m[1]) : 0;
+    const part = body.subarray(from);
+    res.writeHead(from > 0 ? 206 : 200, { ETag: etag, 'Content-Length': part.length, ...(from > 0 ? { 'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}` } : {}) });
+    if (requests.length === 1) res.write(part.subarray(0, part.length >> 1), () => res.socket?.destroy());
+    else res.end(part);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
+  await assert.rejects(download(url, dir, { attempts: 1 }), /failed after 1 attempts/);
+  version = 1;
+  assert.ok(fs.readFileSync(await download(url, dir)).equals(versions[1]!));
+  assert.equal(requests[1]!.ifRange, '"v0"');
+  assert.deepEqual(fs.readdirSync(path.dirname(downloadPath(url, dir))), ['wiki.train.raw']);
+});
+
+test('a 206 whose Content-Range does not start at the part\'s end is not appended: the download starts again', async (t) => {
+  const dir = tmpDir(t);
+  const ranges: (string | undefined)[] = [];
+  // a server that answers every Range with the whole file as a 206
+  const server = http.createServer((req, res) => {
+    ranges.push(req.headers.range);
+    res.writeHead(req.headers.range ? 206 : 200, { 'Content-Length': BODY.length, ...(req.headers.range ? { 'Content-Range': `bytes 0-${BODY.length - 1}/${BODY.length}` } : {}) }).end(BODY);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
+  const part = `${downloadPath(url, dir)}.part`;
+  fs.mkdirSync(path.dirname(part), { recursive: true });
+  fs.writeFileSync(part, BODY.subarray(0, 1000));
+  assert.ok(fs.readFileSync(await download(url, dir)).equals(BODY));
+  assert.deepEqual(ranges, ['bytes=1000-', undefined]);
+});
