@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
@@ -238,4 +239,14 @@ test('a symbolic link in a zip is not read as text; in a folder, a link to a fil
   fs.symlinkSync(path.join(dir, 'gone.txt'), path.join(corpus, 'gone.txt'));
   fs.symlinkSync(corpus, path.join(corpus, 'loop.txt'));
   assert.deepEqual((await documentsOf(await openSource(corpus, { downloadDir: path.join(dir, 'dl') }))).map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+});
+
+test('sha256 given for a local file is checked as for a download; for a folder it is an error', async (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, 'wiki.train.raw');
+  fs.writeFileSync(file, WIKI);
+  const sha = createHash('sha256').update(WIKI).digest('hex');
+  assert.equal((await documentsOf(await openSource(file, { downloadDir: dir, sha256: sha.toUpperCase() }))).length, 2);
+  await assert.rejects(openSource(file, { downloadDir: dir, sha256: 'ab'.repeat(32) }), (err: Error) => err instanceof DataError && err.message === `checksum mismatch for ${file}: expected sha256 ${'ab'.repeat(32)}, got ${sha}`);
+  await assert.rejects(openSource(dir, { downloadDir: dir, sha256: sha }), /--sha256 checks one file \(a download or a local file\), but .* is a folder/);
 });

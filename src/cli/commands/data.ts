@@ -21,7 +21,7 @@ const PREPARE_FLAGS = {
   source: flagRow({ schema: z.string(), default: 'bundled', arg: '<spec>', description: 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL' }),
   format: flagRow({ schema: z.enum(SOURCE_FORMATS), default: 'auto', arg: '<format>', description: 'how to read files' }),
   field: flagRow({ schema: z.string(), default: 'text', arg: '<name>', description: 'JSONL: the field holding the text' }),
-  sha256: flagRow({ schema: z.string().regex(/^[0-9a-fA-F]{64}$/), arg: '<hex>', accepted: '64 hex digits', description: 'URL: expected sha256 of the download (verified before use)' }),
+  sha256: flagRow({ schema: z.string().regex(/^[0-9a-fA-F]{64}$/), arg: '<hex>', accepted: '64 hex digits', description: 'expected sha256 of the URL\'s download or of the source file (verified before use)' }),
   tokenizer: flagRow({ schema: z.string().refine((f) => fs.existsSync(f)), arg: '<file>', accepted: 'an existing tokenizer.json file', description: 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE; a copy is kept in the data directory); default: train a WordPiece tokenizer on the corpus and save it next to the data' }),
   vocabSize: flagRow({ schema: int.min(100).max(200_000), default: 8000, description: 'vocabulary size when training a tokenizer (100–200000)' }),
   maxSeqLen: flagRow({ schema: int.min(16).max(8192), default: 128, description: 'max_seq_length of an example incl. [CLS]/[SEP] (512 for the large preset; 16–8192)' }),
