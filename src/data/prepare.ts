@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/index.js';
+import { tryLockFile } from '../store/data-dir-lock.js';
 import { pick } from '../util/pick.js';
 import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
 import { datasetStore } from './store-datasets.js';
@@ -97,59 +98,67 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   const tokenizerId = tokenizer ? tokenizer.hash : `trained-wordpiece-v1:${vocabSize}`;
   const cacheKey = cacheKeyOf(source.hash, tokenizerId, params);
 
-  const existing = datasets.get(cacheKey);
-  if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
-    datasets.touch(cacheKey);
-    return { info: datasets.get(cacheKey)!, reused: true, skipped: 0, evicted: [] };
-  }
-
-  if (!tokenizer) {
-    // Skips are reported once, by the tokenize pass below; a source with no text left ends here, so it reports them
-    const skips: SkippedInput[] = [];
-    if (!fs.existsSync(trainedFile) && !(await trainTokenizer(source.documents((s) => skips.push(s)), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents })))) {
-      skips.forEach(onSkip);
-      const listed = skips.slice(0, 3).map((s) => `${s.file}: ${s.reason}`);
-      throw new DataError(`source ${source.description} has no text to train a tokenizer on (${skipped} input(s) skipped${listed.length > 0 ? `: ${listed.join('; ')}${skips.length > listed.length ? '; …' : ''}` : ''})`);
-    }
-    tokenizer = loadTokenizer(trainedFile);
-  }
-
-  datasets.begin({ cacheKey, source: source.description, datasetHash: source.hash, tokenizerHash: tokenizer.hash, tokenizerFile, params, vocabSize: tokenizer.vocabSize });
-  const rng = new Prng(`examples:${params.seed}`);
-  const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
-  const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
-  let pending: SopExample[] = [];
-  const flush = () => {
-    if (pending.length === 0) return;
-    stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tokenizer.vocabSize).tokens;
-    stats.examples += pending.length;
-    pending = [];
-  };
+  // one build of a dataset at a time on a data directory: a second one (another terminal, a founder)
+  // would remove the first's shards when it begins, and both would fail
+  const building = lockBuild(dataDir, cacheKey, source.description);
   try {
-    for await (const doc of source.documents(onSkip)) {
-      const sentences: number[][] = [];
-      for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tokenizer.encode(s));
-      stats.documents++;
-      stats.sentences += sentences.length;
-      for (const e of createExamples(sentences, params, rng)) {
-        pending.push(e);
-        if (pending.length >= shardExamples) flush();
-      }
-      onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
-      // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
-      if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+    const existing = datasets.get(cacheKey);
+    if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
+      datasets.touch(cacheKey);
+      return { info: datasets.get(cacheKey)!, reused: true, skipped: 0, evicted: [] };
     }
-    flush();
-    if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
-    datasets.finish(cacheKey, stats);
-  } catch (err) {
-    datasets.remove(cacheKey);
-    throw err;
+
+    if (!tokenizer) {
+      // Skips are reported once, by the tokenize pass below; a source with no text left ends here, so it reports them
+      const skips: SkippedInput[] = [];
+      if (!fs.existsSync(trainedFile) && !(await trainTokenizer(source.documents((s) => skips.push(s)), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents })))) {
+        skips.forEach(onSkip);
+        const listed = skips.slice(0, 3).map((s) => `${s.file}: ${s.reason}`);
+        throw new DataError(`source ${source.description} has no text to train a tokenizer on (${skipped} input(s) skipped${listed.length > 0 ? `: ${listed.join('; ')}${skips.length > listed.length ? '; …' : ''}` : ''})`);
+      }
+      tokenizer = loadTokenizer(trainedFile);
+    }
+    const tok: TextTokenizer = tokenizer;
+
+    datasets.begin({ cacheKey, source: source.description, datasetHash: source.hash, tokenizerHash: tok.hash, tokenizerFile, params, vocabSize: tok.vocabSize });
+    const rng = new Prng(`examples:${params.seed}`);
+    const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
+    const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
+    let pending: SopExample[] = [];
+    const flush = () => {
+      if (pending.length === 0) return;
+      stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tok.vocabSize).tokens;
+      stats.examples += pending.length;
+      pending = [];
+    };
+    try {
+      for await (const doc of source.documents(onSkip)) {
+        const sentences: number[][] = [];
+        for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tok.encode(s));
+        stats.documents++;
+        stats.sentences += sentences.length;
+        for (const e of createExamples(sentences, params, rng)) {
+          pending.push(e);
+          if (pending.length >= shardExamples) flush();
+        }
+        onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
+        // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
+        if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+      flush();
+      if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
+      datasets.finish(cacheKey, stats);
+    } catch (err) {
+      datasets.remove(cacheKey);
+      throw err;
+    }
+    const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
+    const info = datasets.get(cacheKey)!;
+    if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
+    return { info, reused: false, skipped, evicted };
+  } finally {
+    building.release();
   }
-  const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
-  const info = datasets.get(cacheKey)!;
-  if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
-  return { info, reused: false, skipped, evicted };
 }
 
 /** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename); false when the documents hold no word. */
@@ -163,4 +172,12 @@ async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly st
   if (counter.counts.size === 0) return false;
   writeTokenizerFile(file, JSON.stringify(trainWordPiece(counter.counts, { vocabSize })));
   return true;
+}
+
+function lockBuild(dataDir: string, cacheKey: string, source: string): { release(): void } {
+  const file = path.resolve(dataDir, 'data', 'building', `${cacheKey}.lock`);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const lock = tryLockFile(file);
+  if (!lock) throw new DataError(`dataset ${cacheKey} (${source}) is being prepared by another process on ${dataDir} (cohort data prepare, or cohort run --data-source): wait until it ends, then run this again to reuse it`);
+  return lock;
 }

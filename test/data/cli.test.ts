@@ -4,10 +4,10 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import test from 'node:test';
+import test, { type TestContext } from 'node:test';
 import { downloadPath } from '../../src/data/download.js';
 import { MAX_DOCUMENT_CHARS } from '../../src/data/wikitext.js';
-import { CLI, runCli, startProcess } from '../helpers/cli.js';
+import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -89,25 +89,44 @@ test('a dataset prepared with a relative --data-dir is read from another folder 
   assert.match(sample.stdout, /^example 1: /);
 });
 
-test('Ctrl-C during cohort data prepare removes the partial shards and says so; stats then count no bytes', async (t) => {
-  const dir = tmpDir(t);
+/** A `cohort data prepare` of ~12 documents of 1 M characters, running until its first shards are written (long enough to be stopped there). */
+async function preparingLargeCorpus(t: TestContext, dir: string): Promise<{ proc: Proc; args: string[] }> {
   const small = path.join(dir, 'small.txt');
   fs.writeFileSync(small, Array.from({ length: 50 }, (_, i) => `Sentence ${i} of the river text. The boats went down at dawn.`).join('\n\n'));
   const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--source', small, '--vocab-size', '150', '--max-seq-len', '32', '--json']);
   assert.equal(trained.code, 0, trained.stderr);
-  // ~12 documents of 1 M characters: long enough to be stopped after its first shards were written
   const big = path.join(dir, 'big.txt');
   const para = 'The boats went down the river at dawn. Nobody on the bank knew why they had come.';
-  fs.writeFileSync(big, Array.from({ length: Math.ceil(12 * MAX_DOCUMENT_CHARS / para.length) }, () => para).join('\n\n'));
-  const data = path.join(dir, 'data');
+  fs.writeFileSync(big, Array.from({ length: Math.ceil((12 * MAX_DOCUMENT_CHARS) / para.length) }, () => para).join('\n\n'));
   const tokenizer = (JSON.parse(trained.stdout) as { tokenizer: string }).tokenizer;
-  const proc = startProcess(t, [CLI, '--data-dir', data, 'data', 'prepare', '--source', big, '--tokenizer', tokenizer, '--max-seq-len', '32']);
+  const args = ['--data-dir', path.join(dir, 'data'), 'data', 'prepare', '--source', big, '--tokenizer', tokenizer, '--max-seq-len', '32'];
+  const proc = startProcess(t, [CLI, ...args]);
   await waitFor('a progress line with shards written', () => /tokenizing: .* [1-9]\d* tokens in shards/.test(proc.stderr), 120_000);
+  return { proc, args };
+}
+
+test('Ctrl-C during cohort data prepare removes the partial shards and says so; stats then count no bytes', async (t) => {
+  const dir = tmpDir(t);
+  const { proc } = await preparingLargeCorpus(t, dir);
   proc.child.kill('SIGINT');
   assert.equal(await proc.exited, 1, proc.out());
   assert.match(proc.stderr, /stopped: the dataset was not completed and its partial shards were removed/);
-  const stats = await runCli(['--data-dir', data, 'data', 'stats', '--json']);
+  const stats = await runCli(['--data-dir', path.join(dir, 'data'), 'data', 'stats', '--json']);
   assert.deepEqual(JSON.parse(stats.stdout), { cacheBytes: 0, datasets: [] });
+});
+
+test('a second prepare of a dataset being prepared on the same data directory is refused and leaves the first one building', async (t) => {
+  const dir = tmpDir(t);
+  const { proc, args } = await preparingLargeCorpus(t, dir);
+  // frozen while it holds its build: the second one runs now, whatever the machine's load
+  proc.child.kill('SIGSTOP');
+  const second = await runCli(args);
+  proc.child.kill('SIGCONT');
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /^cohort: dataset \w+ \(.*big\.txt \(1 file\)\) is being prepared by another process on .* wait until it ends, then run this again to reuse it\n$/);
+  // the first one goes on and completes
+  assert.equal(await proc.exited, 0, proc.out());
+  assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
 });
 
 test('a --tokenizer file is kept in the data directory: the dataset stays usable and reused after the user moves the file', async (t) => {
