@@ -70,6 +70,11 @@ export class DatasetStore {
     return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map(toInfo);
   }
 
+  /** Cache keys of prepared datasets whose build has not finished (not fetched ones: those have a manifest). */
+  unfinishedBuilds(): string[] {
+    return this.db.prepare('SELECT cache_key FROM datasets WHERE complete = 0 AND manifest IS NULL').pluck().all() as string[];
+  }
+
   /** Starts (or restarts) a build: any earlier incomplete build of the key and its shards are removed first. */
   begin(info: Pick<DatasetInfo, 'cacheKey' | 'source' | 'datasetHash' | 'tokenizerHash' | 'tokenizerFile' | 'params' | 'vocabSize'>, now = Date.now()): void {
     this.db.transaction(() => {

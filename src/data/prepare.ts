@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Store } from '../store/index.js';
 import { tryLockFile } from '../store/data-dir-lock.js';
 import { pick } from '../util/pick.js';
-import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
+import { cacheKeyOf, type BuildParams, type DatasetInfo, type DatasetStore } from './dataset-store.js';
 import { datasetStore } from './store-datasets.js';
 import type { DownloadProgress } from './download.js';
 import { DataError } from './errors.js';
@@ -102,6 +102,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   // would remove the first's shards when it begins, and both would fail
   const building = lockBuild(dataDir, cacheKey, source.description);
   try {
+    removeAbandonedBuilds(datasets, dataDir);
     const existing = datasets.get(cacheKey);
     if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
       datasets.touch(cacheKey);
@@ -174,10 +175,26 @@ async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly st
   return true;
 }
 
+const buildLockFile = (dataDir: string, cacheKey: string) => path.resolve(dataDir, 'data', 'building', `${cacheKey}.lock`);
+
 function lockBuild(dataDir: string, cacheKey: string, source: string): { release(): void } {
-  const file = path.resolve(dataDir, 'data', 'building', `${cacheKey}.lock`);
+  const file = buildLockFile(dataDir, cacheKey);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const lock = tryLockFile(file);
   if (!lock) throw new DataError(`dataset ${cacheKey} (${source}) is being prepared by another process on ${dataDir} (cohort data prepare, or cohort run --data-source): wait until it ends, then run this again to reuse it`);
   return lock;
+}
+
+/** The shards of builds whose process died (killed, power cut: their lock is free) are never read: they go, and their disk space with them. */
+function removeAbandonedBuilds(datasets: DatasetStore, dataDir: string): void {
+  for (const cacheKey of datasets.unfinishedBuilds()) {
+    const file = buildLockFile(dataDir, cacheKey);
+    const lock = fs.existsSync(file) ? tryLockFile(file) : { release: () => {} };
+    if (!lock) continue; // being built now
+    try {
+      datasets.remove(cacheKey);
+    } finally {
+      lock.release();
+    }
+  }
 }

@@ -129,6 +129,21 @@ test('a second prepare of a dataset being prepared on the same data directory is
   assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
 });
 
+test('the shards of a killed prepare are removed by the next prepare (its build lock is free), not kept unread', async (t) => {
+  const dir = tmpDir(t);
+  const { proc } = await preparingLargeCorpus(t, dir);
+  proc.child.kill('SIGKILL');
+  await proc.exited;
+  const data = path.join(dir, 'data');
+  const orphaned = JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number };
+  assert.ok(orphaned.cacheBytes > 0, 'the killed prepare wrote shards');
+  const next = await runCli(['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json']);
+  assert.equal(next.code, 0, next.stderr);
+  const stats = JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number; datasets: { bytes: number }[] };
+  assert.equal(stats.datasets.length, 1);
+  assert.equal(stats.cacheBytes, stats.datasets[0]!.bytes);
+});
+
 test('a --tokenizer file is kept in the data directory: the dataset stays usable and reused after the user moves the file', async (t) => {
   const dir = tmpDir(t);
   const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--json']);
