@@ -243,12 +243,15 @@ export class DatasetStore {
 
   /**
    * Evicts whole datasets, least recently used first, until the shards fit in `quotaBytes`; `keep` is
-   * never evicted. Returns the evicted cache keys. A dataset is evicted whole: a partial one is useless.
+   * never evicted, nor a build in progress (another process's: one abandoned is removed by the next
+   * prepare). Returns the evicted cache keys. A dataset is evicted whole: a partial one is useless.
    */
   evictToQuota(quotaBytes: number, keep: string): string[] {
     const evicted: string[] = [];
     let total = this.totalBytes();
-    const candidates = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key != ? ORDER BY d.last_used_at ASC, d.created_at ASC`).all(keep) as DatasetRow[];
+    const candidates = this.db
+      .prepare(`${SELECT_DATASET} WHERE d.cache_key != ? AND NOT (d.complete = 0 AND d.manifest IS NULL) ORDER BY d.last_used_at ASC, d.created_at ASC`)
+      .all(keep) as DatasetRow[];
     for (const row of candidates) {
       if (total <= quotaBytes) break;
       this.remove(row.cacheKey);
