@@ -67,12 +67,17 @@ async function* zipEntries(file: string): AsyncGenerator<ArchiveEntry> {
   const zip = await yauzl.openPromise(file, { lazyEntries: true, autoClose: false });
   try {
     for await (const entry of zip.eachEntry()) {
-      if (entry.fileName.endsWith('/')) continue; // a folder
+      if (entry.fileName.endsWith('/') || isZipSymlink(entry)) continue; // a folder; a link's bytes are a path, not text
       yield { name: entry.fileName, open: () => zip.openReadStreamPromise(entry) };
     }
   } finally {
     zip.close();
   }
+}
+
+/** A symbolic link stored by a Unix zip tool (`zip -y`): its mode is in the upper half of the external attributes. */
+function isZipSymlink(entry: yauzl.Entry): boolean {
+  return entry.versionMadeBy >> 8 === 3 && ((entry.externalFileAttributes >>> 16) & 0o170000) === 0o120000;
 }
 
 async function* tarEntries(file: string, gzipped: boolean): AsyncGenerator<ArchiveEntry> {

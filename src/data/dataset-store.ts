@@ -70,6 +70,11 @@ export class DatasetStore {
     return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map(toInfo);
   }
 
+  /** Cache keys of prepared datasets whose build has not finished (not fetched ones: those have a manifest). */
+  unfinishedBuilds(): string[] {
+    return this.db.prepare('SELECT cache_key FROM datasets WHERE complete = 0 AND manifest IS NULL').pluck().all() as string[];
+  }
+
   /** Starts (or restarts) a build: any earlier incomplete build of the key and its shards are removed first. */
   begin(info: Pick<DatasetInfo, 'cacheKey' | 'source' | 'datasetHash' | 'tokenizerHash' | 'tokenizerFile' | 'params' | 'vocabSize'>, now = Date.now()): void {
     this.db.transaction(() => {
@@ -238,12 +243,15 @@ export class DatasetStore {
 
   /**
    * Evicts whole datasets, least recently used first, until the shards fit in `quotaBytes`; `keep` is
-   * never evicted. Returns the evicted cache keys. A dataset is evicted whole: a partial one is useless.
+   * never evicted, nor a build in progress (another process's: one abandoned is removed by the next
+   * prepare). Returns the evicted cache keys. A dataset is evicted whole: a partial one is useless.
    */
   evictToQuota(quotaBytes: number, keep: string): string[] {
     const evicted: string[] = [];
     let total = this.totalBytes();
-    const candidates = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key != ? ORDER BY d.last_used_at ASC, d.created_at ASC`).all(keep) as DatasetRow[];
+    const candidates = this.db
+      .prepare(`${SELECT_DATASET} WHERE d.cache_key != ? AND NOT (d.complete = 0 AND d.manifest IS NULL) ORDER BY d.last_used_at ASC, d.created_at ASC`)
+      .all(keep) as DatasetRow[];
     for (const row of candidates) {
       if (total <= quotaBytes) break;
       this.remove(row.cacheKey);

@@ -16,6 +16,7 @@ export interface DownloadProgress {
 export interface DownloadOptions {
   /** Expected sha256 (hex) of the complete file; a mismatch is an error and the bad file is removed. */
   readonly sha256?: string;
+  /** What it throws (a stop the caller asked for) ends the download at once, not retried; the part stays. */
   readonly onProgress?: (p: DownloadProgress) => void;
   /** Attempts before giving up (each one resumes where the last stopped). @default 5 */
   readonly attempts?: number;
@@ -25,22 +26,29 @@ export interface DownloadOptions {
 
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
-export function downloadName(url: string): string {
+function downloadName(url: string): string {
   const last = decodeURIComponent(new URL(url).pathname.split('/').filter(Boolean).pop() ?? 'download');
   return last.replace(/[^A-Za-z0-9._-]/g, '_') || 'download';
 }
 
 /**
- * Downloads `url` into `dir` and returns the complete file's path. Bytes go to `<name>.part`, which
- * a later call resumes with an HTTP Range request; only a complete (and, with `sha256`, verified)
- * file is renamed to `<name>`, so a partial download is never taken as complete.
+ * Where `url` lands in `dir`: `<url key>/<name>`, the key a hash of the whole URL, so two URLs that end
+ * in the same name (two mirrors, two versions) never take each other's file or resume each other's part.
+ */
+export function downloadPath(url: string, dir: string): string {
+  return path.join(dir, createHash('sha256').update(url).digest('hex').slice(0, 16), downloadName(url));
+}
+
+/**
+ * Downloads `url` into `dir` and returns the complete file's path (downloadPath). Bytes go to
+ * `<name>.part`, which a later call resumes with an HTTP Range request; only a complete (and, with
+ * `sha256`, verified) file is renamed to `<name>`, so a partial download is never taken as complete.
  */
 export async function download(url: string, dir: string, options: DownloadOptions = {}): Promise<string> {
-  const target = path.join(dir, downloadName(url));
+  const target = downloadPath(url, dir);
   const part = `${target}.part`;
   const expected = options.sha256?.toLowerCase();
   if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new DownloadError(`sha256 for ${url}: "${options.sha256}" is not 64 hex digits`);
-  fs.mkdirSync(dir, { recursive: true });
   if (fs.existsSync(target)) {
     if (expected === undefined || (await sha256File(target)) === expected) return target;
     fs.rmSync(target);
@@ -55,18 +63,28 @@ export async function download(url: string, dir: string, options: DownloadOption
         const actual = await sha256File(part);
         if (actual !== expected) {
           fs.rmSync(part);
+          fs.rmSync(validatorFile(part), { force: true });
           throw new DownloadError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${actual}; the file was deleted`);
         }
       }
       fs.renameSync(part, target);
+      fs.rmSync(validatorFile(part), { force: true });
       return target;
     } catch (err) {
+      if (err instanceof CallbackError) throw err.error;
       if (err instanceof DownloadError) throw err;
       lastError = err;
     }
   }
   const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
   throw new DownloadError(`download of ${url} failed after ${attempts} attempts (${have} bytes kept in ${part} for a later resume): ${lastError === undefined ? 'incomplete response' : reasonOf(lastError)}`);
+}
+
+/** What onProgress threw, carried past the retry loop. */
+class CallbackError extends Error {
+  constructor(readonly error: unknown) {
+    super('onProgress threw');
+  }
 }
 
 /** An error's message with its causes': fetch() says only "fetch failed" and keeps why (ECONNREFUSED, a DNS or TLS failure) in `cause`. */
@@ -83,19 +101,33 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
   const idleMs = options.idleTimeoutMs ?? 30_000;
   let idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
   try {
-    const res = await fetch(url, { headers: have > 0 ? { Range: `bytes=${have}-` } : {}, signal: controller.signal, redirect: 'follow' });
+    // If-Range: a server whose file changed since the part began sends all of the new one (200), not its tail
+    const validator = have > 0 && fs.existsSync(validatorFile(part)) ? fs.readFileSync(validatorFile(part), 'utf8') : undefined;
+    const headers: Record<string, string> = have > 0 ? { Range: `bytes=${have}-`, ...(validator ? { 'If-Range': validator } : {}) } : {};
+    const res = await fetch(url, { headers, signal: controller.signal, redirect: 'follow' });
     if (res.status === 416 && have > 0) {
-      // Range beyond the end: the part file already holds everything the server has.
       await res.body?.cancel();
-      return true;
+      // Range beyond the end: the part holds everything the server has when its size is the server's
+      // (`Content-Range: bytes */N`); otherwise it is of another version of the file, and starts again.
+      if (/^bytes \*\/(\d+)$/.exec(res.headers.get('content-range') ?? '')?.[1] === String(have)) return true;
+      fs.rmSync(part);
+      return false;
     }
     if (res.status !== 200 && res.status !== 206) {
       await res.body?.cancel();
       throw new DownloadError(`GET ${url}: HTTP ${res.status} ${res.statusText}`);
     }
     const resumed = res.status === 206;
+    if (resumed && /^bytes (\d+)-/.exec(res.headers.get('content-range') ?? '')?.[1] !== String(have)) {
+      // bytes from elsewhere than the part's end would be appended at the wrong place: start again
+      await res.body?.cancel();
+      fs.rmSync(part);
+      return false;
+    }
     let offset = resumed ? have : 0;
     const total = totalSize(res, offset);
+    fs.mkdirSync(path.dirname(part), { recursive: true });
+    if (!resumed) keepValidator(part, res);
     const out = fs.openSync(part, resumed ? 'a' : 'w');
     try {
       if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);
@@ -104,7 +136,11 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
         idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
         fs.writeSync(out, chunk as Uint8Array);
         offset += (chunk as Uint8Array).length;
-        options.onProgress?.({ url, received: offset, total, attempt });
+        try {
+          options.onProgress?.({ url, received: offset, total, attempt });
+        } catch (error) {
+          throw new CallbackError(error);
+        }
       }
       fs.fsyncSync(out);
     } finally {
@@ -115,6 +151,17 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
   } finally {
     clearTimeout(idle);
   }
+}
+
+/** Beside `<name>.part`: the version (ETag or Last-Modified) of the file the part holds the start of. */
+const validatorFile = (part: string) => `${part}.version`;
+
+/** Keeps what identifies the version a fresh part starts from; a weak ETag cannot go in If-Range, so Last-Modified is kept then. */
+function keepValidator(part: string, res: Response): void {
+  const etag = res.headers.get('etag');
+  const validator = etag !== null && !etag.startsWith('W/') ? etag : res.headers.get('last-modified');
+  if (validator !== null) fs.writeFileSync(validatorFile(part), validator);
+  else fs.rmSync(validatorFile(part), { force: true });
 }
 
 function totalSize(res: Response, offset: number): number | undefined {

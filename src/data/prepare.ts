@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { threadId } from 'node:worker_threads';
 import type { Store } from '../store/index.js';
+import { tryLockFile } from '../store/data-dir-lock.js';
 import { pick } from '../util/pick.js';
-import { cacheKeyOf, type BuildParams, type DatasetInfo } from './dataset-store.js';
+import { cacheKeyOf, type BuildParams, type DatasetInfo, type DatasetStore } from './dataset-store.js';
 import { datasetStore } from './store-datasets.js';
 import type { DownloadProgress } from './download.js';
 import { DataError } from './errors.js';
@@ -11,7 +11,7 @@ import { createExamples, type SopExample } from './examples.js';
 import { Prng } from './prng.js';
 import { splitSentences } from './sentences.js';
 import { openSource, type SkippedInput, type SourceFormat } from './sources.js';
-import { loadTokenizer, type TextTokenizer } from './tokenizer.js';
+import { keepGivenTokenizer, loadTokenizer, writeTokenizerFile, type TextTokenizer } from './tokenizer.js';
 import { WordCounter, trainWordPiece } from './train-wordpiece.js';
 
 export const DEFAULT_MAX_SEQ_LEN = 128;
@@ -35,7 +35,7 @@ export interface PrepareOptions {
   readonly field?: string;
   readonly sha256?: string;
   readonly maxDocuments?: number;
-  /** A Hugging Face tokenizer.json; without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
+  /** A Hugging Face tokenizer.json (kept in the data directory); without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
   readonly tokenizerFile?: string;
   readonly vocabSize?: number;
   readonly maxSeqLen?: number;
@@ -90,65 +90,76 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   };
 
   // A given tokenizer is identified by its bytes; a trained one by how it is trained (it is deterministic).
-  const trainedFile = path.join(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
-  const tokenizerFile = options.tokenizerFile ? path.resolve(options.tokenizerFile) : trainedFile;
-  let tokenizer: TextTokenizer | undefined = options.tokenizerFile ? loadTokenizer(tokenizerFile) : undefined;
+  // absolute: the dataset row keeps it, and a node or command started from another folder reads it
+  const trainedFile = path.resolve(dataDir, 'data', `${source.hash.slice(0, 16)}-wordpiece-${vocabSize}`, 'tokenizer.json');
+  const given = options.tokenizerFile ? keepGivenTokenizer(options.tokenizerFile, dataDir) : undefined;
+  const tokenizerFile = given?.file ?? trainedFile;
+  let tokenizer: TextTokenizer | undefined = given?.tokenizer;
   const tokenizerId = tokenizer ? tokenizer.hash : `trained-wordpiece-v1:${vocabSize}`;
   const cacheKey = cacheKeyOf(source.hash, tokenizerId, params);
 
-  const existing = datasets.get(cacheKey);
-  if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
-    datasets.touch(cacheKey);
-    return { info: datasets.get(cacheKey)!, reused: true, skipped: 0, evicted: [] };
-  }
-
-  if (!tokenizer) {
-    // Skips are reported once, by the tokenize pass below; a source with no text left ends here, so it reports them
-    const skips: SkippedInput[] = [];
-    if (!fs.existsSync(trainedFile) && !(await trainTokenizer(source.documents((s) => skips.push(s)), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents })))) {
-      skips.forEach(onSkip);
-      const listed = skips.slice(0, 3).map((s) => `${s.file}: ${s.reason}`);
-      throw new DataError(`source ${source.description} has no text to train a tokenizer on (${skipped} input(s) skipped${listed.length > 0 ? `: ${listed.join('; ')}${skips.length > listed.length ? '; …' : ''}` : ''})`);
-    }
-    tokenizer = loadTokenizer(trainedFile);
-  }
-
-  datasets.begin({ cacheKey, source: source.description, datasetHash: source.hash, tokenizerHash: tokenizer.hash, tokenizerFile, params, vocabSize: tokenizer.vocabSize });
-  const rng = new Prng(`examples:${params.seed}`);
-  const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
-  const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
-  let pending: SopExample[] = [];
-  const flush = () => {
-    if (pending.length === 0) return;
-    stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tokenizer.vocabSize).tokens;
-    stats.examples += pending.length;
-    pending = [];
-  };
+  // one build of a dataset at a time on a data directory: a second one (another terminal, a founder)
+  // would remove the first's shards when it begins, and both would fail
+  const building = lockBuild(dataDir, cacheKey, source.description);
   try {
-    for await (const doc of source.documents(onSkip)) {
-      const sentences: number[][] = [];
-      for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tokenizer.encode(s));
-      stats.documents++;
-      stats.sentences += sentences.length;
-      for (const e of createExamples(sentences, params, rng)) {
-        pending.push(e);
-        if (pending.length >= shardExamples) flush();
-      }
-      onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
-      // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
-      if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+    removeAbandonedBuilds(datasets, dataDir);
+    const existing = datasets.get(cacheKey);
+    if (existing?.complete && fs.existsSync(existing.tokenizerFile)) {
+      datasets.touch(cacheKey);
+      return { info: datasets.get(cacheKey)!, reused: true, skipped: 0, evicted: [] };
     }
-    flush();
-    if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
-    datasets.finish(cacheKey, stats);
-  } catch (err) {
-    datasets.remove(cacheKey);
-    throw err;
+
+    if (!tokenizer) {
+      // Skips are reported once, by the tokenize pass below; a source with no text left ends here, so it reports them
+      const skips: SkippedInput[] = [];
+      if (!fs.existsSync(trainedFile) && !(await trainTokenizer(source.documents((s) => skips.push(s)), trainedFile, vocabSize, (documents) => onProgress({ phase: 'train-tokenizer', documents })))) {
+        skips.forEach(onSkip);
+        const listed = skips.slice(0, 3).map((s) => `${s.file}: ${s.reason}`);
+        throw new DataError(`source ${source.description} has no text to train a tokenizer on (${skipped} input(s) skipped${listed.length > 0 ? `: ${listed.join('; ')}${skips.length > listed.length ? '; …' : ''}` : ''})`);
+      }
+      tokenizer = loadTokenizer(trainedFile);
+    }
+    const tok: TextTokenizer = tokenizer;
+
+    datasets.begin({ cacheKey, source: source.description, datasetHash: source.hash, tokenizerHash: tok.hash, tokenizerFile, params, vocabSize: tok.vocabSize });
+    const rng = new Prng(`examples:${params.seed}`);
+    const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
+    const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
+    let pending: SopExample[] = [];
+    const flush = () => {
+      if (pending.length === 0) return;
+      stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tok.vocabSize).tokens;
+      stats.examples += pending.length;
+      pending = [];
+    };
+    try {
+      for await (const doc of source.documents(onSkip)) {
+        const sentences: number[][] = [];
+        for (const para of doc.paragraphs) for (const s of splitSentences(para)) sentences.push(tok.encode(s));
+        stats.documents++;
+        stats.sentences += sentences.length;
+        for (const e of createExamples(sentences, params, rng)) {
+          pending.push(e);
+          if (pending.length >= shardExamples) flush();
+        }
+        onProgress({ phase: 'tokenize', documents: stats.documents, examples: stats.examples + pending.length, tokens: stats.tokens });
+        // Let the event loop breathe (dashboard, IPC, signals) while a large corpus is tokenized.
+        if (stats.documents % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+      flush();
+      if (stats.examples === 0) throw new DataError(`source ${source.description} gave no training examples (${stats.documents} documents, ${stats.sentences} sentences, ${skipped} inputs skipped): each example needs a document with at least two sentences`);
+      datasets.finish(cacheKey, stats);
+    } catch (err) {
+      datasets.remove(cacheKey);
+      throw err;
+    }
+    const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
+    const info = datasets.get(cacheKey)!;
+    if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
+    return { info, reused: false, skipped, evicted };
+  } finally {
+    building.release();
   }
-  const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
-  const info = datasets.get(cacheKey)!;
-  if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
-  return { info, reused: false, skipped, evicted };
 }
 
 /** First pass: count words, train WordPiece, write tokenizer.json atomically (temp file + rename); false when the documents hold no word. */
@@ -160,11 +171,30 @@ async function trainTokenizer(documents: AsyncIterable<{ paragraphs: readonly st
     onDocument(++n);
   }
   if (counter.counts.size === 0) return false;
-  const json = trainWordPiece(counter.counts, { vocabSize });
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  // per thread: preparations in workers of one process could train the same file at once
-  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
-  fs.writeFileSync(tmp, JSON.stringify(json));
-  fs.renameSync(tmp, file);
+  writeTokenizerFile(file, JSON.stringify(trainWordPiece(counter.counts, { vocabSize })));
   return true;
+}
+
+const buildLockFile = (dataDir: string, cacheKey: string) => path.resolve(dataDir, 'data', 'building', `${cacheKey}.lock`);
+
+function lockBuild(dataDir: string, cacheKey: string, source: string): { release(): void } {
+  const file = buildLockFile(dataDir, cacheKey);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const lock = tryLockFile(file);
+  if (!lock) throw new DataError(`dataset ${cacheKey} (${source}) is being prepared by another process on ${dataDir} (cohort data prepare, or cohort run --data-source): wait until it ends, then run this again to reuse it`);
+  return lock;
+}
+
+/** The shards of builds whose process died (killed, power cut: their lock is free) are never read: they go, and their disk space with them. */
+function removeAbandonedBuilds(datasets: DatasetStore, dataDir: string): void {
+  for (const cacheKey of datasets.unfinishedBuilds()) {
+    const file = buildLockFile(dataDir, cacheKey);
+    const lock = fs.existsSync(file) ? tryLockFile(file) : { release: () => {} };
+    if (!lock) continue; // being built now
+    try {
+      datasets.remove(cacheKey);
+    } finally {
+      lock.release();
+    }
+  }
 }

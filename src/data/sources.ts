@@ -5,7 +5,7 @@ import { ARCHIVE_SUFFIXES, archiveEntries, archiveKindOf } from './archive.js';
 import { bundledCorpus, readBundledDocument } from './bundled-corpus.js';
 import type { Document } from './document.js';
 import { DataError } from './errors.js';
-import { download, type DownloadProgress } from './download.js';
+import { download, sha256File, type DownloadProgress } from './download.js';
 import { NotTextError, textLines } from './text-check.js';
 import { WIKITEXT_PROBE_LINES, isWikiText, parsePlainText, plainTextSplitter, wikiTextSplitter } from './wikitext.js';
 
@@ -20,7 +20,7 @@ export interface SourceOptions {
   readonly format?: SourceFormat;
   /** JSONL: the field holding the text. @default "text" */
   readonly field?: string;
-  /** URL: expected sha256 of the download. */
+  /** Expected sha256 of a URL's download or of a local file (not a folder). */
   readonly sha256?: string;
   /** Read at most this many documents (a slice for tests and quick runs). */
   readonly maxDocuments?: number;
@@ -64,6 +64,7 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   }
   let root = spec;
   if (/^https?:\/\//i.test(spec)) root = await download(spec, options.downloadDir, { sha256: options.sha256, onProgress: options.onDownloadProgress });
+  else if (options.sha256 !== undefined) await checkLocalSha256(spec, options.sha256);
   const files = listFiles(root);
   if (files.length === 0) throw new DataError(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS, ...ARCHIVE_SUFFIXES].join(' ')})`);
   const hash = createHash('sha256').update(`files\0${format}\0${field}\0${limit}\0`);
@@ -78,6 +79,15 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   };
 }
 
+/** `--sha256` on a local file checks it as it would a download (a WikiText zip fetched by hand); a folder has no one hash. */
+async function checkLocalSha256(file: string, expected: string): Promise<void> {
+  const stat = fs.statSync(file, { throwIfNoEntry: false });
+  if (stat === undefined) return; // listFiles says so
+  if (stat.isDirectory()) throw new DataError(`--sha256 checks one file (a download or a local file), but ${file} is a folder`);
+  const actual = await sha256File(file);
+  if (actual !== expected.toLowerCase()) throw new DataError(`checksum mismatch for ${file}: expected sha256 ${expected.toLowerCase()}, got ${actual}`);
+}
+
 function listFiles(root: string): string[] {
   let stat: fs.Stats;
   try {
@@ -88,9 +98,18 @@ function listFiles(root: string): string[] {
   if (stat.isFile()) return [root];
   return fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && (isTextName(e.name) || isArchiveName(e.name)))
+    .filter((e) => (isTextName(e.name) || isArchiveName(e.name)) && (e.isFile() || (e.isSymbolicLink() && linksToFile(path.join(e.parentPath, e.name)))))
     .map((e) => path.join(e.parentPath, e.name))
     .sort();
+}
+
+/** A link to a file is read as the file (a folder of links to a big disk's files); a link to a folder is not followed (no cycles), nor a broken one. */
+function linksToFile(file: string): boolean {
+  try {
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 async function* readFiles(files: readonly string[], format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): AsyncGenerator<Document> {

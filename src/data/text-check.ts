@@ -26,7 +26,8 @@ export async function* textLines(file: string, chunks: AsyncIterable<Uint8Array>
     try {
       return bytes ? decoder.decode(bytes, { stream: true }) : decoder.decode();
     } catch {
-      throw new NotTextError(file, `not valid UTF-8 text (near byte ${offset})`);
+      const at = offset + (bytes ? firstInvalidByte(bytes) : 0);
+      throw new NotTextError(file, `not valid UTF-8 text (an invalid byte near offset ${at}); a Latin-1 or Windows-1252 file can be converted first, e.g. \`iconv -f latin1 -t utf-8\``);
     }
   };
   for await (const chunk of chunks) {
@@ -39,4 +40,11 @@ export async function* textLines(file: string, chunks: AsyncIterable<Uint8Array>
   }
   rest += decode();
   if (rest.length > 0) yield rest.endsWith('\r') ? rest.slice(0, -1) : rest;
+}
+
+/** Where in `bytes` the first invalid UTF-8 sequence starts (near: a character cut at the chunk's start counts from 0). */
+function firstInvalidByte(bytes: Uint8Array): number {
+  const text = new TextDecoder('utf-8').decode(bytes);
+  const at = text.indexOf('\uFFFD');
+  return at < 0 ? 0 : Buffer.byteLength(text.slice(0, at));
 }

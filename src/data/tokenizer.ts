@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
+import { threadId } from 'node:worker_threads';
 import { Tokenizer as UntypedTokenizer } from '@huggingface/tokenizers';
 import { TokenizerFileError } from './errors.js';
 import { SPECIAL_NAMES, type SpecialIds } from './special-tokens.js';
@@ -46,6 +48,19 @@ interface TokenizerJson {
 
 /** Loads a Hugging Face tokenizer.json (Unigram as in albert-*-v2, WordPiece or BPE) and checks it has the ALBERT/BERT roles. */
 export function loadTokenizer(file: string): TextTokenizer {
+  return readTokenizer(file).tokenizer;
+}
+
+/**
+ * A tokenizer.json the user gives (`--tokenizer`), loaded and kept in the data directory: the dataset
+ * made with it does not depend on where the user keeps the file (a founder serves it to its run).
+ */
+export function keepGivenTokenizer(file: string, dataDir: string): { readonly tokenizer: TextTokenizer; readonly file: string } {
+  const { bytes, tokenizer } = readTokenizer(file);
+  return { tokenizer, file: keepTokenizer(dataDir, tokenizer.hash, bytes) };
+}
+
+function readTokenizer(file: string): { bytes: Buffer; tokenizer: TextTokenizer } {
   let bytes: Buffer;
   try {
     bytes = fs.readFileSync(file);
@@ -58,7 +73,7 @@ export function loadTokenizer(file: string): TextTokenizer {
   } catch (err) {
     throw new TokenizerFileError(`tokenizer ${file}: not JSON (${(err as Error).message}); pass a Hugging Face tokenizer.json`);
   }
-  return tokenizerFromJson(json, file, createHash('sha256').update(bytes).digest('hex'));
+  return { bytes, tokenizer: tokenizerFromJson(json, file, createHash('sha256').update(bytes).digest('hex')) };
 }
 
 export function tokenizerFromJson(json: TokenizerJson, file: string, hash: string): TextTokenizer {
@@ -112,4 +127,25 @@ export function tokenizerFromJson(json: TokenizerJson, file: string, hash: strin
     decode: (ids, skipSpecial = false) => tok.decode([...ids], { skip_special_tokens: skipSpecial }),
     idToToken,
   };
+}
+
+/** Where the data directory keeps a tokenizer.json by its sha256; absolute: a dataset row keeps it, and a node started from another folder reads it. */
+export function keptTokenizerPath(dataDir: string, sha256: string): string {
+  return path.resolve(dataDir, 'data', 'tokenizers', `${sha256}.json`);
+}
+
+/** Keeps a tokenizer.json (given and checked, or fetched and verified) in the data directory. */
+export function keepTokenizer(dataDir: string, sha256: string, data: Uint8Array): string {
+  const file = keptTokenizerPath(dataDir, sha256);
+  writeTokenizerFile(file, data);
+  return file;
+}
+
+/** Writes a tokenizer.json atomically (temp file + rename: a reader never sees half of it). */
+export function writeTokenizerFile(file: string, data: Uint8Array | string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  // per thread: preparations in workers of one process could write the same file at once
+  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
+  fs.writeFileSync(tmp, data);
+  fs.renameSync(tmp, file);
 }

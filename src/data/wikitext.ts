@@ -6,10 +6,11 @@ const SECTION_HEADING = /^ ?(= ){2,}.*?( =){2,} ?$/;
 /** How many leading lines `--format auto` looks at for an article heading. */
 export const WIKITEXT_PROBE_LINES = 2000;
 /**
- * A plain-text document is closed after this many characters (and continues as "title (part N)"), so
- * a 500 MB text file is never held whole; SOP pairs only lose the few sentence pairs across the cut.
+ * A document (an article, a plain-text file) is closed after this many characters and continues as
+ * "title (part N)", and so is a paragraph (lines with no blank line between them), so a 500 MB file
+ * is never held whole, however it is laid out; SOP pairs only lose the few sentence pairs across a cut.
  */
-export const MAX_PLAIN_DOCUMENT_CHARS = 1 << 20;
+export const MAX_DOCUMENT_CHARS = 1 << 20;
 
 /** True when the lines look like WikiText raw (one of them is an article heading). */
 export function isWikiText(lines: readonly string[]): boolean {
@@ -22,49 +23,12 @@ export interface DocumentSplitter {
   end(): Document | undefined;
 }
 
-/**
- * Splits WikiText raw into articles. Section headings are dropped (they are not prose), blank lines
- * delimit paragraphs, and text before the first heading becomes an untitled article.
- */
-export function wikiTextSplitter(): DocumentSplitter {
-  let title = '';
-  let paragraphs: string[] = [];
-  const flush = (): Document | undefined => {
-    const doc = paragraphs.length > 0 ? { title, paragraphs } : undefined;
-    paragraphs = [];
-    return doc;
-  };
-  return {
-    line(raw) {
-      const line = raw.trimEnd();
-      if (SECTION_HEADING.test(line)) return undefined;
-      const article = ARTICLE_HEADING.exec(line);
-      if (article) {
-        const done = flush();
-        title = article[1]!.trim();
-        return done;
-      }
-      const para = line.trim();
-      if (para.length > 0) paragraphs.push(para);
-      return undefined;
-    },
-    end: flush,
-  };
-}
-
-/** Plain text: a file is one document (cut every MAX_PLAIN_DOCUMENT_CHARS), blank lines delimit paragraphs (lines inside one are joined). */
-export function plainTextSplitter(title: string): DocumentSplitter {
+/** Paragraphs gathered into documents of about MAX_DOCUMENT_CHARS: one that reaches it is returned, and its title goes on as "title (part N)". */
+function documentBuilder(firstTitle: string) {
+  let title = firstTitle;
   let part = 1;
   let paragraphs: string[] = [];
   let chars = 0;
-  let lines: string[] = [];
-  const closeParagraph = () => {
-    const para = lines.join(' ').replace(/\s+/g, ' ').trim();
-    lines = [];
-    if (para.length === 0) return;
-    paragraphs.push(para);
-    chars += para.length;
-  };
   const flush = (): Document | undefined => {
     const doc = paragraphs.length > 0 ? { title: part === 1 ? title : `${title} (part ${part})`, paragraphs } : undefined;
     if (doc) part++;
@@ -73,17 +37,62 @@ export function plainTextSplitter(title: string): DocumentSplitter {
     return doc;
   };
   return {
+    add(paragraph: string): Document | undefined {
+      paragraphs.push(paragraph);
+      chars += paragraph.length;
+      return chars >= MAX_DOCUMENT_CHARS ? flush() : undefined;
+    },
+    flush,
+    /** Closes the current document and starts one titled `next`. */
+    retitle(next: string): Document | undefined {
+      const done = flush();
+      title = next;
+      part = 1;
+      return done;
+    },
+  };
+}
+
+/**
+ * Splits WikiText raw into articles. Section headings are dropped (they are not prose), blank lines
+ * delimit paragraphs, and text before the first heading becomes an untitled article.
+ */
+export function wikiTextSplitter(): DocumentSplitter {
+  const docs = documentBuilder('');
+  return {
     line(raw) {
-      if (raw.trim().length > 0) {
-        lines.push(raw);
-        return undefined;
-      }
-      closeParagraph();
-      return chars >= MAX_PLAIN_DOCUMENT_CHARS ? flush() : undefined;
+      const line = raw.trimEnd();
+      if (SECTION_HEADING.test(line)) return undefined;
+      const article = ARTICLE_HEADING.exec(line);
+      if (article) return docs.retitle(article[1]!.trim());
+      const para = line.trim();
+      return para.length > 0 ? docs.add(para) : undefined;
+    },
+    end: docs.flush,
+  };
+}
+
+/** Plain text: a file is one document (cut every MAX_DOCUMENT_CHARS), blank lines delimit paragraphs (lines inside one are joined). */
+export function plainTextSplitter(title: string): DocumentSplitter {
+  const docs = documentBuilder(title);
+  let lines: string[] = [];
+  let lineChars = 0;
+  const closeParagraph = (): Document | undefined => {
+    const para = lines.join(' ').replace(/\s+/g, ' ').trim();
+    lines = [];
+    lineChars = 0;
+    return para.length > 0 ? docs.add(para) : undefined;
+  };
+  return {
+    line(raw) {
+      if (raw.trim().length === 0) return closeParagraph();
+      lines.push(raw);
+      lineChars += raw.length + 1; // and the space that joins it
+      // one sentence per line and no blank line (a common corpus layout) would otherwise be one paragraph
+      return lineChars >= MAX_DOCUMENT_CHARS ? closeParagraph() : undefined;
     },
     end() {
-      closeParagraph();
-      return flush();
+      return closeParagraph() ?? docs.flush();
     },
   };
 }

@@ -1,7 +1,5 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
-import { threadId } from 'node:worker_threads';
 import type { Uint8ArrayList } from 'uint8arraylist';
 import { deadline, FramedStream, minRateDeadline, releasableDeadline } from '../averaging/framing.js';
 import { datasetIdOf } from '../store/dataset-id.js';
@@ -9,7 +7,7 @@ import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
 import { shardHeader } from '../data/shard-format.js';
-import { loadTokenizer } from '../data/tokenizer.js';
+import { keepTokenizer, keptTokenizerPath, loadTokenizer } from '../data/tokenizer.js';
 import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -337,7 +335,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   let { manifest, from: manifestFrom } = await getManifest();
   const tokenizerFile =
     localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
-    writeTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
+    keepTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
   // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts and sizes a
   // manifest gives for them (the model's vocabulary is taken from it, a shard's counts are stored with
   // it, the quota is reckoned with its sizes): a manifest whose counts or sizes its verified bytes
@@ -591,20 +589,9 @@ function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMa
   return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }
 
-const tokenizerPath = (dataDir: string, sha256: string) => path.join(dataDir, 'data', 'tokenizers', `${sha256}.json`);
 
 /** A tokenizer.json with this hash that this store already uses or fetched before, if any. */
 function localTokenizer(datasets: DatasetStore, dataDir: string, sha256: string): string | undefined {
-  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), tokenizerPath(dataDir, sha256)];
+  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), keptTokenizerPath(dataDir, sha256)];
   return files.find((file) => fs.existsSync(file) && createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256);
-}
-
-/** Writes a verified tokenizer.json atomically (temp file + rename: a reader never sees half of it). */
-function writeTokenizer(dataDir: string, sha256: string, data: Buffer): string {
-  const file = tokenizerPath(dataDir, sha256);
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const tmp = `${file}.tmp-${process.pid}-${threadId}`;
-  fs.writeFileSync(tmp, data);
-  fs.renameSync(tmp, file);
-  return file;
 }

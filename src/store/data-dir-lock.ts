@@ -30,13 +30,7 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
     throw new StoreError(file, `cannot open the lock file ${file}: ${(err as Error).message}`, { cause: err });
   }
   try {
-    // held until the connection closes: EXCLUSIVE locking mode never gives a lock back, and the
-    // transaction that took it is never committed
-    db.pragma('locking_mode = EXCLUSIVE');
-    db.exec('BEGIN EXCLUSIVE');
-    // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
-    // lock only (two nodes would run): a write, never committed, finds that out
-    db.pragma('user_version = 1');
+    holdExclusive(db);
   } catch (err) {
     db.close();
     const code = String((err as { code?: string }).code);
@@ -55,6 +49,32 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
   } catch (err) {
     db.close();
     throw new StoreError(file, `cannot make ${file} this user's alone (${(err as Error).message}): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
+  }
+  return { release: () => db.close() };
+}
+
+/** Takes SQLite's exclusive lock on the connection's file, held until the connection closes; throws SQLITE_BUSY when another connection holds it. */
+function holdExclusive(db: BetterSqlite3.Database): void {
+  // EXCLUSIVE locking mode never gives a lock back, and the transaction that took it is never committed
+  db.pragma('locking_mode = EXCLUSIVE');
+  db.exec('BEGIN EXCLUSIVE');
+  // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
+  // lock only (two holders would run): a write, never committed, finds that out
+  db.pragma('user_version = 1');
+}
+
+/**
+ * The same kind of lock on `file` (created empty), for a shorter task than a node (one dataset's
+ * build): undefined when another process, or another connection of this one, holds it.
+ */
+export function tryLockFile(file: string): DataDirectoryLock | undefined {
+  const db = new BetterSqlite3(file, { timeout: 0 });
+  try {
+    holdExclusive(db);
+  } catch (err) {
+    db.close();
+    if ((err as { code?: string }).code === 'SQLITE_BUSY') return undefined;
+    throw err;
   }
   return { release: () => db.close() };
 }

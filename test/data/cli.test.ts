@@ -4,8 +4,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import test from 'node:test';
-import { runCli } from '../helpers/cli.js';
+import test, { type TestContext } from 'node:test';
+import { downloadPath } from '../../src/data/download.js';
+import { MAX_DOCUMENT_CHARS } from '../../src/data/wikitext.js';
+import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
+import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 test('cohort data prepare → stats → sample on a slice of the bundled corpus; a second prepare reuses the shards', async (t) => {
@@ -75,6 +78,110 @@ test('cohort data prepare reads a local WikiText file and reports skipped files;
   assert.doesNotMatch(wrongKind.stderr, /\n\s+at /, 'a clear message, not a stack trace');
 });
 
+test('a dataset prepared with a relative --data-dir is read from another folder (its tokenizer path is absolute)', async (t) => {
+  const dir = tmpDir(t);
+  const prepare = await runCli(['--data-dir', 'rel', 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json'], { cwd: dir });
+  assert.equal(prepare.code, 0, prepare.stderr);
+  const { tokenizer } = JSON.parse(prepare.stdout) as { tokenizer: string };
+  assert.ok(tokenizer.startsWith(path.join(fs.realpathSync(dir), 'rel', 'data') + path.sep), tokenizer);
+  const sample = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1']);
+  assert.equal(sample.code, 0, sample.stderr);
+  assert.match(sample.stdout, /^example 1: /);
+});
+
+/** A `cohort data prepare` of ~12 documents of 1 M characters, running until its first shards are written (long enough to be stopped there). */
+async function preparingLargeCorpus(t: TestContext, dir: string): Promise<{ proc: Proc; args: string[] }> {
+  const small = path.join(dir, 'small.txt');
+  fs.writeFileSync(small, Array.from({ length: 50 }, (_, i) => `Sentence ${i} of the river text. The boats went down at dawn.`).join('\n\n'));
+  const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--source', small, '--vocab-size', '150', '--max-seq-len', '32', '--json']);
+  assert.equal(trained.code, 0, trained.stderr);
+  const big = path.join(dir, 'big.txt');
+  const para = 'The boats went down the river at dawn. Nobody on the bank knew why they had come.';
+  fs.writeFileSync(big, Array.from({ length: Math.ceil((12 * MAX_DOCUMENT_CHARS) / para.length) }, () => para).join('\n\n'));
+  const tokenizer = (JSON.parse(trained.stdout) as { tokenizer: string }).tokenizer;
+  const args = ['--data-dir', path.join(dir, 'data'), 'data', 'prepare', '--source', big, '--tokenizer', tokenizer, '--max-seq-len', '32'];
+  const proc = startProcess(t, [CLI, ...args]);
+  await waitFor('a progress line with shards written', () => /tokenizing: .* [1-9]\d* tokens in shards/.test(proc.stderr), 120_000);
+  return { proc, args };
+}
+
+test('Ctrl-C during cohort data prepare removes the partial shards and says so; stats then count no bytes', async (t) => {
+  const dir = tmpDir(t);
+  const { proc } = await preparingLargeCorpus(t, dir);
+  proc.child.kill('SIGINT');
+  assert.equal(await proc.exited, 1, proc.out());
+  assert.match(proc.stderr, /stopped: the dataset was not completed and its partial shards were removed/);
+  const stats = await runCli(['--data-dir', path.join(dir, 'data'), 'data', 'stats', '--json']);
+  assert.deepEqual(JSON.parse(stats.stdout), { cacheBytes: 0, datasets: [] });
+});
+
+test('a second prepare of a dataset being prepared on the same data directory is refused and leaves the first one building', async (t) => {
+  const dir = tmpDir(t);
+  const { proc, args } = await preparingLargeCorpus(t, dir);
+  // frozen while it holds its build: the second one runs now, whatever the machine's load
+  proc.child.kill('SIGSTOP');
+  const second = await runCli(args);
+  proc.child.kill('SIGCONT');
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /^cohort: dataset \w+ \(.*big\.txt \(1 file\)\) is being prepared by another process on .* wait until it ends, then run this again to reuse it\n$/);
+  // the first one goes on and completes
+  assert.equal(await proc.exited, 0, proc.out());
+  assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
+});
+
+test('a prepare that evicts to its quota leaves another process\'s build in progress alone', async (t) => {
+  const dir = tmpDir(t);
+  const { proc } = await preparingLargeCorpus(t, dir);
+  const data = path.join(dir, 'data');
+  const cacheBytes = async () => (JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number }).cacheBytes;
+  await waitFor('over 1 MB of shards written', async () => (await cacheBytes()) > 1024 ** 2, 120_000);
+  proc.child.kill('SIGSTOP');
+  const small = await runCli(['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--cache-quota', '1']);
+  proc.child.kill('SIGCONT');
+  assert.equal(small.code, 0, small.stderr);
+  assert.doesNotMatch(small.stderr, /evicted/);
+  assert.equal(await proc.exited, 0, proc.out());
+  assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
+});
+
+test('the shards of a killed prepare are removed by the next prepare (its build lock is free), not kept unread', async (t) => {
+  const dir = tmpDir(t);
+  const { proc } = await preparingLargeCorpus(t, dir);
+  proc.child.kill('SIGKILL');
+  await proc.exited;
+  const data = path.join(dir, 'data');
+  const orphaned = JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number };
+  assert.ok(orphaned.cacheBytes > 0, 'the killed prepare wrote shards');
+  const next = await runCli(['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json']);
+  assert.equal(next.code, 0, next.stderr);
+  const stats = JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number; datasets: { bytes: number }[] };
+  assert.equal(stats.datasets.length, 1);
+  assert.equal(stats.cacheBytes, stats.datasets[0]!.bytes);
+});
+
+test('a --tokenizer file is kept in the data directory: the dataset stays usable and reused after the user moves the file', async (t) => {
+  const dir = tmpDir(t);
+  const trained = await runCli(['--data-dir', path.join(dir, 'tok'), 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--json']);
+  assert.equal(trained.code, 0, trained.stderr);
+  const mine = path.join(dir, 'Downloads', 'tokenizer.json');
+  fs.mkdirSync(path.dirname(mine));
+  fs.copyFileSync((JSON.parse(trained.stdout) as { tokenizer: string }).tokenizer, mine);
+  const data = path.join(dir, 'data');
+  const args = ['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--max-seq-len', '32', '--json'];
+  const prepared = await runCli([...args, '--tokenizer', mine]);
+  assert.equal(prepared.code, 0, prepared.stderr);
+  const first = JSON.parse(prepared.stdout) as { cacheKey: string; tokenizer: string; tokenizerSha256: string };
+  assert.equal(first.tokenizer, path.join(data, 'data', 'tokenizers', `${first.tokenizerSha256}.json`));
+
+  const moved = path.join(dir, 'elsewhere.json');
+  fs.renameSync(mine, moved);
+  const sample = await runCli(['--data-dir', data, 'data', 'sample', '--n', '1']);
+  assert.equal(sample.code, 0, sample.stderr);
+  const again = await runCli([...args, '--tokenizer', moved]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.deepEqual((JSON.parse(again.stdout) as { reused: boolean; cacheKey: string }).reused, true);
+});
+
 test('cohort data sample without a prepared dataset says what to run', async (t) => {
   const dir = tmpDir(t);
   const r = await runCli(['--data-dir', dir, 'data', 'sample']);
@@ -107,10 +214,10 @@ test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 
   const bad = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', 'f'.repeat(64)]);
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /checksum mismatch/);
-  assert.equal(fs.existsSync(path.join(dir, 'downloads', 'harbour.txt')), false);
+  assert.equal(fs.existsSync(downloadPath(url, path.join(dir, 'downloads'))), false);
 
   const ok = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', sha, '--vocab-size', '150', '--max-seq-len', '32']);
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
-  assert.ok(fs.readFileSync(path.join(dir, 'downloads', 'harbour.txt')).equals(body));
+  assert.ok(fs.readFileSync(downloadPath(url, path.join(dir, 'downloads'))).equals(body));
 });

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
-import { download, type DownloadProgress } from '../../src/data/download.js';
+import { download, downloadPath, type DownloadProgress } from '../../src/data/download.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const BODY = Buffer.from(Array.from({ length: 4000 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.\n`).join(''));
@@ -49,7 +49,7 @@ test('a download whose connection drops half-way resumes with a Range request, c
   const served = await serve(t, 2);
   const progress: DownloadProgress[] = [];
   const file = await download(served.url, dir, { sha256: SHA, onProgress: (p) => progress.push(p) });
-  assert.equal(file, path.join(dir, 'wiki.train.raw'));
+  assert.equal(file, downloadPath(served.url, dir));
   assert.ok(fs.readFileSync(file).equals(BODY));
   assert.equal(fs.existsSync(`${file}.part`), false);
   assert.equal(served.ranges[0], undefined);
@@ -65,8 +65,8 @@ test('a download that keeps failing is not taken as complete: the partial file s
   const dir = tmpDir(t);
   const served = await serve(t, 3);
   await assert.rejects(download(served.url, dir, { sha256: SHA, attempts: 2 }), /failed after 2 attempts.*kept in/s);
-  assert.equal(fs.existsSync(path.join(dir, 'wiki.train.raw')), false);
-  const kept = fs.statSync(path.join(dir, 'wiki.train.raw.part')).size;
+  assert.equal(fs.existsSync(downloadPath(served.url, dir)), false);
+  const kept = fs.statSync(`${downloadPath(served.url, dir)}.part`).size;
   assert.ok(kept > 0 && kept < BODY.length);
   // A later call resumes from the kept bytes and finishes.
   const file = await download(served.url, dir, { sha256: SHA });
@@ -79,7 +79,7 @@ test('a checksum mismatch is an error naming both hashes, and the bad file is re
   const served = await serve(t, 0);
   const wrong = 'ab'.repeat(32);
   await assert.rejects(download(served.url, dir, { sha256: wrong }), (err: Error) => err.message.includes(wrong) && err.message.includes(SHA) && /checksum mismatch/.test(err.message));
-  assert.deepEqual(fs.readdirSync(dir), []);
+  assert.deepEqual(fs.readdirSync(path.dirname(downloadPath(served.url, dir))), []);
   await assert.rejects(download(served.url, dir, { sha256: 'xyz' }), /not 64 hex digits/);
 });
 
@@ -98,4 +98,101 @@ test('a server that refuses the connection is an error saying so, not only "fetc
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await assert.rejects(download(`http://127.0.0.1:${port}/wiki.train.raw`, dir, { attempts: 1 }), /failed after 1 attempts .*fetch failed: .*ECONNREFUSED/);
+});
+
+test('two URLs ending in the same file name never take each other\'s file or resume each other\'s part', async (t) => {
+  const dir = tmpDir(t);
+  const bodies: Record<string, Buffer> = { '/a/corpus.txt': BODY, '/b/corpus.txt': Buffer.from(BODY.toString().toUpperCase()) };
+  let cut = true;
+  const server = http.createServer((req, res) => {
+    const body = bodies[req.url ?? '']!;
+    const from = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+    const part = body.subarray(from);
+    res.writeHead(from > 0 ? 206 : 200, { 'Content-Length': part.length, ...(from > 0 ? { 'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}` } : {}) });
+    if (cut) res.write(part.subarray(0, part.length >> 1), () => res.socket?.destroy());
+    else res.end(part);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = (p: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}${p}`;
+  // /a is cut short and its part kept; /b downloads whole, from its own first byte
+  await assert.rejects(download(url('/a/corpus.txt'), dir, { attempts: 1 }), /failed after 1 attempts/);
+  cut = false;
+  assert.ok(fs.readFileSync(await download(url('/b/corpus.txt'), dir)).equals(bodies['/b/corpus.txt']!));
+  // /a resumes its own part; and each URL then finds its own complete file
+  assert.ok(fs.readFileSync(await download(url('/a/corpus.txt'), dir)).equals(BODY));
+  assert.ok(fs.readFileSync(await download(url('/b/corpus.txt'), dir)).equals(bodies['/b/corpus.txt']!));
+});
+
+test('what onProgress throws (a stop the caller asked for) ends the download at once, not retried, and the part stays', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  const stop = new Error('stopped by the caller');
+  await assert.rejects(
+    download(served.url, dir, {
+      onProgress: () => {
+        throw stop;
+      },
+    }),
+    (err) => err === stop,
+  );
+  assert.equal(served.ranges.length, 1);
+  assert.ok(fs.existsSync(`${downloadPath(served.url, dir)}.part`));
+});
+
+test('a part longer than the file the server now has (a changed file) is not taken as complete: the download starts again', async (t) => {
+  const dir = tmpDir(t);
+  const served = await serve(t, 0);
+  const part = `${downloadPath(served.url, dir)}.part`;
+  fs.mkdirSync(path.dirname(part), { recursive: true });
+  fs.writeFileSync(part, Buffer.concat([Buffer.from('an older, longer version of the file. '), BODY]));
+  const file = await download(served.url, dir);
+  assert.ok(fs.readFileSync(file).equals(BODY));
+  assert.deepEqual(served.ranges, [`bytes=${BODY.length + 38}-`, undefined]);
+});
+
+test('a part is resumed only while the server has the same version of the file (If-Range): a changed file is downloaded whole', async (t) => {
+  const dir = tmpDir(t);
+  const versions = [BODY, Buffer.from(BODY.toString().toUpperCase())];
+  let version = 0;
+  const requests: { range?: string; ifRange?: string }[] = [];
+  // honours If-Range as HTTP servers do: the Range only when the validator names the current version
+  const server = http.createServer((req, res) => {
+    const ifRange = req.headers['if-range'] as string | undefined;
+    requests.push({ range: req.headers.range, ifRange });
+    const body = versions[version]!;
+    const etag = `"v${version}"`;
+    const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+    const from = m && (ifRange === undefined || ifRange === etag) ? Number(m[1]) : 0;
+    const part = body.subarray(from);
+    res.writeHead(from > 0 ? 206 : 200, { ETag: etag, 'Content-Length': part.length, ...(from > 0 ? { 'Content-Range': `bytes ${from}-${body.length - 1}/${body.length}` } : {}) });
+    if (requests.length === 1) res.write(part.subarray(0, part.length >> 1), () => res.socket?.destroy());
+    else res.end(part);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
+  await assert.rejects(download(url, dir, { attempts: 1 }), /failed after 1 attempts/);
+  version = 1;
+  assert.ok(fs.readFileSync(await download(url, dir)).equals(versions[1]!));
+  assert.equal(requests[1]!.ifRange, '"v0"');
+  assert.deepEqual(fs.readdirSync(path.dirname(downloadPath(url, dir))), ['wiki.train.raw']);
+});
+
+test('a 206 whose Content-Range does not start at the part\'s end is not appended: the download starts again', async (t) => {
+  const dir = tmpDir(t);
+  const ranges: (string | undefined)[] = [];
+  // a server that answers every Range with the whole file as a 206
+  const server = http.createServer((req, res) => {
+    ranges.push(req.headers.range);
+    res.writeHead(req.headers.range ? 206 : 200, { 'Content-Length': BODY.length, ...(req.headers.range ? { 'Content-Range': `bytes 0-${BODY.length - 1}/${BODY.length}` } : {}) }).end(BODY);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
+  const part = `${downloadPath(url, dir)}.part`;
+  fs.mkdirSync(path.dirname(part), { recursive: true });
+  fs.writeFileSync(part, BODY.subarray(0, 1000));
+  assert.ok(fs.readFileSync(await download(url, dir)).equals(BODY));
+  assert.deepEqual(ranges, ['bytes=1000-', undefined]);
 });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
@@ -9,7 +10,7 @@ import type { Document } from '../../src/data/document.js';
 import { DataError } from '../../src/data/errors.js';
 import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
-import { MAX_PLAIN_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
+import { MAX_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
 import { writeZip } from '../helpers/archives.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -80,7 +81,7 @@ test('a folder: text, WikiText and JSONL files are read in order; binary, non-UT
   assert.deepEqual(docs[0]!.paragraphs, ['First paragraph here. Second sentence.', 'Another paragraph.']);
   const reasons = Object.fromEntries(skipped.map((s) => [path.basename(s.file), s.reason]));
   assert.match(reasons['d.txt']!, /binary/);
-  assert.match(reasons['e.txt']!, /UTF-8/);
+  assert.match(reasons['e.txt']!, /^not valid UTF-8 text \(an invalid byte near offset 2\); a Latin-1 or Windows-1252 file can be converted first, e\.g\. `iconv -f latin1 -t utf-8`$/);
   assert.match(reasons['f.txt']!, /empty/);
   assert.match(reasons['c.jsonl:2']!, /JSON/);
   assert.match(reasons['c.jsonl:3']!, /"body"/);
@@ -196,10 +197,56 @@ test('a truncated .gz or .tar.gz (a download cut short) is a DataError naming th
 test('plain text is read as a stream: a long file becomes several documents of bounded size', async (t) => {
   const dir = tmpDir(t);
   const para = 'A sentence of plain text here. Another one follows it.';
-  const count = Math.ceil((2.5 * MAX_PLAIN_DOCUMENT_CHARS) / para.length);
+  const count = Math.ceil((2.5 * MAX_DOCUMENT_CHARS) / para.length);
   fs.writeFileSync(path.join(dir, 'long.txt'), Array.from({ length: count }, () => para).join('\n\n'));
   const docs = await documentsOf(await openSource(path.join(dir, 'long.txt'), { downloadDir: dir }));
   assert.deepEqual(docs.map((d) => d.title), ['long.txt', 'long.txt (part 2)', 'long.txt (part 3)']);
   assert.equal(docs.reduce((n, d) => n + d.paragraphs.length, 0), count);
-  assert.ok(docs.every((d) => d.paragraphs.join('').length <= MAX_PLAIN_DOCUMENT_CHARS + para.length));
+  assert.ok(docs.every((d) => d.paragraphs.join('').length <= MAX_DOCUMENT_CHARS + para.length));
+});
+
+test('a file with no blank line (one sentence per line) and a WikiText article of any length are cut into documents of bounded size', async (t) => {
+  const dir = tmpDir(t);
+  const sentence = 'A sentence of plain text here. Another one follows it.';
+  const count = Math.ceil((2.5 * MAX_DOCUMENT_CHARS) / sentence.length);
+  const lines = Array.from({ length: count }, () => sentence);
+  fs.writeFileSync(path.join(dir, 'lines.txt'), lines.join('\n'));
+  fs.writeFileSync(path.join(dir, 'one.raw'), ` = Only = \n\n${lines.join('\n\n')}\n`);
+  const docs = await documentsOf(await openSource(dir, { downloadDir: path.join(dir, 'dl') }));
+  assert.deepEqual(docs.map((d) => d.title), ['lines.txt', 'lines.txt (part 2)', 'lines.txt (part 3)', 'Only', 'Only (part 2)', 'Only (part 3)']);
+  for (const d of docs) {
+    assert.ok(d.paragraphs.join('').length <= MAX_DOCUMENT_CHARS + sentence.length, `${d.title}: ${d.paragraphs.join('').length} characters`);
+    assert.ok(d.paragraphs.every((p) => p.length <= MAX_DOCUMENT_CHARS + sentence.length));
+  }
+  // nothing is lost at the cuts
+  assert.equal(docs.slice(0, 3).reduce((n, d) => n + d.paragraphs.join(' ').length, 0), lines.join(' ').length - 2);
+});
+
+test('a symbolic link in a zip is not read as text; in a folder, a link to a file is read as the file, links to folders and broken links are not followed', async (t) => {
+  const dir = tmpDir(t);
+  const zip = path.join(dir, 'links.zip');
+  writeZip(zip, { 'wiki/passwd.txt': '/etc/passwd', 'wiki/a.raw': WIKI }, ['wiki/passwd.txt']);
+  const skipped: SkippedInput[] = [];
+  assert.deepEqual((await documentsOf(await openSource(zip, { downloadDir: dir }), (s) => skipped.push(s))).map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+  assert.deepEqual(skipped, []);
+
+  const elsewhere = path.join(dir, 'big-disk');
+  fs.mkdirSync(elsewhere);
+  fs.writeFileSync(path.join(elsewhere, 'wiki.train.raw'), WIKI);
+  const corpus = path.join(dir, 'corpus');
+  fs.mkdirSync(corpus);
+  fs.symlinkSync(path.join(elsewhere, 'wiki.train.raw'), path.join(corpus, 'wiki.train.raw'));
+  fs.symlinkSync(path.join(dir, 'gone.txt'), path.join(corpus, 'gone.txt'));
+  fs.symlinkSync(corpus, path.join(corpus, 'loop.txt'));
+  assert.deepEqual((await documentsOf(await openSource(corpus, { downloadDir: path.join(dir, 'dl') }))).map((d) => d.title), ARCHIVE_TITLES.slice(0, 2));
+});
+
+test('sha256 given for a local file is checked as for a download; for a folder it is an error', async (t) => {
+  const dir = tmpDir(t);
+  const file = path.join(dir, 'wiki.train.raw');
+  fs.writeFileSync(file, WIKI);
+  const sha = createHash('sha256').update(WIKI).digest('hex');
+  assert.equal((await documentsOf(await openSource(file, { downloadDir: dir, sha256: sha.toUpperCase() }))).length, 2);
+  await assert.rejects(openSource(file, { downloadDir: dir, sha256: 'ab'.repeat(32) }), (err: Error) => err instanceof DataError && err.message === `checksum mismatch for ${file}: expected sha256 ${'ab'.repeat(32)}, got ${sha}`);
+  await assert.rejects(openSource(dir, { downloadDir: dir, sha256: sha }), /--sha256 checks one file \(a download or a local file\), but .* is a folder/);
 });

@@ -6,7 +6,9 @@ import { MASKING_MODES } from '../../data/masking.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
 import { addSettingOptions, commandContext, flagAction } from '../context.js';
+import { CommandFailure } from '../failure.js';
 import { flagRow } from '../flag-table.js';
+import { stopOnSignal } from '../stop-signal.js';
 
 const int = z.number().int();
 
@@ -19,8 +21,8 @@ const PREPARE_FLAGS = {
   source: flagRow({ schema: z.string(), default: 'bundled', arg: '<spec>', description: 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL' }),
   format: flagRow({ schema: z.enum(SOURCE_FORMATS), default: 'auto', arg: '<format>', description: 'how to read files' }),
   field: flagRow({ schema: z.string(), default: 'text', arg: '<name>', description: 'JSONL: the field holding the text' }),
-  sha256: flagRow({ schema: z.string().regex(/^[0-9a-fA-F]{64}$/), arg: '<hex>', accepted: '64 hex digits', description: 'URL: expected sha256 of the download (verified before use)' }),
-  tokenizer: flagRow({ schema: z.string().refine((f) => fs.existsSync(f)), arg: '<file>', accepted: 'an existing tokenizer.json file', description: 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE); default: train a WordPiece tokenizer on the corpus and save it next to the data' }),
+  sha256: flagRow({ schema: z.string().regex(/^[0-9a-fA-F]{64}$/), arg: '<hex>', accepted: '64 hex digits', description: 'expected sha256 of the URL\'s download or of the source file (verified before use)' }),
+  tokenizer: flagRow({ schema: z.string().refine((f) => fs.existsSync(f)), arg: '<file>', accepted: 'an existing tokenizer.json file', description: 'a Hugging Face tokenizer.json (Unigram as albert-*-v2, WordPiece or BPE; a copy is kept in the data directory); default: train a WordPiece tokenizer on the corpus and save it next to the data' }),
   vocabSize: flagRow({ schema: int.min(100).max(200_000), default: 8000, description: 'vocabulary size when training a tokenizer (100–200000)' }),
   maxSeqLen: flagRow({ schema: int.min(16).max(8192), default: 128, description: 'max_seq_length of an example incl. [CLS]/[SEP] (512 for the large preset; 16–8192)' }),
   shortSeqProb: flagRow({ schema: z.number().min(0).max(1), default: 0.1, arg: '<p>', description: 'probability of a shorter target length (0–1)' }),
@@ -98,6 +100,8 @@ export function registerData(program: Command): void {
 
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     const progress = preparationProgress();
+    // Ctrl-C stops at the next progress step, so the partial shards are removed (a kill would leave them on disk)
+    const stop = stopOnSignal();
     try {
       const result = await prepareDataset({
         ...opts,
@@ -105,8 +109,10 @@ export function registerData(program: Command): void {
         dataDir: config.dataDir,
         tokenizerFile: tokenizer,
         cacheQuotaBytes: cacheQuota * 1024 ** 2,
-        onProgress: progress.update,
+        onProgress: (e) => (stop.signal.throwIfAborted(), progress.update(e)),
         onWarning: (m) => log.warn(m),
+      }).catch((err: unknown) => {
+        throw err === stop.signal.reason ? new CommandFailure('stopped: the dataset was not completed and its partial shards were removed (a download keeps its part for the next try)') : err;
       });
       progress.done();
       if (result.skipped > 0) log.warn(`${result.skipped} input file(s) or line(s) skipped (see the warnings above)`);
@@ -119,6 +125,7 @@ export function registerData(program: Command): void {
             `vocabulary ${d.vocabSize} from ${d.tokenizerFile}\n`,
         );
     } finally {
+      stop.release();
       progress.done();
       store.close();
     }
