@@ -31,12 +31,13 @@ export interface ExportedModel {
 export type ExportSource = { readonly dir: string } | { readonly epoch?: number };
 
 /**
- * Exports `from` to `out`. The tokenizer is the one the checkpoint names
- * (coordinator checkpoints carry it), else the one the directory holds, else the store's prepared
- * data's of the model's vocabulary; ModelExportError says what is missing.
+ * Exports `from` to `out`. From the store: the newest checkpoint (of the epoch) that verifies and
+ * decodes, older ones standing in for damaged ones, each reported through `onSkip`. The tokenizer is
+ * the one the checkpoint names (coordinator checkpoints carry it), else the one the directory holds,
+ * else the store's prepared data's of the model's vocabulary; ModelExportError says what is missing.
  */
-export function exportModel(store: Store, from: ExportSource, out: string): ExportedModel {
-  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch);
+export function exportModel(store: Store, from: ExportSource, out: string, onSkip?: (message: string) => void): ExportedModel {
+  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch, onSkip);
   const tokenizer = source.tokenizer ?? tokenizerOf(store, source.config, source.what);
   saveModel(out, source.config, source.params);
   fs.writeFileSync(path.join(out, TOKENIZER_FILE), tokenizer.bytes);
@@ -64,25 +65,38 @@ function fromDirectory(dir: string): Source {
   return { what: `model directory ${dir}`, config, params, ...(bytes ? { tokenizer: { bytes, sha256: createHash('sha256').update(bytes).digest('hex') } } : {}) };
 }
 
-function fromStore(store: Store, epoch: number | undefined): Source {
+function fromStore(store: Store, epoch: number | undefined, onSkip: ((message: string) => void) | undefined): Source {
   const all = MODEL_KINDS.flatMap((kind) => store.checkpoints.list(kind)).sort((a, b) => b.id - a.id);
-  const info = all.find((c) => epoch === undefined || c.epoch === epoch);
-  if (info === undefined) {
-    const have = all.map((c) => c.epoch).sort((a, b) => a - b);
-    throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
+  const candidates = all.filter((c) => epoch === undefined || c.epoch === epoch);
+  const held = (): string => {
+    const have = [...new Set(all.map((c) => c.epoch))].sort((a, b) => a - b);
+    return have.length > 0 ? ` (epochs held: ${have.join(', ')})` : '';
+  };
+  if (candidates.length === 0) throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${held()}`);
+  const damaged: string[] = [];
+  for (const info of candidates) {
+    const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
+    let model: { config: AlbertConfig; params: ParameterSet };
+    try {
+      const bytes = store.checkpoints.load(info.id).data;
+      model = STATE_KINDS.includes(info.kind) ? decodeTrainingState(bytes, what) : modelOf(info, bytes, what);
+    } catch (err) {
+      // a truncated or bit-flipped checkpoint (its checksum, or its contents, fail): an older one stands in
+      damaged.push((err as Error).message);
+      onSkip?.(`skipping ${what}: ${(err as Error).message}`);
+      continue;
+    }
+    // coordinator checkpoints name the tokenizer of their run
+    const sha = info.meta['tokenizerSha256'];
+    let tokenizer: Source['tokenizer'];
+    if (typeof sha === 'string') {
+      const bytes = keptTokenizer(store, sha);
+      if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
+      tokenizer = { bytes, sha256: sha };
+    }
+    return { what, config: model.config, params: model.params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
   }
-  const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
-  const bytes = store.checkpoints.load(info.id).data;
-  const { config, params } = STATE_KINDS.includes(info.kind) ? decodeTrainingState(bytes, what) : modelOf(info, bytes, what);
-  // coordinator checkpoints name the tokenizer of their run
-  const sha = info.meta['tokenizerSha256'];
-  let tokenizer: Source['tokenizer'];
-  if (typeof sha === 'string') {
-    const bytes = keptTokenizer(store, sha);
-    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
-    tokenizer = { bytes, sha256: sha };
-  }
-  return { what, config, params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
+  throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file} is readable${held()}: ${damaged.join('; ')}`);
 }
 
 /** A training session's checkpoint: its HF config in meta, its parameters as safetensors. */

@@ -155,3 +155,28 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer, 
   assert.equal(none.code, 1);
   assert.match(none.stderr, /no Cohort database in .*nothing-here/);
 });
+
+test('model export: a bit-flipped or truncated newest checkpoint is reported and the older good one exported; an epoch with only a damaged one exits 1 saying why', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+  const tokenizer = store.checkpoints.save({ kind: TOKENIZER_CHECKPOINT, epoch: 0, data: Buffer.from('{"model":{}}') });
+  const [good, flipped, truncated] = [2, 5, 7].map((epoch) => store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch, meta: { config: configToHf(config), tokenizerSha256: tokenizer.sha256 }, data: encodeParams(initAlbertParams(config, epoch)) }));
+  // one byte of the weights changed in place (the header is the first few hundred bytes)
+  store.checkpoints.db.prepare("UPDATE checkpoint_chunks SET data = substr(data, 1, 5000) || x'7f' || substr(data, 5002) WHERE checkpoint_id = ? AND seq = 0").run(flipped!.id);
+  store.checkpoints.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ? AND seq = (SELECT max(seq) FROM checkpoint_chunks WHERE checkpoint_id = ?)').run(truncated!.id, truncated!.id);
+  store.close();
+
+  const out = path.join(dataDir, 'out');
+  const r = await runCli(['model', 'export', '--out', out, '--data-dir', dataDir]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal((JSON.parse(r.stdout) as { checkpoint: { id: number; epoch: number } }).checkpoint.id, good!.id, 'the newest checkpoint that verifies');
+  assert.match(r.stderr, new RegExp(`skipping checkpoint ${truncated!.id} \\(model, epoch 7\\): .*has \\d+ of \\d+ chunks`));
+  assert.match(r.stderr, new RegExp(`skipping checkpoint ${flipped!.id} \\(model, epoch 5\\): .*fails its checksum`));
+
+  const only = await cohortInProcess(['model', 'export', '--from', '5', '--out', path.join(dataDir, 'out-5'), '--data-dir', dataDir]);
+  assert.equal(only.code, 1);
+  assert.match(only.stderr, /^cohort: no model checkpoint of epoch 5 in \S+checkpoints\.db is readable \(epochs held: 2, 5, 7\): checkpoint \d+ \(model, epoch 5\) fails its checksum/m);
+  assert.doesNotMatch(only.stderr, /\n\s+at /, 'no stack');
+  assert.equal(fs.existsSync(path.join(dataDir, 'out-5')), false, 'a failed export wrote nothing');
+});

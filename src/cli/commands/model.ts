@@ -66,7 +66,7 @@ export function registerModel(program: Command): void {
     const [{ openExistingStore }, { exportModel }] = await Promise.all([import('../../store/index.js'), import('../../training/model-export.js')]);
     const store = openExistingStore(config.dataDir);
     try {
-      const exported = exportModel(store, exportSource(opts.from), out);
+      const exported = exportModel(store, exportSource(opts.from), out, (message) => log.warn(message));
       log.info(exported, 'model exported');
       process.stdout.write(JSON.stringify(exported) + '\n');
     } finally {
