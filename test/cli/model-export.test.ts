@@ -11,7 +11,7 @@ import { prepareDataset } from '../../src/data/prepare.js';
 import { TOKENIZER_CHECKPOINT } from '../../src/data/tokenizer-checkpoint.js';
 import { checkConfig, configToHf, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { encodeParams } from '../../src/engine/index.js';
+import { encodeParams, saveModel } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
 import { MODEL_CHECKPOINT } from '../../src/training/session.js';
 import { cohortInProcess, runCli } from '../helpers/cli.js';
@@ -137,8 +137,14 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer, 
   const out = path.join(dataDir, 'out');
   const notModel = path.join(dataDir, 'not-a-model');
   fs.mkdirSync(notModel);
+  // a model directory whose weights file was cut short (a copy interrupted, a full disk)
+  const truncated = path.join(dataDir, 'truncated');
+  saveModel(truncated, config, initAlbertParams(config, 1));
+  const weights = path.join(truncated, 'model.safetensors');
+  fs.truncateSync(weights, fs.statSync(weights).size - 100);
   const cases: Array<[string[], number, RegExp]> = [
     [['--from', notModel, '--out', out], 1, /^cohort: model directory \S+not-a-model: config\.json not found\n$/],
+    [['--from', truncated, '--out', out], 1, /^cohort: \S+truncated\/model\.safetensors: tensor \S+: data_offsets \[\d+,\d+\] are outside the \d+ data bytes\n$/],
     [['--from', 'yesterday', '--out', out], 2, /--from: invalid value "yesterday"; accepted: latest, an epoch \(an integer ≥ 0\) or a model directory/],
     [[], 2, /--out/],
     [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*checkpoints\.db \(epochs held: 2\)/],
