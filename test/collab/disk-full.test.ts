@@ -76,3 +76,20 @@ test('a training peer whose disk fills up stops with one line saying so; its las
   assert.equal(await restarted.exited, 0, restarted.stderr.slice(-3000));
   assert.match(restarted.stderr, new RegExp(`resuming from this peer's checkpoint of epoch ${kept} `));
 });
+
+test('a coordinator whose disk fills up says so once, naming the directory, goes on serving the swarm, and records again once space is freed', { timeout: 120_000 }, async (t) => {
+  const disk = smallDisk(t, 16);
+  if (disk === undefined) return t.skip('needs root on Linux to mount a small tmpfs');
+  const dir = path.join(disk, 'coordinator');
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'disk-full-co', '--data-dir', dir, '--checkpoint-every', '0', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--refresh', '0.2']);
+  await waitFor(co, /cohort run --join cohort:\S+/, 60_000);
+  fill(path.join(disk, 'filler'));
+  const full = new RegExp(`coordinator poll failed: the disk holding ${dir} is full \\(database or disk is full\\): free space there`, 'g');
+  await waitFor(co, full, 60_000, 'stderr');
+  fs.rmSync(path.join(disk, 'filler'));
+  await waitFor(co, /coordinator polls again \(the last failure: the disk holding /, 60_000, 'stderr');
+  assert.equal(co.stderr.match(full)!.length, 1, 'said once while the disk was full, not at every poll');
+  assert.doesNotMatch(co.stderr, /coordinator poll failed: database or disk is full/);
+  co.child.kill('SIGTERM');
+  assert.equal(await co.exited, 0, co.stderr.slice(-2000));
+});
