@@ -170,8 +170,10 @@ test('model export: a bit-flipped or truncated newest checkpoint is reported and
   const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
   const tokenizer = store.checkpoints.save({ kind: TOKENIZER_CHECKPOINT, epoch: 0, data: Buffer.from('{"model":{}}') });
   const [good, flipped, truncated] = [2, 5, 7].map((epoch) => store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch, meta: { config: configToHf(config), tokenizerSha256: tokenizer.sha256 }, data: encodeParams(initAlbertParams(config, epoch)) }));
-  // one byte of the weights changed in place (the header is the first few hundred bytes)
-  store.checkpoints.db.prepare("UPDATE checkpoint_chunks SET data = substr(data, 1, 5000) || x'7f' || substr(data, 5002) WHERE checkpoint_id = ? AND seq = 0").run(flipped!.id);
+  // one bit of the weights flipped in place (the header is the first few hundred bytes)
+  const chunk = store.checkpoints.db.prepare('SELECT data FROM checkpoint_chunks WHERE checkpoint_id = ? AND seq = 0').pluck().get(flipped!.id) as Buffer;
+  chunk[5000]! ^= 0x10;
+  store.checkpoints.db.prepare('UPDATE checkpoint_chunks SET data = ? WHERE checkpoint_id = ? AND seq = 0').run(chunk, flipped!.id);
   store.checkpoints.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ? AND seq = (SELECT max(seq) FROM checkpoint_chunks WHERE checkpoint_id = ?)').run(truncated!.id, truncated!.id);
   store.close();
 
