@@ -15,6 +15,7 @@
 import type { SwarmNode } from '../swarm/index.js';
 import { Averager, type AveragerInit } from './averager.js';
 import { AveragingHub, type OffenceLedger } from './hub.js';
+import { advertisedStateEpoch as newestAdvertised } from './state-download.js';
 
 export function createAverager(node: SwarmNode, init: AveragerInit): Averager {
   return new Averager(node, init);
@@ -25,6 +26,11 @@ export function keepOffences(node: SwarmNode, ledger: OffenceLedger): void {
   AveragingHub.of(node).keepOffences(ledger);
 }
 export type { OffenceLedger } from './hub.js';
+
+/** The newest epoch another peer serves a state of under `prefix`, by the rules a newcomer downloads by (`trusted`: the join code's peers); undefined when none does. */
+export function advertisedStateEpoch(node: SwarmNode, prefix: string, trusted: readonly string[] = []): Promise<number | undefined> {
+  return newestAdvertised(node, AveragingHub.of(node), prefix, trusted);
+}
 
 export { Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type ScheduleOptions, type StepOptions, type StepResult } from './averager.js';
 export type { AllreduceResult, FailedPart } from './allreduce.js';

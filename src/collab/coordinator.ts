@@ -15,7 +15,7 @@ import { saveModel } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import { serveShards, type ShardServing } from '../shards/index.js';
 import { METRIC } from '../store/metric-series.js';
-import type { CreditRow, Store, ThroughputBaseline } from '../store/index.js';
+import { isDiskFull, type CreditRow, type Store, type ThroughputBaseline } from '../store/index.js';
 import type { MetricPoint } from '../store/metrics.js';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { FollowableReports } from './backed-progress.js';
@@ -99,6 +99,8 @@ export class Coordinator {
   private shards: ShardServing | undefined;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | undefined;
+  /** Why the last poll failed (undefined once one succeeds): a failure is logged when it begins or changes. */
+  private pollFailure: string | undefined;
   private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
 
   constructor(private readonly init: CoordinatorInit) {
@@ -135,7 +137,16 @@ export class Coordinator {
     }
     this.timer = setInterval(() => {
       this.busy ??= this.poll()
-        .catch((err: unknown) => this.init.log.warn(`coordinator poll failed: ${(err as Error).message}`))
+        .then(() => {
+          if (this.pollFailure !== undefined) this.init.log.info(`coordinator polls again (the last failure: ${this.pollFailure})`);
+          this.pollFailure = undefined;
+        })
+        .catch((err: unknown) => {
+          const message = isDiskFull(err) ? `the disk holding ${this.init.dataDir} is full (${(err as Error).message}): free space there; until then the swarm trains on, unrecorded (metrics, credits, checkpoints)` : (err as Error).message;
+          // said once while it lasts: a full disk failed every poll, each --refresh seconds
+          if (message !== this.pollFailure) this.init.log.warn(`coordinator poll failed: ${message}`);
+          this.pollFailure = message;
+        })
         .finally(() => (this.busy = undefined));
     }, this.o.refresh * 1000);
   }

@@ -11,7 +11,7 @@ export { RunRecordUnavailableError, RunSettingsConflictError, TrainingStateError
 export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
-export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, type StepOutcome } from './optimizer.js';
+export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, servedStateEpoch, type StepOutcome } from './optimizer.js';
 export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';

@@ -8,7 +8,7 @@
  * all-reduce their parameters (state averaging). See docs/collab.md.
  */
 import type { Logger } from '../log/logger.js';
-import { createAverager, PowerSgd, powerSgdLayout, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
+import { advertisedStateEpoch, createAverager, PowerSgd, powerSgdLayout, type Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type StepResult } from '../averaging/index.js';
 import { type AlbertConfig, clipGradNorm, GradientAccumulator, gradNorm, linearWarmupDecay, type Optimizer, type OptimizerState, type ParameterSet } from '../engine/index.js';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { globalProgress, progressLine, readyForStep, type GlobalProgress, type PeerProgress } from './progress.js';
@@ -74,6 +74,11 @@ export const GRAD_PREFIX = 'grad';
 export const STATE_AVERAGING_PREFIX = 'state-avg';
 /** DiLoCo's pseudo-gradient averaging: its own group key, so it never meets a gradient round. */
 export const DILOCO_PREFIX = 'diloco';
+
+/** The newest epoch of the run's state a peer serves (what a newcomer loads: a restarted coordinator's checkpoint while nobody trains); undefined when none does. */
+export function servedStateEpoch(node: SwarmNode, trusted: readonly string[]): Promise<number | undefined> {
+  return advertisedStateEpoch(node, STATE_PREFIX, trusted);
+}
 
 /** An epoch whose optimizer step is being taken: `finished` → `next`, over `samples` with mean micro-batch `loss`. */
 interface EndedEpoch {

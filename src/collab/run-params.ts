@@ -256,6 +256,9 @@ async function resolve(node: SwarmNode, r: ResolveRunSettings): Promise<RunParam
   if (swarm === undefined) {
     // the run's own record, kept by this data directory
     r.log.warn(`no run parameters published in swarm "${node.runId}": continuing with those this data directory keeps (${describeRunSettings(runSettingsOf(r.stored!))}; ${describeRunData(r.stored!.data)})`);
+    // published, as an adopted record is: a newcomer joining through this peer (the run's other peers
+    // restarted after its founder left) would otherwise find no record and never start
+    publishRunParams(node, r.stored!, r.log).catch((err: unknown) => r.log.warn(`could not re-publish the run parameters: ${(err as Error).message}`));
     return r.stored!;
   }
   checkExplicit(r, swarm.params, swarm.owner);

@@ -165,7 +165,9 @@ export class CheckpointStore {
     let count = 0;
     let inOrder = true;
     let bytes = 0;
-    for (const c of this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').iterate(id) as Iterable<{ seq: number; data: Buffer }>) {
+    for (const c of this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').iterate(id) as Iterable<{ seq: number; data: unknown }>) {
+      // a row overwritten with text, a number or NULL (a damaged page, a hand edit): its length means nothing
+      if (!Buffer.isBuffer(c.data)) throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) is damaged: chunk ${c.seq} holds ${c.data === null ? 'NULL' : typeof c.data === 'string' ? 'text' : 'a number'}, not bytes`);
       inOrder &&= c.seq === count++;
       if (inOrder && bytes + c.data.byteLength <= row.size) {
         data.set(c.data, bytes);

@@ -54,3 +54,17 @@ export class DataDirectoryInUseError extends StoreError {
 export class CheckpointCorruptError extends StoreError {
   override readonly name = 'CheckpointCorruptError';
 }
+
+/** The disk holding a data directory filled up while Cohort wrote to it. */
+export class DiskFullError extends StoreError {
+  override readonly name = 'DiskFullError';
+}
+
+/** Whether `err`, or an error it was caused by, is a write refused for want of space (SQLite's SQLITE_FULL, the system's ENOSPC). */
+export function isDiskFull(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    const code = (e as { code?: unknown }).code;
+    if (code === 'SQLITE_FULL' || code === 'ENOSPC') return true;
+  }
+  return false;
+}

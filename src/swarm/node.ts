@@ -230,7 +230,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     // to add a peer, and the refill is what adds it when kad-dht's one try failed.
     if (!stopping.signal.aborted && cfg.initialPeers.length > 0) rejoin = rejoinWhenAlone(libp2p, dht, identifyService, (peer) => serving.get(peer.toString()), cfg, stopping.signal, log);
     if (report.connected.length > 0) await joinLookup(dht, libp2p.peerId, stopping.signal, log);
-    if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length);
+    if (!stopping.signal.aborted) reachability.start(cfg.initialPeers.length, report.connected.length);
     return report;
   });
 

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { decodeTrainingState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT } from '../collab/index.js';
+import { decodeTrainingState, PEER_STATE_CHECKPOINT, saveStateDir, SWARM_STATE_CHECKPOINT, type TrainingState } from '../collab/index.js';
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
 import type { CheckpointInfo, Store } from '../store/index.js';
@@ -27,18 +27,28 @@ export interface ExportedModel {
   readonly tokenizerSha256: string;
 }
 
+export interface ExportOptions {
+  /** Reports each damaged checkpoint an older one stands in for. */
+  readonly onSkip?: (message: string) => void;
+  /** Also the optimizer state and the epoch (a state directory, what `cohort run --resume-from` reads): full-state checkpoints only. */
+  readonly withState?: boolean;
+}
+
 /** What to export: a model directory, or the store's newest model checkpoint (of `epoch` when given). */
 export type ExportSource = { readonly dir: string } | { readonly epoch?: number };
 
 /**
- * Exports `from` to `out`. The tokenizer is the one the checkpoint names
- * (coordinator checkpoints carry it), else the one the directory holds, else the store's prepared
- * data's of the model's vocabulary; ModelExportError says what is missing.
+ * Exports `from` to `out`. From the store: the newest checkpoint (of the epoch) that verifies and
+ * decodes, older ones standing in for damaged ones, each reported through `onSkip`. The tokenizer is
+ * the one the checkpoint names (coordinator checkpoints carry it), else the one the directory holds,
+ * else the store's prepared data's of the model's vocabulary; ModelExportError says what is missing.
  */
-export function exportModel(store: Store, from: ExportSource, out: string): ExportedModel {
-  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch);
+export function exportModel(store: Store, from: ExportSource, out: string, opts: ExportOptions = {}): ExportedModel {
+  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch, opts.onSkip);
+  if (opts.withState && !source.state?.optimizer) throw new ModelExportError(`${source.what} holds no optimizer state: --state exports a full-state checkpoint (a coordinator's or a training peer's)`);
   const tokenizer = source.tokenizer ?? tokenizerOf(store, source.config, source.what);
-  saveModel(out, source.config, source.params);
+  if (opts.withState) saveStateDir(out, source.state!);
+  else saveModel(out, source.config, source.params);
   fs.writeFileSync(path.join(out, TOKENIZER_FILE), tokenizer.bytes);
   return { out, ...(source.checkpoint ? { checkpoint: source.checkpoint } : {}), parameters: source.params.size, tokenizerSha256: tokenizer.sha256 };
 }
@@ -49,6 +59,8 @@ interface Source {
   readonly params: ParameterSet;
   readonly checkpoint?: ExportedModel['checkpoint'];
   readonly tokenizer?: { readonly bytes: Buffer; readonly sha256: string };
+  /** A full-state checkpoint's epoch and optimizer state with the model. */
+  readonly state?: TrainingState;
 }
 
 function fromDirectory(dir: string): Source {
@@ -64,25 +76,42 @@ function fromDirectory(dir: string): Source {
   return { what: `model directory ${dir}`, config, params, ...(bytes ? { tokenizer: { bytes, sha256: createHash('sha256').update(bytes).digest('hex') } } : {}) };
 }
 
-function fromStore(store: Store, epoch: number | undefined): Source {
+function fromStore(store: Store, epoch: number | undefined, onSkip: ((message: string) => void) | undefined): Source {
   const all = MODEL_KINDS.flatMap((kind) => store.checkpoints.list(kind)).sort((a, b) => b.id - a.id);
-  const info = all.find((c) => epoch === undefined || c.epoch === epoch);
-  if (info === undefined) {
-    const have = all.map((c) => c.epoch).sort((a, b) => a - b);
-    throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${have.length > 0 ? ` (epochs held: ${[...new Set(have)].join(', ')})` : ''}`);
+  const candidates = all.filter((c) => epoch === undefined || c.epoch === epoch);
+  const held = (): string => {
+    const have = [...new Set(all.map((c) => c.epoch))].sort((a, b) => a - b);
+    return have.length > 0 ? ` (epochs held: ${have.join(', ')})` : '';
+  };
+  if (candidates.length === 0) throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${held()}`);
+  const damaged: string[] = [];
+  for (const info of candidates) {
+    const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
+    let model: { config: AlbertConfig; params: ParameterSet } & Partial<Pick<Source, 'state'>>;
+    try {
+      const bytes = store.checkpoints.load(info.id).data;
+      model = STATE_KINDS.includes(info.kind) ? stateOf(decodeTrainingState(bytes, what)) : modelOf(info, bytes, what);
+    } catch (err) {
+      // a truncated or bit-flipped checkpoint (its checksum, or its contents, fail): an older one stands in
+      damaged.push((err as Error).message);
+      onSkip?.(`skipping ${what}: ${(err as Error).message}`);
+      continue;
+    }
+    // coordinator checkpoints name the tokenizer of their run
+    const sha = info.meta['tokenizerSha256'];
+    let tokenizer: Source['tokenizer'];
+    if (typeof sha === 'string') {
+      const bytes = keptTokenizer(store, sha);
+      if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
+      tokenizer = { bytes, sha256: sha };
+    }
+    return { what, ...model, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
   }
-  const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
-  const bytes = store.checkpoints.load(info.id).data;
-  const { config, params } = STATE_KINDS.includes(info.kind) ? decodeTrainingState(bytes, what) : modelOf(info, bytes, what);
-  // coordinator checkpoints name the tokenizer of their run
-  const sha = info.meta['tokenizerSha256'];
-  let tokenizer: Source['tokenizer'];
-  if (typeof sha === 'string') {
-    const bytes = keptTokenizer(store, sha);
-    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
-    tokenizer = { bytes, sha256: sha };
-  }
-  return { what, config, params, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
+  throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file} is readable${held()}: ${damaged.join('; ')}`);
+}
+
+function stateOf(state: TrainingState): { config: AlbertConfig; params: ParameterSet; state: TrainingState } {
+  return { config: state.config, params: state.params, state };
 }
 
 /** A training session's checkpoint: its HF config in meta, its parameters as safetensors. */

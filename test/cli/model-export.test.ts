@@ -11,7 +11,9 @@ import { prepareDataset } from '../../src/data/prepare.js';
 import { TOKENIZER_CHECKPOINT } from '../../src/data/tokenizer-checkpoint.js';
 import { checkConfig, configToHf, PRESETS } from '../../src/engine/albert/config.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { encodeParams } from '../../src/engine/index.js';
+import { createOptimizer, encodeParams, saveModel } from '../../src/engine/index.js';
+import { loadStateDir, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
+import { encodeTrainingState } from '../../src/collab/state.js';
 import { openStore } from '../../src/store/index.js';
 import { MODEL_CHECKPOINT } from '../../src/training/session.js';
 import { cohortInProcess, runCli } from '../helpers/cli.js';
@@ -137,8 +139,14 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer, 
   const out = path.join(dataDir, 'out');
   const notModel = path.join(dataDir, 'not-a-model');
   fs.mkdirSync(notModel);
+  // a model directory whose weights file was cut short (a copy interrupted, a full disk)
+  const truncated = path.join(dataDir, 'truncated');
+  saveModel(truncated, config, initAlbertParams(config, 1));
+  const weights = path.join(truncated, 'model.safetensors');
+  fs.truncateSync(weights, fs.statSync(weights).size - 100);
   const cases: Array<[string[], number, RegExp]> = [
     [['--from', notModel, '--out', out], 1, /^cohort: model directory \S+not-a-model: config\.json not found\n$/],
+    [['--from', truncated, '--out', out], 1, /^cohort: \S+truncated\/model\.safetensors: tensor \S+: data_offsets \[\d+,\d+\] are outside the \d+ data bytes\n$/],
     [['--from', 'yesterday', '--out', out], 2, /--from: invalid value "yesterday"; accepted: latest, an epoch \(an integer ≥ 0\) or a model directory/],
     [[], 2, /--out/],
     [['--from', '5', '--out', out], 1, /no model checkpoint of epoch 5 in .*checkpoints\.db \(epochs held: 2\)/],
@@ -154,4 +162,62 @@ test('model export: a bad --from exits 2; a missing epoch, a missing tokenizer, 
   const none = await cohortInProcess(['model', 'export', '--out', out, '--data-dir', path.join(dataDir, 'nothing-here')]);
   assert.equal(none.code, 1);
   assert.match(none.stderr, /no Cohort database in .*nothing-here/);
+});
+
+test('model export: a bit-flipped or truncated newest checkpoint is reported and the older good one exported; an epoch with only a damaged one exits 1 saying why', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+  const tokenizer = store.checkpoints.save({ kind: TOKENIZER_CHECKPOINT, epoch: 0, data: Buffer.from('{"model":{}}') });
+  const [good, flipped, truncated] = [2, 5, 7].map((epoch) => store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch, meta: { config: configToHf(config), tokenizerSha256: tokenizer.sha256 }, data: encodeParams(initAlbertParams(config, epoch)) }));
+  // one bit of the weights flipped in place (the header is the first few hundred bytes)
+  const chunk = store.checkpoints.db.prepare('SELECT data FROM checkpoint_chunks WHERE checkpoint_id = ? AND seq = 0').pluck().get(flipped!.id) as Buffer;
+  chunk[5000]! ^= 0x10;
+  store.checkpoints.db.prepare('UPDATE checkpoint_chunks SET data = ? WHERE checkpoint_id = ? AND seq = 0').run(chunk, flipped!.id);
+  store.checkpoints.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ? AND seq = (SELECT max(seq) FROM checkpoint_chunks WHERE checkpoint_id = ?)').run(truncated!.id, truncated!.id);
+  store.close();
+
+  const out = path.join(dataDir, 'out');
+  const r = await runCli(['model', 'export', '--out', out, '--data-dir', dataDir]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal((JSON.parse(r.stdout) as { checkpoint: { id: number; epoch: number } }).checkpoint.id, good!.id, 'the newest checkpoint that verifies');
+  assert.match(r.stderr, new RegExp(`skipping checkpoint ${truncated!.id} \\(model, epoch 7\\): .*has \\d+ of \\d+ chunks`));
+  assert.match(r.stderr, new RegExp(`skipping checkpoint ${flipped!.id} \\(model, epoch 5\\): .*fails its checksum`));
+
+  const only = await cohortInProcess(['model', 'export', '--from', '5', '--out', path.join(dataDir, 'out-5'), '--data-dir', dataDir]);
+  assert.equal(only.code, 1);
+  assert.match(only.stderr, /^cohort: no model checkpoint of epoch 5 in \S+checkpoints\.db is readable \(epochs held: 2, 5, 7\): checkpoint \d+ \(model, epoch 5\) fails its checksum/m);
+  assert.doesNotMatch(only.stderr, /\n\s+at /, 'no stack');
+  assert.equal(fs.existsSync(path.join(dataDir, 'out-5')), false, 'a failed export wrote nothing');
+});
+
+test('model export --state: a full-state checkpoint as a state directory that loads back with its epoch and optimizer state (what --resume-from reads); a model-only checkpoint is refused', async (t) => {
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+  const tokenizer = store.checkpoints.save({ kind: TOKENIZER_CHECKPOINT, epoch: 0, data: Buffer.from('{"model":{}}') });
+  const params = initAlbertParams(config, 4);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 });
+  const grads = params.zerosLike();
+  grads.data.forEach((_, i) => (grads.data[i] = Math.cos(i) * 1e-2));
+  optimizer.step(params, grads, 1e-3);
+  const moments = optimizer.exportState();
+  store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 9, meta: { runId: 'r', tokenizerSha256: tokenizer.sha256 }, data: encodeTrainingState({ epoch: 9, config, params, optimizer: moments }) });
+  store.checkpoints.save({ kind: MODEL_CHECKPOINT, epoch: 11, meta: { config: configToHf(config), tokenizerSha256: tokenizer.sha256 }, data: encodeParams(params) });
+  store.close();
+
+  const out = path.join(dataDir, 'state');
+  const r = await runCli(['model', 'export', '--from', '9', '--state', '--out', out, '--data-dir', dataDir, ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(out).sort(), ['cohort-state.json', 'config.json', 'model.safetensors', 'optimizer.safetensors', 'tokenizer.json']);
+  const loaded = loadStateDir(out);
+  assert.equal(loaded.epoch, 9);
+  assert.deepEqual(loaded.params.data, params.data);
+  assert.equal(loaded.optimizer?.step, 1);
+  assert.deepEqual(loaded.optimizer?.expAvg.data, moments.expAvg.data);
+  assert.deepEqual(loaded.optimizer?.expAvgSq.data, moments.expAvgSq.data);
+
+  const model = await cohortInProcess(['model', 'export', '--state', '--out', path.join(dataDir, 'model'), '--data-dir', dataDir]);
+  assert.equal(model.code, 1);
+  assert.match(model.stderr, /^cohort: checkpoint \d+ \(model, epoch 11\) holds no optimizer state: --state exports a full-state checkpoint/m);
 });

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { z } from 'zod';
-import { chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
+import { chooseRunParams, joinPeerIds, newRunParams, publishRunParams, readRunParams, resolveRunParams, RUN_KEY, RUN_NAMESPACE, runParamsRecords, runParamsSchema, type RunParams } from '../../src/collab/run-params.js';
 import { DEFAULT_RUN_SETTINGS, defaultRunSettings, runSettingsProblem } from '../../src/collab/run-settings.js';
 import { encodeCbor } from '../../src/swarm/cbor-message.js';
 import type { RecordEntry } from '../../src/swarm/index.js';
@@ -65,6 +65,24 @@ test('a joiner adopts the record of its join code’s peer over an earlier-dated
     assert.ok(![...seen.values()].some((e) => e.owner === rogue.peerId.toString()), 'a malformed entry is never returned');
     return (joiner.stats().records.rejected.schema ?? 0) > 0;
   });
+});
+
+test('a joiner that finds no record and continues with the one its data directory keeps publishes it: a newcomer joining through it adopts the run', { timeout: 60_000 }, async (t) => {
+  // the run's founder (its coordinator) is gone; a peer restarts with its join code and its stored record
+  const gone = await startNode(t, { runId: RUN });
+  const goneId = gone.peerId.toString();
+  await gone.stop();
+  const restarted = await startNode(t, { runId: RUN, reachability: 'public' });
+  const stored = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: 96 }, DATA, Date.now() - 3_600_000);
+  const { log, lines } = capturingLogger();
+  const resolved = await resolveRunParams(restarted, { own: DEFAULT_RUN_SETTINGS, joinPeers: [goneId], stored, log });
+  assert.deepEqual(resolved, stored);
+  assert.ok(lines.some((l) => l.includes('continuing with those this data directory keeps')), lines.join('\n'));
+
+  const newcomer = await startNode(t, { runId: RUN, initialPeers: restarted.multiaddrs() });
+  await newcomer.ready;
+  const found = await readRunParams(newcomer, { joinPeers: [restarted.peerId.toString()] });
+  assert.deepEqual([found?.owner, found?.params], [restarted.peerId.toString(), stored], 'the newcomer reads the run’s record from the restarted peer');
 });
 
 test('the run record schema rejects malformed and inconsistent values', () => {

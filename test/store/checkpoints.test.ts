@@ -52,6 +52,10 @@ test('a damaged checkpoint fails its checksum; loadLatest falls back to an older
   assert.equal(store.checkpoints.list('model').length, 2, 'the damaged checkpoint is kept for inspection, not deleted');
   store.checkpoints.db.prepare('DELETE FROM checkpoint_chunks WHERE checkpoint_id = ?').run(good.id);
   assert.throws(() => store.checkpoints.load(good.id), /has 0 of 1 chunks/);
+  // a byte changed through SQL's string functions leaves a text value in the row, not a blob
+  const edited = store.checkpoints.save({ kind: 'model', epoch: 3, data: new Uint8Array(1000).fill(3) });
+  store.checkpoints.db.prepare("UPDATE checkpoint_chunks SET data = substr(data, 1, 10) || x'00' || substr(data, 12) WHERE checkpoint_id = ?").run(edited.id);
+  assert.throws(() => store.checkpoints.load(edited.id), (e: unknown) => e instanceof CheckpointCorruptError && /^checkpoint \d+ \(model, epoch 3\) is damaged: chunk 0 holds text, not bytes$/.test(e.message));
 });
 
 /** Runs the checkpoint-writer fixture and SIGKILLs it once it is in the middle of writing its second checkpoint. */

@@ -117,3 +117,22 @@ test('the first peer of a swarm serves at once; forced modes never probe', async
   assert.equal(client.reachability, 'private');
   await waitFor('identify', () => first.isClientMode(client.peerId) === true && first.isClientMode(forced.peerId) === false);
 });
+
+test('a peer none of whose initial peers answer serves the DHT, so peers joining through it use records; restarted peers of a run whose bootstrap is gone form a swarm', async (t) => {
+  // the run's bootstrap (its coordinator) is gone; a peer restarts with its join code
+  const gone = await startNode(t, { runId: 'reach-gone' });
+  const goneAddrs = gone.multiaddrs();
+  await gone.stop();
+  const { log, text } = captureLog();
+  const first = await startNode(t, { runId: 'reach-gone', initialPeers: goneAddrs, bootstrap: { attempts: 1 }, log });
+  assert.equal((await first.ready).connected.length, 0);
+  assert.equal(first.reachability, 'public');
+  assert.match(text(), /AutoNAT: none of the 1 initial peer\(s\) answered, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT/);
+  // another peer joins through it: a server to ask, and to hold records
+  const joiner = await startNode(t, { runId: 'reach-gone', initialPeers: first.multiaddrs() });
+  await waitFor('AutoNAT (the restarted peer dials back) to confirm the joiner', () => joiner.reachability === 'public');
+  const [held, stored] = [first, joiner].map((n) => n.registerNamespace('progress', progressSchema));
+  const result = await stored!.store('progress', '', { samples: 3, epoch: 7 }, Date.now() + 60_000);
+  assert.ok(result.replicas >= 1, JSON.stringify(result.refused));
+  assert.deepEqual([...(await held!.get('progress')).values()].map((e) => e.value), [{ samples: 3, epoch: 7 }]);
+});

@@ -59,14 +59,15 @@ export function registerModel(program: Command): void {
     .command('export')
     .description('write a checkpoint as a directory Hugging Face loads: config.json (AlbertConfig), model.safetensors (AlbertForPreTraining) and the run’s tokenizer.json (AutoTokenizer)')
     .option('--from <checkpoint>', 'latest (the newest model checkpoint in --data-dir’s store, a coordinator’s or a training session’s), an epoch (the newest checkpoint of it), or a model directory (a coordinator’s checkpoints/epoch-N)', 'latest')
-    .option('--out <dir>', 'output directory (created if missing)');
-  exp.action(async (opts: { from: string; out?: string }) => {
+    .option('--out <dir>', 'output directory (created if missing)')
+    .option('--state', 'also the optimizer state and the epoch (optimizer.safetensors, cohort-state.json) of a full-state checkpoint: a directory `cohort run --resume-from` continues the run from');
+  exp.action(async (opts: { from: string; out?: string; state?: boolean }) => {
     const { config, log } = commandContext(exp);
     const out = requiredFlag('--out', opts.out);
     const [{ openExistingStore }, { exportModel }] = await Promise.all([import('../../store/index.js'), import('../../training/model-export.js')]);
     const store = openExistingStore(config.dataDir);
     try {
-      const exported = exportModel(store, exportSource(opts.from), out);
+      const exported = exportModel(store, exportSource(opts.from), out, { onSkip: (message) => log.warn(message), withState: opts.state === true });
       log.info(exported, 'model exported');
       process.stdout.write(JSON.stringify(exported) + '\n');
     } finally {

@@ -43,7 +43,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
-    const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { nodeStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
+    const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { DiskFullError, isDiskFull, nodeStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
       import('../../swarm/index.js'),
@@ -92,6 +92,8 @@ export function registerRun(program: Command): void {
         process.stdout.write(JSON.stringify({ role: 'peer', peer: node.peerId.toString(), ...summary }) + '\n');
       }
     } catch (err) {
+      // a full disk is the volunteer's to fix: say so in one line instead of SQLite's bare "database or disk is full" and a stack
+      if (isDiskFull(err)) throw new DiskFullError(settings.dataDir, `the disk holding ${settings.dataDir} is full (${(err as Error).message}): free space there and run again; the checkpoints saved before are kept (a save cut short is rolled back)`, { cause: err });
       // a signal before the run began (its data prepared, its record found) stops there: nothing to save yet
       if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
       log.info('stopped while starting: nothing to save yet');

@@ -39,7 +39,13 @@ export function encodeParamsPieces(params: ParameterSet, metadata: Record<string
  * parameter when its own key is absent; buffers are skipped. Returns the keys it did not use.
  */
 export function decodeParams(config: AlbertConfig, file: Uint8Array, source: string): { params: ParameterSet; ignored: string[] } {
-  const { tensors } = decodeSafetensors(file);
+  let tensors: ReturnType<typeof decodeSafetensors>['tensors'];
+  try {
+    ({ tensors } = decodeSafetensors(file));
+  } catch (err) {
+    // a truncated or overwritten file: say which
+    throw new Error(`${source}: ${(err as Error).message}`, { cause: err });
+  }
   const params = ParameterSet.allocate(albertParamSpecs(config));
   const used = new Set<string>();
   for (const spec of params.specs) {

@@ -39,6 +39,8 @@ export class ReachabilityService {
   private probing: Promise<void> | undefined;
   private rerun = false;
   private started = false;
+  /** Serving because none of the initial peers answered, not because anyone dialed back: the first server met is asked. */
+  private unconfirmed = false;
   private refreshTimer: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
 
@@ -52,15 +54,24 @@ export class ReachabilityService {
     return this.current;
   }
 
-  /** Once bootstrap ended (auto mode; forced modes never probe): probe now, again when new servers appear while undecided, and every refresh. */
-  start(initialPeers: number): void {
+  /**
+   * Once bootstrap ended (auto mode; forced modes never probe), `reached` of its `initialPeers`
+   * having answered: probe now, again when new servers appear while undecided, and every refresh.
+   */
+  start(initialPeers: number, reached: number): void {
     if (this.c.mode !== 'auto') return;
     this.started = true;
     this.refreshTimer = setInterval(() => this.probe(), REACHABILITY_REFRESH_MS);
     this.refreshTimer.unref();
-    if (initialPeers === 0) {
+    if (reached === 0) {
+      // Nobody to ask. Peers that join through this node find each other's records only if it serves:
+      // with its initial peers gone too (a run whose coordinator is down and whose peers restart with
+      // its join code), each would otherwise stay a client waiting for a server that never comes.
+      // Unasked, so the first server met is asked after all.
+      this.unconfirmed = initialPeers > 0;
+      const why = initialPeers === 0 ? 'no initial peers' : `none of the ${initialPeers} initial peer(s) answered`;
       // Tracked like a probe, so that stop() waits for the switch to finish.
-      this.probing = this.decide('public', 'AutoNAT: no initial peers, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT').finally(() => {
+      this.probing = this.decide('public', `AutoNAT: ${why}, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT`).finally(() => {
         this.probing = undefined;
       });
       return;
@@ -83,7 +94,7 @@ export class ReachabilityService {
     }
     const fresh = !this.servers.has(id);
     this.servers.add(id);
-    if (fresh && this.current === 'unknown') this.probe();
+    if (fresh && (this.current === 'unknown' || this.unconfirmed)) this.probe();
   };
 
   /** Starts a probe, or schedules one more after the running one. */
@@ -123,6 +134,7 @@ export class ReachabilityService {
       answers,
     );
     const where = addrs.map(String).join(', ');
+    if (outcome.decided !== undefined) this.unconfirmed = false;
     if (outcome.decided === 'public') {
       await this.decide('public', `AutoNAT: ${outcome.ok.length} of ${asked.length} peer(s) dialed us back at ${[...new Set(outcome.ok.map((o) => o.addr))].join(', ')}; serving the DHT`);
     } else if (outcome.decided === 'private') {
