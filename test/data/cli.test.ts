@@ -129,21 +129,6 @@ test('a second prepare of a dataset being prepared on the same data directory is
   assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
 });
 
-test('a prepare that evicts to its quota leaves another process\'s build in progress alone', async (t) => {
-  const dir = tmpDir(t);
-  const { proc } = await preparingLargeCorpus(t, dir);
-  const data = path.join(dir, 'data');
-  const cacheBytes = async () => (JSON.parse((await runCli(['--data-dir', data, 'data', 'stats', '--json'])).stdout) as { cacheBytes: number }).cacheBytes;
-  await waitFor('over 1 MB of shards written', async () => (await cacheBytes()) > 1024 ** 2, 120_000);
-  proc.child.kill('SIGSTOP');
-  const small = await runCli(['--data-dir', data, 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--cache-quota', '1']);
-  proc.child.kill('SIGCONT');
-  assert.equal(small.code, 0, small.stderr);
-  assert.doesNotMatch(small.stderr, /evicted/);
-  assert.equal(await proc.exited, 0, proc.out());
-  assert.match(proc.stdout, /^prepared dataset \w+: 12 documents/);
-});
-
 test('the shards of a killed prepare are removed by the next prepare (its build lock is free), not kept unread', async (t) => {
   const dir = tmpDir(t);
   const { proc } = await preparingLargeCorpus(t, dir);

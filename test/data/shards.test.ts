@@ -12,6 +12,7 @@ import { loadTokenizer } from '../../src/data/tokenizer.js';
 import { checkBatch, type AlbertBatch } from '../../src/engine/batch.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
+import { tryLockFile } from '../../src/store/data-dir-lock.js';
 import { migrate } from '../../src/store/sqlite-file.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -154,6 +155,24 @@ test('the disk quota evicts whole datasets, least recently used first', async (t
   const keys = new DatasetStore(store.db).list().map((d) => d.cacheKey);
   assert.deepEqual(new Set(keys), new Set([a.info.cacheKey, c.info.cacheKey]));
   assert.equal((store.db.prepare('SELECT count(*) AS c FROM shards WHERE cache_key = ?').get(b.info.cacheKey) as { c: number }).c, 0);
+});
+
+test('eviction to the quota leaves a build in progress alone (another process writing it holds its build lock)', async (t) => {
+  const { dataDir, store, base } = setup(t);
+  const done = await prepareDataset(base);
+  const datasets = new DatasetStore(store.db);
+  const building = { ...done.info, cacheKey: 'another-process-builds-this' };
+  const lockFile = path.resolve(dataDir, 'data', 'building', `${building.cacheKey}.lock`);
+  fs.mkdirSync(path.dirname(lockFile), { recursive: true });
+  const lock = tryLockFile(lockFile)!;
+  t.after(() => lock.release());
+  datasets.begin(building);
+  datasets.writeShard(building.cacheKey, 0, Array.from({ length: 20 }, () => ({ a: [5, 6, 7], b: [8, 9], sop: 0 as const })), done.info.vocabSize);
+  // a quota of 1 byte: every finished dataset but the new one goes
+  const next = await prepareDataset({ ...base, maxSeqLen: 100, cacheQuotaBytes: 1 });
+  assert.deepEqual(next.evicted, [done.info.cacheKey]);
+  const shards = (store.db.prepare('SELECT count(*) AS c FROM shards WHERE cache_key = ?').get(building.cacheKey) as { c: number }).c;
+  assert.equal(shards, 1, 'the build in progress keeps its shard');
 });
 
 test('an interrupted or empty prepare leaves nothing half-written in the cache', async (t) => {
