@@ -30,6 +30,11 @@ class EpochAveraging {
     this.values += r.vector.length;
     this.valuesSent += r.vector.length / (r.powerSgd?.ratio ?? 1);
   }
+
+  /** A round that failed after sending (a PowerSGD phase): its bytes count, nothing was averaged. */
+  addFailed(bytesSent: number): void {
+    this.bytesSent += bytesSent;
+  }
 }
 
 /**
@@ -84,6 +89,7 @@ export class TrainingSink {
       }
       case 'averaging': {
         this.log.debug({ round: e.round, event: e.event.type }, 'averaging');
+        if (e.event.type === 'failed' && e.event.bytesSent !== undefined) this.epochAveraging.addFailed(e.event.bytesSent);
         if (e.event.type !== 'averaged') return;
         this.epochAveraging.add(e.event.result);
         const cpu = e.event.result.cpu;
@@ -124,8 +130,9 @@ export class TrainingSink {
       { series: METRIC.averagingBytesSent, value: e.bytesSent, epoch, ts: at },
       ...(compression !== undefined ? [{ series: METRIC.averagingCompression, value: compression, epoch, ts: at }] : []),
     ]);
+    const sent = `${(e.bytesSent / 1e6).toPrecision(3)} MB sent`;
     const fewer = compression !== undefined && compression > 1 ? `, ${compression.toFixed(1)}× fewer values than plain averaging` : '';
-    const what = compression === undefined ? 'nothing averaged' : `${(e.bytesSent / 1e6).toPrecision(3)} MB sent in ${e.rounds} all-reduce${e.rounds === 1 ? '' : 's'}${fewer}`;
+    const what = compression === undefined ? (e.bytesSent > 0 ? `${sent}, nothing averaged` : 'nothing averaged') : `${sent} in ${e.rounds} all-reduce${e.rounds === 1 ? '' : 's'}${fewer}`;
     this.log.info(`Epoch #${epoch} averaging: ${AVERAGING_MODE_NAMES[mode]}, ${what}`);
   }
 

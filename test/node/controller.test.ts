@@ -270,11 +270,18 @@ test("each epoch's averaging reaches the swarm panel, recorded by the sink at th
   sink.handle(epoch4);
   training.emit(epoch4);
   assert.deepEqual(figures((await c.getSnapshot()).swarm), [4, 'powersgd', 0, null]);
+  // epoch 5: a PowerSGD round whose phase failed after this peer sent 0.2 MB: those bytes count, nothing was averaged
+  const failed: TrainingEvent = { type: 'averaging', round: 'gradients', event: { type: 'failed', stage: 'allreduce', reason: 'PowerSGD phase P with 2 peers left 1 part(s) unaveraged', bytesSent: 0.2e6 }, at: Date.now() - 900 };
+  for (const e of [failed, stepped(5, Date.now() - 800)]) {
+    sink.handle(e);
+    training.emit(e);
+  }
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), [5, 'powersgd', 0.2e6, null]);
   // alone, a step is no epoch of a swarm: the figures stay
-  const alone = stepped(5, Date.now(), true);
+  const alone = stepped(6, Date.now(), true);
   sink.handle(alone);
   training.emit(alone);
-  assert.deepEqual(figures((await c.getSnapshot()).swarm), [4, 'powersgd', 0, null]);
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), [5, 'powersgd', 0.2e6, null]);
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {

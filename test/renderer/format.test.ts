@@ -56,4 +56,5 @@ test("the swarm panel's averaging line: the run's mode and its latest epoch's by
   assert.equal(describeAveraging({ ...plain, averagingMode: 'diloco' }), 'DiLoCo, 4.00 MB sent in epoch 12');
   // an epoch whose rounds all failed (a local step) has bytes but no compression: the panel says so, not the last epoch's ratio
   assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 0 }), 'PowerSGD, nothing averaged in epoch 12');
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 200_000 }), 'PowerSGD, 0.20 MB sent in epoch 12, nothing averaged', 'a failed PowerSGD phase sent bytes');
 });

@@ -62,13 +62,18 @@ function averagingCpu(busySeconds: number | null, perGb: number | null): string 
   return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
 }
 
-/** The run's mode and its latest epoch's averaging: "PowerSGD, 0.41 MB sent in epoch 12, 9.8× fewer values", "DiLoCo, 4.00 MB sent in epoch 3", "plain, nothing averaged in epoch 7". */
+/**
+ * The run's mode and its latest epoch's averaging: "PowerSGD, 0.41 MB sent in epoch 12, 9.8× fewer values",
+ * "DiLoCo, 4.00 MB sent in epoch 3", "plain, nothing averaged in epoch 7", "PowerSGD, 0.20 MB sent in
+ * epoch 8, nothing averaged" (a failed PowerSGD phase).
+ */
 function epochAveraging(s: Pick<SwarmState, 'averagingEpoch' | 'averagingMode' | 'averagingCompression' | 'averagingBytesSent'>): string | undefined {
   if (s.averagingMode === null || s.averagingBytesSent === null || s.averagingEpoch === null) return undefined;
   const mode = AVERAGING_MODE_NAMES[s.averagingMode];
+  const sent = `${(s.averagingBytesSent / 1e6).toFixed(2)} MB sent in epoch ${s.averagingEpoch}`;
   const c = s.averagingCompression;
-  if (c === null) return `${mode}, nothing averaged in epoch ${s.averagingEpoch}`;
-  return `${mode}, ${(s.averagingBytesSent / 1e6).toFixed(2)} MB sent in epoch ${s.averagingEpoch}${c > 1 ? `, ${c.toFixed(1)}× fewer values` : ''}`;
+  if (c === null) return s.averagingBytesSent > 0 ? `${mode}, ${sent}, nothing averaged` : `${mode}, nothing averaged in epoch ${s.averagingEpoch}`;
+  return `${mode}, ${sent}${c > 1 ? `, ${c.toFixed(1)}× fewer values` : ''}`;
 }
 
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
