@@ -173,7 +173,8 @@ export type AveragingEvent =
   | { readonly type: 'group'; readonly groupId: string; readonly peers: number; readonly leader: string }
   /** `mode`: how the round averaged (PowerSGD's rounds are `powersgd`, AveragerInit's `diloco` rounds `diloco`), as logs and the dashboard name it. */
   | { readonly type: 'averaged'; readonly result: AllreduceResult; readonly mode: AveragingMode }
-  | { readonly type: 'failed'; readonly stage: 'matchmaking' | 'allreduce'; readonly reason: string };
+  /** `bytesSent`: what this peer sent before the round failed (a PowerSGD round's phases), counted in its epoch's bytes. */
+  | { readonly type: 'failed'; readonly stage: 'matchmaking' | 'allreduce'; readonly reason: string; readonly bytesSent?: number };
 
 type Resolved = Required<Omit<AveragerInit, 'log' | 'onEvent' | 'fault' | 'state' | 'label' | 'uploadLimitBytesPerS' | 'readyTimeoutMs' | 'powerSgd' | 'diloco'>> & {
   readyTimeoutMs: number;
@@ -410,20 +411,20 @@ export class Averager {
     const left = (): number => Math.max(1, this.cfg.averagingTimeoutMs - (Date.now() - started));
     const p = compressor.phaseP(gradient);
     const phases: AllreduceResult[] = [];
+    const sum = (f: (r: AllreduceResult) => number): number => phases.reduce((n, r) => n + f(r), 0);
     const failed = (phase: string, r: AllreduceResult): StepResult => {
       compressor.abandon(gradient);
       const reason = `PowerSGD phase ${phase} with ${group.members.length} peers left ${r.failedParts.length} part(s) unaveraged: ${r.failedParts.map((f) => f.reason).join('; ')}`;
       this.log.warn(`Averaging ${this.cfg.label} failed: ${reason}`);
-      this.emit({ type: 'failed', stage: 'allreduce', reason });
+      this.emit({ type: 'failed', stage: 'allreduce', reason, bytesSent: sum((x) => x.bytesSent) });
       return { ok: false, stage: 'allreduce', code: 'PHASE_INCOMPLETE', reason };
     };
     try {
       const rp = await this.allreduce(phaseGroup(group, 'p', p.length), p, signal, left(), undefined, weightBound);
       phases.push(rp);
       if (rp.status !== 'complete') {
-        const outcome = failed('P', rp);
-        await this.allreduce(phaseGroup(group, 'q', compressor.layout.qLength), new Float32Array(compressor.layout.qLength), signal, left(), undefined, weightBound, 'its own phase P left parts unaveraged');
-        return outcome;
+        phases.push(await this.allreduce(phaseGroup(group, 'q', compressor.layout.qLength), new Float32Array(compressor.layout.qLength), signal, left(), undefined, weightBound, 'its own phase P left parts unaveraged'));
+        return failed('P', rp);
       }
       const q = compressor.phaseQ(rp.vector, gradient);
       const rq = await this.allreduce(phaseGroup(group, 'q', q.length), q, signal, left(), undefined, weightBound);
@@ -431,7 +432,6 @@ export class Averager {
       if (rq.status !== 'complete') return failed('Q', rq);
       const vector = new Float32Array(gradient.length);
       compressor.finish(rq.vector, vector);
-      const sum = (f: (r: AllreduceResult) => number): number => phases.reduce((n, r) => n + f(r), 0);
       const result: AllreduceResult = {
         status: 'complete',
         vector,

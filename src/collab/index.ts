@@ -12,7 +12,7 @@ export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type Ex
 export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, servedStateEpoch, type StepOutcome } from './optimizer.js';
-export { COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
+export { averagingModeOf, COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
 export { globalProgress, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';

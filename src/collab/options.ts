@@ -8,6 +8,7 @@ import { COMPRESSIONS } from '../averaging/compression.js';
 import { DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from '../averaging/constants.js';
 import { dataPinsSchema } from '../averaging/messages.js';
 import { AGGREGATIONS } from '../averaging/reducer.js';
+import type { AveragingMode } from '../shared/api.js';
 import { RECORD_NAMESPACE_TTL_MS } from '../swarm/constants.js';
 import { PROGRESS_NAMESPACE } from './records.js';
 import { DEFAULT_INNER_STEPS, DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM, OUTER_OPTIMIZERS } from './outer-optimizer.js';
@@ -184,6 +185,11 @@ export function resolveCollaborativeOptions(options: CollaborativeOptions): Reso
   if (o.innerBatchSize !== undefined && o.outerOptimizer !== 'diloco') throw new RangeError(`inner_batch_size sets DiLoCo's inner steps: it needs outer_optimizer diloco, not ${o.outerOptimizer}`);
   if (o.averagingExpiration < o.matchmakingTime) throw new RangeError(`averaging_expiration ${o.averagingExpiration} must be at least matchmaking_time ${o.matchmakingTime}`);
   return o;
+}
+
+/** How a run averages (its gradient averager and outer optimizer; absent ones are their defaults), as the dashboard and the per-epoch log line name it. */
+export function averagingModeOf(o: Pick<CollaborativeOptions, 'gradAverager' | 'outerOptimizer'>): AveragingMode {
+  return o.outerOptimizer === 'diloco' ? 'diloco' : o.gradAverager === 'powersgd' ? 'powersgd' : 'plain';
 }
 
 /** `averageStateEvery` → `average_state_every`, as hivemind users know the options. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AVERAGING_MODES, type ChartSeries, type MyContribution, type PeerRow, type SeriesData, type SwarmState } from '../shared/api.js';
 import type { Store } from '../store/index.js';
+import type { StoredMetric } from '../store/metrics.js';
 import { METRIC } from '../store/metric-series.js';
 
 /** A peer counts as alive when it was seen this recently. */
@@ -21,9 +22,9 @@ const SWARM_SERIES = {
   lastLoss: METRIC.loss,
   averagingBusySeconds: METRIC.averagingBusySeconds,
   averagingBusySecondsPerGb: METRIC.averagingBusySecondsPerGb,
-  averagingBytesSent: METRIC.averagingBytesSent,
-  averagingCompression: METRIC.averagingCompression,
-} satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt' | 'averagingMode'>, string>;
+} satisfies Record<Exclude<keyof SwarmState, 'reachability' | 'updatedAt' | keyof EpochAveragingState>, string>;
+
+type EpochAveragingState = Pick<SwarmState, 'averagingEpoch' | 'averagingMode' | 'averagingBytesSent' | 'averagingCompression'>;
 
 /**
  * Read-only views of the store for the dashboard: the newest values of the series the training side
@@ -58,11 +59,23 @@ export class StoreView {
   /** The swarm's numbers as recorded (this node's reachability is not a recorded number). */
   swarm(): Omit<SwarmState, 'reachability'> {
     const read = Object.entries(SWARM_SERIES).map(([key, series]) => [key, this.store.metrics.latest(series)] as const);
-    const times = read.flatMap(([, p]) => (p ? [p.ts] : []));
+    const sent = this.store.metrics.latest(METRIC.averagingBytesSent);
+    const times = [...read.flatMap(([, p]) => (p ? [p.ts] : [])), ...(sent ? [sent.ts] : [])];
     const numbers = Object.fromEntries(read.map(([key, p]) => [key, p?.value ?? null])) as Record<keyof typeof SWARM_SERIES, number | null>;
-    // recorded as its index in AVERAGING_MODES
-    const mode = this.store.metrics.latest(METRIC.averagingMode);
-    return { ...numbers, averagingMode: mode === undefined ? null : (AVERAGING_MODES[mode.value] ?? null), updatedAt: times.length > 0 ? Math.max(...times) : null };
+    return { ...numbers, ...this.epochAveraging(sent), updatedAt: times.length > 0 ? Math.max(...times) : null };
+  }
+
+  /** The figures the sink recorded for the epoch of `sent` (its latest bytes-sent point); an older epoch's compression is not this one's. */
+  private epochAveraging(sent: StoredMetric | undefined): EpochAveragingState {
+    if (sent === undefined) return { averagingEpoch: null, averagingMode: null, averagingBytesSent: null, averagingCompression: null };
+    const mode = this.store.metrics.latest(METRIC.averagingMode); // its index in AVERAGING_MODES
+    const compression = this.store.metrics.latest(METRIC.averagingCompression);
+    return {
+      averagingEpoch: sent.epoch,
+      averagingMode: mode === undefined ? null : (AVERAGING_MODES[mode.value] ?? null),
+      averagingBytesSent: sent.value,
+      averagingCompression: compression !== undefined && compression.epoch === sent.epoch ? compression.value : null,
+    };
   }
 
   /** This node's contribution as its own records show it (the leaderboard is the swarm's: leaderboard-view.ts). */

@@ -72,6 +72,8 @@ export type NodeReachability = (typeof REACHABILITY_STATES)[number];
 /** How a run averages, as the dashboard names it: gradients as they are, PowerSGD's low-rank factors, or DiLoCo's pseudo-gradient once per round of local steps. */
 export const AVERAGING_MODES = ['plain', 'powersgd', 'diloco'] as const;
 export type AveragingMode = (typeof AVERAGING_MODES)[number];
+/** Each mode's name in the dashboard and the log. */
+export const AVERAGING_MODE_NAMES: Readonly<Record<AveragingMode, string>> = { plain: 'plain', powersgd: 'PowerSGD', diloco: 'DiLoCo' };
 
 /** The swarm's collaborative progress toward the next optimizer step. */
 export interface SwarmState {
@@ -87,11 +89,16 @@ export interface SwarmState {
   /** Seconds this node's main thread was busy during its latest all-reduce (its averaging's CPU cost), and per GB averaged. */
   readonly averagingBusySeconds: number | null;
   readonly averagingBusySecondsPerGb: number | null;
-  /** Bytes this node sent in its latest all-reduce, and how many times fewer values than plain averaging it sent (1: plain averaging and DiLoCo, more: PowerSGD). */
+  /**
+   * This node's averaging in its latest swarm epoch (`averagingEpoch`): the run's mode, the bytes it
+   * sent in every all-reduce of the epoch (gradients or pseudo-gradient, both PowerSGD phases, state
+   * averaging), and their compression (see epochCompression in src/training/sink.ts; null when the
+   * epoch averaged nothing).
+   */
+  readonly averagingEpoch: number | null;
+  readonly averagingMode: AveragingMode | null;
   readonly averagingBytesSent: number | null;
   readonly averagingCompression: number | null;
-  /** How that all-reduce averaged (the run's mode; a state-averaging round is plain). */
-  readonly averagingMode: AveragingMode | null;
   /** When these numbers were last updated (ms since the epoch); null = never. */
   readonly updatedAt: number | null;
   /** This node's reachability in its swarm; null while it is in none (training alone, coordinator off). */

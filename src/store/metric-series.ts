@@ -32,10 +32,10 @@ export const METRIC = {
   averagingBytes: 'averaging_bytes',
   /** That all-reduce's main-thread busy seconds per GB averaged. */
   averagingBusySecondsPerGb: 'averaging_busy_seconds_per_gb',
-  /** Bytes this node sent in that all-reduce (both phases of a PowerSGD round). */
+  /** Bytes this node sent in every all-reduce of an epoch (both phases of a PowerSGD round, state averaging), at its step (the point's epoch). */
   averagingBytesSent: 'averaging_bytes_sent',
-  /** Values of that round's vector ÷ values each member sent in their place: 1 for plain averaging, PowerSGD's ratio. */
+  /** That epoch's compression (epochCompression in src/training/sink.ts), when it averaged anything. */
   averagingCompression: 'averaging_compression',
-  /** How that all-reduce averaged: its index in AVERAGING_MODES (0 plain, 1 PowerSGD, 2 DiLoCo). */
+  /** The run's averaging mode, with each epoch's bytes sent: its index in AVERAGING_MODES (0 plain, 1 PowerSGD, 2 DiLoCo). */
   averagingMode: 'averaging_mode',
 } as const;

@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { keepOffences } from '../averaging/index.js';
-import { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -97,7 +97,7 @@ export interface SwarmPeerSummary {
 
 export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummary> {
   const { node, store, log, trainer: t } = init;
-  const sink = new TrainingSink(store, log);
+  const sink = new TrainingSink(store, log, averagingModeOf(init.collab));
   const emit: EmitTrainingEvent = (e) => {
     sink.handle(e);
     init.emit?.(e);

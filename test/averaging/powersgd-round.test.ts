@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
+import type { AveragingEvent } from '../../src/averaging/averager.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { PowerSgd, powerSgdLayout, type GradientTensor } from '../../src/averaging/powersgd.js';
 import { startSwarm } from '../helpers/swarm.js';
@@ -107,7 +108,8 @@ test('a member that stalls in phase P (a slow uplink) is left out of it, and the
   const nodes = await startSwarm(t, 3, { runId: 'psgd-stall' });
   const compressors = nodes.map(() => new PowerSgd(layout(), 9));
   // 50-value chunks: each P part is several chunks, and the staller sends only the first of each
-  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 3, chunkValues: 50, aggregation: 'mean', powerSgd: compressors[i]!, ...(i === 2 ? { fault: 'stall-sending' as const } : {}) }));
+  const stallerEvents: AveragingEvent[] = [];
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 3, chunkValues: 50, aggregation: 'mean', powerSgd: compressors[i]!, ...(i === 2 ? { fault: 'stall-sending' as const, onEvent: (e: AveragingEvent) => stallerEvents.push(e) } : {}) }));
   const grads = nodes.map((_, i) => randomVector(SIZE, 40 + i));
   const results = await Promise.all(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: 1 })));
   const bias = TENSORS[2]!.offset;
@@ -122,6 +124,9 @@ test('a member that stalls in phase P (a slow uplink) is left out of it, and the
   const staller = results[2]!;
   assert.ok(!staller.ok && staller.code === 'PHASE_INCOMPLETE' && /phase P/.test(staller.reason), staller.ok ? 'the staller’s round completed' : staller.reason);
   assert.ok(compressors[2]!.errors.every((x) => x === 0), 'the staller’s gradient went back out of its error buffer (it steps locally)');
+  // what it sent in its failed round (its first P chunks, its phase-Q part's averages) counts in its epoch's bytes
+  const failed = stallerEvents.find((e) => e.type === 'failed');
+  assert.ok(failed?.type === 'failed' && failed.stage === 'allreduce' && failed.bytesSent! > 0, `the staller's 'failed' event names the bytes it sent: ${JSON.stringify(failed)}`);
 });
 
 test('members whose P parts hold NaN or values past the limit never reach the honest members’ gradients: the honest members’ rounds complete without them (the hostile ones, their phase P failed, still reduce their phase-Q parts with their own values left out), and once banned they are not admitted', async (t) => {

@@ -8,7 +8,7 @@ function snapshot(phase: ContributionPhase, detail = '', samplesPerSecond: numbe
     version: '0',
     contribution: { phase, detail, since: 0 },
     mine: { samples: 0, computeHours: 0, share: null, rank: null, contributors: 0, samplesPerSecond, leaderboard: null },
-    swarm: { peersAlive: null, samplesPerSecond: null, epoch, samplesAccumulated: null, targetBatchSize: null, etaSeconds: null, lastLoss: null, averagingBusySeconds: null, averagingBusySecondsPerGb: null, averagingBytesSent: null, averagingCompression: null, averagingMode: null, updatedAt: null, reachability: null },
+    swarm: { peersAlive: null, samplesPerSecond: null, epoch, samplesAccumulated: null, targetBatchSize: null, etaSeconds: null, lastLoss: null, averagingBusySeconds: null, averagingBusySecondsPerGb: null, averagingEpoch: null, averagingMode: null, averagingBytesSent: null, averagingCompression: null, updatedAt: null, reachability: null },
     coordinator: { available: false, enabled: false, reason: 'x' },
     peers: [],
     lastLogSeq: 0,

@@ -248,30 +248,40 @@ test("an all-reduce's main-thread busy time reaches the swarm panel: recorded by
   assert.deepEqual([live.averagingBusySeconds, live.averagingBusySecondsPerGb], [0.5, 2]);
 });
 
-test("the averaging mode, bytes sent and compression reach the swarm panel: a plain round's, a PowerSGD round's and a DiLoCo round's", async (t) => {
+test("each epoch's averaging reaches the swarm panel, recorded by the sink at the step: the run's mode, the bytes of every round of the epoch, their compression", async (t) => {
   const store = storeIn(t);
-  const sink = new TrainingSink(store, log);
-  assert.equal((await controller(t, store).getSnapshot()).swarm.averagingMode, null, 'no round yet');
-  sink.handle(averaged(0.5, 4e6, Date.now() - 3000, { bytesSent: 2.7e6 }));
-  assert.deepEqual(
-    [(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingBytesSent, s.averagingCompression])[0],
-    ['plain', 2.7e6, 1],
-    'a plain round: compression 1',
-  );
+  const sink = new TrainingSink(store, log, 'powersgd');
+  const stepped = (epoch: number, at: number, alone = false): TrainingEvent => ({ type: 'stepped', epoch, loss: 6, alone, contributed: { samples: 8 * epoch, seconds: epoch }, at });
+  assert.equal((await controller(t, store).getSnapshot()).swarm.averagingMode, null, 'no step yet');
   const training = new FakeTraining();
   const c = controller(t, store, { training });
-  const powerSgd = averaged(0.5, 4e6, Date.now() - 2000, { bytesSent: 0.3e6, powerSgd: { rank: 32, ratio: 9.5 } }, 'powersgd');
-  sink.handle(powerSgd);
-  training.emit(powerSgd);
-  const live = (await c.getSnapshot()).swarm;
-  assert.deepEqual([live.averagingMode, live.averagingBytesSent, live.averagingCompression], ['powersgd', 0.3e6, 9.5]);
-  assert.deepEqual([store.metrics.latest(METRIC.averagingBytesSent)?.value, store.metrics.latest(METRIC.averagingCompression)?.value], [0.3e6, 9.5], 'recorded for a restarted dashboard');
-  // DiLoCo sends its pseudo-gradient as it is: compression 1, as a plain round's, yet the panel names it
-  const diloco = averaged(0.5, 4e6, Date.now() - 1000, { bytesSent: 2.7e6 }, 'diloco');
-  sink.handle(diloco);
-  training.emit(diloco);
-  assert.deepEqual([(await c.getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingCompression])[0], ['diloco', 1], 'live');
-  assert.deepEqual([(await controller(t, store).getSnapshot()).swarm].map((s) => [s.averagingMode, s.averagingCompression])[0], ['diloco', 1], 'recorded for a restarted dashboard');
+  // epoch 3: the PowerSGD round of a 4-value gradient (9.5× fewer values), then a plain state-averaging round of 4 values
+  for (const e of [averaged(0.5, 16, Date.now() - 3000, { bytesSent: 0.3e6, powerSgd: { rank: 32, ratio: 9.5 } }, 'powersgd'), averaged(0.5, 16, Date.now() - 2500, { bytesSent: 2.7e6 }), stepped(3, Date.now() - 2000)]) {
+    sink.handle(e);
+    training.emit(e);
+  }
+  const figures = (s: Snapshot['swarm']) => [s.averagingEpoch, s.averagingMode, s.averagingBytesSent, s.averagingCompression];
+  const epoch3 = [3, 'powersgd', 3e6, 8 / (4 / 9.5 + 4)];
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), epoch3, 'the run\'s mode and both rounds, not the last round alone');
+  assert.deepEqual(figures((await controller(t, store).getSnapshot()).swarm), epoch3, 'recorded for a restarted dashboard');
+  assert.deepEqual([store.metrics.latest(METRIC.averagingBytesSent)?.epoch, store.metrics.latest(METRIC.averagingCompression)?.epoch], [3, 3]);
+  // epoch 4: its round failed (a local step): nothing averaged, and no compression carried over from epoch 3
+  const epoch4 = stepped(4, Date.now() - 1000);
+  sink.handle(epoch4);
+  training.emit(epoch4);
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), [4, 'powersgd', 0, null]);
+  // epoch 5: a PowerSGD round whose phase failed after this peer sent 0.2 MB: those bytes count, nothing was averaged
+  const failed: TrainingEvent = { type: 'averaging', round: 'gradients', event: { type: 'failed', stage: 'allreduce', reason: 'PowerSGD phase P with 2 peers left 1 part(s) unaveraged', bytesSent: 0.2e6 }, at: Date.now() - 900 };
+  for (const e of [failed, stepped(5, Date.now() - 800)]) {
+    sink.handle(e);
+    training.emit(e);
+  }
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), [5, 'powersgd', 0.2e6, null]);
+  // alone, a step is no epoch of a swarm: the figures stay
+  const alone = stepped(6, Date.now(), true);
+  sink.handle(alone);
+  training.emit(alone);
+  assert.deepEqual(figures((await c.getSnapshot()).swarm), [5, 'powersgd', 0.2e6, null]);
 });
 
 test('the coordinator toggle reports why it is unavailable, and shows the join code when the role exists', async (t) => {

@@ -43,15 +43,18 @@ test('the run data’s fetch reads as bytes, percent, shards, rate and time left
   assert.equal(formatFetch({ ...p, bytes: p.totalBytes, shardsDone: 24, etaSeconds: 0 }), '48.0 of 48.0 MB (100 %) · 24/24 shards · 4.1 MB/s · done');
 });
 
-const NO_ROUND = { averagingMode: null, averagingCompression: null, averagingBytesSent: null, averagingBusySeconds: null, averagingBusySecondsPerGb: null };
-const plain = { ...NO_ROUND, averagingMode: 'plain', averagingCompression: 1, averagingBytesSent: 4_000_000 } as const;
+const NO_ROUND = { averagingEpoch: null, averagingMode: null, averagingCompression: null, averagingBytesSent: null, averagingBusySeconds: null, averagingBusySecondsPerGb: null };
+const plain = { ...NO_ROUND, averagingEpoch: 12, averagingMode: 'plain', averagingCompression: 1, averagingBytesSent: 4_000_000 } as const;
 
-test("the swarm panel's averaging line: the mode and bytes sent, then busy seconds per round and per GB, each when known, or once that no round ran yet", () => {
+test("the swarm panel's averaging line: the run's mode and its latest epoch's bytes sent and compression, then busy seconds per round and per GB, each when known, or once that no round ran yet", () => {
   assert.equal(describeAveraging(NO_ROUND), 'no round yet', 'said once, not once per part');
-  assert.equal(describeAveraging(plain), 'plain, 4.00 MB sent');
-  assert.equal(describeAveraging({ ...plain, averagingBusySeconds: 0.4123, averagingBusySecondsPerGb: 1.18 }), 'plain, 4.00 MB sent; 0.41 CPU-s per round (1.2 s/GB)');
+  assert.equal(describeAveraging(plain), 'plain, 4.00 MB sent in epoch 12');
+  assert.equal(describeAveraging({ ...plain, averagingBusySeconds: 0.4123, averagingBusySecondsPerGb: 1.18 }), 'plain, 4.00 MB sent in epoch 12; 0.41 CPU-s per round (1.2 s/GB)');
   assert.equal(describeAveraging({ ...NO_ROUND, averagingBusySeconds: 0.4123 }), '0.41 CPU-s per round');
-  assert.equal(describeAveraging({ ...NO_ROUND, averagingMode: 'powersgd', averagingCompression: 9.84, averagingBytesSent: 412_000 }), 'PowerSGD, 9.8× fewer values, 0.41 MB sent');
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: 9.84, averagingBytesSent: 412_000 }), 'PowerSGD, 0.41 MB sent in epoch 12, 9.8× fewer values');
   // a DiLoCo round sends its pseudo-gradient as it is (compression 1): the mode, not the ratio, names it
-  assert.equal(describeAveraging({ ...plain, averagingMode: 'diloco' }), 'DiLoCo, 4.00 MB sent');
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'diloco' }), 'DiLoCo, 4.00 MB sent in epoch 12');
+  // an epoch whose rounds all failed (a local step) has bytes but no compression: the panel says so, not the last epoch's ratio
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 0 }), 'PowerSGD, nothing averaged in epoch 12');
+  assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 200_000 }), 'PowerSGD, 0.20 MB sent in epoch 12, nothing averaged', 'a failed PowerSGD phase sent bytes');
 });

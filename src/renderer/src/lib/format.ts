@@ -1,5 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
-import type { AveragingMode, DataFetchProgress, NodeReachability, SwarmState } from '../../../shared/api.js';
+import { AVERAGING_MODE_NAMES, type DataFetchProgress, type NodeReachability, type SwarmState } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -45,12 +45,13 @@ export function remainingSeconds(eta: number | null, madeAt: number | null, now:
 }
 
 /**
- * The swarm panel's averaging line: how this node's latest all-reduce averaged, what it sent and the CPU
- * it took from training, each part when known: "PowerSGD, 9.8× fewer values, 0.41 MB sent; 0.41 CPU-s per
- * round (1.2 s/GB)", or "no round yet" (said once).
+ * The swarm panel's averaging line: the run's mode, what this node's all-reduces of its latest epoch sent
+ * and their compression, then the CPU its latest all-reduce took from training, each part when known:
+ * "PowerSGD, 0.41 MB sent in epoch 12, 9.8× fewer values; 0.41 CPU-s per round (1.2 s/GB)", or
+ * "no round yet" (said once).
  */
-export function describeAveraging(s: Pick<SwarmState, 'averagingMode' | 'averagingCompression' | 'averagingBytesSent' | 'averagingBusySeconds' | 'averagingBusySecondsPerGb'>): string {
-  const parts = [averagingMode(s.averagingMode, s.averagingCompression, s.averagingBytesSent), averagingCpu(s.averagingBusySeconds, s.averagingBusySecondsPerGb)];
+export function describeAveraging(s: Pick<SwarmState, 'averagingEpoch' | 'averagingMode' | 'averagingCompression' | 'averagingBytesSent' | 'averagingBusySeconds' | 'averagingBusySecondsPerGb'>): string {
+  const parts = [epochAveraging(s), averagingCpu(s.averagingBusySeconds, s.averagingBusySecondsPerGb)];
   const known = parts.filter((p) => p !== undefined);
   return known.length === 0 ? 'no round yet' : known.join('; ');
 }
@@ -61,12 +62,18 @@ function averagingCpu(busySeconds: number | null, perGb: number | null): string 
   return perGb === null ? `${busySeconds.toFixed(2)} CPU-s per round` : `${busySeconds.toFixed(2)} CPU-s per round (${perGb.toFixed(1)} s/GB)`;
 }
 
-/** How this node's latest all-reduce averaged and what it sent: "PowerSGD, 9.8× fewer values, 0.41 MB sent", "DiLoCo, 4.00 MB sent", "plain, 4.00 MB sent". */
-function averagingMode(mode: AveragingMode | null, compression: number | null, bytesSent: number | null): string | undefined {
-  if (mode === null || compression === null || bytesSent === null) return undefined;
-  const sent = `${(bytesSent / 1e6).toFixed(2)} MB sent`;
-  if (mode === 'powersgd') return `PowerSGD, ${compression.toFixed(1)}× fewer values, ${sent}`;
-  return `${mode === 'diloco' ? 'DiLoCo' : 'plain'}, ${sent}`;
+/**
+ * The run's mode and its latest epoch's averaging: "PowerSGD, 0.41 MB sent in epoch 12, 9.8× fewer values",
+ * "DiLoCo, 4.00 MB sent in epoch 3", "plain, nothing averaged in epoch 7", "PowerSGD, 0.20 MB sent in
+ * epoch 8, nothing averaged" (a failed PowerSGD phase).
+ */
+function epochAveraging(s: Pick<SwarmState, 'averagingEpoch' | 'averagingMode' | 'averagingCompression' | 'averagingBytesSent'>): string | undefined {
+  if (s.averagingMode === null || s.averagingBytesSent === null || s.averagingEpoch === null) return undefined;
+  const mode = AVERAGING_MODE_NAMES[s.averagingMode];
+  const sent = `${(s.averagingBytesSent / 1e6).toFixed(2)} MB sent in epoch ${s.averagingEpoch}`;
+  const c = s.averagingCompression;
+  if (c === null) return s.averagingBytesSent > 0 ? `${mode}, ${sent}, nothing averaged` : `${mode}, nothing averaged in epoch ${s.averagingEpoch}`;
+  return `${mode}, ${sent}${c > 1 ? `, ${c.toFixed(1)}× fewer values` : ''}`;
 }
 
 /** A long peer id shortened in the middle, keeping both ends recognisable. */
