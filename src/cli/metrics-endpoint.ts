@@ -9,7 +9,7 @@ import { flagRow, type FlagValues } from './flag-table.js';
 
 /** The metrics flags `cohort run` and `cohort swarm start` share. */
 export const METRICS_FLAGS = {
-  metricsPort: flagRow({ schema: SETTINGS.dashboardPort.schema, arg: '<port>', description: 'serve Prometheus metrics (this node’s, plus process CPU, memory, event loop and GC) on GET /metrics at this port (0 = any free port); default: not served' }),
+  metricsPort: flagRow({ schema: SETTINGS.dashboardPort.schema, arg: '<port>', description: 'serve Prometheus metrics (this node’s, plus process CPU, memory, event loop and GC) on GET /metrics at this port (0 = any free port; its URL is printed on stdout); default: not served' }),
   metricsHost: flagRow({ schema: z.string().trim().min(1), arg: '<host>', description: 'address the metrics server listens on (beyond loopback needs --metrics-token; default 127.0.0.1)' }),
   metricsToken: flagRow({ schema: SETTINGS.dashboardToken.schema, arg: '<token>', accepted: SETTINGS.dashboardToken.accepted, description: 'access token /metrics requires (Authorization: Bearer …), as the dashboard’s' }),
 };
@@ -34,11 +34,15 @@ export function metricsEndpoint(opts: MetricsFlagValues): MetricsEndpoint | unde
   return { port, host, token };
 }
 
-/** Starts the metrics server for `families` and the process's own metrics, and says where it is. */
+/**
+ * Starts the metrics server for `families` and the process's own metrics, and prints its URL on stdout
+ * as the node's addresses are printed: with --metrics-port 0 it is the only place the port shows, so
+ * no --log-level may hide it.
+ */
 export async function serveNodeMetrics(endpoint: MetricsEndpoint, families: readonly MetricFamily[], log: Logger): Promise<MetricsServer> {
   // loaded here, not with the flags: a command without --metrics-port (or only asked for --help) needs no HTTP server or prom-client
   const [{ startMetricsServer }, { metricsRegistry }] = await Promise.all([import('../node/metrics-server.js'), import('../util/prometheus.js')]);
   const server = await startMetricsServer({ ...endpoint, registry: metricsRegistry(families, { processMetrics: true }), log });
-  log.info(`Prometheus metrics on ${server.url}`);
+  process.stdout.write(`Prometheus metrics on ${server.url}\n`);
   return server;
 }

@@ -17,7 +17,7 @@ import { registerTrain } from './commands/train.js';
 import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
-import { CommandFailure } from './failure.js';
+import { CommandExit, CommandFailure } from './failure.js';
 
 // The command modules import only their flag tables and the schemas under them; each action loads
 // the runtime it drives (swarm, engine, store) with `await import()` once its flags are read, so
@@ -58,8 +58,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     const program = buildProgram();
     program.hook('preAction', (_program, action) => void (invoked = action));
     await program.parseAsync([...argv], { from: 'user' });
-    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+    return 0;
   } catch (err) {
+    if (err instanceof CommandExit) return err.code;
     if (err instanceof CommanderError) {
       // commander already printed its message; help and version are successful exits
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : EXIT_USAGE;

@@ -215,7 +215,7 @@ export class Coordinator {
       { series: METRIC.epoch, value: g.epoch, epoch, ts: now },
       { series: METRIC.peersAlive, value: g.peers, epoch, ts: now },
       { series: METRIC.swarmSamplesPerSecond, value: g.samplesPerSecond, epoch, ts: now },
-      { series: METRIC.samplesAccumulated, value: g.estimatedSamples, epoch, ts: now },
+      { series: METRIC.samplesAccumulated, value: g.samples, epoch, ts: now },
       { series: METRIC.targetBatchSize, value: g.targetBatchSize, epoch, ts: now },
       ...(Number.isFinite(g.eta) ? [{ series: METRIC.etaSeconds, value: g.eta, epoch, ts: now }] : []),
     );

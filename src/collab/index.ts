@@ -13,7 +13,7 @@ export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, sav
 export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, servedStateEpoch, type StepOutcome } from './optimizer.js';
 export { averagingModeOf, COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
-export { globalProgress, type GlobalProgress } from './progress.js';
+export { globalProgress, readyForStep, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
 export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type ResolveRunSettings, type RunData, type RunParams } from './run-params.js';

@@ -45,9 +45,17 @@ export function reportTimeIsCurrent(time: number, now: number): boolean {
 export interface GlobalProgress {
   /** The swarm's epoch: the highest any peer reports (one that left included: the run got there). */
   readonly epoch: number;
-  /** Samples reported by peers at that epoch. */
+  /**
+   * Samples the peers at that epoch reported (this peer's own count as it stands): what the swarm
+   * accumulated toward the target, the figure every display shows (hivemind's samples_accumulated,
+   * which its log line prints). It grows only as peers report, so it holds while the swarm averages.
+   */
   readonly samples: number;
-  /** The same, extrapolated to `now` with each peer's throughput. */
+  /**
+   * The same, extrapolated to `now` with each peer's throughput: for the ETA and readyForStep only,
+   * never shown. No peer reports while the swarm averages, so it grows past the target there (a
+   * status printed "accumulated 394 of 32 samples" with it).
+   */
   readonly estimatedSamples: number;
   readonly samplesPerSecond: number;
   readonly peers: number;
@@ -107,7 +115,7 @@ function clamp(x: number, max: number): number {
 /** The line volunteers know from hivemind. */
 export function progressLine(p: GlobalProgress): string {
   const eta = Number.isFinite(p.eta) ? p.eta.toFixed(2) : 'unknown';
-  return `Collaboration accumulated ${Math.round(p.estimatedSamples)} samples from ${p.peers} peers; ETA ${eta} seconds (refresh in ${p.refreshIn.toFixed(2)} s)`;
+  return `Collaboration accumulated ${p.samples} samples from ${p.peers} peers; ETA ${eta} seconds (refresh in ${p.refreshIn.toFixed(2)} s)`;
 }
 
 /** Whether the swarm has gathered enough samples for the next step, or is within `batchSizeLead` samples of it. */

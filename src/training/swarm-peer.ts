@@ -128,7 +128,7 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     progress: (g) => {
       // the dashboard's peers table: each peer's throughput, and when it was last heard from
       if (collab.peerReports !== reportsKept) store.peers.reported((reportsKept = collab.peerReports));
-      emit({ type: 'progress', samplesPerSecond: microBatchRate, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.estimatedSamples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at: Date.now() });
+      emit({ type: 'progress', samplesPerSecond: microBatchRate, swarm: { epoch: g.epoch, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.samples, targetBatchSize: g.targetBatchSize, etaSeconds: Number.isFinite(g.eta) ? g.eta : null }, at: Date.now() });
     },
   });
   const saver = new FullStateSaver(store, log, { pauseSave: init.faultPauseStateSave });

@@ -207,3 +207,20 @@ test('--move-aside, which the message about a damaged database names, is a flag 
   const aside = fs.readdirSync(dir).filter((f) => f.startsWith('cohort.db.moved-'));
   assert.deepEqual(aside.map((f) => fs.readFileSync(`${dir}/${f}`, 'utf8')), [garbage]);
 });
+
+test('an in-process command reports its own exit code, not the one the test runner set after an earlier failing test', async (t) => {
+  const dir = tmpDir(t);
+  const before = process.exitCode;
+  // what node:test sets once any test of this file failed: every later in-process command read as failed
+  process.exitCode = 1;
+  try {
+    const ok = await cohortInProcess(['data', 'stats', '--data-dir', dir]);
+    assert.equal(ok.code, 0, ok.stderr);
+    // doctor's own failure still exits 1 (a data directory under a file cannot be written)
+    fs.writeFileSync(`${dir}/file`, '');
+    const failed = await cohortInProcess(['doctor', '--json', '--data-dir', `${dir}/file/sub`]);
+    assert.equal(failed.code, 1, failed.stderr);
+  } finally {
+    process.exitCode = before;
+  }
+});

@@ -29,8 +29,9 @@ test('cohort run --coordinator --metrics-port serves the swarm, training and pro
   assert.equal(await proc.stop(), 0, proc.out());
 });
 
-test('cohort swarm start takes --metrics-port from COHORT_METRICS_PORT and serves on loopback without a token', async (t) => {
-  const proc = startProcess(t, [CLI, 'swarm', 'start', '--run-id', 'metrics-swarm', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', tmpDir(t)], { env: { COHORT_METRICS_PORT: '0' } });
+test('cohort swarm start takes --metrics-port from COHORT_METRICS_PORT and serves on loopback without a token; the URL is on stdout under --log-level warn', async (t) => {
+  // an operator who quiets the log still learns which port 0 picked
+  const proc = startProcess(t, [CLI, 'swarm', 'start', '--run-id', 'metrics-swarm', '--host-maddrs', '/ip4/127.0.0.1/tcp/0', '--data-dir', tmpDir(t), '--log-level', 'warn'], { env: { COHORT_METRICS_PORT: '0' } });
   const url = await metricsUrl(proc);
   const families = await scrape(url, 'unused-without-a-token');
   assert.equal(families.get('cohort_swarm_routing_table_size')?.samples[0]?.value, 0);

@@ -204,7 +204,7 @@ test('every micro-batch tells its progress, the one that completes the target ba
   const params = initAlbertParams(config, 1);
   const seen: Array<[epoch: number, samples: number]> = [];
   const collab = new CollaborativeOptimizer(node!, config, params, createOptimizer(params, { kind: 'lamb' }), { ...BASE, targetBatchSize: 8 }, pino({ level: 'silent' }), {
-    progress: (g) => seen.push([g.epoch, g.estimatedSamples]),
+    progress: (g) => seen.push([g.epoch, g.samples]),
   });
   t.after(() => collab.stop());
   await collab.start();

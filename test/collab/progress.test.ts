@@ -15,7 +15,22 @@ test('global progress sums samples at the swarm epoch and extrapolates them to n
   assert.equal(p.eta, (1000 - 170) / 35);
   assert.equal(p.peers, 3);
   assert.equal(readyForStep(p), false);
-  assert.match(progressLine(p), /^Collaboration accumulated 170 samples from 3 peers; ETA 23\.71 seconds \(refresh in \d+\.\d\d s\)$/);
+  // the line shows what the peers reported, as hivemind's; the extrapolation is in the ETA
+  assert.match(progressLine(p), /^Collaboration accumulated 150 samples from 3 peers; ETA 23\.71 seconds \(refresh in \d+\.\d\d s\)$/);
+});
+
+test('a swarm averaging its target batch (no peer reports meanwhile) shows the samples reported, not their extrapolation past the target', () => {
+  // two peers reported 16 of 32 samples each at 10 samples/s a minute ago, then went into averaging
+  const now = 100_000;
+  const p = globalProgress([peer('a', 2, 16, 10, now - 60_000), peer('b', 2, 16, 10, now - 60_000)], now, { targetBatchSize: 32 });
+  assert.equal(p.estimatedSamples, 32 + 2 * 60 * 10, 'the extrapolation grows on');
+  assert.equal(p.samples, 32);
+  assert.match(progressLine(p), /^Collaboration accumulated 32 samples from 2 peers; ETA 0\.00 seconds/);
+  assert.equal(readyForStep(p), true);
+  // reports a micro-batch short of the target (a peer's last report is throttled): ready by throughput, the figure stays true
+  const short = globalProgress([peer('a', 2, 12, 10, now - 60_000), peer('b', 2, 16, 10, now - 60_000)], now, { targetBatchSize: 32 });
+  assert.deepEqual([short.samples, readyForStep(short), short.eta], [28, true, 0]);
+  assert.match(progressLine(short), /accumulated 28 samples/);
 });
 
 test('a peer that left keeps the epoch it reached but adds no samples, throughput or peer', () => {

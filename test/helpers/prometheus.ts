@@ -69,10 +69,10 @@ export function parsePrometheusText(text: string): Map<string, ParsedFamily> {
 
 const METRICS_URL = /Prometheus metrics on (http:\/\/\S+\/metrics)/;
 
-/** The /metrics address a `cohort` process logs once its metrics server listens. */
+/** The /metrics address a `cohort` process prints on stdout (as its swarm addresses, whatever its log level) once its metrics server listens. */
 export async function metricsUrl(proc: Proc): Promise<string> {
-  await waitFor('the metrics server', () => METRICS_URL.test(proc.out()), 60_000);
-  return METRICS_URL.exec(proc.out())![1]!;
+  await waitFor('the metrics server', () => METRICS_URL.test(proc.stdout), 60_000);
+  return METRICS_URL.exec(proc.stdout)![1]!;
 }
 
 /** Scrapes `url` with the token and parses the body strictly. */

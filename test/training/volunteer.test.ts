@@ -48,6 +48,9 @@ test('Start with a join code trains with the swarm; the coordinator switch serve
   const stepped = events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(stepped.some((e) => e.epoch >= 2 && !e.alone), `no swarm step reached: ${JSON.stringify(events.slice(-3))}`);
   assert.ok(events.some((e) => e.type === 'progress' && e.swarm.peers >= 2), 'never saw the other peer');
+  // the dashboard's accumulated samples are those the peers reported (whole samples), not the other peer's report extrapolated with its throughput
+  const accumulated = events.flatMap((e) => (e.type === 'progress' ? [e.swarm.samplesAccumulated] : []));
+  assert.ok(accumulated.every(Number.isInteger), `samples accumulated: ${accumulated.join(' ')}`);
   // the peers table: the training peer with the throughput its progress records give (its first says 0:
   // nothing measured yet), the coordinator (no progress) alive while connected
   const view = new StoreView(store);

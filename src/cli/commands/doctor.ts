@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CheckResult } from '../../doctor/checks.js';
 import { addSettingOptions, commandContext } from '../context.js';
+import { CommandExit } from '../failure.js';
 
 const MARK: Record<CheckResult['status'], string> = { ok: 'ok     ', missing: 'missing', warn: 'warn   ', fail: 'FAIL   ' };
 
@@ -25,6 +26,6 @@ export function registerDoctor(program: Command): void {
       }
       process.stdout.write(failed.length === 0 ? '\nCohort can run on this machine.\n' : `\n${failed.length} required check(s) failed.\n`);
     }
-    if (failed.length > 0) process.exitCode = 1;
+    if (failed.length > 0) throw new CommandExit(1);
   });
 }

@@ -33,7 +33,7 @@ export function registerStatus(program: Command): void {
       throw err;
     }
     const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
-    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf, servedStateEpoch }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
+    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, readyForStep, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf, servedStateEpoch }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../shards/index.js'),
       import('../../swarm/index.js'),
@@ -71,12 +71,14 @@ export function registerStatus(program: Command): void {
             .sort((a, b) => b.samples - a.samples)
             .slice(0, top)
             .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
-      const view = { runId: node.runId, epoch, servedStateEpoch: served ?? null, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: Math.round(g.estimatedSamples), targetBatchSize, eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
+      const view = { runId: node.runId, epoch, servedStateEpoch: served ?? null, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.samples, targetBatchSize, readyToStep: readyForStep(g), eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
       if (json) process.stdout.write(JSON.stringify(view) + '\n');
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
         process.stdout.write(`newest state served: ${served === undefined ? 'none (a joiner starts from its own checkpoint or new weights)' : `epoch ${served} (what a joining peer loads)`}\n`);
-        process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}\n`);
+        // the peers' throughput says the target is reached, though their last reports may hold fewer: they are averaging (or about to)
+        const next = view.readyToStep ? `ready to step to epoch ${g.epoch + 1} (at the peers' samples/s the target is reached: they average, then step)` : `ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}`;
+        process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ${next}\n`);
         process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : 'run parameters: none published (peers use their own flags)\n');
         if (run) process.stdout.write(`data: ${describeRunData(pinned)}${pinned === null ? '' : `; ${holders.length === 0 ? 'no peer advertises its shards' : `peers holding each of its ${holders.length} shard(s): ${holders.join(' ')}`}`}\n`);
         process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:${contributors.length === 0 ? ' none yet (no samples recorded)' : ''}\n`);
