@@ -357,15 +357,55 @@ export class Coordinator {
       if (!saving) return; // the previous checkpoint is still being written: the next look tries again
       await saving;
       const root = path.join(this.init.dataDir, 'checkpoints');
-      const dir = path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`);
-      saveModel(dir, s.config, s.params);
-      if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
-      const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();
-      for (const old of dirs.slice(0, Math.max(0, dirs.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
+      writeModelFolder(root, s.epoch, keep, (dir) => {
+        saveModel(dir, s.config, s.params);
+        if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
+      });
       this.lastCheckpointEpoch = s.epoch;
       this.init.log.info(`saved checkpoint of epoch ${s.epoch} from ${loaded.donor} in ${root}`);
     } catch (err) {
       this.init.log.warn(`checkpoint at epoch ${epoch} failed: ${(err as Error).message}; retrying at the next look`);
     }
+  }
+}
+
+/** A coordinator's model folder in `<data dir>/checkpoints` (readers take the highest as the newest). */
+const MODEL_FOLDER = /^epoch-\d{6,}$/;
+/** Prefix of a model folder being written: never a MODEL_FOLDER name, so neither readers nor pruning take it for a checkpoint. */
+const WRITING_PREFIX = '.writing-';
+
+/**
+ * Writes the model folder of `epoch` in `root` whole or not at all, then keeps the newest `keep`: `write`
+ * fills a hidden sibling that is renamed into place once its files are on disk, so a kill or a full disk
+ * mid-write never leaves a truncated `epoch-*` folder that `cohort model loss` and users would read as
+ * the newest. What a killed write left is deleted at the next one.
+ */
+function writeModelFolder(root: string, epoch: number, keep: number, write: (dir: string) => void): void {
+  fs.mkdirSync(root, { recursive: true });
+  for (const d of fs.readdirSync(root)) if (d.startsWith(WRITING_PREFIX)) fs.rmSync(path.join(root, d), { recursive: true, force: true });
+  const name = `epoch-${String(epoch).padStart(6, '0')}`;
+  const writing = path.join(root, WRITING_PREFIX + name);
+  try {
+    write(writing);
+    // on disk before the rename makes them the newest checkpoint (a power cut would otherwise leave it empty)
+    for (const f of fs.readdirSync(writing)) fsyncPath(path.join(writing, f));
+    // a folder of this epoch written before (a checkpoint taken again after a restart)
+    fs.rmSync(path.join(root, name), { recursive: true, force: true });
+    fs.renameSync(writing, path.join(root, name));
+  } catch (err) {
+    fs.rmSync(writing, { recursive: true, force: true });
+    throw new Error(`could not write the model folder ${path.join(root, name)}: ${(err as Error).message}`, { cause: err });
+  }
+  fsyncPath(root);
+  const folders = fs.readdirSync(root).filter((d) => MODEL_FOLDER.test(d)).sort();
+  for (const old of folders.slice(0, Math.max(0, folders.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
+}
+
+function fsyncPath(p: string): void {
+  const fd = fs.openSync(p, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
   }
 }
