@@ -22,7 +22,7 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
-import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT } from './full-state.js';
+import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
 import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
@@ -90,6 +90,8 @@ export class Coordinator {
   private swarmEpoch = -1;
   private lastPrune = 0;
   private lastCheckpointEpoch = 0;
+  /** The newest checkpoint of the run that verifies, loaded when constructed, until `start` serves it. */
+  private lastCheckpoint: FullStateCheckpoint | undefined;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
   private readonly saver: FullStateSaver;
@@ -114,19 +116,24 @@ export class Coordinator {
     this.followable = new FollowableReports(async () => (await this.state.advertisedStateEpoch()) ?? Number.POSITIVE_INFINITY, init.log);
     // what a previous run on this store got to: credits (each peer's baseline and total come back when
     // it is next seen), the last swarm loss recorded, the last checkpoint
-    const { contributions, checkpoints } = init.store;
+    const { contributions } = init.store;
     const run = init.node.runId;
     const totals = contributions.totals({ runId: run });
     this.unpublished = totals.length > 0;
     // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
-    this.lastCheckpointEpoch = checkpoints.list(SWARM_STATE_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    // counted from the newest checkpoint that verifies: a damaged newer one would put off the next
+    // checkpoint (and leave the run with none usable) until the swarm passed its epoch
+    this.lastCheckpoint = loadFullState(init.store, SWARM_STATE_CHECKPOINT, { runId: run, onSkip: (m) => init.log.warn(m) });
+    this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
     if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
   start(): void {
-    this.served = this.serveLastCheckpoint().catch((err: unknown) => {
+    const last = this.lastCheckpoint;
+    this.lastCheckpoint = undefined;
+    this.served = this.serveLastCheckpoint(last).catch((err: unknown) => {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });
@@ -165,8 +172,7 @@ export class Coordinator {
    * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
    * load it from this coordinator (the optimizer loads a served state ahead of its own).
    */
-  private async serveLastCheckpoint(): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
-    const last = loadFullState(this.init.store, SWARM_STATE_CHECKPOINT, { runId: this.init.node.runId, onSkip: (m) => this.init.log.warn(m) });
+  private async serveLastCheckpoint(last: FullStateCheckpoint | undefined): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
     if (!last) return undefined;
     const { epoch } = last.state;
     const { withdraw } = await this.state.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: last.bytes }) });
