@@ -50,8 +50,9 @@ test('a coordinator whose disk fills up says so once, naming the directory, goes
   const disk = smallDisk(t, 16);
   if (disk === undefined) return t.skip('needs root on Linux to mount a small tmpfs');
   const dir = path.join(disk, 'coordinator');
-  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'disk-full-co', '--data-dir', dir, '--checkpoint-every', '0', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--refresh', '0.2']);
-  await waitFor(co, /cohort run --join cohort:\S+/, 60_000);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'disk-full-co', '--data-dir', dir, '--checkpoint-every', '0', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'debug', '--refresh', '0.2']);
+  // filled once the run record is kept in the store (before its first publication ends): a disk full before that stops the start, as it should
+  await waitFor(co, /run parameters published/, 60_000, 'stderr');
   fill(path.join(disk, 'filler'));
   const full = new RegExp(`coordinator poll failed: the disk holding ${dir} is full \\(database or disk is full\\): free space there`, 'g');
   await waitFor(co, full, 60_000, 'stderr');
