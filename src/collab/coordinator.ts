@@ -22,7 +22,7 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
-import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT } from './full-state.js';
+import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
 import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
@@ -90,6 +90,8 @@ export class Coordinator {
   private swarmEpoch = -1;
   private lastPrune = 0;
   private lastCheckpointEpoch = 0;
+  /** The newest checkpoint of the run that verifies, loaded when constructed, until `start` serves it. */
+  private lastCheckpoint: FullStateCheckpoint | undefined;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
   private readonly saver: FullStateSaver;
@@ -114,19 +116,24 @@ export class Coordinator {
     this.followable = new FollowableReports(async () => (await this.state.advertisedStateEpoch()) ?? Number.POSITIVE_INFINITY, init.log);
     // what a previous run on this store got to: credits (each peer's baseline and total come back when
     // it is next seen), the last swarm loss recorded, the last checkpoint
-    const { contributions, checkpoints } = init.store;
+    const { contributions } = init.store;
     const run = init.node.runId;
     const totals = contributions.totals({ runId: run });
     this.unpublished = totals.length > 0;
     // a credited step E means the swarm loss of epoch E + 1 was recorded (it is recorded a poll before the credit)
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
-    this.lastCheckpointEpoch = checkpoints.list(SWARM_STATE_CHECKPOINT).find((c) => c.meta['runId'] === run)?.epoch ?? 0;
+    // counted from the newest checkpoint that verifies: a damaged newer one would put off the next
+    // checkpoint (and leave the run with none usable) until the swarm passed its epoch
+    this.lastCheckpoint = loadFullState(init.store, SWARM_STATE_CHECKPOINT, { runId: run, onSkip: (m) => init.log.warn(m) });
+    this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
     if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
   start(): void {
-    this.served = this.serveLastCheckpoint().catch((err: unknown) => {
+    const last = this.lastCheckpoint;
+    this.lastCheckpoint = undefined;
+    this.served = this.serveLastCheckpoint(last).catch((err: unknown) => {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });
@@ -165,8 +172,7 @@ export class Coordinator {
    * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
    * load it from this coordinator (the optimizer loads a served state ahead of its own).
    */
-  private async serveLastCheckpoint(): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
-    const last = loadFullState(this.init.store, SWARM_STATE_CHECKPOINT, { runId: this.init.node.runId, onSkip: (m) => this.init.log.warn(m) });
+  private async serveLastCheckpoint(last: FullStateCheckpoint | undefined): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
     if (!last) return undefined;
     const { epoch } = last.state;
     const { withdraw } = await this.state.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: last.bytes }) });
@@ -357,15 +363,55 @@ export class Coordinator {
       if (!saving) return; // the previous checkpoint is still being written: the next look tries again
       await saving;
       const root = path.join(this.init.dataDir, 'checkpoints');
-      const dir = path.join(root, `epoch-${String(s.epoch).padStart(6, '0')}`);
-      saveModel(dir, s.config, s.params);
-      if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
-      const dirs = fs.readdirSync(root).filter((d) => d.startsWith('epoch-')).sort();
-      for (const old of dirs.slice(0, Math.max(0, dirs.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
+      writeModelFolder(root, s.epoch, keep, (dir) => {
+        saveModel(dir, s.config, s.params);
+        if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
+      });
       this.lastCheckpointEpoch = s.epoch;
       this.init.log.info(`saved checkpoint of epoch ${s.epoch} from ${loaded.donor} in ${root}`);
     } catch (err) {
       this.init.log.warn(`checkpoint at epoch ${epoch} failed: ${(err as Error).message}; retrying at the next look`);
     }
+  }
+}
+
+/** A coordinator's model folder in `<data dir>/checkpoints` (readers take the highest as the newest). */
+const MODEL_FOLDER = /^epoch-\d{6,}$/;
+/** Prefix of a model folder being written: never a MODEL_FOLDER name, so neither readers nor pruning take it for a checkpoint. */
+const WRITING_PREFIX = '.writing-';
+
+/**
+ * Writes the model folder of `epoch` in `root` whole or not at all, then keeps the newest `keep`: `write`
+ * fills a hidden sibling that is renamed into place once its files are on disk, so a kill or a full disk
+ * mid-write never leaves a truncated `epoch-*` folder that `cohort model loss` and users would read as
+ * the newest. What a killed write left is deleted at the next one.
+ */
+function writeModelFolder(root: string, epoch: number, keep: number, write: (dir: string) => void): void {
+  fs.mkdirSync(root, { recursive: true });
+  for (const d of fs.readdirSync(root)) if (d.startsWith(WRITING_PREFIX)) fs.rmSync(path.join(root, d), { recursive: true, force: true });
+  const name = `epoch-${String(epoch).padStart(6, '0')}`;
+  const writing = path.join(root, WRITING_PREFIX + name);
+  try {
+    write(writing);
+    // on disk before the rename makes them the newest checkpoint (a power cut would otherwise leave it empty)
+    for (const f of fs.readdirSync(writing)) fsyncPath(path.join(writing, f));
+    // a folder of this epoch written before (a checkpoint taken again after a restart)
+    fs.rmSync(path.join(root, name), { recursive: true, force: true });
+    fs.renameSync(writing, path.join(root, name));
+  } catch (err) {
+    fs.rmSync(writing, { recursive: true, force: true });
+    throw new Error(`could not write the model folder ${path.join(root, name)}: ${(err as Error).message}`, { cause: err });
+  }
+  fsyncPath(root);
+  const folders = fs.readdirSync(root).filter((d) => MODEL_FOLDER.test(d)).sort();
+  for (const old of folders.slice(0, Math.max(0, folders.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
+}
+
+function fsyncPath(p: string): void {
+  const fd = fs.openSync(p, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
   }
 }

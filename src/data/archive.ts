@@ -9,6 +9,33 @@ export type ArchiveKind = 'zip' | 'tar' | 'tar.gz' | 'gz';
 /** File names that are read as archives (WikiText-103 ships as `wikitext-103-raw-v1.zip`). */
 export const ARCHIVE_SUFFIXES: readonly string[] = ['.zip', '.tar', '.tar.gz', '.tgz', '.gz'];
 
+/**
+ * Compressions and archive formats that are not read, known by their first bytes (a file of any name,
+ * an archive's entry) and in a folder by their suffix: such a file is skipped saying what it is and
+ * what to do, not as mere binary data. bzip2's "BZh" and level go on to a block's (π) or the end's
+ * (√π) magic, so a text beginning "BZh9" is still text.
+ */
+const UNREAD_FORMATS = [
+  { suffix: '.xz', magic: ['\xfd7zXZ\x00'], what: 'xz-compressed data', unpack: 'xz -dk' },
+  { suffix: '.bz2', magic: ['1AY&SY', '\x17rE8P\x90'].flatMap((block) => [...'123456789'].map((level) => `BZh${level}${block}`)), what: 'bzip2-compressed data', unpack: 'bunzip2 -k' },
+  { suffix: '.zst', magic: ['\x28\xb5\x2f\xfd'], what: 'zstd-compressed data', unpack: 'unzstd' },
+  { suffix: '.7z', magic: ['7z\xbc\xaf\x27\x1c'], what: 'a 7z archive', unpack: '7z x' },
+  { suffix: '.rar', magic: ['Rar!\x1a\x07'], what: 'a RAR archive', unpack: 'unrar x' },
+] as const;
+
+/** Whether a file's name says a format that is not read (a folder's such files are reported, not passed over). */
+export function isUnreadFormatName(file: string): boolean {
+  const name = file.toLowerCase();
+  return UNREAD_FORMATS.some((f) => name.endsWith(f.suffix));
+}
+
+/** Why bytes starting with `head` are not read as text, when they are a compression or an archive format that is not read. */
+export function unreadFormat(head: Uint8Array): string | undefined {
+  const start = Buffer.from(head.subarray(0, 16)).toString('latin1');
+  const f = UNREAD_FORMATS.find((u) => u.magic.some((m) => start.startsWith(m)));
+  return f && `${f.what}, which is not read: unpack it first (e.g. \`${f.unpack}\`), or give it as ${ARCHIVE_SUFFIXES.join(' ')}`;
+}
+
 /** The archive kind a file name says, or undefined for a plain file. */
 export function archiveKindOf(file: string): ArchiveKind | undefined {
   const name = file.toLowerCase();

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ARCHIVE_SUFFIXES, archiveEntries, archiveKindOf } from './archive.js';
+import { ARCHIVE_SUFFIXES, archiveEntries, archiveKindOf, isUnreadFormatName, unreadFormat } from './archive.js';
 import { bundledCorpus, readBundledDocument } from './bundled-corpus.js';
 import type { Document } from './document.js';
 import { DataError } from './errors.js';
@@ -70,7 +70,11 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   const hash = createHash('sha256').update(`files\0${format}\0${field}\0${limit}\0`);
   for (const f of files) {
     hash.update(path.relative(root, f) + '\0');
-    for await (const chunk of fs.createReadStream(f)) hash.update(chunk as Buffer);
+    for await (const chunk of fs.createReadStream(f)) {
+      hash.update(chunk as Buffer);
+      // a .xz or .bz2 dump adds nothing to the data (it is skipped at its first bytes): not read through only to hash it
+      if (unreadFormat(chunk as Buffer)) break;
+    }
   }
   return {
     description: `${spec} (${files.length} file${files.length === 1 ? '' : 's'})`,
@@ -98,7 +102,8 @@ function listFiles(root: string): string[] {
   if (stat.isFile()) return [root];
   return fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
-    .filter((e) => (isTextName(e.name) || isArchiveName(e.name)) && (e.isFile() || (e.isSymbolicLink() && linksToFile(path.join(e.parentPath, e.name)))))
+    // formats that are not read are listed too, so that they are reported as skipped, saying what to do
+    .filter((e) => (isTextName(e.name) || isArchiveName(e.name) || isUnreadFormatName(e.name)) && (e.isFile() || (e.isSymbolicLink() && linksToFile(path.join(e.parentPath, e.name)))))
     .map((e) => path.join(e.parentPath, e.name))
     .sort();
 }

@@ -1,3 +1,5 @@
+import { unreadFormat } from './archive.js';
+
 /** Why a file was not read as text; the caller skips it with a counted warning. */
 export class NotTextError extends Error {
   override readonly name = 'NotTextError';
@@ -15,8 +17,8 @@ export const MAX_LINE_CHARS = 16 * 1024 * 1024;
 /**
  * Decodes a byte stream as UTF-8 text and yields its lines (without `\n` / `\r\n`), holding no more
  * than one chunk and one line: a 500 MB file never becomes one string (Node caps a string at ~512 M
- * characters). Binary data (NUL bytes), invalid UTF-8 and over-long lines throw NotTextError, which
- * ends the file where it is found. A UTF-8 byte-order mark is dropped.
+ * characters). Binary data (NUL bytes; a compression or archive that is not read is named), invalid
+ * UTF-8 and over-long lines throw NotTextError, which ends the file where it is found. A UTF-8 byte-order mark is dropped.
  */
 export async function* textLines(file: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -31,6 +33,8 @@ export async function* textLines(file: string, chunks: AsyncIterable<Uint8Array>
     }
   };
   for await (const chunk of chunks) {
+    const unread = offset === 0 ? unreadFormat(chunk) : undefined;
+    if (unread) throw new NotTextError(file, unread);
     if (chunk.includes(0)) throw new NotTextError(file, `binary data (NUL bytes near byte ${offset}); not a text file`);
     const lines = (rest + decode(chunk)).split('\n');
     offset += chunk.length;

@@ -133,3 +133,35 @@ test('the coordinator checkpoints the full state with the run record; restarted 
   t.after(() => observer.stop());
   assert.equal(await observer.advertisedStateEpoch(), 6, 'the coordinator withdrew its advertisement of epoch 4 (else the joiner’s epoch 6 would be unbacked)');
 });
+
+test('restarted on a store whose newest checkpoint is damaged, the coordinator counts its next checkpoint from the newest that verifies', { timeout: 60_000 }, async (t) => {
+  const run = `${RUN}-damaged`;
+  const [coordinatorNode, donor] = await startSwarm(t, 2, { runId: run });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  const config = PRESETS.tiny;
+  const params = initAlbertParams(config, 3);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
+  const stateOf = (epoch: number) => encodeTrainingState({ epoch, config, params, optimizer });
+  // what the coordinator saved before it stopped: epoch 2, then epoch 4, damaged since (a bad sector)
+  store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 2, data: stateOf(2), meta: { runId: run } });
+  const damaged = store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 4, data: stateOf(4), meta: { runId: run } });
+  store.checkpoints.db.prepare('UPDATE checkpoint_chunks SET data = zeroblob(length(data)) WHERE checkpoint_id = ? AND seq = 0').run(damaged.id);
+  const { warnings, log } = warningLog();
+  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 2 });
+  t.after(async () => {
+    await coordinator.stop();
+    store.close();
+  });
+  // the swarm is at epoch 4: two epochs past the last usable checkpoint, so the coordinator takes one
+  const served = createAverager(donor!, { prefix: STATE_PREFIX });
+  t.after(() => served.stop());
+  const { advertise } = await served.serveState({ epoch: () => 4, snapshot: () => ({ epoch: 4, data: stateOf(4) }) });
+  await advertise();
+  await publishProgress(donor!, { epoch: 4, samples: 8 });
+
+  await coordinator.poll();
+  assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT).map((c) => c.epoch), [4, 4, 2], warnings.join('\n'));
+  assert.equal(loadFullState(store, SWARM_STATE_CHECKPOINT, { runId: run })?.state.epoch, 4);
+  assert.match(warnings.join('\n'), new RegExp(`skipping checkpoint ${damaged.id} \\(swarm-state, epoch 4\\): .*fails its checksum`));
+});

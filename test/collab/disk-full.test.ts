@@ -3,47 +3,16 @@
 // not SQLite's bare "database or disk is full" and a stack; its last checkpoint survives, and once
 // space is freed it continues from it. Needs root on Linux (it mounts the tmpfs).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import test, { type TestContext } from 'node:test';
+import test from 'node:test';
 import { PEER_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
 import { openStore } from '../../src/store/index.js';
+import { fill, smallDisk } from '../helpers/disk.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { preparedDataDirs, spawnCli, waitFor } from './processes.js';
 
 const RUN = ['run', '--run-id', 'disk-full-test', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '8', '--batch-size', '8', '--seq-len', '32', '--threads', '1', '--matchmaking-time', '1', '--save-state-every', '0'];
-
-/** A tmpfs of `mib` MiB, unmounted when the test ends; undefined where it cannot be mounted (not root, not Linux). */
-function smallDisk(t: TestContext, mib: number): string | undefined {
-  if (process.platform !== 'linux' || process.getuid?.() !== 0) return undefined;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cohort-disk-full-'));
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${mib}m`, 'tmpfs', dir], { stdio: 'pipe' });
-  } catch {
-    fs.rmdirSync(dir);
-    return undefined;
-  }
-  t.after(() => {
-    execFileSync('umount', ['-l', dir]);
-    fs.rmdirSync(dir);
-  });
-  return dir;
-}
-
-/** Writes zeros to `file` until the disk refuses them. */
-function fill(file: string): void {
-  const fd = fs.openSync(file, 'w');
-  const block = Buffer.alloc(1 << 20);
-  try {
-    for (;;) fs.writeSync(fd, block);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 test('a training peer whose disk fills up stops with one line saying so; its last checkpoint survives and it continues from it once space is freed', { timeout: 180_000 }, async (t) => {
   const disk = smallDisk(t, 32);
@@ -81,8 +50,9 @@ test('a coordinator whose disk fills up says so once, naming the directory, goes
   const disk = smallDisk(t, 16);
   if (disk === undefined) return t.skip('needs root on Linux to mount a small tmpfs');
   const dir = path.join(disk, 'coordinator');
-  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'disk-full-co', '--data-dir', dir, '--checkpoint-every', '0', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--refresh', '0.2']);
-  await waitFor(co, /cohort run --join cohort:\S+/, 60_000);
+  const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'disk-full-co', '--data-dir', dir, '--checkpoint-every', '0', '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'debug', '--refresh', '0.2']);
+  // filled once the run record is kept in the store (before its first publication ends): a disk full before that stops the start, as it should
+  await waitFor(co, /run parameters published/, 60_000, 'stderr');
   fill(path.join(disk, 'filler'));
   const full = new RegExp(`coordinator poll failed: the disk holding ${dir} is full \\(database or disk is full\\): free space there`, 'g');
   await waitFor(co, full, 60_000, 'stderr');

@@ -78,6 +78,15 @@ test('cohort data prepare reads a local WikiText file and reports skipped files;
   assert.doesNotMatch(wrongKind.stderr, /\n\s+at /, 'a clear message, not a stack trace');
 });
 
+test('cohort data prepare --source x.txt.xz fails saying it is xz-compressed and what to do', async (t) => {
+  const dir = tmpDir(t);
+  const source = path.join(dir, 'wiki.txt.xz');
+  fs.writeFileSync(source, Buffer.from('fd377a585a000004e6d6b446', 'hex'));
+  const r = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', source, '--vocab-size', '200']);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, new RegExp(`skipped ${source}: xz-compressed data, which is not read: unpack it first \\(e\\.g\\. \`xz -dk\`\\), or give it as \\.zip \\.tar \\.tar\\.gz \\.tgz \\.gz`));
+});
+
 test('a dataset prepared with a relative --data-dir is read from another folder (its tokenizer path is absolute)', async (t) => {
   const dir = tmpDir(t);
   const prepare = await runCli(['--data-dir', 'rel', 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json'], { cwd: dir });

@@ -92,6 +92,44 @@ test('a folder: text, WikiText and JSONL files are read in order; binary, non-UT
   assert.notEqual((await openSource(dir, { downloadDir: dir, field: 'body' })).hash, source.hash);
 });
 
+/** The first bytes of each compression or archive format that is not read, and how each is named and unpacked. */
+const UNREAD = [
+  { ext: 'xz', head: Buffer.from('fd377a585a000004e6d6b446', 'hex'), what: 'xz-compressed data', unpack: 'xz -dk' },
+  { ext: 'bz2', head: Buffer.concat([Buffer.from('BZh91AY&SY'), Buffer.from('c3f2a8b1', 'hex')]), what: 'bzip2-compressed data', unpack: 'bunzip2 -k' },
+  { ext: 'zst', head: Buffer.from('28b52ffd2400110000', 'hex'), what: 'zstd-compressed data', unpack: 'unzstd' },
+  { ext: '7z', head: Buffer.from('377abcaf271c000479b1', 'hex'), what: 'a 7z archive', unpack: '7z x' },
+  { ext: 'rar', head: Buffer.concat([Buffer.from('Rar!'), Buffer.from('1a0701003392b5e5', 'hex')]), what: 'a RAR archive', unpack: 'unrar x' },
+];
+const unreadReason = (u: (typeof UNREAD)[number]) => `${u.what}, which is not read: unpack it first (e.g. \`${u.unpack}\`), or give it as .zip .tar .tar.gz .tgz .gz`;
+
+test('a .xz, .bz2, .zst, .7z or .rar source is skipped saying which format it is and what to do, alone or in a folder; a text beginning "BZh" is read', async (t) => {
+  const dir = tmpDir(t);
+  const corpus = path.join(dir, 'corpus');
+  fs.mkdirSync(corpus);
+  for (const u of UNREAD) {
+    const file = path.join(corpus, `wiki.txt.${u.ext}`);
+    fs.writeFileSync(file, u.head);
+    const skipped: SkippedInput[] = [];
+    assert.deepEqual(await documentsOf(await openSource(file, { downloadDir: dir }), (s) => skipped.push(s)), []);
+    assert.deepEqual(skipped, [{ file, reason: unreadReason(u) }]);
+  }
+  fs.writeFileSync(path.join(corpus, 'bzh.txt'), 'BZh9 is a code. It names nothing.\n');
+  const skipped: SkippedInput[] = [];
+  const docs = await documentsOf(await openSource(corpus, { downloadDir: dir }), (s) => skipped.push(s));
+  assert.deepEqual(docs.map((d) => d.title), ['bzh.txt']);
+  assert.deepEqual(
+    skipped.map((s) => [path.basename(s.file), s.reason]),
+    UNREAD.map((u) => [`wiki.txt.${u.ext}`, unreadReason(u)]).sort(),
+  );
+
+  // a dump that is skipped unread is not read through to hash it: bytes past its first chunk leave the hash as it is
+  const dump = path.join(corpus, 'wiki.txt.xz');
+  fs.writeFileSync(dump, Buffer.concat([UNREAD[0]!.head, Buffer.alloc(1 << 20)]));
+  const hash = (await openSource(corpus, { downloadDir: dir })).hash;
+  fs.appendFileSync(dump, 'more');
+  assert.equal((await openSource(corpus, { downloadDir: dir })).hash, hash);
+});
+
 test('a missing path or a folder without text files is a clear error', async (t) => {
   const dir = tmpDir(t);
   await assert.rejects(openSource(path.join(dir, 'nope'), { downloadDir: dir }), /no such file or folder/);
