@@ -402,7 +402,8 @@ function writeModelFolder(root: string, epoch: number, keep: number, write: (dir
     fs.rmSync(writing, { recursive: true, force: true });
     throw new Error(`could not write the model folder ${path.join(root, name)}: ${(err as Error).message}`, { cause: err });
   }
-  fsyncPath(root);
+  // the rename itself on disk (POSIX: a folder opens for fsync; Windows cannot open one, and NTFS journals the rename)
+  if (process.platform !== 'win32') fsyncPath(root);
   const folders = fs.readdirSync(root).filter((d) => MODEL_FOLDER.test(d)).sort();
   for (const old of folders.slice(0, Math.max(0, folders.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
 }
