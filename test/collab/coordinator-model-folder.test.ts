@@ -4,39 +4,18 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { createAverager } from '../../src/averaging/index.js';
-import { Coordinator } from '../../src/collab/coordinator.js';
 import { SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
-import { STATE_PREFIX } from '../../src/collab/optimizer.js';
-import { encodeTrainingState } from '../../src/collab/state.js';
-import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
-import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { createOptimizer, loadModel } from '../../src/engine/index.js';
+import { loadModel } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
+import { coordinatorWithDonorAtEpoch2 } from '../helpers/coordinator.js';
 import { fill, smallDisk } from '../helpers/disk.js';
-import { warningLog } from '../helpers/log.js';
-import { publishProgress } from '../helpers/progress.js';
-import { startSwarm } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** A coordinator checkpointing every epoch (keeping `keep`) and a donor serving the state of epoch 2. */
 async function swarmAtEpoch2(t: TestContext, runId: string, dataDir: string, keep: number) {
-  const [coordinatorNode, donor] = await startSwarm(t, 2, { runId });
   const store = openStore(dataDir);
-  const { warnings, log } = warningLog();
-  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 1, keepCheckpoints: keep });
-  t.after(async () => {
-    await coordinator.stop();
-    store.close();
-  });
-  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
-  const state = createAverager(donor!, { prefix: STATE_PREFIX });
-  t.after(() => state.stop());
-  const params = initAlbertParams(config, 1);
-  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
-  const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: 2, config, params, optimizer }) }) });
-  await advertise();
-  await publishProgress(donor!, { epoch: 2, samples: 8 });
+  const { coordinator, warnings } = await coordinatorWithDonorAtEpoch2(t, { runId, dataDir, store, keepCheckpoints: keep });
+  t.after(() => store.close());
   return { coordinator, store, warnings };
 }
 

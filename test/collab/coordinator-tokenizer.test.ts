@@ -4,42 +4,20 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { createAverager } from '../../src/averaging/index.js';
-import { Coordinator } from '../../src/collab/coordinator.js';
 import { SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
-import { STATE_PREFIX } from '../../src/collab/optimizer.js';
-import { encodeTrainingState } from '../../src/collab/state.js';
 import { prepareDataset } from '../../src/data/prepare.js';
-import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
-import { initAlbertParams } from '../../src/engine/albert/params.js';
-import { createOptimizer } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
 import { cohortInProcess } from '../helpers/cli.js';
-import { warningLog } from '../helpers/log.js';
-import { publishProgress } from '../helpers/progress.js';
-import { startSwarm } from '../helpers/swarm.js';
+import { coordinatorWithDonorAtEpoch2 } from '../helpers/coordinator.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 for (const prepared of [true, false]) {
   test(`a coordinator checkpoint ${prepared ? 'carries the tokenizer of the data prepared in its data directory, and exports whole' : 'goes without a tokenizer when no data is prepared, warned once'}`, { timeout: 120_000 }, async (t) => {
-    const [coordinatorNode, donor] = await startSwarm(t, 2, { runId: `coordinator-tokenizer-${prepared}` });
     const dataDir = tmpDir(t);
     const store = openStore(dataDir);
     const info = prepared ? (await prepareDataset({ store, dataDir, source: 'bundled', maxDocuments: 6, vocabSize: 1500, shardExamples: 25 })).info : undefined;
-    const { warnings, log } = warningLog();
-    const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: 80, refresh: 60, checkpointEvery: 1 });
-    t.after(async () => {
-      await coordinator.stop();
-      store.close();
-    });
-    const config = checkConfig({ ...PRESETS.tiny, vocabSize: info?.vocabSize ?? 64 });
-    const state = createAverager(donor!, { prefix: STATE_PREFIX });
-    t.after(() => state.stop());
-    const params = initAlbertParams(config, 1);
-    const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
-    const { advertise } = await state.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: 2, config, params, optimizer }) }) });
-    await advertise();
-    await publishProgress(donor!, { epoch: 2, samples: 8 });
+    const { coordinator, warnings } = await coordinatorWithDonorAtEpoch2(t, { runId: `coordinator-tokenizer-${prepared}`, dataDir, store, vocabSize: info?.vocabSize ?? 64 });
+    t.after(() => store.close());
 
     await coordinator.poll();
     const [checkpoint] = store.checkpoints.list(SWARM_STATE_CHECKPOINT);
