@@ -70,10 +70,12 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
   const hash = createHash('sha256').update(`files\0${format}\0${field}\0${limit}\0`);
   for (const f of files) {
     hash.update(path.relative(root, f) + '\0');
+    let first = true;
     for await (const chunk of fs.createReadStream(f)) {
       hash.update(chunk as Buffer);
       // a .xz or .bz2 dump adds nothing to the data (it is skipped at its first bytes): not read through only to hash it
-      if (unreadFormat(chunk as Buffer)) break;
+      if (first && unreadFormat(chunk as Buffer)) break;
+      first = false;
     }
   }
   return {
