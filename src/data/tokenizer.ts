@@ -57,7 +57,7 @@ export function loadTokenizer(file: string): TextTokenizer {
  */
 export function keepGivenTokenizer(file: string, dataDir: string): { readonly tokenizer: TextTokenizer; readonly file: string } {
   const { bytes, tokenizer } = readTokenizer(file);
-  return { tokenizer, file: keepTokenizer(dataDir, tokenizer.hash, bytes) };
+  return { tokenizer, file: keepTokenizerFile(dataDir, tokenizer.hash, bytes) };
 }
 
 function readTokenizer(file: string): { bytes: Buffer; tokenizer: TextTokenizer } {
@@ -130,13 +130,13 @@ export function tokenizerFromJson(json: TokenizerJson, file: string, hash: strin
 }
 
 /** Where the data directory keeps a tokenizer.json by its sha256; absolute: a dataset row keeps it, and a node started from another folder reads it. */
-export function keptTokenizerPath(dataDir: string, sha256: string): string {
+export function keptTokenizerFile(dataDir: string, sha256: string): string {
   return path.resolve(dataDir, 'data', 'tokenizers', `${sha256}.json`);
 }
 
-/** Keeps a tokenizer.json (given and checked, or fetched and verified) in the data directory. */
-export function keepTokenizer(dataDir: string, sha256: string, data: Uint8Array): string {
-  const file = keptTokenizerPath(dataDir, sha256);
+/** Keeps a tokenizer.json (given and checked, or fetched and verified) as a file of the data directory (keptTokenizerFile) and returns its path; tokenizer-checkpoint.ts's keepTokenizer keeps one in the checkpoint store. */
+export function keepTokenizerFile(dataDir: string, sha256: string, data: Uint8Array): string {
+  const file = keptTokenizerFile(dataDir, sha256);
   writeTokenizerFile(file, data);
   return file;
 }

@@ -7,7 +7,7 @@ import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
 import { shardHeader } from '../data/shard-format.js';
-import { keepTokenizer, keptTokenizerPath, loadTokenizer } from '../data/tokenizer.js';
+import { keepTokenizerFile, keptTokenizerFile, loadTokenizer } from '../data/tokenizer.js';
 import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -335,7 +335,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   let { manifest, from: manifestFrom } = await getManifest();
   const tokenizerFile =
     localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
-    keepTokenizer(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
+    keepTokenizerFile(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
   // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts and sizes a
   // manifest gives for them (the model's vocabulary is taken from it, a shard's counts are stored with
   // it, the quota is reckoned with its sizes): a manifest whose counts or sizes its verified bytes
@@ -592,6 +592,6 @@ function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMa
 
 /** A tokenizer.json with this hash that this store already uses or fetched before, if any. */
 function localTokenizer(datasets: DatasetStore, dataDir: string, sha256: string): string | undefined {
-  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), keptTokenizerPath(dataDir, sha256)];
+  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), keptTokenizerFile(dataDir, sha256)];
   return files.find((file) => fs.existsSync(file) && createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256);
 }
