@@ -46,7 +46,8 @@ export function registerStatus(program: Command): void {
       if (report === undefined || report.connected.length === 0) throw new SwarmUnreachableError(`could not reach any peer of the join code's swarm "${node.runId}" within ${wait} s (--wait; the log above says what each address answered): check that the peer which printed the code is still running`);
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       // the run's published parameters give the ETA's target unless one is given
-      const run = await readRunParams(node, { joinPeers: joinPeerIds(join), waitMs: deadline - Date.now(), log });
+      const joinPeers = joinPeerIds(join);
+      const run = await readRunParams(node, { joinPeers, waitMs: deadline - Date.now(), log });
       const targetBatchSize = givenTarget ?? run?.params.targetBatchSize ?? 4096;
       const progress = progressRecords(node);
       let entries = await progress.get(PROGRESS_KEY);
@@ -58,7 +59,7 @@ export function registerStatus(program: Command): void {
       const reports = currentProgress(entries, now).map((e) => ({ peerId: e.owner, ...e.value }));
       const g = globalProgress(reports, now, { targetBatchSize });
       // the run's epoch also when nobody trains: a restarted coordinator serving its last checkpoint (a joiner loads it)
-      const served = await servedStateEpoch(node, joinPeerIds(join));
+      const served = await servedStateEpoch(node, joinPeers);
       const epoch = Math.max(g.epoch, served ?? 0);
       const board = await latestLeaderboard(node);
       const pinned = run?.params.data ?? null;
