@@ -32,7 +32,8 @@ test('a newcomer loads the newest state bitwise equal to the donor’s', async (
 
 test('a busy donor refuses with BUSY and the newcomer falls back to the next one', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'state-busy' });
-  const [busy, spare, first, second] = averagers(t, nodes, () => ({ prefix: 'state', state: { ...STATE, maxConcurrentDownloads: 1 } }));
+  // a stall timeout no loaded machine reaches: the second newcomer must hear BUSY, not give up on the donor first
+  const [busy, spare, first, second] = averagers(t, nodes, () => ({ prefix: 'state', state: { ...STATE, stallTimeoutMs: 15_000, maxConcurrentDownloads: 1 } }));
   let release!: () => void;
   let occupied!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
