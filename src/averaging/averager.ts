@@ -9,10 +9,10 @@ import { startCpuMeter } from './cpu-meter.js';
 import { MatchmakingError } from './errors.js';
 import type { Fault } from './faults.js';
 import { AGGREGATIONS, type Aggregation } from './reducer.js';
-import { groupKey, phaseGroup, schemaHash, type GroupInfo } from './group.js';
+import { groupKey, phaseGroup, regroup, schemaHash, type GroupInfo } from './group.js';
 import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
-import type { DataPins } from './messages.js';
+import type { DataPins, Member } from './messages.js';
 import { powerSgdSchema, powerSgdWireFraction, type PowerSgd } from './powersgd.js';
 import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
@@ -164,7 +164,7 @@ export interface ScheduledStep {
 export type StepResult =
   | ({ readonly ok: true } & AllreduceResult)
   | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string }
-  /** A PowerSGD round whose phase did not average every part: nothing of it is usable (peers would apply different gradients). */
+  /** A PowerSGD round whose phase did not average every part (phase Q: nor did its one retry): nothing of it is usable (peers would apply different gradients). */
   | { readonly ok: false; readonly stage: 'allreduce'; readonly code: 'PHASE_INCOMPLETE'; readonly reason: string };
 
 /** Progress of a step, as a discriminated union (the same events feed logs and the UI). */
@@ -403,7 +403,9 @@ export class Averager {
    * unaveraged fails the round: this peer's error buffers get the gradient back out and the caller
    * takes a local step, as after a failed matchmaking. After a failed phase P it still reduces its
    * part of phase Q with its own values left out, so the members whose phase P completed (a member
-   * excluded for NaN or a stall fails it alone) finish their round without it.
+   * excluded for NaN or a stall fails it alone) finish their round without it. Phase Q parts whose
+   * reducers failed (a member gone after phase P) are retried once: the whole phase Q among the
+   * other members (retryGroup).
    */
   private async reducePowerSgd(compressor: PowerSgd, group: GroupInfo, gradient: Float32Array, signal: AbortSignal, weightBound: ((peer: string) => number) | undefined): Promise<StepResult> {
     const started = Date.now();
@@ -412,9 +414,8 @@ export class Averager {
     const p = compressor.phaseP(gradient);
     const phases: AllreduceResult[] = [];
     const sum = (f: (r: AllreduceResult) => number): number => phases.reduce((n, r) => n + f(r), 0);
-    const failed = (phase: string, r: AllreduceResult): StepResult => {
+    const failed = (reason: string): StepResult => {
       compressor.abandon(gradient);
-      const reason = `PowerSGD phase ${phase} with ${group.members.length} peers left ${r.failedParts.length} part(s) unaveraged: ${r.failedParts.map((f) => f.reason).join('; ')}`;
       this.log.warn(`Averaging ${this.cfg.label} failed: ${reason}`);
       this.emit({ type: 'failed', stage: 'allreduce', reason, bytesSent: sum((x) => x.bytesSent) });
       return { ok: false, stage: 'allreduce', code: 'PHASE_INCOMPLETE', reason };
@@ -424,18 +425,28 @@ export class Averager {
       phases.push(rp);
       if (rp.status !== 'complete') {
         phases.push(await this.allreduce(phaseGroup(group, 'q', compressor.layout.qLength), new Float32Array(compressor.layout.qLength), signal, left(), undefined, weightBound, 'its own phase P left parts unaveraged'));
-        return failed('P', rp);
+        return failed(`PowerSGD phase P with ${group.members.length} peers ${unaveraged(rp)}`);
       }
       const q = compressor.phaseQ(rp.vector, gradient);
       const rq = await this.allreduce(phaseGroup(group, 'q', q.length), q, signal, left(), undefined, weightBound);
       phases.push(rq);
-      if (rq.status !== 'complete') return failed('Q', rq);
+      let averaged = { group, rq };
+      if (rq.status !== 'complete') {
+        const reason = `PowerSGD phase Q with ${group.members.length} peers ${unaveraged(rq)}`;
+        const retry = signal.aborted ? undefined : this.retryGroup(group, rq);
+        if (retry === undefined) return failed(reason);
+        this.log.warn(`${reason}; retrying phase Q among the ${retry.members.length} members whose parts were averaged`);
+        const again = await this.allreduce(phaseGroup(group, `q/without/${retry.gone.join(',')}`, q.length, retry.members), q, signal, left(), undefined, weightBound);
+        phases.push(again);
+        if (again.status !== 'complete') return failed(`${reason}; retried among ${retry.members.length} members, it ${unaveraged(again)}`);
+        averaged = { group: regroup(group, { members: retry.members }), rq: again };
+      }
       const vector = new Float32Array(gradient.length);
-      compressor.finish(rq.vector, vector);
+      compressor.finish(averaged.rq.vector, vector);
       const result: AllreduceResult = {
         status: 'complete',
         vector,
-        group,
+        group: averaged.group,
         excluded: phases.flatMap((r) => r.excluded),
         clamped: rp.clamped,
         failedParts: [],
@@ -445,11 +456,26 @@ export class Averager {
         cpu: meter(gradient.byteLength),
         powerSgd: { rank: compressor.layout.rank, ratio: 1 / powerSgdWireFraction(compressor.layout) },
       };
-      return { ok: true, ...this.report(group, result) };
+      return { ok: true, ...this.report(averaged.group, result) };
     } catch (err) {
       compressor.abandon(gradient);
       throw err;
     }
+  }
+
+  /**
+   * Who retries a phase Q that left parts unaveraged: the members whose parts were averaged, when
+   * this peer is one of them, at least minGroupSize remain and one of them reduced a part of phase Q
+   * (client-mode members reduce nothing). `gone`: the others, sorted, which name the retry's round.
+   * Every member that saw the same parts fail derives the same retry; one that saw others fail names
+   * another round, which then fails for the members that disagree.
+   */
+  private retryGroup(group: GroupInfo, rq: AllreduceResult): { readonly members: readonly Member[]; readonly gone: readonly string[] } | undefined {
+    const gone = [...new Set(rq.failedParts.map((f) => f.reducer))].sort();
+    const members = group.members.filter((m) => !gone.includes(m.peer));
+    const reduces = rq.group.members.some((m, i) => !gone.includes(m.peer) && rq.group.parts[i]![1] > rq.group.parts[i]![0]);
+    if (gone.includes(this.node.peerId.toString()) || members.length < this.cfg.minGroupSize || !reduces) return undefined;
+    return { members, gone };
   }
 
   /** Logs and emits an all-reduce's outcome; returns it. */
@@ -515,4 +541,9 @@ export class Averager {
 
 function checkWeight(weight: number): void {
   if (!(weight >= 0) || !Number.isFinite(weight)) throw new RangeError(`step weight ${weight} must be a finite number ≥ 0 (samples)`);
+}
+
+/** "left N part(s) unaveraged: <why each>", of an all-reduce that did not average every part. */
+function unaveraged(r: AllreduceResult): string {
+  return `left ${r.failedParts.length} part(s) unaveraged: ${r.failedParts.map((f) => f.reason).join('; ')}`;
 }

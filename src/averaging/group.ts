@@ -26,13 +26,19 @@ export function groupInfo(wire: GroupWire): GroupInfo {
 
 /**
  * The all-reduce of phase `phase` of a multi-phase round (PowerSGD's P, then Q) with the members of
- * `group`, found once by matchmaking: its own round id (so a late stream of one phase never lands in
- * another's session) and part sizes for its own vector, by the same rule as the group's.
+ * `group`, found once by matchmaking (or those of them in `members`: a phase retried without the
+ * members that left): its own round id (so a late stream of one phase never lands in another's
+ * session) and part sizes for its own vector, by the same rule as the group's.
  */
-export function phaseGroup(group: GroupInfo, phase: string, size: number): GroupInfo {
+export function phaseGroup(group: GroupInfo, phase: string, size: number, members: readonly Member[] = group.members): GroupInfo {
   const id = createHash('sha256').update(`${group.id}/phase/${phase}`).digest('hex').slice(0, 32);
+  return regroup(group, { id, size, members });
+}
+
+/** `group` with another id, size or members; parts by the same rule as the group's. */
+export function regroup(group: GroupInfo, change: { readonly id?: string; readonly size?: number; readonly members: readonly Member[] }): GroupInfo {
   const { parts: _parts, ...wire } = group;
-  return groupInfo({ ...wire, members: [...wire.members], id, size });
+  return groupInfo({ ...wire, ...change, members: [...change.members] });
 }
 
 /**

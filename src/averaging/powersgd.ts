@@ -91,7 +91,7 @@ export function powerSgdWireFraction(layout: PowerSgdLayout): number {
  * its phase sizes, so peers averaging plain gradients, or PowerSGD of another rank or rule, never meet.
  */
 export function powerSgdSchema(schema: string, layout: PowerSgdLayout): string {
-  return createHash('sha256').update(`${schema}\npowersgd/1 rank ${layout.rank} P ${layout.pLength} Q ${layout.qLength}`).digest('hex');
+  return createHash('sha256').update(`${schema}\npowersgd/2 rank ${layout.rank} P ${layout.pLength} Q ${layout.qLength}`).digest('hex');
 }
 
 /** One peer's PowerSGD state across rounds: the Q matrices and the error-feedback buffers. */

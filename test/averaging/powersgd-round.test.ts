@@ -1,14 +1,16 @@
 // PowerSGD over the wire: real libp2p nodes in one process average gradients in two all-reduces (P,
 // then Q) with the one group matchmaking found, and get what PowerSGD's arithmetic gives with exact
-// means; a member that drops between the phases fails the round for the others, in bounded time; one
-// left out of phase P (NaN, a stall) fails its own round alone.
+// means; when a member drops between the phases the others retry phase Q without it (a retry that
+// fails ends in a local step, in bounded time); one left out of phase P (NaN, a stall) fails its own
+// round alone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BAN_AFTER_OFFENCES } from '../../src/averaging/constants.js';
 import type { AveragingEvent } from '../../src/averaging/averager.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { PowerSgd, powerSgdLayout, type GradientTensor } from '../../src/averaging/powersgd.js';
-import { startSwarm } from '../helpers/swarm.js';
+import type { SwarmNode } from '../../src/swarm/index.js';
+import { startNode, startSwarm } from '../helpers/swarm.js';
 import { averagers, FAST, randomVector } from './helpers.js';
 
 // a 60×50 matrix, a 3-D tensor viewed as 24×(5·6), a bias vector: the matrices are compressed at rank 4
@@ -77,30 +79,104 @@ test('a plain averager and a PowerSGD one never group: their schema hashes diffe
   for (const r of results) assert.ok(!r.ok && r.stage === 'matchmaking', r.ok ? `grouped with ${r.group.members.length}` : r.reason);
 });
 
-test('a member that drops between phase P and phase Q fails the round for the others, in bounded time, and their error buffers are as before', async (t) => {
-  const nodes = await startSwarm(t, 3, { runId: 'psgd-drop' });
-  const leaver = nodes[2]!;
-  /** Stops its node once phase P is averaged, as a volunteer that quits or crashes mid-round. */
+/**
+ * Compressors of `survivors` peers and of one that leaves after phase P, as a volunteer that quits or
+ * crashes mid-round: it never computes its Q, and its node stops once every one of them has its
+ * averaged P (stopping as soon as its own phase P ends could cut off its answers still on their way).
+ */
+function leavingAfterPhaseP(leaver: SwarmNode, survivors: number, seed: number): PowerSgd[] {
+  let arrived = 0;
+  const arrive = (): void => {
+    if (++arrived === survivors + 1) void leaver.stop();
+  };
+  class Staying extends PowerSgd {
+    override phaseQ(averagedP: Float32Array, gradient: Float32Array): Float32Array {
+      arrive();
+      return super.phaseQ(averagedP, gradient);
+    }
+  }
   class Leaving extends PowerSgd {
     override phaseQ(_averagedP: Float32Array, _gradient: Float32Array): Float32Array {
-      void leaver.stop();
+      arrive();
       throw new Error('this peer left between the phases');
     }
   }
-  const compressors = [new PowerSgd(layout(), 3), new PowerSgd(layout(), 3), new Leaving(layout(), 3)];
+  return [...Array.from({ length: survivors }, () => new Staying(layout(), seed)), new Leaving(layout(), seed)];
+}
+
+test('a member that drops between phase P and phase Q: the others retry phase Q among themselves and apply the arithmetic of their own Q on the P all three averaged, with their weights', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'psgd-drop' });
+  const compressors = leavingAfterPhaseP(nodes[2]!, 2, 3);
+  const reference = nodes.map(() => new PowerSgd(layout(), 3));
+  const events: AveragingEvent[][] = nodes.map(() => []);
   const init = { ...FAST, senderTimeoutMs: 2000, reducerTimeoutMs: 3000, averagingTimeoutMs: 15_000 };
-  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...init, targetGroupSize: 3, chunkValues: 300, powerSgd: compressors[i]! }));
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...init, targetGroupSize: 3, chunkValues: 300, aggregation: 'mean', powerSgd: compressors[i]!, onEvent: (e) => events[i]!.push(e) }));
+  const weights = [1, 2, 3];
   const grads = nodes.map((_, i) => randomVector(SIZE, 7 + i));
   const started = Date.now();
-  const results = await Promise.allSettled(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: 1 })));
+  const results = await Promise.allSettled(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: weights[i]! })));
   assert.ok(Date.now() - started < init.matchmakingTimeMs! + init.averagingTimeoutMs, 'no peer waits past matchmaking + the averaging timeout');
   assert.equal(results[2]!.status, 'rejected');
+  // the leaver's P is in the basis; its Q is not: the survivors' Q, weighted 1 : 2
+  const p = mean(reference.map((s, i) => s.phaseP(grads[i]!)), weights);
+  const q = mean(reference.slice(0, 2).map((s, i) => s.phaseQ(p, grads[i]!)), weights.slice(0, 2));
+  const expected = new Float32Array(SIZE);
+  reference.slice(0, 2).forEach((s) => s.finish(q, expected));
+  const survivors = nodes.slice(0, 2).map((n) => n.peerId.toString());
   for (const [i, settled] of results.slice(0, 2).entries()) {
     assert.equal(settled.status, 'fulfilled');
     const r = settled.value;
-    assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? 'the round completed without the leaver' : r.reason);
-    assert.match(r.reason, /PowerSGD phase Q with 3 peers left 1 part\(s\) unaveraged/);
-    assert.ok(compressors[i]!.errors.every((x) => x === 0), 'the gradient went back out of the error buffer (the caller steps on it locally)');
+    assert.ok(r.ok && r.status === 'complete', r.ok ? r.failedParts.map((f) => f.reason).join('; ') : r.reason);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), survivors.sort(), 'the result names the members whose Q was averaged');
+    assert.equal(r.group.size, SIZE);
+    assert.ok(relErr(r.vector, expected) < 1e-5, `peer ${i}: relative error ${relErr(r.vector, expected)}`);
+    assert.ok(relErr(compressors[i]!.qs, reference[i]!.qs) < 1e-5, 'the next round’s Q is the survivors’ averaged Q');
+    assert.ok(relErr(compressors[i]!.errors, reference[i]!.errors) < 1e-4, 'the error buffer holds what the approximation missed');
+    const averaged = events[i]!.find((e) => e.type === 'averaged');
+    assert.ok(averaged?.type === 'averaged' && averaged.mode === 'powersgd' && averaged.result.group.members.length === 2 && averaged.result.bytesSent === r.bytesSent, `peer ${i}'s 'averaged' event: ${JSON.stringify(averaged?.type === 'averaged' ? { ...averaged.result, vector: undefined } : averaged)}`);
+    assert.ok(!events[i]!.some((e) => e.type === 'failed'), 'no failed event for a round that completed');
+  }
+});
+
+test('a retried phase Q that a member does not join (its own phase P failed, so it never retries) fails cleanly, in bounded time, and the error buffers are as before', async (t) => {
+  const nodes = await startSwarm(t, 4, { runId: 'psgd-retry-fails' });
+  // peer 2 sends NaN (left out of phase P: it reduces its phase-Q part withheld, then stops), peer 3 leaves after phase P
+  const [a, b, leaver] = leavingAfterPhaseP(nodes[3]!, 2, 6);
+  const compressors = [a!, b!, new PowerSgd(layout(), 6), leaver!];
+  const init = { ...FAST, senderTimeoutMs: 2000, reducerTimeoutMs: 3000, averagingTimeoutMs: 20_000 };
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...init, targetGroupSize: 4, chunkValues: 300, powerSgd: compressors[i]! }));
+  const grads = [randomVector(SIZE, 21), randomVector(SIZE, 22), new Float32Array(SIZE).fill(Number.NaN), randomVector(SIZE, 24)];
+  const started = Date.now();
+  const results = await Promise.allSettled(avg.map((a, i) => a.step(grads[i]!, { epoch: 0, weight: 1 })));
+  assert.ok(Date.now() - started < init.matchmakingTimeMs! + init.averagingTimeoutMs, 'no peer waits past matchmaking + the averaging timeout');
+  assert.equal(results[3]!.status, 'rejected');
+  for (const [i, settled] of results.slice(0, 3).entries()) {
+    assert.equal(settled.status, 'fulfilled');
+    const r = settled.value;
+    assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? `peer ${i}'s round completed` : r.reason);
+    if (i < 2) assert.match(r.reason, /PowerSGD phase Q with 4 peers left 1 part\(s\) unaveraged: .*; retried among 3 members, it left 1 part\(s\) unaveraged/);
+    else assert.match(r.reason, /PowerSGD phase P with 4 peers/);
+    if (i < 2) assert.ok(compressors[i]!.errors.every((x) => x === 0), `peer ${i}: the gradient went back out of the error buffer (the caller steps on it locally)`);
+  }
+});
+
+test('when the member that leaves after phase P was the only one reducing (the others are in client mode), nobody is left to reduce a retry: the others’ round fails with a reason, it does not throw', async (t) => {
+  // the first server only keeps the swarm's records (one peer alone stores none), it does not average
+  const [records, server] = await startSwarm(t, 2, { runId: 'psgd-clients' });
+  const clients = [];
+  for (let i = 0; i < 2; i++) clients.push(await startNode(t, { runId: 'psgd-clients', clientMode: true, listen: [], initialPeers: records!.multiaddrs() }));
+  await Promise.all(clients.map((c) => c.ready));
+  const nodes = [...clients, server!];
+  const compressors = leavingAfterPhaseP(server!, 2, 8);
+  const avg = averagers(t, nodes, (i) => ({ prefix: 'grad', ...FAST, targetGroupSize: 3, chunkValues: 300, powerSgd: compressors[i]! }));
+  const results = await Promise.allSettled(avg.map((a, i) => a.step(randomVector(SIZE, 30 + i), { epoch: 0, weight: 1 })));
+  assert.equal(results[2]!.status, 'rejected');
+  for (const [i, settled] of results.slice(0, 2).entries()) {
+    assert.equal(settled.status, 'fulfilled', `client ${i}: ${settled.status === 'rejected' ? String(settled.reason) : ''}`);
+    const r = settled.value;
+    assert.ok(!r.ok && r.code === 'PHASE_INCOMPLETE', r.ok ? `client ${i}'s round completed` : r.reason);
+    assert.match(r.reason, /^PowerSGD phase Q with 3 peers left 1 part\(s\) unaveraged: [^;]*$/, 'no retry');
+    assert.ok(compressors[i]!.errors.every((x) => x === 0), `client ${i}: the gradient went back out of the error buffer`);
   }
 });
 
