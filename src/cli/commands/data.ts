@@ -169,12 +169,12 @@ export function registerData(program: Command): void {
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
   addSettingOptions(sample, ['moveAside']);
   flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config, log }) => {
-    const [{ loggedStoreOptions, openStore }, { BatchProducer, DataError, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const [{ loggedStoreOptions, openStore }, { BatchProducer, DataError, datasetStore, datasetTokenizer, findDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
     if (!fs.existsSync(config.dataDir)) throw new DataError(missingDataDir(config.dataDir));
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const info = findDataset(store, cacheKey);
-      const tok = loadTokenizer(info.tokenizerFile);
+      const tok = datasetTokenizer(info);
       // Read without a cursor: sampling must not move any peer's read position.
       const producer = new BatchProducer(datasetStore(store), {
         cacheKey: info.cacheKey,
