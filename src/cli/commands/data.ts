@@ -28,7 +28,7 @@ const PREPARE_FLAGS = {
   shortSeqProb: flagRow({ schema: z.number().min(0).max(1), default: 0.1, arg: '<p>', description: 'probability of a shorter target length (0–1)' }),
   maxDocuments: flagRow({ schema: int.min(1), description: 'read only the first N documents' }),
   seed: flagRow({ schema: int.min(0).max(2 ** 31 - 1), default: 0, description: 'seed for building the examples' }),
-  cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB; least recently used datasets are evicted' }),
+  cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB: least recently used datasets are evicted as the new one is built, and a dataset that alone passes it is not kept (the prepare stops)' }),
   json: flagRow({ schema: z.boolean(), description: 'print the result as one JSON object' }),
 };
 
