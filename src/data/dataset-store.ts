@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { datasetIdOf } from '../store/dataset-id.js';
 import type { SopExample } from './examples.js';
 import { ShardFormatError, decodeShard, encodeShard, type ShardView } from './shard-format.js';
+import { keptTokenizerFile } from './tokenizer.js';
 
 /** Build parameters that change the examples: part of the cache key. */
 export interface BuildParams {
@@ -58,16 +61,19 @@ const SELECT_DATASET = `SELECT d.cache_key AS cacheKey, d.source, d.dataset_hash
 
 /** The data pipeline's tables in the store: datasets, their shards and the peers' read cursors. */
 export class DatasetStore {
+  /** Old rows' relative tokenizer paths, resolved once per store (see resolveTokenizerFile). */
+  private readonly resolvedTokenizers = new Map<string, string>();
+
   constructor(private readonly db: Database) {}
 
   get(cacheKey: string): DatasetInfo | undefined {
     const row = this.db.prepare(`${SELECT_DATASET} WHERE d.cache_key = ?`).get(cacheKey) as DatasetRow | undefined;
-    return row && toInfo(row);
+    return row && this.toInfo(row);
   }
 
   /** Complete datasets, most recently used first. */
   list(): DatasetInfo[] {
-    return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map(toInfo);
+    return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map((r) => this.toInfo(r));
   }
 
   /** Cache keys of prepared datasets whose build has not finished (not fetched ones: those have a manifest). */
@@ -181,7 +187,7 @@ export class DatasetStore {
   /** The complete dataset with this content identity, if this store holds one. */
   byDatasetId(datasetId: string): DatasetInfo | undefined {
     const row = this.db.prepare(`${SELECT_DATASET} WHERE d.dataset_id = ? AND d.complete = 1 ORDER BY d.last_used_at DESC`).get(datasetId) as DatasetRow | undefined;
-    return row && toInfo(row);
+    return row && this.toInfo(row);
   }
 
   remove(cacheKey: string): void {
@@ -260,8 +266,39 @@ export class DatasetStore {
     }
     return evicted;
   }
+
+  private toInfo(row: DatasetRow): DatasetInfo {
+    return { ...row, tokenizerFile: this.tokenizerFileOf(row), params: JSON.parse(row.params) as BuildParams, complete: row.complete === 1, bytes: row.bytes ?? 0 };
+  }
+
+  /** A row's tokenizer file as an absolute path; a relative one (a dataset prepared before paths were stored absolute) is resolved once per store. */
+  private tokenizerFileOf(row: Pick<DatasetRow, 'tokenizerFile' | 'tokenizerHash'>): string {
+    if (path.isAbsolute(row.tokenizerFile)) return row.tokenizerFile;
+    const key = `${row.tokenizerHash}\0${row.tokenizerFile}`;
+    let file = this.resolvedTokenizers.get(key);
+    // cohort.db lies at the top of its data directory
+    if (file === undefined) this.resolvedTokenizers.set(key, (file = resolveTokenizerFile(row.tokenizerFile, row.tokenizerHash, path.dirname(this.db.name))));
+    return file;
+  }
 }
 
-function toInfo(row: DatasetRow): DatasetInfo {
-  return { ...row, params: JSON.parse(row.params) as BuildParams, complete: row.complete === 1, bytes: row.bytes ?? 0 };
+/**
+ * An old row's relative tokenizer path: relative to the folder `cohort data prepare --data-dir REL` ran
+ * in, `REL/data/<x>-wordpiece-<N>/tokenizer.json` or `REL/data/tokenizers/<sha256>.json`; never from
+ * the current folder, which may hold another file there. The first of its place in this data
+ * directory and this directory's copy by sha256 whose bytes have the dataset's tokenizer sha256; if
+ * neither has, its place (loading it then fails naming it and the sha256: datasetTokenizer).
+ */
+function resolveTokenizerFile(stored: string, sha256: string, dataDir: string): string {
+  const parts = stored.split(/[\\/]/);
+  const at = parts.lastIndexOf('data');
+  const inDataDir = at >= 0 && at === parts.length - 3 ? path.resolve(dataDir, ...parts.slice(at)) : keptTokenizerFile(dataDir, sha256);
+  const matches = (file: string) => {
+    try {
+      return createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256;
+    } catch {
+      return false;
+    }
+  };
+  return [inDataDir, keptTokenizerFile(dataDir, sha256)].find(matches) ?? inDataDir;
 }

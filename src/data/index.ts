@@ -14,7 +14,7 @@ export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type Batch
 export { BatchProducer, type ProducerInit, type ProducedBatch } from './batch-producer.js';
 export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';
 export { datasetStore } from './store-datasets.js';
-export { loadTokenizer, type TextTokenizer } from './tokenizer.js';
+export { datasetTokenizer, loadTokenizer, type TextTokenizer } from './tokenizer.js';
 export { DataError, TokenizerFileError, DownloadError } from './errors.js';
 export { MASKING_MODES, type MaskingMode, type MaskingOptions } from './masking.js';
 export { SOURCE_FORMATS, BUNDLED_SOURCE, type SourceFormat } from './sources.js';

@@ -42,6 +42,7 @@ export interface PrepareOptions {
   readonly shortSeqProb?: number;
   readonly seed?: number;
   readonly shardExamples?: number;
+  /** Shards of all prepared datasets together: a build evicts the others (least recently used first) as it grows past it, and stops, its shards removed, if it alone passes it. @default DEFAULT_CACHE_QUOTA_BYTES */
   readonly cacheQuotaBytes?: number;
   readonly onProgress?: (e: PrepareEvent) => void;
   readonly onWarning?: (message: string) => void;
@@ -66,6 +67,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   const { store, dataDir } = options;
   const datasets = datasetStore(store);
   const maxSeqLen = options.maxSeqLen ?? DEFAULT_MAX_SEQ_LEN;
+  const quota = options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES;
   const vocabSize = options.vocabSize ?? DEFAULT_VOCAB_SIZE;
   if (!Number.isInteger(maxSeqLen) || maxSeqLen < 8 || maxSeqLen > 8192) throw new RangeError(`maxSeqLen ${maxSeqLen}: expected an integer in 8..8192`);
   const onProgress = options.onProgress ?? (() => {});
@@ -126,11 +128,18 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
     const shardExamples = options.shardExamples ?? DEFAULT_SHARD_EXAMPLES;
     const stats = { documents: 0, sentences: 0, examples: 0, tokens: 0, shardCount: 0 };
     let pending: SopExample[] = [];
+    let bytes = 0;
+    const evicted: string[] = [];
+    // the quota holds while the build grows (within a shard): other datasets go first, and a build that alone passes it stops
     const flush = () => {
       if (pending.length === 0) return;
-      stats.tokens += datasets.writeShard(cacheKey, stats.shardCount++, pending, tok.vocabSize).tokens;
+      const shard = datasets.writeShard(cacheKey, stats.shardCount++, pending, tok.vocabSize);
+      stats.tokens += shard.tokens;
       stats.examples += pending.length;
       pending = [];
+      bytes += shard.bytes;
+      if (bytes > quota) throw new DataError(`dataset ${cacheKey} (${source.description}) passed the cache quota of ${(quota / 1024 ** 2).toFixed(1)} MB after ${stats.documents} documents (${stats.shardCount} shards, ${(bytes / 1024 ** 2).toFixed(1)} MB): its shards were removed${evicted.length > 0 ? ` (evicted for it meanwhile: ${evicted.join(', ')})` : ''}; give a larger --cache-quota to \`cohort data prepare\` (a run founded with --data-source then reuses the dataset), or a smaller source (--max-documents)`);
+      if (datasets.totalBytes() > quota) evicted.push(...datasets.evictToQuota(quota, cacheKey));
     };
     try {
       for await (const doc of source.documents(onSkip)) {
@@ -153,10 +162,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
       datasets.remove(cacheKey);
       throw err;
     }
-    const evicted = datasets.evictToQuota(options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES, cacheKey);
-    const info = datasets.get(cacheKey)!;
-    if (info.bytes > (options.cacheQuotaBytes ?? DEFAULT_CACHE_QUOTA_BYTES)) warn(`dataset ${cacheKey} alone (${info.bytes} bytes) exceeds the cache quota`);
-    return { info, reused: false, skipped, evicted };
+    return { info: datasets.get(cacheKey)!, reused: false, skipped, evicted };
   } finally {
     building.release();
   }

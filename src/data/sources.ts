@@ -6,7 +6,7 @@ import { bundledCorpus, readBundledDocument } from './bundled-corpus.js';
 import type { Document } from './document.js';
 import { DataError } from './errors.js';
 import { download, sha256File, type DownloadProgress } from './download.js';
-import { NotTextError, textLines } from './text-check.js';
+import { LINE_PIECE_CHARS, NotTextError, textLines } from './text-check.js';
 import { WIKITEXT_PROBE_LINES, isWikiText, parsePlainText, plainTextSplitter, wikiTextSplitter } from './wikitext.js';
 
 export type SourceFormat = 'auto' | 'text' | 'wikitext' | 'jsonl';
@@ -137,12 +137,13 @@ async function* readFiles(files: readonly string[], format: SourceFormat, field:
 
 /** One text file, line by line; `--format auto` decides on its first lines. A file that turns out not to be text is skipped from there on. */
 async function* readText(file: string, title: string, chunks: AsyncIterable<Uint8Array>, format: SourceFormat, field: string, onSkip?: (s: SkippedInput) => void): AsyncGenerator<Document> {
-  const lines = textLines(file, chunks)[Symbol.asyncIterator]();
+  let fmt = format !== 'auto' ? format : /\.(jsonl|ndjson)$/i.test(file) ? 'jsonl' : undefined;
+  // a JSONL record is parsed whole; prose is cut into paragraphs of MAX_DOCUMENT_CHARS anyway, so a long line comes in pieces
+  const lines = textLines(file, chunks, fmt === 'jsonl' ? {} : { maxPieceChars: LINE_PIECE_CHARS })[Symbol.asyncIterator]();
   let lineNo = 0;
   let text = false;
   try {
     const head: string[] = [];
-    let fmt = format !== 'auto' ? format : /\.(jsonl|ndjson)$/i.test(file) ? 'jsonl' : undefined;
     if (fmt === undefined) {
       while (head.length < WIKITEXT_PROBE_LINES) {
         const r = await lines.next();

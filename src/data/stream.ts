@@ -5,7 +5,7 @@ import { type DatasetInfo, type ReadCursor } from './dataset-store.js';
 import { datasetStore } from './store-datasets.js';
 import { DataError } from './errors.js';
 import type { MaskingOptions, VocabInfo } from './masking.js';
-import { loadTokenizer } from './tokenizer.js';
+import { datasetTokenizer } from './tokenizer.js';
 import type { ToWorker, WorkerInit } from './stream-worker.js';
 import { siblingEntry, startWorker } from '../util/worker-thread.js';
 
@@ -51,7 +51,7 @@ export function findDataset(store: Store, cacheKey?: string): DatasetInfo {
 
 /** The vocabulary facts masking needs, from the dataset's tokenizer.json. */
 export function vocabInfoOf(info: DatasetInfo): VocabInfo {
-  const t = loadTokenizer(info.tokenizerFile);
+  const t = datasetTokenizer(info);
   return { vocabSize: t.vocabSize, special: t.special, isSpecial: t.isSpecial, wordStart: t.wordStart };
 }
 

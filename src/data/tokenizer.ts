@@ -52,6 +52,23 @@ export function loadTokenizer(file: string): TextTokenizer {
 }
 
 /**
+ * A prepared dataset's tokenizer, checked against the sha256 its shards were tokenized with: a file
+ * that is missing or has other bytes (another tokenizer at that path) is an error naming both.
+ */
+export function datasetTokenizer(dataset: { readonly cacheKey: string; readonly tokenizerFile: string; readonly tokenizerHash: string }): TextTokenizer {
+  const needs = `dataset ${dataset.cacheKey} was tokenized with the tokenizer.json of sha256 ${dataset.tokenizerHash}: put that file at ${dataset.tokenizerFile}, or prepare the dataset again`;
+  let tokenizer: TextTokenizer;
+  try {
+    tokenizer = loadTokenizer(dataset.tokenizerFile);
+  } catch (err) {
+    if (err instanceof TokenizerFileError) throw new TokenizerFileError(`${err.message}; ${needs}`, { cause: err });
+    throw err;
+  }
+  if (tokenizer.hash !== dataset.tokenizerHash) throw new TokenizerFileError(`tokenizer ${dataset.tokenizerFile} has sha256 ${tokenizer.hash}; ${needs}`);
+  return tokenizer;
+}
+
+/**
  * A tokenizer.json the user gives (`--tokenizer`), loaded and kept in the data directory: the dataset
  * made with it does not depend on where the user keeps the file (a founder serves it to its run).
  */

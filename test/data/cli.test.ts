@@ -5,7 +5,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import test, { type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import { downloadPath } from '../../src/data/download.js';
+import { DATABASE_FILE } from '../../src/store/index.js';
 import { MAX_DOCUMENT_CHARS } from '../../src/data/wikitext.js';
 import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
@@ -96,6 +98,35 @@ test('a dataset prepared with a relative --data-dir is read from another folder 
   const sample = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1']);
   assert.equal(sample.code, 0, sample.stderr);
   assert.match(sample.stdout, /^example 1: /);
+});
+
+test('a dataset whose row holds a relative tokenizer path (prepared so by an older Cohort) finds its tokenizer in its data directory, from any folder; a missing one is an error naming the path and its sha256', async (t) => {
+  const dir = tmpDir(t);
+  const prepare = await runCli(['--data-dir', 'rel', 'data', 'prepare', '--max-documents', '2', '--vocab-size', '300', '--max-seq-len', '32', '--json'], { cwd: dir });
+  assert.equal(prepare.code, 0, prepare.stderr);
+  const { tokenizer, tokenizerSha256 } = JSON.parse(prepare.stdout) as { tokenizer: string; tokenizerSha256: string };
+  // what an older Cohort stored for `--data-dir rel`: the path as built from the relative data directory
+  const old = path.join('rel', path.relative(path.join(fs.realpathSync(dir), 'rel'), tokenizer));
+  const db = new Database(path.join(dir, 'rel', DATABASE_FILE));
+  db.prepare('UPDATE datasets SET tokenizer_file = ?').run(old);
+  db.close();
+  // another folder holding another file at that relative path: it is not taken
+  const elsewhere = path.join(dir, 'elsewhere');
+  fs.mkdirSync(path.join(elsewhere, path.dirname(old)), { recursive: true });
+  fs.writeFileSync(path.join(elsewhere, old), '{"model": {"type": "WordLevel"}}');
+
+  const stats = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'stats', '--json'], { cwd: elsewhere });
+  assert.equal(stats.code, 0, stats.stderr);
+  assert.equal((JSON.parse(stats.stdout) as { datasets: { tokenizer: string }[] }).datasets[0]!.tokenizer, tokenizer);
+  const sample = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1'], { cwd: elsewhere });
+  assert.equal(sample.code, 0, sample.stderr);
+  assert.match(sample.stdout, /^example 1: /);
+
+  fs.rmSync(tokenizer);
+  const missing = await runCli(['--data-dir', path.join(dir, 'rel'), 'data', 'sample', '--n', '1'], { cwd: elsewhere });
+  assert.equal(missing.code, 1);
+  assert.ok(missing.stderr.includes(`tokenizer ${tokenizer}: cannot read (ENOENT)`), missing.stderr);
+  assert.ok(missing.stderr.includes(`tokenized with the tokenizer.json of sha256 ${tokenizerSha256}: put that file at ${tokenizer}`), missing.stderr);
 });
 
 /** A `cohort data prepare` of ~12 documents of 1 M characters, running until its first shards are written (long enough to be stopped there). */

@@ -168,11 +168,39 @@ test('eviction to the quota leaves a build in progress alone (another process wr
   t.after(() => lock.release());
   datasets.begin(building);
   datasets.writeShard(building.cacheKey, 0, Array.from({ length: 20 }, () => ({ a: [5, 6, 7], b: [8, 9], sop: 0 as const })), done.info.vocabSize);
-  // a quota of 1 byte: every finished dataset but the new one goes
-  const next = await prepareDataset({ ...base, maxSeqLen: 100, cacheQuotaBytes: 1 });
+  // a quota the new dataset fits in, but not beside the finished one: that goes
+  const next = await prepareDataset({ ...base, maxSeqLen: 100, cacheQuotaBytes: 1.5 * done.info.bytes });
   assert.deepEqual(next.evicted, [done.info.cacheKey]);
   const shards = (store.db.prepare('SELECT count(*) AS c FROM shards WHERE cache_key = ?').get(building.cacheKey) as { c: number }).c;
   assert.equal(shards, 1, 'the build in progress keeps its shard');
+});
+
+test('the quota holds while a dataset is built: older datasets are evicted as it grows, and a build that alone passes it stops with its shards removed', async (t) => {
+  const { store, base } = setup(t);
+  const datasets = new DatasetStore(store.db);
+  const old = await prepareDataset(base);
+  // room for the new dataset (about the old one's size), not for both: the old one goes before the build is done
+  const heldWhileBuilding: boolean[] = [];
+  const next = await prepareDataset({
+    ...base,
+    maxSeqLen: 100,
+    cacheQuotaBytes: 1.5 * old.info.bytes,
+    onProgress: (e) => {
+      if (e.phase === 'tokenize') heldWhileBuilding.push(datasets.get(old.info.cacheKey) !== undefined);
+    },
+  });
+  assert.deepEqual(next.evicted, [old.info.cacheKey]);
+  assert.equal(heldWhileBuilding.at(-1), false, 'evicted before the build finished');
+  assert.ok(datasets.totalBytes() <= 1.5 * old.info.bytes);
+
+  // a quota below the dataset's own size: it stops and keeps none of its shards
+  const other = setup(t);
+  await assert.rejects(
+    prepareDataset({ ...other.base, cacheQuotaBytes: next.info.bytes / 2 }),
+    (err: Error) => err instanceof DataError && /passed the cache quota of .* after \d+ documents \(\d+ shards, .*\): its shards were removed; give a larger --cache-quota/.test(err.message),
+  );
+  assert.deepEqual(new DatasetStore(other.store.db).list(), []);
+  assert.equal(new DatasetStore(other.store.db).totalBytes(), 0);
 });
 
 test('an interrupted or empty prepare leaves nothing half-written in the cache', async (t) => {

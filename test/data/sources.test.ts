@@ -10,6 +10,7 @@ import type { Document } from '../../src/data/document.js';
 import { DataError } from '../../src/data/errors.js';
 import { openSource, type CorpusSource, type SkippedInput } from '../../src/data/sources.js';
 import { splitSentences } from '../../src/data/sentences.js';
+import { LINE_PIECE_CHARS, textLines } from '../../src/data/text-check.js';
 import { MAX_DOCUMENT_CHARS, isWikiText } from '../../src/data/wikitext.js';
 import { writeZip } from '../helpers/archives.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -287,4 +288,43 @@ test('sha256 given for a local file is checked as for a download; for a folder i
   assert.equal((await documentsOf(await openSource(file, { downloadDir: dir, sha256: sha.toUpperCase() }))).length, 2);
   await assert.rejects(openSource(file, { downloadDir: dir, sha256: 'ab'.repeat(32) }), (err: Error) => err instanceof DataError && err.message === `checksum mismatch for ${file}: expected sha256 ${'ab'.repeat(32)}, got ${sha}`);
   await assert.rejects(openSource(dir, { downloadDir: dir, sha256: sha }), /--sha256 checks one file \(a download or a local file\), but .* is a folder/);
+});
+
+test('a line longer than a piece is read in pieces: none over the cap, each cut after a whitespace, together the line; a JSONL line stays whole', async () => {
+  const cap = 1000;
+  const words = ['one', 'two', 'three', 'fourteen', 'Über', '𝔘nicode'];
+  const line = Array.from({ length: 3_000_000 / 6 }, (_, i) => words[i % words.length]).join(' ');
+  // a word longer than half a piece has no whitespace to cut at: it is cut at the cap, never inside a surrogate pair
+  const longWord = `x${'𝔘'.repeat(cap)} end`;
+  const input = `short first line\n${line}\r\n\n${longWord}\n${line}`;
+  const chunks = async function* () {
+    const bytes = Buffer.from(input);
+    for (let at = 0; at < bytes.length; at += 65536) yield bytes.subarray(at, at + 65536);
+  };
+  const pieces: string[] = [];
+  for await (const piece of textLines('x.txt', chunks(), { maxPieceChars: cap })) pieces.push(piece);
+  assert.ok(pieces.every((p) => p.length <= cap), `longest piece ${Math.max(...pieces.map((p) => p.length))}`);
+  assert.equal(pieces[0], 'short first line');
+  const blank = pieces.indexOf('');
+  assert.equal(pieces.slice(1, blank).join(''), line);
+  assert.deepEqual(pieces.slice(blank + 1, blank + 4).map((p) => p.length), [cap - 1, cap, 6]);
+  assert.equal(pieces.slice(blank + 1, blank + 4).join(''), longWord);
+  assert.equal(pieces.slice(blank + 4).join(''), line);
+  // a cut falls after a whitespace wherever the piece's second half has one (the last piece of a line ends where the line does)
+  for (const p of [...pieces.slice(1, blank - 1), ...pieces.slice(blank + 4, -1)]) assert.match(p, /\s$/);
+
+  const whole: string[] = [];
+  for await (const l of textLines('x.jsonl', chunks())) whole.push(l);
+  assert.deepEqual(whole, ['short first line', line, '', longWord, line]);
+});
+
+test('a plain-text file of one long line (no newline) is read as documents of bounded size, none of it lost', async (t) => {
+  const dir = tmpDir(t);
+  const sentence = 'A sentence of plain text here. Another one follows it. ';
+  const line = sentence.repeat(Math.ceil((2.5 * MAX_DOCUMENT_CHARS) / sentence.length));
+  fs.writeFileSync(path.join(dir, 'one-line.txt'), line);
+  const docs = await documentsOf(await openSource(path.join(dir, 'one-line.txt'), { downloadDir: dir }));
+  assert.deepEqual(docs.map((d) => d.title), ['one-line.txt', 'one-line.txt (part 2)', 'one-line.txt (part 3)']);
+  assert.ok(docs.every((d) => d.paragraphs.every((p) => p.length <= MAX_DOCUMENT_CHARS + LINE_PIECE_CHARS)));
+  assert.equal(docs.flatMap((d) => d.paragraphs).join(' '), line.trim());
 });

@@ -28,7 +28,7 @@ const PREPARE_FLAGS = {
   shortSeqProb: flagRow({ schema: z.number().min(0).max(1), default: 0.1, arg: '<p>', description: 'probability of a shorter target length (0–1)' }),
   maxDocuments: flagRow({ schema: int.min(1), description: 'read only the first N documents' }),
   seed: flagRow({ schema: int.min(0).max(2 ** 31 - 1), default: 0, description: 'seed for building the examples' }),
-  cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB; least recently used datasets are evicted' }),
+  cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB: least recently used datasets are evicted as the new one is built, and a dataset that alone passes it is not kept (the prepare stops)' }),
   json: flagRow({ schema: z.boolean(), description: 'print the result as one JSON object' }),
 };
 
@@ -169,12 +169,12 @@ export function registerData(program: Command): void {
     .description('decode a few masked training examples to show what the model sees: ⟦shown→target⟧ marks each predicted token, with the sentence-order label');
   addSettingOptions(sample, ['moveAside']);
   flagAction(sample, SAMPLE_FLAGS, async ({ n, cacheKey, masking: mode, seed }, { config, log }) => {
-    const [{ loggedStoreOptions, openStore }, { BatchProducer, DataError, datasetStore, findDataset, loadTokenizer }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
+    const [{ loggedStoreOptions, openStore }, { BatchProducer, DataError, datasetStore, datasetTokenizer, findDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
     if (!fs.existsSync(config.dataDir)) throw new DataError(missingDataDir(config.dataDir));
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
     try {
       const info = findDataset(store, cacheKey);
-      const tok = loadTokenizer(info.tokenizerFile);
+      const tok = datasetTokenizer(info);
       // Read without a cursor: sampling must not move any peer's read position.
       const producer = new BatchProducer(datasetStore(store), {
         cacheKey: info.cacheKey,
