@@ -8,6 +8,7 @@ import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../config/load.js';
 import { flagName } from '../config/settings.js';
+import { outputPathProblem } from '../util/output-path.js';
 
 export interface FlagRow<S extends z.ZodType = z.ZodType> {
   readonly schema: S;
@@ -140,6 +141,13 @@ function valueKeyOf(table: FlagTable, key: string): string {
 /** A flag's value that has no default, or a ConfigError saying the flag is required. */
 export function requiredFlag<T>(flag: string, value: T | undefined): T {
   if (value === undefined) throw new ConfigError(flag, 'is required');
+  return value;
+}
+
+/** A flag naming where a command's output goes, or a ConfigError saying why nothing can be written there. */
+export function outputFlag(flag: string, value: string, kind: 'folder' | 'file'): string {
+  const problem = outputPathProblem(value, kind);
+  if (problem !== undefined) throw new ConfigError(flag, problem);
   return value;
 }
 

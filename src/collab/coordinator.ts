@@ -127,6 +127,12 @@ export class Coordinator {
     this.lastCheckpoint = loadFullState(init.store, SWARM_STATE_CHECKPOINT, { runId: run, onSkip: (m) => init.log.warn(m) });
     this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
+    // a restart after a kill mid-write: the epoch's folder is back before anyone reads the folders
+    try {
+      settleModelFolders(path.join(init.dataDir, MODEL_FOLDERS));
+    } catch (err) {
+      init.log.warn(`could not settle the model folders in ${path.join(init.dataDir, MODEL_FOLDERS)}: ${(err as Error).message}`);
+    }
     if (totals.length > 0) init.log.info(`continuing the contribution credits of ${totals.length} peer(s) in run "${run}" from ${init.store.file}`);
   }
 
@@ -362,7 +368,7 @@ export class Coordinator {
       const saving = this.saver.saveBytes(SWARM_STATE_CHECKPOINT, s.epoch, loaded.data, meta, keep);
       if (!saving) return; // the previous checkpoint is still being written: the next look tries again
       await saving;
-      const root = path.join(this.init.dataDir, 'checkpoints');
+      const root = path.join(this.init.dataDir, MODEL_FOLDERS);
       writeModelFolder(root, s.epoch, keep, (dir) => {
         saveModel(dir, s.config, s.params);
         if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
@@ -375,35 +381,64 @@ export class Coordinator {
   }
 }
 
+/** Where a coordinator keeps its model folders, in its data directory. */
+const MODEL_FOLDERS = 'checkpoints';
 /** A coordinator's model folder in `<data dir>/checkpoints` (readers take the highest as the newest). */
 const MODEL_FOLDER = /^epoch-\d{6,}$/;
 /** Prefix of a model folder being written: never a MODEL_FOLDER name, so neither readers nor pruning take it for a checkpoint. */
 const WRITING_PREFIX = '.writing-';
+/** Prefix of a model folder set aside while a new one of its epoch is renamed in (same reason). */
+const REPLACED_PREFIX = '.replaced-';
+
+/**
+ * Settles what a killed model-folder write left in `root`: a folder set aside for a new one of its
+ * epoch goes back when the kill came before the new one was in (the epoch is never lost), and is
+ * deleted when it came after; a folder still being written is deleted.
+ */
+function settleModelFolders(root: string): void {
+  if (!fs.existsSync(root)) return;
+  for (const d of fs.readdirSync(root)) {
+    if (d.startsWith(REPLACED_PREFIX)) {
+      const name = path.join(root, d.slice(REPLACED_PREFIX.length));
+      if (fs.existsSync(name)) fs.rmSync(path.join(root, d), { recursive: true, force: true });
+      else fs.renameSync(path.join(root, d), name);
+    } else if (d.startsWith(WRITING_PREFIX)) fs.rmSync(path.join(root, d), { recursive: true, force: true });
+  }
+}
 
 /**
  * Writes the model folder of `epoch` in `root` whole or not at all, then keeps the newest `keep`: `write`
  * fills a hidden sibling that is renamed into place once its files are on disk, so a kill or a full disk
  * mid-write never leaves a truncated `epoch-*` folder that `cohort model loss` and users would read as
- * the newest. What a killed write left is deleted at the next one.
+ * the newest. A folder of the epoch written before (a checkpoint taken again after a restart) is set
+ * aside, not deleted, until the new one is in: at every moment one whole folder of the epoch is on
+ * disk (a kill between the renames is settled by settleModelFolders).
  */
 function writeModelFolder(root: string, epoch: number, keep: number, write: (dir: string) => void): void {
   fs.mkdirSync(root, { recursive: true });
-  for (const d of fs.readdirSync(root)) if (d.startsWith(WRITING_PREFIX)) fs.rmSync(path.join(root, d), { recursive: true, force: true });
+  settleModelFolders(root);
   const name = `epoch-${String(epoch).padStart(6, '0')}`;
+  const target = path.join(root, name);
   const writing = path.join(root, WRITING_PREFIX + name);
+  const aside = path.join(root, REPLACED_PREFIX + name);
+  let replaced = false;
   try {
     write(writing);
     // on disk before the rename makes them the newest checkpoint (a power cut would otherwise leave it empty)
     for (const f of fs.readdirSync(writing)) fsyncPath(path.join(writing, f));
-    // a folder of this epoch written before (a checkpoint taken again after a restart)
-    fs.rmSync(path.join(root, name), { recursive: true, force: true });
-    fs.renameSync(writing, path.join(root, name));
+    if (fs.existsSync(target)) {
+      fs.renameSync(target, aside);
+      replaced = true;
+    }
+    fs.renameSync(writing, target);
   } catch (err) {
+    if (replaced && !fs.existsSync(target)) fs.renameSync(aside, target);
     fs.rmSync(writing, { recursive: true, force: true });
-    throw new Error(`could not write the model folder ${path.join(root, name)}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`could not write the model folder ${target}: ${(err as Error).message}`, { cause: err });
   }
-  // the rename itself on disk (POSIX: a folder opens for fsync; Windows cannot open one, and NTFS journals the rename)
+  // the renames themselves on disk (POSIX: a folder opens for fsync; Windows cannot open one, and NTFS journals the rename)
   if (process.platform !== 'win32') fsyncPath(root);
+  if (replaced) fs.rmSync(aside, { recursive: true, force: true });
   const folders = fs.readdirSync(root).filter((d) => MODEL_FOLDER.test(d)).sort();
   for (const old of folders.slice(0, Math.max(0, folders.length - keep))) fs.rmSync(path.join(root, old), { recursive: true, force: true });
 }

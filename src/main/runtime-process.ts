@@ -6,6 +6,7 @@ import { logDirOf, openLogFile, teeStream } from '../log/log-file.js';
 import { createLogger } from '../log/logger.js';
 import { dispatch } from '../node/api-dispatch.js';
 import { PACKAGE_INFO } from '../node/package-info.js';
+import { outliveTerminal } from '../util/terminal.js';
 import { volunteerParts } from '../training/volunteer.js';
 import { createNodeController } from '../node/host.js';
 import { nodeStoreOptions, openStore } from '../store/index.js';
@@ -14,6 +15,7 @@ import { openOrReport, serveRuntime, type FromRuntime, type ToRuntime } from './
 const parentPort = process.parentPort;
 if (!parentPort) throw new Error('runtime-process must run as an Electron utility process (process.parentPort is missing)');
 
+outliveTerminal();
 const config = resolveConfig({ env: process.env });
 const logDir = logDirOf(config.dataDir);
 const log = createLogger(config, teeStream(process.stderr, await openLogFile(logDir)));
@@ -34,10 +36,16 @@ serveRuntime(
   dispatch,
 );
 
-process.on('SIGTERM', () => {
-  // let training finish its step and checkpoint before the store closes
-  void controller.close().finally(() => {
-    store.close();
-    process.exit(0);
+// SIGHUP too: the terminal the app was started from closed (its log goes there, see outliveTerminal)
+let closing = false;
+for (const signal of ['SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    if (closing) return;
+    closing = true;
+    // let training finish its step and checkpoint before the store closes
+    void controller.close().finally(() => {
+      store.close();
+      process.exit(0);
+    });
   });
-});
+}

@@ -11,6 +11,7 @@ import { decodeTrainingState, PEER_STATE_CHECKPOINT, saveStateDir, SWARM_STATE_C
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
 import type { CheckpointInfo, Store } from '../store/index.js';
+import { writeFolderWhole } from '../util/output-path.js';
 import { ModelExportError } from './errors.js';
 import { MODEL_CHECKPOINT } from './session.js';
 
@@ -47,9 +48,15 @@ export function exportModel(store: Store, from: ExportSource, out: string, opts:
   const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch, opts.onSkip);
   if (opts.withState && !source.state?.optimizer) throw new ModelExportError(`${source.what} holds no optimizer state: --state exports a full-state checkpoint (a coordinator's or a training peer's)`);
   const tokenizer = source.tokenizer ?? tokenizerOf(store, source.config, source.what);
-  if (opts.withState) saveStateDir(out, source.state!);
-  else saveModel(out, source.config, source.params);
-  fs.writeFileSync(path.join(out, TOKENIZER_FILE), tokenizer.bytes);
+  try {
+    writeFolderWhole(out, (dir) => {
+      if (opts.withState) saveStateDir(dir, source.state!);
+      else saveModel(dir, source.config, source.params);
+      fs.writeFileSync(path.join(dir, TOKENIZER_FILE), tokenizer.bytes);
+    });
+  } catch (err) {
+    throw new ModelExportError((err as Error).message, { cause: err });
+  }
   return { out, ...(source.checkpoint ? { checkpoint: source.checkpoint } : {}), parameters: source.params.size, tokenizerSha256: tokenizer.sha256 };
 }
 

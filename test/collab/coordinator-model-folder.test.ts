@@ -5,7 +5,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
-import { loadModel } from '../../src/engine/index.js';
+import { checkConfig, PRESETS } from '../../src/engine/albert/config.js';
+import { initAlbertParams } from '../../src/engine/albert/params.js';
+import { loadModel, saveModel } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
 import { coordinatorWithDonorAtEpoch2 } from '../helpers/coordinator.js';
 import { fill, smallDisk } from '../helpers/disk.js';
@@ -52,4 +54,38 @@ test('what a killed model-folder write left is deleted at the next checkpoint an
 
   await coordinator.poll();
   assert.deepEqual(fs.readdirSync(root).sort(), ['epoch-000001', 'epoch-000002'], warnings.join('\n'));
+});
+
+/** A whole model folder of the tiny model with `vocabSize` tokens (the donor's has 64). */
+function modelFolder(dir: string, vocabSize: number): void {
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize });
+  saveModel(dir, config, initAlbertParams(config, 1));
+}
+
+test('a coordinator killed while it replaced the model folder of an epoch (between the renames) finds that epoch whole when restarted, and replaces it again whole', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const root = path.join(dataDir, 'checkpoints');
+  // killed after setting epoch 2's folder aside, before the new one (still hidden, maybe half-written) was renamed in
+  modelFolder(path.join(root, '.replaced-epoch-000002'), 32);
+  fs.mkdirSync(path.join(root, '.writing-epoch-000002'));
+  fs.writeFileSync(path.join(root, '.writing-epoch-000002', 'config.json'), '{"trunc');
+  const { coordinator, warnings } = await swarmAtEpoch2(t, 'model-folder-replaced', dataDir, 3);
+  // restarted: epoch 2 is back before its first checkpoint
+  assert.deepEqual(fs.readdirSync(root), ['epoch-000002'], warnings.join('\n'));
+  assert.equal(loadModel(path.join(root, 'epoch-000002')).config.vocabSize, 32);
+
+  // the checkpoint of epoch 2 taken again replaces it, with nothing set aside left behind
+  await coordinator.poll();
+  assert.deepEqual(fs.readdirSync(root), ['epoch-000002'], warnings.join('\n'));
+  assert.equal(loadModel(path.join(root, 'epoch-000002')).config.vocabSize, 64);
+});
+
+test('a coordinator killed after the new model folder of an epoch was renamed in keeps the new one and deletes the old when restarted', { timeout: 120_000 }, async (t) => {
+  const dataDir = tmpDir(t);
+  const root = path.join(dataDir, 'checkpoints');
+  modelFolder(path.join(root, 'epoch-000002'), 48);
+  modelFolder(path.join(root, '.replaced-epoch-000002'), 32);
+  const { warnings } = await swarmAtEpoch2(t, 'model-folder-replaced-after', dataDir, 3);
+  assert.deepEqual(fs.readdirSync(root), ['epoch-000002'], warnings.join('\n'));
+  assert.equal(loadModel(path.join(root, 'epoch-000002')).config.vocabSize, 48);
 });

@@ -8,7 +8,8 @@ import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
 import { flagAction } from '../context.js';
 import { CommandFailure } from '../failure.js';
-import { flagRow } from '../flag-table.js';
+import { flagRow, outputFlag } from '../flag-table.js';
+import { removeLeftover } from '../../util/output-path.js';
 
 const EXPORT_FLAGS = {
   format: flagRow({ schema: z.enum(EXPORT_FORMATS), default: 'csv', arg: '<format>', description: 'output format' }),
@@ -28,6 +29,7 @@ export function registerMetrics(program: Command): void {
     const { format, table } = flags;
     if (flags.series !== undefined && table !== 'metrics') throw new ConfigError('--series', 'selects metric series, so it needs --table metrics');
     const since = parseSince(flags.since, Date.now());
+    if (flags.out !== undefined) outputFlag('--out', flags.out, 'file');
     const [{ openExistingStore }, { CREDITED_SERIES, FLAGGED_SERIES, exportStream }] = await Promise.all([import('../../store/index.js'), import('../../collab/index.js')]);
     const store = openExistingStore(config.dataDir);
     try {
@@ -50,7 +52,7 @@ export function registerMetrics(program: Command): void {
         await pipeline(exportStream(store, options), fs.createWriteStream(partial, { flags: 'wx' }));
         fs.renameSync(partial, flags.out);
       } catch (err) {
-        fs.rmSync(partial, { force: true });
+        removeLeftover(partial);
         throw new CommandFailure(`could not write ${flags.out}: ${(err as Error).message}`, { cause: err });
       }
       log.info(`exported the ${table} table of ${store.file} as ${format} to ${flags.out}`);

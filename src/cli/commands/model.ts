@@ -10,7 +10,8 @@ import { ConfigError } from '../../config/load.js';
 import { CommandFailure } from '../failure.js';
 import type { ExportSource } from '../../training/model-export.js';
 import { commandContext, flagAction } from '../context.js';
-import { flagRow, parseFlagValue, requiredFlag } from '../flag-table.js';
+import { flagRow, outputFlag, parseFlagValue, requiredFlag } from '../flag-table.js';
+import { writeFolderWhole } from '../../util/output-path.js';
 
 export const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const satisfies readonly ProviderChoice[];
 /** --provider and --precision together: a provider that cannot train at that precision is a usage error. */
@@ -46,11 +47,15 @@ export function registerModel(program: Command): void {
     .description('write a randomly initialized AlbertForPreTraining (HF init: normal(0, 0.02), zero biases, LayerNorm 1/0) to DIR/config.json and DIR/model.safetensors');
   flagAction(init, INIT_FLAGS, async ({ seed, vocabSize, ...opts }, { log }) => {
     const preset = requiredFlag('--preset', opts.preset);
-    const out = requiredFlag('--out', opts.out);
+    const out = outputFlag('--out', requiredFlag('--out', opts.out), 'folder');
     const { checkConfig, initAlbertParams, saveModel } = await import('../../engine/index.js');
     const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
     const params = initAlbertParams(config, seed);
-    saveModel(out, config, params);
+    try {
+      writeFolderWhole(out, (dir) => saveModel(dir, config, params));
+    } catch (err) {
+      throw new CommandFailure((err as Error).message, { cause: err });
+    }
     log.info({ preset, seed, parameters: params.size, out }, 'model written');
     process.stdout.write(JSON.stringify({ out, preset, parameters: params.size }) + '\n');
   });
@@ -63,7 +68,7 @@ export function registerModel(program: Command): void {
     .option('--state', 'also the optimizer state and the epoch (optimizer.safetensors, cohort-state.json) of a full-state checkpoint: a directory `cohort run --resume-from` continues the run from');
   exp.action(async (opts: { from: string; out?: string; state?: boolean }) => {
     const { config, log } = commandContext(exp);
-    const out = requiredFlag('--out', opts.out);
+    const out = outputFlag('--out', requiredFlag('--out', opts.out), 'folder');
     const [{ openExistingStore }, { exportModel }] = await Promise.all([import('../../store/index.js'), import('../../training/model-export.js')]);
     const store = openExistingStore(config.dataDir);
     try {
@@ -83,6 +88,7 @@ export function registerModel(program: Command): void {
     checkProviderFlags(provider, precision);
     const dir = requiredFlag('--model', opts.model);
     const batchFile = requiredFlag('--batch', opts.batch);
+    if (opts.grads !== undefined) outputFlag('--grads', opts.grads, 'file');
     const { loadModel, OrtBackend, DynamicLossScaler, encodeParams } = await import('../../engine/index.js');
     // a directory that cannot be loaded (no config.json, a bad file): the reason, naming --model
     let model: ReturnType<typeof loadModel>;

@@ -11,7 +11,7 @@ import type { SwarmInit, SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
 import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
-import { addFlags, flagOf, parseFlags } from '../flag-table.js';
+import { addFlags, flagOf, outputFlag, parseFlags } from '../flag-table.js';
 import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkFoundingDataFlags, checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
@@ -40,6 +40,8 @@ export function registerRun(program: Command): void {
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local, flags.explicit);
     checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
+    // written when training ends: a place it cannot go exits here, not after the training
+    if (opts.out !== undefined) outputFlag('--out', opts.out, 'folder');
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);

@@ -6,7 +6,7 @@ import { PRESETS } from '../../engine/albert/config.js';
 import type { LocalStep, OptimizerKind } from '../../engine/index.js';
 import { DATA_CHOICES, DEFAULT_LOCAL_TRAINER, trainerSettings } from '../../training/options.js';
 import { addSettingOptions, flagAction } from '../context.js';
-import { flagRow, requiredFlag } from '../flag-table.js';
+import { flagRow, outputFlag, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
 import { checkProviderFlags, PROVIDERS } from './model.js';
 
@@ -38,6 +38,8 @@ export function registerTrain(program: Command): void {
   flagAction(cmd, TRAIN_FLAGS, async (opts, { config: settings, log }) => {
     const preset = requiredFlag('--preset', opts.preset);
     const steps = requiredFlag('--steps', opts.steps);
+    // written when training ends: a place it cannot go exits here, not after the training
+    if (opts.out !== undefined) outputFlag('--out', opts.out, 'folder');
     const { batchSize, vocabSize, data: dataChoice, seqLen, peakLr, optimizer: kind, maxGradNorm, maxBadSteps, seed, provider, threads, precision } = opts;
     checkProviderFlags(provider, precision);
     const maxPositions = PRESETS[preset].maxPositionEmbeddings;
