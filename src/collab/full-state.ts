@@ -117,7 +117,7 @@ export function keptRunRecord(store: Store, runId: string): { readonly stored: R
 }
 
 /** Files of a state directory besides the model's config.json and model.safetensors (docs/collab.md). */
-export const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
+const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
 export const STATE_INFO_FILE = 'cohort-state.json';
 
 const stateInfoSchema = z.strictObject({

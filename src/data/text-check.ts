@@ -12,7 +12,7 @@ export class NotTextError extends Error {
 }
 
 /** Longer lines mean the input is not line-oriented text; holding one would defeat reading as a stream. */
-export const MAX_LINE_CHARS = 16 * 1024 * 1024;
+const MAX_LINE_CHARS = 16 * 1024 * 1024;
 
 /**
  * Decodes a byte stream as UTF-8 text and yields its lines (without `\n` / `\r\n`), holding no more

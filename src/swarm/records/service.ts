@@ -336,7 +336,7 @@ function answeredWell({ answer }: Answered): boolean {
  * identities on one machine share it), the remote peer id behind a relay (the relay's IP is shared
  * by everyone it relays).
  */
-export function sourceOf(connection: Pick<Connection, 'remoteAddr' | 'remotePeer'>): string {
+function sourceOf(connection: Pick<Connection, 'remoteAddr' | 'remotePeer'>): string {
   const components = connection.remoteAddr.getComponents();
   const ip = components[0];
   const relayed = components.some((c) => c.name === 'p2p-circuit');
