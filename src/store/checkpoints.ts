@@ -195,22 +195,18 @@ export class CheckpointStore {
    * through `onSkip`, never deleted, so nothing is lost silently.
    */
   loadLatest(kind: string, onSkip?: (err: CheckpointCorruptError) => void): { info: CheckpointInfo; data: Buffer } | undefined {
-    for (const info of this.list(kind)) {
-      try {
-        return this.load(info.id);
-      } catch (err) {
-        if (!(err instanceof CheckpointCorruptError)) throw err;
-        onSkip?.(err);
-      }
-    }
-    return undefined;
+    const found = this.loadNewestReadable(this.list(kind), () => undefined, (_, err) => {
+      if (!(err instanceof CheckpointCorruptError)) throw err;
+      onSkip?.(err);
+    });
+    return found && { info: found.info, data: found.data };
   }
 
   /**
    * The first of `candidates` (newest first, as `list` gives them) that verifies and that `decode`
    * accepts, with what it decoded. A damaged one (its checksum, or its contents, fail) is skipped and
    * reported through `onSkip` as `skipping checkpoint 7 (state, epoch 3): why`, never deleted: an
-   * older one stands in.
+   * older one stands in. What `onSkip` throws ends the walk (loadLatest's, for a failure other than damage).
    */
   loadNewestReadable<T>(candidates: Iterable<CheckpointInfo>, decode: (data: Buffer, info: CheckpointInfo) => T, onSkip: (message: string, err: Error) => void): { info: CheckpointInfo; data: Buffer; decoded: T } | undefined {
     for (const info of candidates) {
