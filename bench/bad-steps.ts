@@ -4,19 +4,14 @@
  * step, and an in-memory backup (parameters + LAMB moments, every --backup-every-steps epochs), each
  * beside one LAMB step for scale. Usage: npm run bench -- bad-steps [--preset tiny|base|large] [--rounds N]
  */
-import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { PRESETS } from '../src/engine/albert/config.js';
 import { initAlbertParams } from '../src/engine/albert/params.js';
 import { clipGradNorm, createOptimizer, gradNorm } from '../src/engine/optim/index.js';
+import { countArg, presetArg } from './_args.js';
 import { median, reportJson } from './_report.js';
 
-const arg = (name: string, fallback: string): string => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-};
-const preset = arg('--preset', 'large') as PresetName;
-if (!PRESET_NAMES.includes(preset)) throw new Error(`--preset ${preset}: accepted: ${PRESET_NAMES.join(', ')}`);
-const rounds = Number(arg('--rounds', '5'));
-if (!Number.isInteger(rounds) || rounds < 1 || rounds > 1000) throw new Error(`--rounds ${rounds}: an integer from 1 to 1000`);
+const preset = presetArg('--preset', 'large');
+const rounds = countArg('--rounds', 5, 1000);
 
 const params = initAlbertParams(PRESETS[preset], 0);
 const optimizer = createOptimizer(params, { kind: 'lamb' });

@@ -7,25 +7,19 @@
  * also the event loop's 1 ms timer ticks during one step + micro-batch (bench/worker.ts compares inline).
  * Usage: npm run bench -- delay [--preset tiny|base|large] [--rounds N] [--threads T]
  */
-import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { PRESETS } from '../src/engine/albert/config.js';
 import { initAlbertParams } from '../src/engine/albert/params.js';
 import { clipGradNorm, createOptimizer } from '../src/engine/optim/index.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { WorkerBackend } from '../src/engine/worker-backend.js';
 import { DelayedStep } from '../src/collab/delayed-step.js';
+import { countArg, presetArg } from './_args.js';
 import { median, reportJson } from './_report.js';
 
-const arg = (name: string, fallback: string): string => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-};
-const preset = arg('--preset', 'tiny') as PresetName;
-if (!PRESET_NAMES.includes(preset)) throw new Error(`--preset ${preset}: accepted: ${PRESET_NAMES.join(', ')}`);
-const rounds = Number(arg('--rounds', '6'));
-const threads = Number(arg('--threads', '1'));
-if (!Number.isInteger(rounds) || rounds < 1 || rounds > 1000) throw new Error(`--rounds ${rounds}: an integer from 1 to 1000`);
-if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new Error(`--threads ${threads}: an integer from 1 to 256`);
+const preset = presetArg('--preset', 'tiny');
+const rounds = countArg('--rounds', 6, 1000);
+const threads = countArg('--threads', 1, 256);
 
 const config = PRESETS[preset];
 const master = initAlbertParams(config, 0);

@@ -27,6 +27,7 @@ import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { timeLambStep } from './_lamb.js';
 import { lastRunProfile, type RunProfile } from './_ort-profile.js';
+import { arg, presetsArg } from './_args.js';
 import { median, reportJson } from './_report.js';
 import { Stepper } from './_stepper.js';
 import { torchEnv } from './_torch_check.js';
@@ -38,10 +39,6 @@ const PYTHON = process.env.COHORT_PYTHON ?? '/usr/bin/python3';
 /** Every step is bounded: one ALBERT-large step on a busy 2-core machine can take a minute or two. */
 const STEP_TIMEOUT_MS = 5 * 60_000;
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-};
 
 /** Child mode: an ORT stepper for one preset (see Stepper); the first step builds graph and session. */
 async function serveOrt(preset: PresetName, threads: number): Promise<void> {
@@ -96,8 +93,7 @@ async function main(): Promise<void> {
   const threads = Number(arg('--threads', String(os.availableParallelism())));
   const steps = Number(arg('--steps', '2'));
   if (process.argv.includes('--child')) return serveOrt(arg('--child', 'tiny') as PresetName, threads);
-  const presets = arg('--presets', PRESET_NAMES.join(',')).split(',') as PresetName[];
-  for (const p of presets) if (!PRESET_NAMES.includes(p)) throw new Error(`--presets: unknown preset ${p}; accepted: ${PRESET_NAMES.join(', ')}`);
+  const presets = presetsArg('--presets', PRESET_NAMES.join(','));
   const torchVersion = torchAvailable();
   console.log(`engine bench: B=${B} S=${S}, 1 warm-up + ${steps} timed steps, ORT and torch steps interleaved, ${threads} threads each; onnxruntime CPU vs ${torchVersion ? `PyTorch ${torchVersion} (${PYTHON})` : `no PyTorch (${PYTHON} cannot import torch; apt-get install python3-torch libopenblas0-openmp)`}`);
   const figures: Record<string, number | string | null> = { batch_size: B, seq_len: S, threads, torch_version: torchVersion ?? null };

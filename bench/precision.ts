@@ -6,7 +6,7 @@
  * only measures that overhead; the figure that matters is CUDA's (`--provider cuda`).
  * Usage: npm run bench -- precision [--presets tiny,base] [--steps N] [--batch-size B] [--seq-len S] [--provider auto|cpu|cuda] [--threads T]
  */
-import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { PRESETS } from '../src/engine/albert/config.js';
 import { initAlbertParams } from '../src/engine/albert/params.js';
 import { DynamicLossScaler } from '../src/engine/loss-scaler.js';
 import { OrtBackend } from '../src/engine/ort-backend.js';
@@ -14,16 +14,12 @@ import type { ProviderChoice } from '../src/engine/providers.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { scaledGradients } from '../src/engine/trainer.js';
+import { arg, presetsArg } from './_args.js';
 import { median, reportJson } from './_report.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-};
 
 async function main(): Promise<void> {
-  const presets = arg('--presets', 'tiny,base').split(',') as PresetName[];
-  for (const p of presets) if (!PRESET_NAMES.includes(p)) throw new Error(`--presets: unknown preset ${p}; accepted: ${PRESET_NAMES.join(', ')}`);
+  const presets = presetsArg('--presets', 'tiny,base');
   const steps = Number(arg('--steps', '3'));
   const [B, S] = [Number(arg('--batch-size', '8')), Number(arg('--seq-len', '128'))];
   const provider = arg('--provider', 'auto') as ProviderChoice;

@@ -6,7 +6,7 @@
  * copy of the parameters into the transfer buffer (copy_ms).
  * Usage: npm run bench -- worker [--presets tiny,base] [--rounds N] [--threads T]
  */
-import { PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/albert/config.js';
+import { PRESETS } from '../src/engine/albert/config.js';
 import { initAlbertParams } from '../src/engine/albert/params.js';
 import type { TrainingBackend } from '../src/engine/backend.js';
 import type { AlbertBatch } from '../src/engine/batch.js';
@@ -15,21 +15,15 @@ import type { ParameterSet } from '../src/engine/params.js';
 import { Rng } from '../src/engine/rng.js';
 import { syntheticBatch } from '../src/engine/synthetic.js';
 import { WorkerBackend } from '../src/engine/worker-backend.js';
+import { countArg, presetsArg } from './_args.js';
 import { median, reportJson } from './_report.js';
 
 const B = 4;
 const S = 128;
 
-const arg = (name: string, fallback: string): string => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-};
-const presets = arg('--presets', 'tiny,base').split(',') as PresetName[];
-for (const p of presets) if (!PRESET_NAMES.includes(p)) throw new Error(`--presets ${p}: accepted: ${PRESET_NAMES.join(', ')}`);
-const rounds = Number(arg('--rounds', '5'));
-const threads = Number(arg('--threads', '1'));
-if (!Number.isInteger(rounds) || rounds < 1 || rounds > 1000) throw new Error(`--rounds ${rounds}: an integer from 1 to 1000`);
-if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new Error(`--threads ${threads}: an integer from 1 to 256`);
+const presets = presetsArg('--presets', 'tiny,base');
+const rounds = countArg('--rounds', 5, 1000);
+const threads = countArg('--threads', 1, 256);
 
 /** One pass: its wall time and the 1 ms timer ticks delivered meanwhile. */
 async function timedPass(backend: TrainingBackend, params: ParameterSet, batch: AlbertBatch, grads: ParameterSet): Promise<{ ms: number; ticks: number }> {

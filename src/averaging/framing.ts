@@ -408,7 +408,7 @@ export function minRateDeadline(
  * emptied it cost a single stream 40 % of its throughput: bench dht, 0.43–0.52 → 0.24–0.28 of raw TCP),
  * and a bounded one keeps a reader that stops reading from growing the writer's memory.
  */
-export const WRITE_QUEUE_BYTES = 4 * 1024 * 1024;
+const WRITE_QUEUE_BYTES = 4 * 1024 * 1024;
 
 /**
  * After a `send` that returned false: waits until `stream` has taken its queue down to

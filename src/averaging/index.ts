@@ -34,13 +34,11 @@ export function advertisedStateEpoch(node: SwarmNode, prefix: string, trusted: r
 
 export { Averager, type AveragerInit, type AveragingEvent, type ScheduledStep, type ScheduleOptions, type StepOptions, type StepResult } from './averager.js';
 export type { AllreduceResult, FailedPart } from './allreduce.js';
-export { COMPRESSIONS, type Compression, encodedSize } from './compression.js';
+export { COMPRESSIONS, type Compression } from './compression.js';
 export type { GroupInfo } from './group.js';
-export { schemaHash } from './group.js';
 export type { Fault } from './faults.js';
-export { AGGREGATIONS, type Aggregation } from './reducer.js';
-export { DEFAULT_AGGREGATION, DEFAULT_POWERSGD_MIN_RATIO, DEFAULT_POWERSGD_RANK, GRAD_AVERAGERS } from './constants.js';
+export type { Aggregation } from './reducer.js';
 export { PowerSgd, powerSgdLayout } from './powersgd.js';
 export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
 export { dataPinsSchema, type DataPins, type StateMetadata } from './messages.js';
-export { MatchmakingError, StateDownloadError, ProtocolError, type JoinRefusal } from './errors.js';
+export { StateDownloadError, type JoinRefusal } from './errors.js';

@@ -139,7 +139,7 @@ function sameData(a: DataPins | null, b: DataPins | null): boolean {
 }
 
 /** Both hashes of a peer's data, for messages that tell a volunteer which side holds what. */
-export function describeDataPins(d: DataPins | null): string {
+function describeDataPins(d: DataPins | null): string {
   return d === null ? 'no pinned data' : `tokenizer sha256 ${d.tokenizerSha256}, dataset ${d.datasetId}`;
 }
 

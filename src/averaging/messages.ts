@@ -46,11 +46,11 @@ export type StateAdvert = z.infer<typeof stateAdvertSchema>;
 
 // ---- matchmaking/5.0.0 ------------------------------------------------------------------------
 
-export const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
+const memberSchema = z.strictObject({ peer: peerId, weight, bandwidth, clientMode: z.boolean() });
 export type Member = z.infer<typeof memberSchema>;
 
 /** What the leader sends every follower once the group is closed. */
-export const groupSchema = z.strictObject({
+const groupSchema = z.strictObject({
   id: z.string().regex(/^[0-9a-f]{32}$/),
   key: groupKey,
   schema: schemaHash,
@@ -88,7 +88,7 @@ export type Begin = z.infer<typeof beginSchema>;
 export const chunkSchema = z.strictObject({ t: z.literal('chunk'), i: z.number().int().nonnegative(), d: bytes() });
 export type Chunk = z.infer<typeof chunkSchema>;
 
-export const allreduceRefusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(ALLREDUCE_REFUSALS), message: reason });
+const allreduceRefusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(ALLREDUCE_REFUSALS), message: reason });
 export const reducerMessageSchema = z.discriminatedUnion('t', [chunkSchema, allreduceRefusedSchema]);
 
 // ---- state/2.0.0 ------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ export const stateRequestSchema = z.strictObject({ t: z.literal('get'), prefix: 
 export type StateRequest = z.infer<typeof stateRequestSchema>;
 
 const metadataValue = z.union([z.string().max(4096), z.number(), z.boolean()]);
-export const stateMetadataSchema = z.record(z.string().max(128), metadataValue);
+const stateMetadataSchema = z.record(z.string().max(128), metadataValue);
 export type StateMetadata = z.infer<typeof stateMetadataSchema>;
 
 export const stateHeaderSchema = z.discriminatedUnion('t', [

@@ -31,7 +31,7 @@ export interface ReducerLimits {
   readonly aggregation?: Aggregation;
 }
 
-export const DEFAULT_LIMITS: ReducerLimits = { maxAbs: 1e8 };
+const DEFAULT_LIMITS: ReducerLimits = { maxAbs: 1e8 };
 
 /** CenteredClip iterations at most (BTARD's ALBERT runs use 20), and the relative step below which it stops. */
 const CLIP_ITERATIONS = 20;

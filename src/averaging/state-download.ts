@@ -64,7 +64,7 @@ export interface LoadedState extends StateSnapshot {
   readonly durationMs: number;
 }
 
-export function stateKey(prefix: string): string {
+function stateKey(prefix: string): string {
   return `${STATE_NAMESPACE}/${prefix}`;
 }
 

@@ -49,7 +49,7 @@ export const FLAGGED_SERIES = 'flagged_claim';
 /** Epochs behind the swarm for which the all-reduce weights peers reported are kept. */
 const WEIGHTS_KEPT_EPOCHS = 8;
 /** Per-peer metric points are kept this long (the swarm's own series and the credits are kept for good), pruned this often. */
-export const PEER_METRICS_RETENTION_MS = 7 * 24 * 3_600_000;
+const PEER_METRICS_RETENTION_MS = 7 * 24 * 3_600_000;
 const PRUNE_INTERVAL_MS = 3_600_000;
 
 interface Pending {

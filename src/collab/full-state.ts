@@ -18,7 +18,7 @@ import { decodeOptimizerState, encodeOptimizerState, loadModel, saveModel, type 
 import { describeConfig } from '../engine/optim/config.js';
 import { ParameterSet } from '../engine/params.js';
 import type { Logger } from '../log/logger.js';
-import type { CheckpointInfo, Store } from '../store/index.js';
+import { checkpointName, type CheckpointInfo, type Store } from '../store/index.js';
 import { ownBuffer, RequestWorker, siblingEntry } from '../util/worker-thread.js';
 import { TrainingStateError } from './errors.js';
 import type { StateSaveNotice, StateSaveReply, StateSaveRequest } from './full-state-worker.js';
@@ -66,23 +66,23 @@ export interface FullStateCheckpoint {
  * what resume and exporters read. Damaged ones are skipped and reported through `onSkip`.
  */
 export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?: string; onSkip?: (message: string) => void } = {}): FullStateCheckpoint | undefined {
-  for (const info of store.checkpoints.list(kind)) {
-    const meta = metaSchema.safeParse(info.meta);
-    if (!meta.success) {
-      opts.onSkip?.(`checkpoint ${info.id} (${kind}, epoch ${info.epoch}) has no valid run id or run record: ${z.prettifyError(meta.error)}`);
-      continue;
-    }
-    if (opts.runId !== undefined && meta.data.runId !== opts.runId) continue;
-    try {
-      const { data } = store.checkpoints.load(info.id);
-      const state = decodeTrainingState(data, `checkpoint ${info.id} in ${store.checkpoints.file}`);
-      if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${store.checkpoints.file} holds no optimizer state`);
-      return { info, state, runId: meta.data.runId, run: meta.data.run, bytes: data };
-    } catch (err) {
-      opts.onSkip?.(`skipping checkpoint ${info.id} (${kind}, epoch ${info.epoch}): ${(err as Error).message}`);
+  const { checkpoints } = store;
+  function* ofRun(): Generator<CheckpointInfo> {
+    for (const info of checkpoints.list(kind)) {
+      const meta = metaSchema.safeParse(info.meta);
+      if (!meta.success) opts.onSkip?.(`${checkpointName(info)} has no valid run id or run record: ${z.prettifyError(meta.error)}`);
+      else if (opts.runId === undefined || meta.data.runId === opts.runId) yield info;
     }
   }
-  return undefined;
+  const found = checkpoints.loadNewestReadable(ofRun(), (data, info) => {
+    const state = decodeTrainingState(data, `checkpoint ${info.id} in ${checkpoints.file}`);
+    if (!state.optimizer) throw new TrainingStateError(`checkpoint ${info.id} in ${checkpoints.file} holds no optimizer state`);
+    return state;
+  }, (message) => opts.onSkip?.(message));
+  if (!found) return undefined;
+  // ofRun yielded it: its meta is valid
+  const { runId, run } = metaSchema.parse(found.info.meta);
+  return { info: found.info, state: found.decoded, runId, run, bytes: found.data };
 }
 
 /** The settings key under which a data directory keeps the record of run `runId` it founded or joined. */
@@ -117,7 +117,7 @@ export function keptRunRecord(store: Store, runId: string): { readonly stored: R
 }
 
 /** Files of a state directory besides the model's config.json and model.safetensors (docs/collab.md). */
-export const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
+const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
 export const STATE_INFO_FILE = 'cohort-state.json';
 
 const stateInfoSchema = z.strictObject({

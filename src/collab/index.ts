@@ -8,8 +8,8 @@
 export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } from './coordinator.js';
 export { BadStepCounter } from './bad-steps.js';
 export { RunRecordUnavailableError, RunSettingsConflictError, TrainingStateError } from './errors.js';
-export { EXPORT_FORMATS, EXPORT_TABLES, exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
-export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, storedRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
+export { exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
+export { FullStateSaver, loadFullState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, servedStateEpoch, type StepOutcome } from './optimizer.js';
 export { averagingModeOf, COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';
@@ -17,4 +17,4 @@ export { globalProgress, readyForStep, type GlobalProgress } from './progress.js
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
 export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type ResolveRunSettings, type RunData, type RunParams } from './run-params.js';
-export { DEFAULT_RUN_SETTINGS, defaultRunSettings, RUN_SETTING_FIELDS, runSettingsProblem, type RunSettings } from './run-settings.js';
+export { DEFAULT_RUN_SETTINGS, type RunSettings } from './run-settings.js';

@@ -70,10 +70,10 @@ export type StepOutcome =
 
 /** State download prefix (parameters + optimizer), gradient averaging and state (parameter) averaging prefixes. */
 export const STATE_PREFIX = 'state';
-export const GRAD_PREFIX = 'grad';
-export const STATE_AVERAGING_PREFIX = 'state-avg';
+const GRAD_PREFIX = 'grad';
+const STATE_AVERAGING_PREFIX = 'state-avg';
 /** DiLoCo's pseudo-gradient averaging: its own group key, so it never meets a gradient round. */
-export const DILOCO_PREFIX = 'diloco';
+const DILOCO_PREFIX = 'diloco';
 
 /** The newest epoch of the run's state a peer serves (what a newcomer loads: a restarted coordinator's checkpoint while nobody trains); undefined when none does. */
 export function servedStateEpoch(node: SwarmNode, trusted: readonly string[]): Promise<number | undefined> {

@@ -15,7 +15,7 @@ const count = z.number().finite().nonnegative();
 const bounded = (max: number) => count.max(max);
 
 /** What a peer reports about the optimizer step it just took (the coordinator's per-epoch evidence). */
-export const lastStepSchema = z.object({
+const lastStepSchema = z.object({
   /** The epoch this step finished (the swarm epoch before the step). */
   epoch: z.number().int().nonnegative(),
   /** Samples this peer claims it accumulated for the step. */
@@ -26,7 +26,7 @@ export const lastStepSchema = z.object({
   weights: z.record(z.string().max(64), bounded(PROGRESS_LIMITS.samples)).optional(),
 });
 
-export const progressRecordSchema = z.object({
+const progressRecordSchema = z.object({
   epoch: z.number().int().nonnegative(),
   /** Samples accumulated since this peer's current epoch began. */
   samples: bounded(PROGRESS_LIMITS.samples),

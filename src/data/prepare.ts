@@ -14,12 +14,12 @@ import { openSource, type SkippedInput, type SourceFormat } from './sources.js';
 import { keepGivenTokenizer, loadTokenizer, writeTokenizerFile, type TextTokenizer } from './tokenizer.js';
 import { WordCounter, trainWordPiece } from './train-wordpiece.js';
 
-export const DEFAULT_MAX_SEQ_LEN = 128;
-export const DEFAULT_VOCAB_SIZE = 8000;
-export const DEFAULT_SHORT_SEQ_PROB = 0.1;
-export const DEFAULT_SHARD_EXAMPLES = 2048;
+const DEFAULT_MAX_SEQ_LEN = 128;
+const DEFAULT_VOCAB_SIZE = 8000;
+const DEFAULT_SHORT_SEQ_PROB = 0.1;
+const DEFAULT_SHARD_EXAMPLES = 2048;
 /** Default disk quota for all prepared shards together. */
-export const DEFAULT_CACHE_QUOTA_BYTES = 2 * 1024 ** 3;
+const DEFAULT_CACHE_QUOTA_BYTES = 2 * 1024 ** 3;
 
 export type PrepareEvent =
   | { readonly phase: 'download'; readonly progress: DownloadProgress }

@@ -12,7 +12,7 @@ import { WIKITEXT_PROBE_LINES, isWikiText, parsePlainText, plainTextSplitter, wi
 export type SourceFormat = 'auto' | 'text' | 'wikitext' | 'jsonl';
 export const SOURCE_FORMATS: readonly SourceFormat[] = ['auto', 'text', 'wikitext', 'jsonl'];
 /** The source name that selects the bundled offline corpus. */
-export const BUNDLED_SOURCE = 'bundled';
+const BUNDLED_SOURCE = 'bundled';
 
 export interface SourceOptions {
   /** Where URL downloads land (`<dataDir>/downloads`). */

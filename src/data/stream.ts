@@ -50,7 +50,7 @@ export function findDataset(store: Store, cacheKey?: string): DatasetInfo {
 }
 
 /** The vocabulary facts masking needs, from the dataset's tokenizer.json. */
-export function vocabInfoOf(info: DatasetInfo): VocabInfo {
+function vocabInfoOf(info: DatasetInfo): VocabInfo {
   const t = datasetTokenizer(info);
   return { vocabSize: t.vocabSize, special: t.special, isSpecial: t.isSpecial, wordStart: t.wordStart };
 }

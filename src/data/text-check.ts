@@ -12,7 +12,7 @@ export class NotTextError extends Error {
 }
 
 /** Longer lines mean the input is not line-oriented text; holding one would defeat reading as a stream. */
-export const MAX_LINE_CHARS = 16 * 1024 * 1024;
+const MAX_LINE_CHARS = 16 * 1024 * 1024;
 /** How prose is read (TextLinesOptions.maxPieceChars): well below MAX_DOCUMENT_CHARS, so that a paragraph made of pieces stays near that size. */
 export const LINE_PIECE_CHARS = 64 * 1024;
 

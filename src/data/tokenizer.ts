@@ -93,7 +93,7 @@ function readTokenizer(file: string): { bytes: Buffer; tokenizer: TextTokenizer 
   return { bytes, tokenizer: tokenizerFromJson(json, file, createHash('sha256').update(bytes).digest('hex')) };
 }
 
-export function tokenizerFromJson(json: TokenizerJson, file: string, hash: string): TextTokenizer {
+function tokenizerFromJson(json: TokenizerJson, file: string, hash: string): TextTokenizer {
   if (typeof json !== 'object' || json === null || typeof json.model !== 'object' || json.model === null) {
     throw new TokenizerFileError(`tokenizer ${file}: not a Hugging Face tokenizer.json (no "model" section); tokenizer_config.json, vocab.txt or spiece.model are not accepted — pass the tokenizer.json saved by the tokenizers library`);
   }

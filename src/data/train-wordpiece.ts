@@ -2,7 +2,7 @@ import { DataError } from './errors.js';
 import { ALBERT_SPECIALS } from './special-tokens.js';
 
 /** Lower-case, accents stripped, split into words and single punctuation marks (as BertNormalizer + BertPreTokenizer do). */
-export function preTokenize(text: string): string[] {
+function preTokenize(text: string): string[] {
   const normalized = text.toLowerCase().normalize('NFD').replace(/\p{Mn}/gu, '');
   return normalized.match(/[\p{L}\p{N}]+|[^\s\p{L}\p{N}]/gu) ?? [];
 }

@@ -39,7 +39,7 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[]): Map<str
 }
 
 /** Sums a gradient over the axes along which its input was broadcast, giving it the input's shape. */
-export function unbroadcast(g: Graph, node: Node, grad: Value, shape: Shape): Value {
+function unbroadcast(g: Graph, node: Node, grad: Value, shape: Shape): Value {
   if (grad.shape.length === shape.length && grad.shape.every((d, i) => d === shape[i])) return grad;
   const lead = grad.shape.length - shape.length;
   if (lead < 0) throw new Error(`autodiff: ${node.op} gradient [${grad.shape.join(', ')}] has lower rank than its input [${shape.join(', ')}]`);

@@ -25,7 +25,7 @@ export const IGNORE_INDEX = -100;
 const matrix = z.array(z.array(z.number().int()).min(1)).min(1);
 
 /** The JSON form: HF argument names, nested integer arrays (what `cohort model loss --batch` reads). */
-export const batchJsonSchema = z.object({
+const batchJsonSchema = z.object({
   input_ids: matrix,
   token_type_ids: matrix.optional(),
   attention_mask: matrix.optional(),

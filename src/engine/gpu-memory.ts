@@ -10,7 +10,7 @@ export interface GpuInfo {
 }
 
 /** The query: free memory first (MiB), then the name (which may hold commas, so it comes last). */
-export const NVIDIA_SMI_ARGS = ['--query-gpu=memory.free,name', '--format=csv'];
+const NVIDIA_SMI_ARGS = ['--query-gpu=memory.free,name', '--format=csv'];
 
 /**
  * Parses `nvidia-smi --query-gpu=memory.free,name --format=csv`: a header line

@@ -3,14 +3,13 @@
  * that update the weights in TypeScript, and the contracts (config, parameters, batches, checkpoints)
  * the rest of Cohort builds on. Code outside the engine imports from here.
  */
-export { checkConfig, configFromHf, configToHf, PRESET_NAMES, PRESETS, type AlbertConfig, type PresetName } from './albert/config.js';
+export { checkConfig, configFromHf, configToHf, PRESETS, type AlbertConfig, type PresetName } from './albert/config.js';
 export { decodeParams, encodeParams, encodeParamsPieces, loadModel, saveModel } from './albert/checkpoint.js';
-export { PRECISIONS, type Precision } from './albert/graph.js';
+export type { Precision } from './albert/graph.js';
 export { initAlbertParams } from './albert/params.js';
-export { batchFromJson, IGNORE_INDEX, type AlbertBatch } from './batch.js';
+export type { AlbertBatch } from './batch.js';
 export { missingCudaProvider } from './cuda-install.js';
 export { planGpuMicroBatch, queryGpus, type GpuInfo } from './gpu-memory.js';
-export { floatToHalf, halfToFloat } from './fp16.js';
 export { DynamicLossScaler, LOSS_SCALER_DEFAULTS, LossScaleError } from './loss-scaler.js';
 export { formatBytes, planMicroBatch, type TrainingShape } from './memory-estimate.js';
 export { encodeModel } from './onnx/encode.js';

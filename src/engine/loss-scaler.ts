@@ -33,7 +33,7 @@ export const LOSS_SCALER_DEFAULTS = { initScale: 2 ** 16, growthFactor: 2, backo
  * Below this a non-finite gradient is not an fp16 overflow but a real inf/NaN (in the data or the
  * weights): backing off further would skip every step forever, so `update` throws instead.
  */
-export const MIN_LOSS_SCALE = 2 ** -24;
+const MIN_LOSS_SCALE = 2 ** -24;
 
 export class LossScaleError extends Error {
   override readonly name = 'LossScaleError';

@@ -51,7 +51,7 @@ export type TrainerKind = 'local' | 'swarm';
  * Both train through WorkerBackend, whose transfer buffers (the parameters sent to its worker, the
  * gradients that come back) add 2.
  */
-export const TRAINER_BUFFERS: Readonly<Record<TrainerKind, number>> = { local: 11, swarm: 13 };
+const TRAINER_BUFFERS: Readonly<Record<TrainerKind, number>> = { local: 11, swarm: 13 };
 
 /** Parameter-sized float32 tensors onnxruntime holds during a step (fitted on base, whose weights dominate). */
 const ORT_WEIGHT_COPIES = 5.5;
@@ -69,7 +69,7 @@ const ORT_FIXED_BYTES = 42e6;
  */
 const WORKER_THREAD_BYTES = 50e6;
 /** RSS of the process before training allocates anything (Node, the engine's native libraries). */
-export const PROCESS_BASELINE_BYTES = 105e6;
+const PROCESS_BASELINE_BYTES = 105e6;
 
 export interface TrainingShape {
   /** Micro-batch size. */
@@ -116,7 +116,7 @@ function ortSessionBytes(config: AlbertConfig, shape: Pick<TrainingShape, 'batch
  * CUDA's context and the cuBLAS/cuDNN handles and workspaces onnxruntime's CUDA provider creates: a few
  * hundred MB on current drivers; not yet measured here (no GPU has been lent to the project).
  */
-export const CUDA_CONTEXT_BYTES = 600e6;
+const CUDA_CONTEXT_BYTES = 600e6;
 
 /**
  * What a training step holds on the GPU with onnxruntime's CUDA provider: its arena keeps the same

@@ -16,7 +16,7 @@ const DTYPE_BYTES: Record<SafeDtype, number> = { F64: 8, F32: 4, F16: 2, BF16: 2
 const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Header larger than this is refused (real ALBERT headers are a few KiB). */
-export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
+const MAX_HEADER_BYTES = 16 * 1024 * 1024;
 
 export interface SafeTensor {
   readonly dtype: SafeDtype;

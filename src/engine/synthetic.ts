@@ -9,7 +9,7 @@ import { Rng } from './rng.js';
  * language modelling. Layout as HF's ALBERT: [CLS] A [SEP] B [SEP], 15% of tokens masked
  * (labels elsewhere −100), segments swapped for half the rows (sentence_order_label 1).
  */
-export const SYNTHETIC_SPECIAL = { pad: 0, cls: 2, sep: 3, mask: 4, firstWord: 5 } as const;
+const SYNTHETIC_SPECIAL = { pad: 0, cls: 2, sep: 3, mask: 4, firstWord: 5 } as const;
 
 export function syntheticBatch(config: Pick<AlbertConfig, 'vocabSize'>, batchSize: number, seqLen: number, rng: Rng): AlbertBatch {
   const { cls, sep, mask, firstWord } = SYNTHETIC_SPECIAL;

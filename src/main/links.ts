@@ -6,7 +6,7 @@ export const LINK_SCHEME = 'cohort';
  * `cohort://CODE` or with a trailing slash, and base64url has no slashes, so both are dropped.
  * Undefined when `text` is not a `cohort:` link.
  */
-export function joinCodeOfLink(text: string): string | undefined {
+function joinCodeOfLink(text: string): string | undefined {
   const m = /^cohort:(?:\/\/)?([^/]*)\/?$/i.exec(text.trim());
   return m && m[1] ? `${LINK_SCHEME}:${m[1]}` : undefined;
 }

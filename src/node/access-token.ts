@@ -6,7 +6,7 @@ export const TOKEN_COOKIE = 'cohort_token';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', '[::1]', 'localhost']);
 
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   return LOOPBACK_HOSTS.has(host.toLowerCase());
 }
 
@@ -21,7 +21,7 @@ export function checkListenAccess(host: string, token: string | undefined, hostF
 }
 
 /** Compares in constant time (over fixed-length digests, so the token's length does not leak either). */
-export function tokensEqual(given: string, expected: string): boolean {
+function tokensEqual(given: string, expected: string): boolean {
   const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
   return timingSafeEqual(digest(given), digest(expected));
 }

@@ -11,5 +11,4 @@
 export { ShardServer, holdersPerShard, holdingsOf, manifestOf, serveShards, type ShardServerOptions, type ShardServing } from './server.js';
 export { fetchDataset, chooseShards, shardOrder, type FetchOptions, type FetchProgress, type FetchResult } from './fetch.js';
 export { ShardRotation, type RotationOptions } from './rotation.js';
-export { ShardExchangeError } from './errors.js';
-export { SHARDS_PROTOCOL, SHARDS_NAMESPACE, type Manifest } from './messages.js';
+export type { Manifest } from './messages.js';

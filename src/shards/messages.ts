@@ -14,7 +14,7 @@ export const MAX_BLOB_CHUNK_BYTES = 1024 * 1024;
 /** Largest frame either side accepts (a manifest of ~30 000 shards, or one data chunk). */
 export const MAX_SHARD_FRAME_BYTES = 4 * 1024 * 1024;
 /** Shards in one dataset: bounds the manifest and the advert's bitfield. */
-export const MAX_SHARDS = 30_000;
+const MAX_SHARDS = 30_000;
 /**
  * A stream carries requests one after another (1.3.0): the holder waits this long for the next one
  * before it closes the stream, and a fetcher reuses a stream idle for at most half of it.
@@ -30,7 +30,7 @@ export const MAX_BLOB_BYTES = 512 * 1024 * 1024;
  * manifest understating a blob does not get its honest holders refused, and a holder overstating it
  * cannot make the fetcher take much more than the manifest says before the sha256 decides.
  */
-export const BLOB_SIZE_SLACK_BYTES = 64 * 1024 * 1024;
+const BLOB_SIZE_SLACK_BYTES = 64 * 1024 * 1024;
 /** The most bytes a fetcher takes for a blob a manifest claims has `claimed` bytes. */
 export function acceptedBlobBytes(claimed: number): number {
   return Math.min(MAX_BLOB_BYTES, Math.max(2 * claimed, claimed + BLOB_SIZE_SLACK_BYTES));
@@ -54,7 +54,7 @@ const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lower-case hex dig
 const count = z.number().int().nonnegative();
 const bytes = () => z.custom<Uint8Array>((x) => x instanceof Uint8Array, 'expected a byte string');
 
-export const manifestShardSchema = z.strictObject({ sha256: hex64, examples: count, tokens: count, bytes: count.max(MAX_BLOB_BYTES) });
+const manifestShardSchema = z.strictObject({ sha256: hex64, examples: count, tokens: count, bytes: count.max(MAX_BLOB_BYTES) });
 export type ManifestShard = z.infer<typeof manifestShardSchema>;
 
 /** Everything a newcomer needs to hold (part of) a dataset and check it is the one the run names. */
@@ -77,7 +77,7 @@ export const shardRequestSchema = z.discriminatedUnion('t', [
 export type ShardRequest = z.infer<typeof shardRequestSchema>;
 
 /** `BUSY`: every slot is taken, or this peer is refused a while (ask another holder); `PEER_BUSY`: this peer has its share of the slots already (ask again once one of its transfers ended). */
-export const REFUSAL_CODES = ['BUSY', 'PEER_BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
+const REFUSAL_CODES = ['BUSY', 'PEER_BUSY', 'NOT_FOUND', 'BAD_OFFSET'] as const;
 const refusedSchema = z.strictObject({ t: z.literal('refused'), code: z.enum(REFUSAL_CODES), message: z.string().max(512) });
 
 export const manifestReplySchema = z.discriminatedUnion('t', [z.strictObject({ t: z.literal('manifest'), manifest: manifestSchema }), refusedSchema]);

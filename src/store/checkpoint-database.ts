@@ -32,7 +32,7 @@ export const CHECKPOINT_TABLES_SQL = `
         );
 `;
 
-export const CHECKPOINT_MIGRATIONS: readonly Migration[] = [
+const CHECKPOINT_MIGRATIONS: readonly Migration[] = [
   { version: 1, description: 'checkpoints as chunked blobs (the tables cohort.db held up to its schema version 5)', up: (db) => db.exec(CHECKPOINT_TABLES_SQL) },
 ];
 

@@ -44,6 +44,11 @@ export interface SaveCheckpoint {
   readonly onChunk?: (written: number) => void;
 }
 
+/** How messages name a checkpoint: `checkpoint 7 (state, epoch 3)`. */
+export function checkpointName({ id, kind, epoch }: Pick<CheckpointInfo, 'id' | 'kind' | 'epoch'>): string {
+  return `checkpoint ${id} (${kind}, epoch ${epoch})`;
+}
+
 /** A `checkpoints` row as SELECT_CHECKPOINT names its columns. */
 type Row = Omit<CheckpointInfo, 'meta'> & { meta: string; chunkCount: number };
 const SELECT_CHECKPOINT = 'SELECT id, kind, epoch, created_at AS createdAt, size, sha256, meta, chunk_count AS chunkCount FROM checkpoints';
@@ -167,7 +172,7 @@ export class CheckpointStore {
     let bytes = 0;
     for (const c of this.db.prepare('SELECT seq, data FROM checkpoint_chunks WHERE checkpoint_id = ? ORDER BY seq').iterate(id) as Iterable<{ seq: number; data: unknown }>) {
       // a row overwritten with text, a number or NULL (a damaged page, a hand edit): its length means nothing
-      if (!Buffer.isBuffer(c.data)) throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) is damaged: chunk ${c.seq} holds ${c.data === null ? 'NULL' : typeof c.data === 'string' ? 'text' : 'a number'}, not bytes`);
+      if (!Buffer.isBuffer(c.data)) throw new CheckpointCorruptError(this.file, `${checkpointName(row)} is damaged: chunk ${c.seq} holds ${c.data === null ? 'NULL' : typeof c.data === 'string' ? 'text' : 'a number'}, not bytes`);
       inOrder &&= c.seq === count++;
       if (inOrder && bytes + c.data.byteLength <= row.size) {
         data.set(c.data, bytes);
@@ -176,11 +181,11 @@ export class CheckpointStore {
       bytes += c.data.byteLength;
     }
     if (count !== row.chunkCount || !inOrder) {
-      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) has ${count} of ${row.chunkCount} chunks`);
+      throw new CheckpointCorruptError(this.file, `${checkpointName(row)} has ${count} of ${row.chunkCount} chunks`);
     }
     const sha256 = bytes === row.size ? hash.digest('hex') : `${bytes} bytes instead of ${row.size}`;
     if (bytes !== row.size || sha256 !== row.sha256) {
-      throw new CheckpointCorruptError(this.file, `checkpoint ${id} (${row.kind}, epoch ${row.epoch}) fails its checksum: expected ${row.sha256}, got ${sha256}`);
+      throw new CheckpointCorruptError(this.file, `${checkpointName(row)} fails its checksum: expected ${row.sha256}, got ${sha256}`);
     }
     return { info: toInfo(row), data };
   }
@@ -190,12 +195,26 @@ export class CheckpointStore {
    * through `onSkip`, never deleted, so nothing is lost silently.
    */
   loadLatest(kind: string, onSkip?: (err: CheckpointCorruptError) => void): { info: CheckpointInfo; data: Buffer } | undefined {
-    for (const info of this.list(kind)) {
+    const found = this.loadNewestReadable(this.list(kind), () => undefined, (_, err) => {
+      if (!(err instanceof CheckpointCorruptError)) throw err;
+      onSkip?.(err);
+    });
+    return found && { info: found.info, data: found.data };
+  }
+
+  /**
+   * The first of `candidates` (newest first, as `list` gives them) that verifies and that `decode`
+   * accepts, with what it decoded. A damaged one (its checksum, or its contents, fail) is skipped and
+   * reported through `onSkip` as `skipping checkpoint 7 (state, epoch 3): why`, never deleted: an
+   * older one stands in. What `onSkip` throws ends the walk (loadLatest's, for a failure other than damage).
+   */
+  loadNewestReadable<T>(candidates: Iterable<CheckpointInfo>, decode: (data: Buffer, info: CheckpointInfo) => T, onSkip: (message: string, err: Error) => void): { info: CheckpointInfo; data: Buffer; decoded: T } | undefined {
+    for (const info of candidates) {
       try {
-        return this.load(info.id);
+        const { data } = this.load(info.id);
+        return { info, data, decoded: decode(data, info) };
       } catch (err) {
-        if (!(err instanceof CheckpointCorruptError)) throw err;
-        onSkip?.(err);
+        onSkip(`skipping ${checkpointName(info)}: ${(err as Error).message}`, err as Error);
       }
     }
     return undefined;

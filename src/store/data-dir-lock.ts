@@ -29,10 +29,10 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
   } catch (err) {
     throw new StoreError(file, `cannot open the lock file ${file}: ${(err as Error).message}`, { cause: err });
   }
+  let lock: DataDirectoryLock;
   try {
-    holdExclusive(db);
+    lock = lockConnection(db);
   } catch (err) {
-    db.close();
     const code = String((err as { code?: string }).code);
     if (code === 'SQLITE_BUSY') {
       throw new DataDirectoryInUseError(file, `the data directory ${dataDir} is in use by another Cohort node (cohort run, cohort start, cohort swarm start, cohort train or the desktop app): stop that one first, or give this one another --data-dir`, { cause: err });
@@ -47,20 +47,29 @@ export function lockDataDirectory(dataDir: string): DataDirectoryLock {
   try {
     if (process.platform !== 'win32') fs.chmodSync(file, 0o600);
   } catch (err) {
-    db.close();
+    lock.release();
     throw new StoreError(file, `cannot make ${file} this user's alone (${(err as Error).message}): remove that file while no node runs, or give this one another --data-dir`, { cause: err });
   }
-  return { release: () => db.close() };
+  return lock;
 }
 
-/** Takes SQLite's exclusive lock on the connection's file, held until the connection closes; throws SQLITE_BUSY when another connection holds it. */
-function holdExclusive(db: BetterSqlite3.Database): void {
-  // EXCLUSIVE locking mode never gives a lock back, and the transaction that took it is never committed
-  db.pragma('locking_mode = EXCLUSIVE');
-  db.exec('BEGIN EXCLUSIVE');
-  // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
-  // lock only (two holders would run): a write, never committed, finds that out
-  db.pragma('user_version = 1');
+/**
+ * Takes SQLite's exclusive lock on the file `db` has open, held until `release` closes the connection.
+ * When it cannot, closes `db` and throws SQLite's error: SQLITE_BUSY when another connection holds it.
+ */
+function lockConnection(db: BetterSqlite3.Database): DataDirectoryLock {
+  try {
+    // EXCLUSIVE locking mode never gives a lock back, and the transaction that took it is never committed
+    db.pragma('locking_mode = EXCLUSIVE');
+    db.exec('BEGIN EXCLUSIVE');
+    // SQLite opens a file this user may not write read-only, and there BEGIN EXCLUSIVE takes a shared
+    // lock only (two holders would run): a write, never committed, finds that out
+    db.pragma('user_version = 1');
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return { release: () => db.close() };
 }
 
 /**
@@ -70,13 +79,11 @@ function holdExclusive(db: BetterSqlite3.Database): void {
 export function tryLockFile(file: string): DataDirectoryLock | undefined {
   const db = new BetterSqlite3(file, { timeout: 0 });
   try {
-    holdExclusive(db);
+    return lockConnection(db);
   } catch (err) {
-    db.close();
     if ((err as { code?: string }).code === 'SQLITE_BUSY') return undefined;
     throw err;
   }
-  return { release: () => db.close() };
 }
 
 /**

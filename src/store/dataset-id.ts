@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 
 /** Bumped when the shard layout or the identity's inputs change: peers on different versions then never match. */
-export const DATASET_ID_VERSION = 'cohort-dataset-v1';
+const DATASET_ID_VERSION = 'cohort-dataset-v1';
 
 /**
  * What peers must share besides the shards' bytes for their examples to mean the same thing. Masking

@@ -18,6 +18,7 @@ export * from './errors.js';
 export { DATABASE_FILE } from './database.js';
 export { CHECKPOINT_DATABASE_FILE } from './checkpoint-database.js';
 export { LOCK_FILE } from './data-dir-lock.js';
+export { checkpointName } from './checkpoints.js';
 export type { CheckpointInfo, SaveCheckpoint } from './checkpoints.js';
 export type { CreditRow, PeerTotals, ThroughputBaseline } from './contributions.js';
 export type { MetricPoint, StoredMetric } from './metrics.js';

@@ -19,7 +19,7 @@ export interface StoredMetric {
 }
 
 /** Why a point cannot be stored, or undefined when it can. */
-export function invalidMetric(p: MetricPoint): string | undefined {
+function invalidMetric(p: MetricPoint): string | undefined {
   if (p.series.length === 0 || p.series.length > 128) return `metric "${p.series.slice(0, 128)}": the series name must be 1–128 characters`;
   if (!Number.isFinite(p.value)) return `metric ${p.series}: value ${p.value} is not a finite number`;
   if (p.ts !== undefined && !Number.isFinite(p.ts)) return `metric ${p.series}: timestamp ${p.ts} is not a finite number`;

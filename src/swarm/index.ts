@@ -11,13 +11,13 @@
 export { createSwarmNode, type SwarmNode, type HandleOptions, type DialOptions } from './node.js';
 export type { SwarmStats } from './stats.js';
 export { resolveSwarmInit, type Encryption, type SwarmInit } from './config.js';
-export { DEFAULT_ENCRYPTION, ENCRYPTIONS, REACHABILITY_MODES, type ReachabilityMode } from './constants.js';
+export { DEFAULT_ENCRYPTION, ENCRYPTIONS, type ReachabilityMode } from './constants.js';
 export type { Reachability } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
 export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
 export { readToEnd } from './streams.js';
 export { statsMetricPoints, swarmMetrics } from './prometheus.js';
-export { generatePsk, parsePskHex } from './private-network.js';
+export { generatePsk } from './private-network.js';
 export { cohortProtocol, kadProtocol, recordsProtocol } from './protocols.js';
-export { JoinCodeError, RecordError, IdentityError, SwarmUnreachableError, type RejectReason } from './errors.js';
+export { JoinCodeError, IdentityError, SwarmUnreachableError, type RejectReason } from './errors.js';

@@ -5,7 +5,7 @@ import { toMessageStream, toNodeDuplex, verifyPeerCertificate } from '@libp2p/tl
 import type { TlsCredentials } from './tls-credentials.js';
 
 /** The libp2p TLS spec's protocol id, as @libp2p/tls negotiates it. */
-export const LIBP2P_TLS_PROTOCOL = '/tls/1.0.0';
+const LIBP2P_TLS_PROTOCOL = '/tls/1.0.0';
 
 interface TlsEncrypterComponents {
   readonly logger: ComponentLogger;

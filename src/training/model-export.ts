@@ -10,7 +10,7 @@ import path from 'node:path';
 import { decodeTrainingState, PEER_STATE_CHECKPOINT, saveStateDir, SWARM_STATE_CHECKPOINT, type TrainingState } from '../collab/index.js';
 import { keepTokenizer, keptTokenizer, TOKENIZER_FILE } from '../data/tokenizer-checkpoint.js';
 import { configFromHf, decodeParams, loadModel, saveModel, type AlbertConfig, type ParameterSet } from '../engine/index.js';
-import type { CheckpointInfo, Store } from '../store/index.js';
+import { checkpointName, type CheckpointInfo, type Store } from '../store/index.js';
 import { writeFolderWhole } from '../util/output-path.js';
 import { ModelExportError } from './errors.js';
 import { MODEL_CHECKPOINT } from './session.js';
@@ -92,29 +92,25 @@ function fromStore(store: Store, epoch: number | undefined, onSkip: ((message: s
   };
   if (candidates.length === 0) throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file}${held()}`);
   const damaged: string[] = [];
-  for (const info of candidates) {
-    const what = `checkpoint ${info.id} (${info.kind}, epoch ${info.epoch})`;
-    let model: { config: AlbertConfig; params: ParameterSet } & Partial<Pick<Source, 'state'>>;
-    try {
-      const bytes = store.checkpoints.load(info.id).data;
-      model = STATE_KINDS.includes(info.kind) ? stateOf(decodeTrainingState(bytes, what)) : modelOf(info, bytes, what);
-    } catch (err) {
-      // a truncated or bit-flipped checkpoint (its checksum, or its contents, fail): an older one stands in
-      damaged.push((err as Error).message);
-      onSkip?.(`skipping ${what}: ${(err as Error).message}`);
-      continue;
-    }
-    // coordinator checkpoints name the tokenizer of their run
-    const sha = info.meta['tokenizerSha256'];
-    let tokenizer: Source['tokenizer'];
-    if (typeof sha === 'string') {
-      const bytes = keptTokenizer(store, sha);
-      if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
-      tokenizer = { bytes, sha256: sha };
-    }
-    return { what, ...model, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
+  const found = store.checkpoints.loadNewestReadable(candidates, (bytes, info) => {
+    const what = checkpointName(info);
+    return STATE_KINDS.includes(info.kind) ? stateOf(decodeTrainingState(bytes, what)) : modelOf(info, bytes, what);
+  }, (message, err) => {
+    damaged.push(err.message);
+    onSkip?.(message);
+  });
+  if (!found) throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file} is readable${held()}: ${damaged.join('; ')}`);
+  const { info, decoded: model } = found;
+  const what = checkpointName(info);
+  // coordinator checkpoints name the tokenizer of their run
+  const sha = info.meta['tokenizerSha256'];
+  let tokenizer: Source['tokenizer'];
+  if (typeof sha === 'string') {
+    const bytes = keptTokenizer(store, sha);
+    if (bytes === undefined) throw new ModelExportError(`${what} names tokenizer ${sha}, which ${store.checkpoints.file} no longer holds`);
+    tokenizer = { bytes, sha256: sha };
   }
-  throw new ModelExportError(`no model checkpoint${epoch === undefined ? '' : ` of epoch ${epoch}`} in ${store.checkpoints.file} is readable${held()}: ${damaged.join('; ')}`);
+  return { what, ...model, checkpoint: { id: info.id, kind: info.kind, epoch: info.epoch }, ...(tokenizer ? { tokenizer } : {}) };
 }
 
 function stateOf(state: TrainingState): { config: AlbertConfig; params: ParameterSet; state: TrainingState } {

@@ -109,6 +109,26 @@ test('a damaged newest checkpoint is skipped with its reason; the previous one l
   assert.match(skipped[0]!, /checksum/);
 });
 
+test('resume skips, newest first, a checkpoint without a valid run id and one without optimizer state, each with its reason, and passes another run\'s over silently', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const { params, optimizer } = trained(4);
+  const full = (epoch: number): Uint8Array => encodeTrainingState({ epoch, config, params, optimizer: optimizer.exportState() });
+  const save = (epoch: number, data: Uint8Array, meta: Record<string, unknown>) => store.checkpoints.save({ kind: PEER_STATE_CHECKPOINT, epoch, data, meta });
+  const good = save(1, full(1), { runId: 'r' });
+  const noOptimizer = save(2, encodeTrainingState({ epoch: 2, config, params }), { runId: 'r' });
+  save(3, full(3), { runId: 'another run' });
+  const noRunId = save(4, full(4), { donor: 'peer-x' });
+  const skipped: string[] = [];
+  const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'r', onSkip: (m) => skipped.push(m) });
+  assert.equal(loaded?.info.id, good.id);
+  assert.equal(loaded.state.epoch, 1);
+  assert.equal(loaded.runId, 'r');
+  assert.equal(skipped.length, 2, skipped.join('\n'));
+  assert.match(skipped[0]!, new RegExp(`^checkpoint ${noRunId.id} \\(state, epoch 4\\) has no valid run id or run record: .*runId`, 's'));
+  assert.equal(skipped[1], `skipping checkpoint ${noOptimizer.id} (state, epoch 2): checkpoint ${noOptimizer.id} in ${store.checkpoints.file} holds no optimizer state`);
+});
+
 test('the checkpoint worker ends once idle (its memory is not kept between saves) and the next save starts another', { timeout: 60_000 }, async (t) => {
   const store = openStore(tmpDir(t));
   const saver = new FullStateSaver(store, log, { workerIdleMs: 200 });

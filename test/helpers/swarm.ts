@@ -1,18 +1,13 @@
 import type { TestContext } from 'node:test';
-import { lpStream } from '@libp2p/utils';
 import { decode as cborDecode } from 'cborg';
 import { z } from 'zod';
 import { MAX_MESSAGE_BYTES } from '../../src/swarm/constants.js';
 import { createSwarmNode, readToEnd, recordsProtocol, type SwarmInit, type SwarmNode } from '../../src/swarm/index.js';
+import { requestOnce } from '../../src/swarm/streams.js';
 
 /** Sends raw bytes as one records-protocol request, as a misbehaving peer would; returns the decoded answer. */
 export async function rawRequest(from: SwarmNode, to: SwarmNode, bytes: Uint8Array): Promise<unknown> {
-  const stream = await from.libp2p.dialProtocol(to.peerId, recordsProtocol(from.runId));
-  const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-  await lp.write(bytes);
-  const answer: unknown = cborDecode((await lp.read()).subarray());
-  await stream.close();
-  return answer;
+  return requestOnce(from.libp2p, to.peerId, recordsProtocol(from.runId), bytes, (answer): unknown => cborDecode(answer), { maxBytes: MAX_MESSAGE_BYTES, signal: AbortSignal.timeout(30_000) });
 }
 
 /** Polls `condition` every 25 ms until it holds; fails with `what` after `timeoutMs`. */

@@ -1,29 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { test, type TestContext } from 'node:test';
 import type { Snapshot } from '../../src/shared/api.js';
-import { CLI, ROOT, runCli } from '../helpers/cli.js';
+import { waitFor } from '../collab/processes.js';
+import { CLI, runCli, startProcess } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 /** Starts `cohort start` on a free port; resolves with its URL once printed. */
 async function startNode(t: TestContext, env: NodeJS.ProcessEnv = {}) {
-  const child = spawn(process.execPath, [CLI, 'start', '--dashboard-port', '0', '--data-dir', tmpDir(t)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  t.after(() => child.kill('SIGKILL'));
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`no dashboard URL printed; stderr: ${stderr}`)), 30_000);
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-  });
-  return { child, url, stderr: () => stderr };
+  const proc = startProcess(t, [CLI, 'start', '--dashboard-port', '0', '--data-dir', tmpDir(t)], { env });
+  const [, url] = await waitFor(proc, /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/, 30_000);
+  return { child: proc.child, url: url! };
 }
 
 test('cohort start serves the API on loopback with training and the coordinator switch attached, and stops cleanly on SIGTERM', async (t) => {

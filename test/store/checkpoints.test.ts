@@ -81,6 +81,16 @@ async function killMidWrite(dir: string, how: 'save' | 'saveChunked'): Promise<s
   return out;
 }
 
+test('loadLatest skips damage only: a failure to read the file (its chunks table gone) is thrown, with no older checkpoint standing in', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  for (const epoch of [1, 2]) store.checkpoints.save({ kind: 'model', epoch, data: new Uint8Array(10).fill(epoch) });
+  store.checkpoints.db.exec('DROP TABLE checkpoint_chunks');
+  const skipped: string[] = [];
+  assert.throws(() => store.checkpoints.loadLatest('model', (e) => skipped.push(e.message)), (e: unknown) => !(e instanceof CheckpointCorruptError) && /no such table: checkpoint_chunks/.test((e as Error).message));
+  assert.deepEqual(skipped, []);
+});
+
 test('SIGKILL in the middle of writing a checkpoint leaves the previous one loadable', async (t) => {
   const dir = tmpDir(t);
   const out = await killMidWrite(dir, 'save');

@@ -11,8 +11,8 @@ import { concatBytes } from '../../util/bytes.js';
  * (AlbertForPreTraining state-dict names). Tied tensors are written once, as transformers does:
  * the decoder weight is the word embeddings and `predictions.decoder.bias` is `predictions.bias`.
  */
-export const CONFIG_FILE = 'config.json';
-export const WEIGHTS_FILE = 'model.safetensors';
+const CONFIG_FILE = 'config.json';
+const WEIGHTS_FILE = 'model.safetensors';
 
 /** Keys a transformers checkpoint may carry that are not parameters, or are aliases of one. */
 const ALIASES: Readonly<Record<string, string>> = {

@@ -39,7 +39,7 @@ export const PRESET_NAMES = Object.keys(PRESETS) as PresetName[];
  * error naming the field, not an allocation failure. MAX_TENSOR_ELEMENTS bounds each weight matrix
  * (4 GiB of float32) where two sizes within their limits multiply to more.
  */
-export const CONFIG_LIMITS = {
+const CONFIG_LIMITS = {
   vocabSize: 1_000_000,
   embeddingSize: 8192,
   hiddenSize: 16_384,
@@ -50,7 +50,7 @@ export const CONFIG_LIMITS = {
   typeVocabSize: 1024,
 } as const satisfies Partial<Record<keyof AlbertConfig, number>>;
 
-export const MAX_TENSOR_ELEMENTS = 2 ** 30;
+const MAX_TENSOR_ELEMENTS = 2 ** 30;
 
 const HF_NAMES: Record<keyof typeof CONFIG_LIMITS, string> = {
   vocabSize: 'vocab_size',

@@ -178,7 +178,7 @@ export function buildAlbertGraph(c: AlbertConfig, options: AlbertGraphOptions): 
  * queries against all N = B·S keys (masking other sequences' keys) instead of S per sequence, so
  * it is used only while that score tensor is at most 4 times a full layer's (M ≤ 4S).
  */
-export function prunesLastLayer(batchSize: number, seqLen: number, mlmPositions: number): boolean {
+function prunesLastLayer(batchSize: number, seqLen: number, mlmPositions: number): boolean {
   return batchSize + mlmPositions <= 4 * seqLen;
 }
 

@@ -1,7 +1,7 @@
 import { IGNORE_INDEX } from '../batch.js';
 
 /** The masking rate of the data pipeline (src/data/masking.ts) and of synthetic batches. */
-export const DEFAULT_MLM_PROBABILITY = 0.15;
+const DEFAULT_MLM_PROBABILITY = 0.15;
 
 /**
  * K, the number of MLM predictions a [B, S] training graph has room for (its head runs on K rows

@@ -31,7 +31,7 @@ export interface KernelRow {
   readonly types: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-export const CUDA_KERNEL_TABLE = new URL('./cuda-operator-kernels.md', import.meta.url);
+const CUDA_KERNEL_TABLE = new URL('./cuda-operator-kernels.md', import.meta.url);
 
 let cached: readonly KernelRow[] | undefined;
 /** Reads and parses the vendored CUDA kernel table (cached: the file never changes at run time). */

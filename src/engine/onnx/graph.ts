@@ -48,7 +48,7 @@ const fmt = (s: Shape) => `[${s.join(', ')}]`;
 const isFloat = (t: DType): t is FloatType => t === 'float16' || t === 'float32' || t === 'float64';
 
 /** Numpy-style broadcast of two shapes; throws naming the op if they are incompatible. */
-export function broadcastShapes(op: string, a: Shape, b: Shape): number[] {
+function broadcastShapes(op: string, a: Shape, b: Shape): number[] {
   const rank = Math.max(a.length, b.length);
   const out: number[] = [];
   for (let i = 0; i < rank; i++) {

@@ -12,7 +12,7 @@ export type DecayExclusion = (name: string) => boolean;
  * except ALBERT's `full_layer_layer_norm.weight`, whose lower-case name the rule misses (so it is
  * decayed there too; kept for fidelity with the reference run).
  */
-export const HF_NO_DECAY: readonly string[] = ['bias', 'LayerNorm.weight'];
+const HF_NO_DECAY: readonly string[] = ['bias', 'LayerNorm.weight'];
 
 export const hfNoDecay: DecayExclusion = (name) => HF_NO_DECAY.some((part) => name.includes(part));
 
@@ -79,7 +79,7 @@ export type ResolvedOptimizerConfig = ResolvedLambConfig | ResolvedAdamWConfig;
 export const LAMB_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-6, weightDecay: 0.01, clampValue: 10000, biasCorrection: true } as const;
 
 /** torch.optim.AdamW's betas and eps; lr and weight decay as the ALBERT run. */
-export const ADAMW_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 } as const;
+const ADAMW_DEFAULTS = { lr: 0.00176, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 } as const;
 
 export function resolveOptimizerConfig(config: OptimizerConfig): ResolvedOptimizerConfig {
   const kind: unknown = config.kind;

@@ -20,11 +20,11 @@ import type { Optimizer } from './optimizer.js';
 
 export { GradientAccumulator } from './accumulate.js';
 export { clipGradNorm, gradNorm } from './clip.js';
-export { ADAMW_DEFAULTS, HF_NO_DECAY, hfNoDecay, LAMB_DEFAULTS, resolveOptimizerConfig } from './config.js';
+export { hfNoDecay } from './config.js';
 export type { AdamWInit, DecayExclusion, LambInit, OptimizerConfig, OptimizerKind, ResolvedAdamWConfig, ResolvedLambConfig, ResolvedOptimizerConfig } from './config.js';
 export type { Moments, Optimizer, OptimizerState } from './optimizer.js';
 export { linearWarmupDecay, type LinearWarmupDecay } from './schedule.js';
-export { decodeOptimizerState, encodeOptimizerState, encodeOptimizerStatePieces, OPTIMIZER_STATE_FORMAT, OptimizerStateError } from './state.js';
+export { decodeOptimizerState, encodeOptimizerState, encodeOptimizerStatePieces, OptimizerStateError } from './state.js';
 
 /** An optimizer for parameters laid out as `params` (moments allocated now, zero). */
 export function createOptimizer(params: ParameterSet, config: OptimizerConfig): Optimizer {

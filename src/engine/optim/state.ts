@@ -12,8 +12,8 @@ import type { OptimizerKind } from './config.js';
 import type { OptimizerState } from './optimizer.js';
 import { concatBytes } from '../../util/bytes.js';
 
-export const OPTIMIZER_STATE_FORMAT = 'cohort-optimizer-state';
-export const OPTIMIZER_STATE_VERSION = '1';
+const OPTIMIZER_STATE_FORMAT = 'cohort-optimizer-state';
+const OPTIMIZER_STATE_VERSION = '1';
 const MOMENTS = [
   ['exp_avg', 'expAvg'],
   ['exp_avg_sq', 'expAvgSq'],

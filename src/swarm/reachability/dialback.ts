@@ -1,9 +1,9 @@
 import type { Connection, Libp2p, PeerId, Stream } from '@libp2p/interface';
-import { lpStream } from '@libp2p/utils';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { z } from 'zod';
 import type { Logger } from '../../log/logger.js';
 import { decodeCbor, encodeCbor } from '../cbor-message.js';
+import { answerOnce, requestOnce } from '../streams.js';
 import { DIALBACK_DIAL_TIMEOUT_MS, DIALBACK_MAX_ADDRS, DIALBACK_MIN_INTERVAL_MS, DIALBACK_REQUEST_TIMEOUT_MS } from '../constants.js';
 
 /**
@@ -33,20 +33,10 @@ function decode<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {
 
 /** Asks `peer` to dial us back at `addrs` (TCP multiaddrs without /p2p). Throws when the peer does not answer. */
 export async function askDialback(libp2p: Pick<Libp2p, 'dialProtocol'>, protocol: string, peer: PeerId, addrs: readonly Multiaddr[], signal: AbortSignal): Promise<DialbackAnswer> {
-  const stream = await libp2p.dialProtocol(peer, protocol, { signal });
-  try {
-    const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-    await lp.write(encodeCbor({ t: 'dial', a: addrs.slice(0, DIALBACK_MAX_ADDRS).map((a) => a.bytes) } satisfies DialbackRequest), { signal });
-    const answer = decode(responseSchema, (await lp.read({ signal })).subarray(), `dial-back answer from ${peer.toString()}`);
-    await stream.close({ signal });
-    return answer;
-  } catch (err) {
-    stream.abort(err as Error);
-    throw err;
-  }
+  const request = encodeCbor({ t: 'dial', a: addrs.slice(0, DIALBACK_MAX_ADDRS).map((a) => a.bytes) } satisfies DialbackRequest);
+  return requestOnce(libp2p, peer, protocol, request, (bytes) => decode(responseSchema, bytes, `dial-back answer from ${peer.toString()}`), { maxBytes: MAX_MESSAGE_BYTES, signal });
 }
 
-/** The server side: answers dial-back requests. One request per peer per DIALBACK_MIN_INTERVAL_MS. */
 export class DialbackServer {
   private readonly lastRequest = new Map<string, number>();
 
@@ -58,11 +48,7 @@ export class DialbackServer {
   async onStream(stream: Stream, connection: Connection): Promise<void> {
     const signal = AbortSignal.timeout(DIALBACK_REQUEST_TIMEOUT_MS);
     try {
-      const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-      const bytes = (await lp.read({ signal })).subarray();
-      const answer = await this.answer(bytes, connection, signal);
-      await lp.write(encodeCbor(answer), { signal });
-      await stream.close({ signal });
+      await answerOnce(stream, async (bytes) => encodeCbor(await this.answer(bytes, connection, signal)), { maxBytes: MAX_MESSAGE_BYTES, signal });
     } catch (err) {
       this.log.debug({ peer: connection.remotePeer.toString(), err: (err as Error).message }, 'dial-back request failed');
       stream.abort(err as Error);

@@ -40,7 +40,7 @@ export interface VerifiedEntry {
 const DOMAIN = 'cohort-record/1';
 
 /** What is signed: binds the entry to its run, so a record cannot be replayed into another swarm. */
-export function signedBytes(runId: string, k: string, s: string, v: Uint8Array, e: number): Uint8Array {
+function signedBytes(runId: string, k: string, s: string, v: Uint8Array, e: number): Uint8Array {
   return cborEncode([DOMAIN, runId, k, s, v, e]);
 }
 

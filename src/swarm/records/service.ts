@@ -1,5 +1,4 @@
 import type { Connection, Libp2p, PeerId, PrivateKey, Stream } from '@libp2p/interface';
-import { lpStream } from '@libp2p/utils';
 import type { z } from 'zod';
 import type { Logger } from '../../log/logger.js';
 import {
@@ -15,6 +14,7 @@ import {
 } from '../constants.js';
 import { RecordError, type RejectReason } from '../errors.js';
 import { recordsProtocol } from '../protocols.js';
+import { answerOnce, requestOnce } from '../streams.js';
 import { admitEntry } from './admit.js';
 import { ClosestServersCache } from './closest-cache.js';
 import { entryName, entrySize, signEntry, VerifiedSignatures, type VerifiedEntry, type WireEntry } from './entry.js';
@@ -263,47 +263,38 @@ export class DhtRecords {
 
   private async request(peer: PeerId, message: RecordsRequest): Promise<RecordsResponse> {
     const signal = AbortSignal.timeout(RECORDS_REQUEST_TIMEOUT_MS);
-    const stream = await this.c.libp2p.dialProtocol(peer, this.protocol, { signal });
-    try {
-      const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-      await lp.write(encodeMessage(message), { signal });
-      const answer = decodeMessage(recordsResponseSchema, (await lp.read({ signal })).subarray(), `records answer from ${peer.toString()}`);
-      await stream.close({ signal });
-      return answer;
-    } catch (err) {
-      stream.abort(err as Error);
-      throw err;
-    }
+    return requestOnce(this.c.libp2p, peer, this.protocol, encodeMessage(message), (bytes) => decodeMessage(recordsResponseSchema, bytes, `records answer from ${peer.toString()}`), { maxBytes: MAX_MESSAGE_BYTES, signal });
   }
 
   private async onStream(stream: Stream, connection: Connection): Promise<void> {
     const signal = AbortSignal.timeout(RECORDS_REQUEST_TIMEOUT_MS);
     const remote = connection.remotePeer.toString();
     try {
-      const lp = lpStream(stream, { maxDataLength: MAX_MESSAGE_BYTES });
-      const bytes = (await lp.read({ signal })).subarray();
-      let answer: RecordsResponse;
-      if (!this.limiter.take(remote)) {
-        this.count('rate-limited');
-        answer = { t: 'refused', reason: 'rate-limited' };
-      } else {
-        let request: RecordsRequest | undefined;
-        try {
-          request = decodeMessage(recordsRequestSchema, bytes, `records request from ${remote}`);
-        } catch (err) {
-          this.count('malformed');
-          this.c.log.debug({ peer: remote, err: (err as Error).message }, 'malformed records request');
-        }
-        answer = request === undefined ? { t: 'refused', reason: 'malformed' } : await this.answer(request, sourceOf(connection));
-      }
-      await lp.write(encodeMessage(answer), { signal });
-      await stream.close({ signal });
+      await answerOnce(stream, async (bytes) => encodeMessage(await this.reply(bytes, connection)), { maxBytes: MAX_MESSAGE_BYTES, signal });
     } catch (err) {
       // Oversized frames and timeouts end here: the sender gets a reset stream.
       this.count('malformed');
       this.c.log.debug({ peer: remote, err: (err as Error).message }, 'records stream failed');
       stream.abort(err as Error);
     }
+  }
+
+  /** The answer to a request's bytes from `connection`'s peer: a refusal when it is over its rate or malformed. */
+  private async reply(bytes: Uint8Array, connection: Connection): Promise<RecordsResponse> {
+    const remote = connection.remotePeer.toString();
+    if (!this.limiter.take(remote)) {
+      this.count('rate-limited');
+      return { t: 'refused', reason: 'rate-limited' };
+    }
+    let request: RecordsRequest;
+    try {
+      request = decodeMessage(recordsRequestSchema, bytes, `records request from ${remote}`);
+    } catch (err) {
+      this.count('malformed');
+      this.c.log.debug({ peer: remote, err: (err as Error).message }, 'malformed records request');
+      return { t: 'refused', reason: 'malformed' };
+    }
+    return this.answer(request, sourceOf(connection));
   }
 
   private async answer(request: RecordsRequest, source: string): Promise<RecordsResponse> {
@@ -345,7 +336,7 @@ function answeredWell({ answer }: Answered): boolean {
  * identities on one machine share it), the remote peer id behind a relay (the relay's IP is shared
  * by everyone it relays).
  */
-export function sourceOf(connection: Pick<Connection, 'remoteAddr' | 'remotePeer'>): string {
+function sourceOf(connection: Pick<Connection, 'remoteAddr' | 'remotePeer'>): string {
   const components = connection.remoteAddr.getComponents();
   const ip = components[0];
   const relayed = components.some((c) => c.name === 'p2p-circuit');
