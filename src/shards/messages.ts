@@ -15,7 +15,7 @@ export const MAX_BLOB_CHUNK_BYTES = 1024 * 1024;
 export const MAX_SHARD_FRAME_BYTES = 4 * 1024 * 1024;
 /**
  * Largest frame a holder accepts: a request is about 100 bytes, and a stream waiting for one under
- * the fetcher's cap let a peer park 4 MiB per stream (128 MiB per connection) for STREAM_IDLE_MS.
+ * the fetcher's cap would let a peer park 4 MiB per stream (128 MiB per connection) for STREAM_IDLE_MS.
  */
 export const MAX_SHARD_REQUEST_BYTES = 1024;
 /** Shards in one dataset: bounds the manifest and the advert's bitfield. */

@@ -75,7 +75,7 @@ test('a stranger cannot make a node hold a 4 MiB frame before its first message:
   await hub.acquire();
   t.after(() => hub.release());
   // a data frame's length (as a chunk would claim), then all but its last byte: held until the
-  // first-message timeout, 16 such streams per connection kept 64 MiB of a node's memory
+  // first-message timeout, 16 such streams per connection would keep 64 MiB of a node's memory
   await sendAllButLastByte(await stranger!.dial(honest!.peerId.toString(), ALLREDUCE_PROTOCOL, { allowRelayed: false }), MAX_DATA_FRAME_BYTES - 1);
   // a request answered on the same connection after those bytes: the node has handled them by then
   const state = new FramedStream(await stranger!.dial(honest!.peerId.toString(), STATE_PROTOCOL, { allowRelayed: false }), MAX_CONTROL_BYTES, 'state');

@@ -548,7 +548,7 @@ test('a peer cannot make a holder buffer a 4 MiB frame as a request: a shards st
   const [holder, stranger] = await peers(t, 2);
   await serve(t, holder!);
   // a blob chunk's frame length, then all but its last byte: 32 such streams per connection, each
-  // waiting up to the 10 s request idle time, kept 128 MiB of a holder's memory
+  // waiting up to the 10 s request idle time, would keep 128 MiB of a holder's memory
   const hostile = await stranger!.node.dial(holder!.node.peerId.toString(), SHARDS_PROTOCOL, { allowRelayed: false });
   await sendAllButLastByte(hostile, MAX_SHARD_FRAME_BYTES - 1);
   // a request answered on the same connection after those bytes: the holder has handled them by then
