@@ -40,7 +40,7 @@ export class FramedStream {
 
   constructor(
     readonly stream: Stream,
-    private readonly maxFrameBytes: number,
+    private maxFrameBytes: number,
     private readonly what: string,
     /** Paces what this stream writes (the node's upload cap); none by default. */
     private readonly upload?: UploadLimit,
@@ -222,6 +222,11 @@ export class FramedStream {
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
+  }
+
+  /** Raises or lowers the frame cap for the frames read from here on (a stream whose first message is a small one). */
+  limitFrames(maxFrameBytes: number): void {
+    this.maxFrameBytes = maxFrameBytes;
   }
 
   private setPaused(paused: boolean): void {

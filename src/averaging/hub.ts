@@ -163,7 +163,7 @@ export class AveragingHub {
   private async register(): Promise<void> {
     await this.node.handle(
       MATCHMAKING_PROTOCOL,
-      this.inbound(MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, joinRequestSchema, async (framed, peer, request) => {
+      this.inbound(MATCHMAKING_PROTOCOL, joinRequestSchema, async (framed, peer, request) => {
         const matchmaker = this.matchmakers.get(request.key);
         if (matchmaker !== undefined) return matchmaker(framed, peer, request);
         if (this.running.has(request.key)) {
@@ -184,7 +184,8 @@ export class AveragingHub {
     // data streams go over direct connections only: relays cap a connection at 128 KiB
     await this.node.handle(
       ALLREDUCE_PROTOCOL,
-      this.inbound(ALLREDUCE_PROTOCOL, MAX_DATA_FRAME_BYTES, beginSchema, async (framed, peer, begin) => {
+      this.inbound(ALLREDUCE_PROTOCOL, beginSchema, async (framed, peer, begin) => {
+        framed.limitFrames(MAX_DATA_FRAME_BYTES); // chunks follow the begin
         const session = await this.waitForSession(begin.group);
         if (session !== undefined) return session(framed, peer, begin);
         await framed.write({ t: 'refused', code: 'UNKNOWN_GROUP', message: `no all-reduce of group ${begin.group} here (finished, failed or never joined)` });
@@ -194,7 +195,7 @@ export class AveragingHub {
     );
     await this.node.handle(
       STATE_PROTOCOL,
-      this.inbound(STATE_PROTOCOL, MAX_CONTROL_BYTES, stateRequestSchema, async (framed, peer, request) => {
+      this.inbound(STATE_PROTOCOL, stateRequestSchema, async (framed, peer, request) => {
         const server = this.stateServers.get(request.prefix);
         if (server !== undefined) return server(framed, peer, request);
         await framed.write({ t: 'refused', code: 'NO_STATE', message: `this peer serves no state for "${request.prefix}"` });
@@ -204,10 +205,15 @@ export class AveragingHub {
     );
   }
 
-  private inbound<M>(protocol: string, maxFrameBytes: number, schema: import('zod').ZodType<M>, route: Handler<M>) {
+  /**
+   * A handler reading a first message of `schema`, then routing the stream. The first frame is capped
+   * at MAX_CONTROL_BYTES whatever the protocol's frames: a stranger must not make a node buffer a data
+   * frame (4 MiB) per stream before it said who it is; `route` raises the cap where data follows.
+   */
+  private inbound<M>(protocol: string, schema: import('zod').ZodType<M>, route: Handler<M>) {
     return (stream: Stream, connection: Connection): void => {
       const peer = connection.remotePeer.toString();
-      const framed = new FramedStream(stream, maxFrameBytes, `${protocol} stream from ${peer}`, this.upload);
+      const framed = new FramedStream(stream, MAX_CONTROL_BYTES, `${protocol} stream from ${peer}`, this.upload);
       framed
         .expect(schema, AbortSignal.timeout(FIRST_MESSAGE_TIMEOUT_MS), 'its first message')
         .then((first) => route(framed, peer, first))

@@ -165,6 +165,8 @@ export class Matchmaker {
   private readonly mismatched = new Map<string, DataPins | null>();
   /** leaders that said NOT_A_LEADER or failed to answer: skipped until this time (ms) */
   private readonly backoff = new Map<string, number>();
+  /** Peers that sent this one on with NOT_A_LEADER since it last chose a leader itself, in order: a hint back among them is a loop. */
+  private redirects: string[] = [];
   /** Leaders that failed to answer (not yet UNREACHABLE_TRIES times): how often, and the last error. */
   private readonly unreachable = new Map<string, { tries: number; why: string }>();
   private changed: (() => void) | undefined;
@@ -303,6 +305,7 @@ export class Matchmaker {
 
   /** The declared non-client peer of lowest leaderRank that has not refused us. */
   private async chooseLeader(end: number): Promise<string | undefined> {
+    this.redirects = [];
     const entries = await this.readDeclarations(end);
     const now = Date.now();
     const candidates = new Set<string>();
@@ -575,6 +578,15 @@ export class Matchmaker {
     if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
     else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
     if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self || this.refusedBy.has(hint)) return undefined;
+    this.redirects.push(leader);
+    const loop = this.redirects.indexOf(hint);
+    if (loop >= 0) {
+      // a peer naming itself, or peers naming each other: none of them leads (an honest follower names a
+      // leader that takes joins), and asked again they would send this peer round until its time is up
+      const cycle = this.redirects.slice(loop);
+      for (const p of cycle) this.refusedBy.set(p, `NOT_A_LEADER: sent this peer round in a loop (${[...cycle, hint].join(' → ')})`);
+      return undefined;
+    }
     this.backoff.delete(hint);
     return hint;
   }

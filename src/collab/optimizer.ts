@@ -751,6 +751,8 @@ export class CollaborativeOptimizer {
       const minEpoch = this.o.outerOverlap ? swarmEpoch - 1 : swarmEpoch;
       const loaded = await this.paused(this.state.loadStateFromPeers({ minEpoch }));
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
+      // the download checked the header's epoch against the advertisements; an honest donor's bytes say the same
+      if (s.epoch !== loaded.epoch) throw new TrainingStateError(`peer ${loaded.donor} sent a state of epoch ${s.epoch} in a download of epoch ${loaded.epoch}`);
       if (!s.params.sameLayout(this.params)) throw new TrainingStateError(`the model of peer ${loaded.donor} has a different layout (vocabulary ${s.config.vocabSize}, hidden ${s.config.hiddenSize})`);
       this.params.data.set(s.params.data);
       if (s.optimizer) this.optimizer.importState(s.optimizer);

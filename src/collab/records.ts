@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { RecordEntry, RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { CLOCK_SKEW_MS } from '../swarm/constants.js';
 import { PROGRESS_LIMITS, reportTimeIsCurrent } from './progress.js';
 
 export const PROGRESS_NAMESPACE = 'progress';
@@ -87,8 +88,15 @@ export function leaderboardRecords(node: SwarmNode): RecordNamespace<Leaderboard
   return once(leaderboardByNode, node, () => node.registerNamespace(LEADERBOARD_NAMESPACE, leaderboardRecordSchema, { maxValueBytes: 4096 }));
 }
 
-/** The newest leaderboard any coordinator published (`cohort status` prints it, the dashboard shows it), or undefined when none is found. */
-export async function latestLeaderboard(node: SwarmNode): Promise<LeaderboardRecord | undefined> {
-  const boards = [...(await leaderboardRecords(node).get(LEADERBOARD_NAMESPACE)).values()];
-  return boards.sort((a, b) => b.value.time - a.value.time)[0]?.value;
+/**
+ * The leaderboard `cohort status` prints and the dashboard shows, or undefined when none is found: the
+ * newest one a `trusted` peer (the join code's: the run's coordinator) published when there is one, else
+ * the newest of any coordinator. Any peer can publish a board, so a board stamped past the tolerated
+ * clock skew is left out: with `time` 10³⁰⁰ it would stay the newest for ever.
+ */
+export async function latestLeaderboard(node: SwarmNode, trusted: readonly string[] = []): Promise<LeaderboardRecord | undefined> {
+  const now = Date.now();
+  const boards = [...(await leaderboardRecords(node).get(LEADERBOARD_NAMESPACE)).values()].filter((b) => b.value.time <= now + CLOCK_SKEW_MS);
+  const fromTrusted = boards.filter((b) => trusted.includes(b.owner));
+  return (fromTrusted.length > 0 ? fromTrusted : boards).sort((a, b) => b.value.time - a.value.time)[0]?.value;
 }

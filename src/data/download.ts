@@ -22,8 +22,16 @@ export interface DownloadOptions {
   readonly attempts?: number;
   /** A connection with no data for this long is dropped and resumed. @default 30 s */
   readonly idleTimeoutMs?: number;
+  /**
+   * A response averaging under this many bytes per second (an idle timeout's grace on top) is dropped
+   * and resumed: a server sending a byte just within the idle timeout never idles, and would hold the
+   * download for ever. 0: no floor. @default 16 KiB/s
+   */
+  readonly minBytesPerSecond?: number;
 }
 
+/** DownloadOptions.minBytesPerSecond's default: a link far slower would take days for a training corpus anyway. */
+const MIN_BYTES_PER_SECOND = 16 * 1024;
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
 function downloadName(url: string): string {
@@ -128,12 +136,20 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
     const total = totalSize(res, offset);
     fs.mkdirSync(path.dirname(part), { recursive: true });
     if (!resumed) keepValidator(part, res);
+    const floor = options.minBytesPerSecond ?? MIN_BYTES_PER_SECOND;
+    const started = performance.now();
+    const from = offset;
+    let overrun = false;
     const out = fs.openSync(part, resumed ? 'a' : 'w');
     try {
       if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);
       for await (const chunk of res.body) {
         clearTimeout(idle);
         idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
+        if (total !== undefined && offset + (chunk as Uint8Array).length > total) {
+          overrun = true;
+          break;
+        }
         fs.writeSync(out, chunk as Uint8Array);
         offset += (chunk as Uint8Array).length;
         try {
@@ -141,10 +157,20 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
         } catch (error) {
           throw new CallbackError(error);
         }
+        const elapsedMs = performance.now() - started;
+        if (floor > 0 && offset - from < ((elapsedMs - idleMs) * floor) / 1000) {
+          throw new Error(`the server sent ${offset - from} bytes in ${(elapsedMs / 1000).toFixed(1)} s (${((1000 * (offset - from)) / elapsedMs).toFixed(1)} B/s), under the floor of ${floor} B/s`);
+        }
       }
-      fs.fsyncSync(out);
+      if (!overrun) fs.fsyncSync(out);
     } finally {
       fs.closeSync(out);
+    }
+    if (overrun) {
+      // the bytes past the announced size are not the file, and the server that sent them cannot say which are
+      fs.rmSync(part);
+      fs.rmSync(validatorFile(part), { force: true });
+      throw new DownloadError(`GET ${url}: the server sent more than the ${total} bytes it announced (${res.headers.has('content-range') ? 'Content-Range' : 'Content-Length'}); the partial file was deleted`);
     }
     // Without a length the server gave no way to tell a cut connection from the end; a clean end counts.
     return total === undefined || offset >= total;

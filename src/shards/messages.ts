@@ -11,8 +11,13 @@ export const SHARDS_NAMESPACE = 'shards';
  * is small beside the bytes' own (1 MiB: about 18 % less CPU per GB than 256 KiB in bench shards).
  */
 export const MAX_BLOB_CHUNK_BYTES = 1024 * 1024;
-/** Largest frame either side accepts (a manifest of ~30 000 shards, or one data chunk). */
+/** Largest frame a fetcher accepts (a manifest of ~30 000 shards, or one data chunk). */
 export const MAX_SHARD_FRAME_BYTES = 4 * 1024 * 1024;
+/**
+ * Largest frame a holder accepts: a request is about 100 bytes, and a stream waiting for one under
+ * the fetcher's cap would let a peer park 4 MiB per stream (128 MiB per connection) for STREAM_IDLE_MS.
+ */
+export const MAX_SHARD_REQUEST_BYTES = 1024;
 /** Shards in one dataset: bounds the manifest and the advert's bitfield. */
 const MAX_SHARDS = 30_000;
 /**

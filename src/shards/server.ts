@@ -13,7 +13,7 @@ import {
   MAX_BLOB_CHUNK_BYTES,
   MAX_HOLDING_BYTES,
   MAX_REQUESTS_PER_STREAM,
-  MAX_SHARD_FRAME_BYTES,
+  MAX_SHARD_REQUEST_BYTES,
   MAX_TRANSFERS_PER_PEER,
   SHARDS_NAMESPACE,
   SHARDS_PROTOCOL,
@@ -155,7 +155,7 @@ export class ShardServer {
   async start(): Promise<void> {
     await this.node.handle(SHARDS_PROTOCOL, (stream, connection) => {
       const peer = connection.remotePeer.toString();
-      const framed = new FramedStream(stream, MAX_SHARD_FRAME_BYTES, `shard requests from ${peer}`, this.upload);
+      const framed = new FramedStream(stream, MAX_SHARD_REQUEST_BYTES, `shard requests from ${peer}`, this.upload);
       this.streams++;
       this.session(framed, peer).catch((err: Error) => {
         this.log.warn({ peer, err: err.message }, 'shard transfer to a peer failed');

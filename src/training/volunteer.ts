@@ -61,7 +61,7 @@ export class SharedSwarm implements SwarmPresence {
       const node = await this.node;
       if (this.started !== node) {
         this.started = node;
-        this.watchLeaderboard(node);
+        this.watchLeaderboard(node, target ? joinPeerIds(target.initialPeers) : []);
       }
       return node;
     } catch (err) {
@@ -97,13 +97,14 @@ export class SharedSwarm implements SwarmPresence {
     return this.started?.libp2p.getConnections().map((c) => c.remotePeer.toString()) ?? [];
   }
 
-  private watchLeaderboard(node: SwarmNode): void {
+  /** `trusted`: the join code's peers, whose board is shown before any other (latestLeaderboard). */
+  private watchLeaderboard(node: SwarmNode, trusted: readonly string[]): void {
     clearInterval(this.boardTimer);
     let looking = false;
     const look = (): void => {
       if (looking) return; // a slow DHT lookup is not stacked on
       looking = true;
-      latestLeaderboard(node)
+      latestLeaderboard(node, trusted)
         .then((board) => {
           if (this.started === node && board) this.board = board;
         })

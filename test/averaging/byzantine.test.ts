@@ -260,6 +260,40 @@ test('a leader whose group description is malformed (a peer listed twice) is not
   for (const [peer, count] of joins) assert.equal(count, 1, `${peer} asked the leader of a malformed description ${count} times`);
 });
 
+for (const mutual of [false, true]) {
+  test(`peers refusing every join with NOT_A_LEADER naming ${mutual ? 'each other' : 'themselves'} are asked once a round, not in a loop: the honest peers average together`, async (t) => {
+    const nodes = await startSwarm(t, 5, { runId: `byz-redirect-${mutual}` });
+    const [a, b] = [nodes[0]!, nodes[1]!];
+    const honestNodes = nodes.slice(2);
+    const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+    const n = 2000;
+    const honest = honestNodes.map((_, i) => honestVector(n, 110 + i));
+    const epoch = epochRanking(nodes, a, true);
+    const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+    // a ranks first; each sends every joiner to itself, or to the other
+    const joins = new Map<string, number>();
+    for (const [x, y] of [[a, b], [b, a]] as const) {
+      const named = (mutual ? y : x).peerId.toString();
+      const hub = AveragingHub.of(x);
+      await hub.acquire();
+      hub.matchmakers.set(key, async (framed, peer) => {
+        const asked = `${x.peerId.toString()} by ${peer}`;
+        joins.set(asked, (joins.get(asked) ?? 0) + 1);
+        await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: `follows ${named}`, leader: named });
+        await framed.close();
+      });
+      await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+    }
+    const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 3 })));
+    for (const r of results) {
+      ok(r);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+    }
+    assert.ok(joins.size >= 1, 'a hostile peer ranked first and was asked');
+    for (const [asked, count] of joins) assert.equal(count, 1, `${asked} ${count} times`);
+  });
+}
+
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));

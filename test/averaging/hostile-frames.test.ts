@@ -3,12 +3,13 @@ import { test } from 'node:test';
 import { pino } from 'pino';
 import { allreduce } from '../../src/averaging/allreduce.js';
 import { encode } from '../../src/averaging/compression.js';
-import { ALLREDUCE_PROTOCOL, MAX_DATA_FRAME_BYTES } from '../../src/averaging/constants.js';
+import { ALLREDUCE_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_PROTOCOL } from '../../src/averaging/constants.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { groupInfo } from '../../src/averaging/group.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
-import { reducerMessageSchema, type Begin } from '../../src/averaging/messages.js';
+import { reducerMessageSchema, stateHeaderSchema, type Begin, type StateRequest } from '../../src/averaging/messages.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
+import { sendAllButLastByte } from '../helpers/hostile-stream.js';
 import { startSwarm } from '../helpers/swarm.js';
 import { maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
@@ -66,4 +67,20 @@ test('raw all-reduce frames: a stranger, a member asking for another part, lying
     assert.equal(r.status, 'complete', r.failedParts.map((p) => p.reason).join('; '));
     assert.ok(maxAbsDiff(r.vector, honest) <= 1e-6, `max abs err ${maxAbsDiff(r.vector, honest)}`);
   }
+});
+
+test('a stranger cannot make a node hold a 4 MiB frame before its first message: an all-reduce stream whose first frame claims more than a control message is reset at once', { timeout: 60_000 }, async (t) => {
+  const [honest, stranger] = await startSwarm(t, 2, { runId: 'hostile-first-frame' });
+  const hub = AveragingHub.of(honest!);
+  await hub.acquire();
+  t.after(() => hub.release());
+  // a data frame's length (as a chunk would claim), then all but its last byte: held until the
+  // first-message timeout, 16 such streams per connection would keep 64 MiB of a node's memory
+  await sendAllButLastByte(await stranger!.dial(honest!.peerId.toString(), ALLREDUCE_PROTOCOL, { allowRelayed: false }), MAX_DATA_FRAME_BYTES - 1);
+  // a request answered on the same connection after those bytes: the node has handled them by then
+  const state = new FramedStream(await stranger!.dial(honest!.peerId.toString(), STATE_PROTOCOL, { allowRelayed: false }), MAX_CONTROL_BYTES, 'state');
+  await state.write({ t: 'get', prefix: 'none' } satisfies StateRequest);
+  assert.equal((await state.expect(stateHeaderSchema, AbortSignal.timeout(15_000), 'an answer')).t, 'refused');
+  const held = honest!.libp2p.getConnections().flatMap((c) => c.streams).filter((s) => s.protocol?.endsWith(ALLREDUCE_PROTOCOL));
+  assert.deepEqual(held.map((s) => s.status), [], 'the all-reduce stream was reset, not held open for its frame');
 });

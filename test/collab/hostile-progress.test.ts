@@ -1,11 +1,12 @@
 // Progress records from one hostile identity (issue 23, attack 1), with real swarm nodes on loopback
-// and the coordinator polled in-process: values out of range, extra subkeys, a time in the future.
+// and the coordinator polled in-process: values out of range, extra subkeys, a time in the future;
+// and a leaderboard of its own, stamped in the future or newer than the coordinator's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { Coordinator } from '../../src/collab/coordinator.js';
 import { globalProgress } from '../../src/collab/progress.js';
-import { currentProgress, PROGRESS_KEY, PROGRESS_NAMESPACE, progressRecords } from '../../src/collab/records.js';
+import { currentProgress, LEADERBOARD_NAMESPACE, latestLeaderboard, leaderboardRecords, PROGRESS_KEY, PROGRESS_NAMESPACE, progressRecords } from '../../src/collab/records.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
 import { warningLog } from '../helpers/log.js';
@@ -74,4 +75,20 @@ test('the coordinator forgets a peer whose reports stopped counting, and tracks 
   assert.equal(coordinator.trackedPeers, 0);
   await coordinator.poll(now);
   assert.equal(coordinator.trackedPeers, 1);
+});
+
+test('a hostile peer’s leaderboard (stamped 10³⁰⁰, or newer than the coordinator’s) is not the one shown: the join code’s peer’s board is, and without one a board from the future is left out', { timeout: 60_000 }, async (t) => {
+  const [coordinatorNode, attacker, reader] = await startSwarm(t, 3, { runId: `${RUN}-board` });
+  const now = Date.now();
+  const row = (name: string) => ({ name, samples: 1000, share: 1, rank: 1 });
+  await leaderboardRecords(coordinatorNode!).store(LEADERBOARD_NAMESPACE, '', { time: now, rows: [row('honest')], flagged: 0 }, now + 60_000);
+  // within the schema (a finite time), signed by the attacker's own identity
+  await leaderboardRecords(attacker!).store(LEADERBOARD_NAMESPACE, '', { time: 1e300, rows: [row('attacker')], flagged: 0 }, now + 60_000);
+  const trusted = [coordinatorNode!.peerId.toString()];
+  assert.deepEqual((await latestLeaderboard(reader!, trusted))?.rows.map((r) => r.name), ['honest']);
+  assert.deepEqual((await latestLeaderboard(reader!))?.rows.map((r) => r.name), ['honest'], 'a board from the future is left out');
+  // a board stamped after the coordinator's (the attacker republishing often) still gives way to the join code's peer's
+  await leaderboardRecords(attacker!).store(LEADERBOARD_NAMESPACE, '', { time: now + 1, rows: [row('attacker')], flagged: 0 }, now + 60_001);
+  assert.deepEqual((await latestLeaderboard(reader!, trusted))?.rows.map((r) => r.name), ['honest']);
+  assert.deepEqual((await latestLeaderboard(reader!))?.rows.map((r) => r.name), ['attacker'], 'without a join code the newest board is shown');
 });

@@ -9,8 +9,10 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
-import { CollaborativeOptimizer, type StepOutcome } from '../../src/collab/optimizer.js';
+import { CollaborativeOptimizer, STATE_PREFIX, type StepOutcome } from '../../src/collab/optimizer.js';
 import type { CollaborativeOptions } from '../../src/collab/options.js';
+import { encodeTrainingState } from '../../src/collab/state.js';
+import { createAverager } from '../../src/averaging/index.js';
 import { maxAbsDiff, randomVector } from '../averaging/helpers.js';
 import { initAlbertParams } from '../../src/engine/albert/params.js';
 import { createOptimizer } from '../../src/engine/optim/index.js';
@@ -246,6 +248,25 @@ test('a progress report no advertised state backs (a peer claims epoch 1,000,000
   const leftOut = warnings.filter((w) => w.includes('leaving their progress out'));
   assert.equal(leftOut.length, 1, warnings.join('\n'));
   assert.match(leftOut[0]!, new RegExp(`1 peer\\(s\\) report epochs up to 1000000 \\(${liar!.peerId.toString()}\\), but no peer advertises a state`));
+});
+
+test('a donor whose state says another epoch inside than the one it advertised and sent (10⁹) is not loaded: the newcomer stays at its epoch with its own parameters, warned', { timeout: 60_000 }, async (t) => {
+  const [liar, nodeA] = await startSwarm(t, 2, { runId: 'opt-state-content-epoch' });
+  const served = createAverager(liar!, { prefix: STATE_PREFIX });
+  t.after(() => served.stop());
+  const params = initAlbertParams(config, 9);
+  const optimizer = createOptimizer(params, { kind: 'lamb' }).exportState();
+  // advertised, and sent in the header, as epoch 2 (the swarm's progress): only the bytes claim 10⁹
+  const { advertise } = await served.serveState({ epoch: () => 2, snapshot: () => ({ epoch: 2, data: encodeTrainingState({ epoch: 1_000_000_000, config, params, optimizer }) }) });
+  await advertise();
+  await publishProgress(liar!, { epoch: 2 });
+  const { warnings, log } = warningLog();
+  const a = unstarted(t, nodeA!, 1, {}, log);
+  const own = Float32Array.from(a.params.data);
+  assert.deepEqual(await a.collab.start(), { type: 'loaded', epoch: 0, donor: '' }, 'the load failed');
+  assert.equal(a.collab.epoch, 0);
+  assert.equal(maxAbsDiff(a.params.data, own), 0, 'its parameters are its own');
+  assert.ok(warnings.some((w) => w.includes(`peer ${liar!.peerId.toString()} sent a state of epoch 1000000000 in a download of epoch 2`)), warnings.join('\n'));
 });
 
 test('a newcomer that left out unbacked reports trains on its own, and loads the state as soon as a peer ahead advertises one', { timeout: 60_000 }, async (t) => {

@@ -44,6 +44,25 @@ async function serve(t: TestContext, dropFirst: number): Promise<Served> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/data/wiki.train.raw`, ranges };
 }
 
+/** Serves `handler` on 127.0.0.1 until the test ends; returns the URL of wiki.train.raw there. */
+async function listen(t: TestContext, handler: http.RequestListener): Promise<string> {
+  const server = http.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
+}
+
+/** What an earlier attempt at `url` left in `dir`: a part holding `bytes`. */
+function leavePart(url: string, dir: string, bytes: Uint8Array): string {
+  const part = `${downloadPath(url, dir)}.part`;
+  fs.mkdirSync(path.dirname(part), { recursive: true });
+  fs.writeFileSync(part, bytes);
+  return part;
+}
+
 test('a download whose connection drops half-way resumes with a Range request, completes and verifies', async (t) => {
   const dir = tmpDir(t);
   const served = await serve(t, 2);
@@ -183,16 +202,55 @@ test('a 206 whose Content-Range does not start at the part\'s end is not appende
   const dir = tmpDir(t);
   const ranges: (string | undefined)[] = [];
   // a server that answers every Range with the whole file as a 206
-  const server = http.createServer((req, res) => {
+  const url = await listen(t, (req, res) => {
     ranges.push(req.headers.range);
     res.writeHead(req.headers.range ? 206 : 200, { 'Content-Length': BODY.length, ...(req.headers.range ? { 'Content-Range': `bytes 0-${BODY.length - 1}/${BODY.length}` } : {}) }).end(BODY);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/wiki.train.raw`;
-  const part = `${downloadPath(url, dir)}.part`;
-  fs.mkdirSync(path.dirname(part), { recursive: true });
-  fs.writeFileSync(part, BODY.subarray(0, 1000));
+  leavePart(url, dir, BODY.subarray(0, 1000));
   assert.ok(fs.readFileSync(await download(url, dir)).equals(BODY));
   assert.deepEqual(ranges, ['bytes=1000-', undefined]);
+});
+
+test('a server trickling bytes (never idle, far under the rate floor) is left, resumed, and after the attempts the download fails naming the rate', { timeout: 60_000 }, async (t) => {
+  const dir = tmpDir(t);
+  let requests = 0;
+  const timers = new Set<NodeJS.Timeout>();
+  // announces the whole file, then sends one byte every 20 ms: never idle for the 1 s idle timeout
+  const url = await listen(t, (req, res) => {
+    requests++;
+    const from = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+    res.writeHead(from > 0 ? 206 : 200, { 'Content-Length': BODY.length - from, ...(from > 0 ? { 'Content-Range': `bytes ${from}-${BODY.length - 1}/${BODY.length}` } : {}) });
+    let at = from;
+    const timer = setInterval(() => {
+      if (res.destroyed || at >= BODY.length) return clearInterval(timer);
+      res.write(BODY.subarray(at, ++at));
+    }, 20);
+    timers.add(timer);
+    res.on('close', () => clearInterval(timer));
+  });
+  t.after(() => timers.forEach((timer) => clearInterval(timer)));
+  await assert.rejects(
+    download(url, dir, { attempts: 2, idleTimeoutMs: 1000, minBytesPerSecond: 1000 }),
+    /failed after 2 attempts \(\d+ bytes kept in .*\.part for a later resume\): the server sent \d+ bytes in [\d.]+ s \([\d.]+ B\/s\), under the floor of 1000 B\/s/,
+  );
+  assert.equal(requests, 2, 'the second attempt resumed');
+  const kept = fs.statSync(`${downloadPath(url, dir)}.part`).size;
+  assert.ok(kept > 0 && kept < BODY.length);
+  assert.ok(fs.readFileSync(`${downloadPath(url, dir)}.part`).equals(BODY.subarray(0, kept)), 'the bytes kept are the file\'s start');
+});
+
+test('a server sending more bytes than the size it announced is refused: nothing past the size is written, the part is deleted, no retry', async (t) => {
+  const dir = tmpDir(t);
+  const ranges: (string | undefined)[] = [];
+  // a 206 whose Content-Range names the file's size, its body (chunked, no length) the rest and 1 MiB more
+  const url = await listen(t, (req, res) => {
+    ranges.push(req.headers.range);
+    const from = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+    res.writeHead(206, { 'Content-Range': `bytes ${from}-${BODY.length - 1}/${BODY.length}` });
+    res.end(Buffer.concat([BODY.subarray(from), Buffer.alloc(1 << 20, 0x41)]));
+  });
+  const part = leavePart(url, dir, BODY.subarray(0, 1000));
+  await assert.rejects(download(url, dir), new RegExp(`GET ${url}: the server sent more than the ${BODY.length} bytes it announced \\(Content-Range\\); the partial file was deleted`));
+  assert.deepEqual(ranges, ['bytes=1000-']);
+  assert.deepEqual(fs.readdirSync(path.dirname(part)), []);
 });

@@ -11,12 +11,13 @@ import { openBatchStream } from '../../src/data/stream.js';
 import { checkBatch } from '../../src/engine/batch.js';
 import { ShardServer, chooseShards, fetchDataset, holdingsOf, manifestOf, shardOrder, type FetchProgress, type Manifest } from '../../src/shards/index.js';
 import { holdingKey } from '../../src/shards/server.js';
-import { MAX_BLOB_BYTES, MAX_SHARD_FRAME_BYTES, MAX_TRANSFERS_PER_PEER, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, shardRequestSchema } from '../../src/shards/messages.js';
+import { MAX_BLOB_BYTES, MAX_SHARD_FRAME_BYTES, MAX_TRANSFERS_PER_PEER, SHARDS_PROTOCOL, blobHeaderSchema, encodeBits, manifestReplySchema, shardRequestSchema } from '../../src/shards/messages.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
 import { RunDataError } from '../../src/training/errors.js';
 import { runDataset } from '../../src/training/run-data.js';
+import { sendAllButLastByte } from '../helpers/hostile-stream.js';
 import { capturingLogger, warningLog } from '../helpers/log.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -541,4 +542,19 @@ test('a fetched shard found corrupt in the cache is dropped with a warning as tr
   const again = await fetchDataset(peer!.node, peer!.store, { datasetId: info.datasetId!, dataDir: peer!.dataDir, log: quiet });
   assert.deepEqual([again.fetched, again.alreadyHeld], [1, info.shardCount - 1]);
   assert.deepEqual(shardBytes(peer!.store, cacheKey), shardBytes(holder!.store, info.cacheKey), 'every shard as the holder has it');
+});
+
+test('a peer cannot make a holder buffer a 4 MiB frame as a request: a shards stream whose frame claims more than a request is reset at once', { timeout: 60_000 }, async (t) => {
+  const [holder, stranger] = await peers(t, 2);
+  await serve(t, holder!);
+  // a blob chunk's frame length, then all but its last byte: 32 such streams per connection, each
+  // waiting up to the 10 s request idle time, would keep 128 MiB of a holder's memory
+  const hostile = await stranger!.node.dial(holder!.node.peerId.toString(), SHARDS_PROTOCOL, { allowRelayed: false });
+  await sendAllButLastByte(hostile, MAX_SHARD_FRAME_BYTES - 1);
+  // a request answered on the same connection after those bytes: the holder has handled them by then
+  const framed = new FramedStream(await stranger!.node.dial(holder!.node.peerId.toString(), SHARDS_PROTOCOL, { allowRelayed: false }), MAX_SHARD_FRAME_BYTES, 'shards');
+  await framed.write({ t: 'manifest', datasetId: '0'.repeat(64) });
+  const reply = await framed.expect(manifestReplySchema, AbortSignal.timeout(15_000), 'an answer');
+  assert.equal(reply.t === 'refused' && reply.code, 'NOT_FOUND');
+  assert.notEqual(hostile.status, 'open', 'the stream was reset, not held open for its frame');
 });

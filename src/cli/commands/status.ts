@@ -61,7 +61,7 @@ export function registerStatus(program: Command): void {
       // the run's epoch also when nobody trains: a restarted coordinator serving its last checkpoint (a joiner loads it)
       const served = await servedStateEpoch(node, joinPeers);
       const epoch = Math.max(g.epoch, served ?? 0);
-      const board = await latestLeaderboard(node);
+      const board = await latestLeaderboard(node, joinPeers);
       const pinned = run?.params.data ?? null;
       const holders = pinned === null ? [] : await holdersPerShard(node, pinned.datasetId);
       // without a coordinator, only the peers' own (unverified) totals exist
