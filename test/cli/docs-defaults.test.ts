@@ -61,3 +61,12 @@ test("README.md's configuration table has a row for every global setting", () =>
   const missing = Object.keys(SETTINGS).filter((key) => !rows.some((row) => row.includes(`\`${flagName(key)}\``) && row.includes(`\`${envName(key)}\``)));
   assert.deepEqual(missing, [], 'settings without a row (flag and variable) in README.md');
 });
+
+test("cohort train's --preset help promises only what train does with it", () => {
+  const train = buildProgram().commands.find((c) => c.name() === 'train')!;
+  const preset = train.options.find((o) => o.long === '--preset')!;
+  const seqLen = train.options.find((o) => o.long === '--seq-len')!;
+  // `cohort train --preset large` keeps --seq-len's own default: its help must not name run's recipe (sequence 512)
+  assert.equal(seqLen.defaultValue, 128);
+  assert.doesNotMatch(preset.description, /recipe|sequence 512/);
+});
