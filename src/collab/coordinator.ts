@@ -94,6 +94,8 @@ export class Coordinator {
   private lastCheckpoint: FullStateCheckpoint | undefined;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
+  /** The last checkpoint failure warned about: the same one at the next looks (every --refresh seconds while the peers are gone) goes to debug. */
+  private lastCheckpointFailure: string | undefined;
   private readonly saver: FullStateSaver;
   /** The last checkpoint served as state after a restart, until the swarm has a state as new (withdraw). */
   private served: Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> = Promise.resolve(undefined);
@@ -374,9 +376,13 @@ export class Coordinator {
         if (tokenizerSha256) fs.writeFileSync(path.join(dir, TOKENIZER_FILE), keptTokenizer(this.init.store, tokenizerSha256)!);
       });
       this.lastCheckpointEpoch = s.epoch;
+      this.lastCheckpointFailure = undefined;
       this.init.log.info(`saved checkpoint of epoch ${s.epoch} from ${loaded.donor} in ${root}`);
     } catch (err) {
-      this.init.log.warn(`checkpoint at epoch ${epoch} failed: ${(err as Error).message}; retrying at the next look`);
+      const failure = `checkpoint at epoch ${epoch} failed: ${(err as Error).message}`;
+      if (failure === this.lastCheckpointFailure) this.init.log.debug(`${failure}; retrying at the next look`);
+      else this.init.log.warn(`${failure}; retrying at the next look (repeats of this failure are logged at debug level)`);
+      this.lastCheckpointFailure = failure;
     }
   }
 }

@@ -99,7 +99,7 @@ export const SETTINGS = {
     schema: z.enum(TRAINING_MODES),
     arg: '<mode>',
     accepted: TRAINING_MODES.join(', '),
-    description: 'what Start computes: local = train ALBERT on this machine (the prepared dataset, else the bundled corpus); off = serve the dashboard only',
+    description: 'what Start computes: local = this machine trains ALBERT, with the swarm of the join code or default run, else alone (the prepared dataset, else the bundled corpus); off = serve the dashboard only',
     default: () => 'local' as const,
   }),
   moveAside: setting({

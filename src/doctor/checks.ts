@@ -5,6 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
 import { missingCudaProvider } from '../engine/index.js';
+import { decodeJoinCode, isJoinCode } from '../swarm/join-code.js';
 import { electronBinary, type ElectronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
@@ -143,6 +144,20 @@ export async function runChecks(config: Pick<Config, 'dataDir' | 'initialPeers'>
     checkGpu(),
     checkSqlite(),
     checkDataDir(path.resolve(config.dataDir)),
-    ...(await Promise.all(config.initialPeers.map((p) => checkPeer(p)))),
+    ...(await checkPeers(config.initialPeers)),
   ];
+}
+
+/** --initial-peers as the flag takes it: multiaddrs, or one join code, whose bootstrap peers are tried. */
+async function checkPeers(initialPeers: readonly string[]): Promise<CheckResult[]> {
+  if (initialPeers.length === 1 && isJoinCode(initialPeers[0]!)) {
+    let bootstrap: string[];
+    try {
+      bootstrap = decodeJoinCode(initialPeers[0]!).bootstrap.map(String);
+    } catch (err) {
+      return [{ name: 'Join code', status: 'warn', detail: (err as Error).message, fix: 'copy the whole code (cohort:…) from the peer or coordinator that printed it' }];
+    }
+    return Promise.all(bootstrap.map((p) => checkPeer(p)));
+  }
+  return Promise.all(initialPeers.map((p) => checkPeer(p)));
 }

@@ -43,11 +43,13 @@ export type ExportSource = { readonly dir: string } | { readonly epoch?: number 
  * decodes, older ones standing in for damaged ones, each reported through `onSkip`. The tokenizer is
  * the one the checkpoint names (coordinator checkpoints carry it), else the one the directory holds,
  * else the store's prepared data's of the model's vocabulary; ModelExportError says what is missing.
+ * `store` opens the data directory's store when the export needs it: a model directory that holds
+ * its tokenizer.json needs none.
  */
-export function exportModel(store: Store, from: ExportSource, out: string, opts: ExportOptions = {}): ExportedModel {
-  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store, from.epoch, opts.onSkip);
+export function exportModel(store: () => Store, from: ExportSource, out: string, opts: ExportOptions = {}): ExportedModel {
+  const source = 'dir' in from ? fromDirectory(from.dir) : fromStore(store(), from.epoch, opts.onSkip);
   if (opts.withState && !source.state?.optimizer) throw new ModelExportError(`${source.what} holds no optimizer state: --state exports a full-state checkpoint (a coordinator's or a training peer's)`);
-  const tokenizer = source.tokenizer ?? tokenizerOf(store, source.config, source.what);
+  const tokenizer = source.tokenizer ?? tokenizerOf(store(), source.config, source.what);
   try {
     writeFolderWhole(out, (dir) => {
       if (opts.withState) saveStateDir(dir, source.state!);

@@ -102,6 +102,27 @@ test('doctor reports an unreachable peer without failing', async (t) => {
   assert.match(peer.detail, /unreachable/);
 });
 
+test('doctor --initial-peers with a join code checks the peers the code holds; a damaged code is named', async (t) => {
+  const server = net.createServer((socket) => socket.destroy());
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
+  const code = encodeJoinCode({ runId: 'doctor-run', bootstrap: [multiaddr(`/ip4/127.0.0.1/tcp/${port}/p2p/${peer.toString()}`)] });
+  const r = await runCli(['doctor', '--json', '--data-dir', tmpDir(t), '--initial-peers', code], { timeoutMs: 120_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+  const peers = report.checks.filter((c) => c.name.startsWith('Peer '));
+  assert.deepEqual(peers.map((c) => [c.name, c.status, c.detail]), [[`Peer /ip4/127.0.0.1/tcp/${port}/p2p/${peer.toString()}`, 'ok', `TCP 127.0.0.1:${port} reachable`]]);
+
+  const damaged = await runCli(['doctor', '--json', '--data-dir', tmpDir(t), '--initial-peers', code.slice(0, 20)], { timeoutMs: 120_000 });
+  assert.equal(damaged.code, 0, damaged.stderr);
+  const bad = (JSON.parse(damaged.stdout) as typeof report).checks.find((c) => c.name === 'Join code');
+  assert.equal(bad?.status, 'warn');
+  assert.match(bad.detail, /join code/);
+});
+
 test('an expected failure is one line saying what to do, exit 1, no stack: a swarm whose peers are gone or hung (within --wait), nothing to export, a bad identity file', async (t) => {
   const dir = tmpDir(t);
   const noStack = (r: { code: number; stderr: string }, line: RegExp) => {

@@ -221,3 +221,19 @@ test('model export --state: a full-state checkpoint as a state directory that lo
   assert.equal(model.code, 1);
   assert.match(model.stderr, /^cohort: checkpoint \d+ \(model, epoch 11\) holds no optimizer state: --state exports a full-state checkpoint/m);
 });
+
+test('model export --from a model directory that holds its tokenizer.json needs no data directory', async (t) => {
+  const dir = tmpDir(t);
+  const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+  const model = path.join(dir, 'epoch-000003');
+  saveModel(model, config, initAlbertParams(config, 1));
+  const tokenizer = Buffer.from('{"model":{"vocab":{}}}');
+  fs.writeFileSync(path.join(model, 'tokenizer.json'), tokenizer);
+  const out = path.join(dir, 'out');
+  // a coordinator's checkpoint folder copied elsewhere: no --data-dir names a store, and none is needed
+  const r = await runCli(['model', 'export', '--from', model, '--out', out, '--data-dir', path.join(dir, 'nothing-here'), ...QUIET]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal((JSON.parse(r.stdout) as { tokenizerSha256: string }).tokenizerSha256, createHash('sha256').update(tokenizer).digest('hex'));
+  for (const f of ['config.json', 'model.safetensors', 'tokenizer.json']) assert.deepEqual(fs.readFileSync(path.join(out, f)), fs.readFileSync(path.join(model, f)), f);
+  assert.equal(fs.existsSync(path.join(dir, 'nothing-here')), false, 'no data directory was created');
+});

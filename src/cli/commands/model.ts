@@ -9,6 +9,7 @@ import type { ProviderChoice } from '../../engine/index.js';
 import { ConfigError } from '../../config/load.js';
 import { CommandFailure } from '../failure.js';
 import type { ExportSource } from '../../training/model-export.js';
+import type { Store } from '../../store/index.js';
 import { commandContext, flagAction } from '../context.js';
 import { flagRow, outputFlag, parseFlagValue, requiredFlag } from '../flag-table.js';
 import { writeFolderWhole } from '../../util/output-path.js';
@@ -70,13 +71,13 @@ export function registerModel(program: Command): void {
     const { config, log } = commandContext(exp);
     const out = outputFlag('--out', requiredFlag('--out', opts.out), 'folder');
     const [{ openExistingStore }, { exportModel }] = await Promise.all([import('../../store/index.js'), import('../../training/model-export.js')]);
-    const store = openExistingStore(config.dataDir);
+    let store: Store | undefined;
     try {
-      const exported = exportModel(store, exportSource(opts.from), out, { onSkip: (message) => log.warn(message), withState: opts.state === true });
+      const exported = exportModel(() => (store ??= openExistingStore(config.dataDir)), exportSource(opts.from), out, { onSkip: (message) => log.warn(message), withState: opts.state === true });
       log.info(exported, 'model exported');
       process.stdout.write(JSON.stringify(exported) + '\n');
     } finally {
-      store.close();
+      store?.close();
     }
   });
 

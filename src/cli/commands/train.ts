@@ -14,7 +14,8 @@ const OPTIMIZERS = ['lamb', 'adamw'] as const satisfies readonly OptimizerKind[]
 const int = z.number().int();
 
 const TRAIN_FLAGS = {
-  preset: flagRow({ ...RUN_SETTING_FLAGS.preset, default: undefined }),
+  // the architecture only: unlike `cohort run`, no preset changes --seq-len, --lr or the schedule here
+  preset: flagRow({ ...RUN_SETTING_FLAGS.preset, default: undefined, description: 'model size (the architecture only; --seq-len, --lr and --warmup-steps keep their defaults)' }),
   steps: flagRow({ schema: int.min(1).max(10_000_000), description: 'training steps to take (an fp16 step skipped for overflow counts as one)' }),
   ...COMPUTE_FLAGS,
   seqLen: RUN_SETTING_FLAGS.seqLen,
