@@ -8,7 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { dataPinsSchema, type DataPins } from '../averaging/index.js';
 import type { Logger } from '../log/logger.js';
-import { decodeJoinCode, isJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
+import { decodeJoinCode, soleJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
 import { pick } from '../util/pick.js';
 import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js';
@@ -313,6 +313,7 @@ function checkExplicit(r: ResolveRunSettings, params: RunParams, owner: string):
 /** Peer ids named by a join code or by `/p2p/<id>` multiaddrs (the peers a joiner trusts first). */
 export function joinPeerIds(initialPeers: string | readonly string[]): string[] {
   const list = typeof initialPeers === 'string' ? [initialPeers] : initialPeers;
-  const addrs = list.length === 1 && isJoinCode(list[0]!) ? decodeJoinCode(list[0]!).bootstrap : list.map((a) => parsePeerAddr(a));
+  const code = soleJoinCode(list);
+  const addrs = code !== undefined ? decodeJoinCode(code).bootstrap : list.map((a) => parsePeerAddr(a));
   return [...new Set(addrs.map((a) => a.getComponents().at(-1)!.value!))];
 }

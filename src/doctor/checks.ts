@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Config } from '../config/settings.js';
 import { missingCudaProvider } from '../engine/index.js';
-import { decodeJoinCode, isJoinCode } from '../swarm/join-code.js';
+import { decodeJoinCode, soleJoinCode } from '../swarm/join-code.js';
 import { electronBinary, type ElectronBinary } from './electron.js';
 import { onnxruntimeVersion, probeProvider } from './ort-probe.js';
 
@@ -150,10 +150,11 @@ export async function runChecks(config: Pick<Config, 'dataDir' | 'initialPeers'>
 
 /** --initial-peers as the flag takes it: multiaddrs, or one join code, whose bootstrap peers are tried. */
 async function checkPeers(initialPeers: readonly string[]): Promise<CheckResult[]> {
-  if (initialPeers.length === 1 && isJoinCode(initialPeers[0]!)) {
+  const code = soleJoinCode(initialPeers);
+  if (code !== undefined) {
     let bootstrap: string[];
     try {
-      bootstrap = decodeJoinCode(initialPeers[0]!).bootstrap.map(String);
+      bootstrap = decodeJoinCode(code).bootstrap.map(String);
     } catch (err) {
       return [{ name: 'Join code', status: 'warn', detail: (err as Error).message, fix: 'copy the whole code (cohort:…) from the peer or coordinator that printed it' }];
     }

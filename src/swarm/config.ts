@@ -2,7 +2,7 @@ import type { PrivateKey } from '@libp2p/interface';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import type { Logger } from '../log/logger.js';
 import { DEFAULT_ENCRYPTION, type ENCRYPTIONS, BOOTSTRAP_ATTEMPTS, BOOTSTRAP_BACKOFF_INITIAL_MS, BOOTSTRAP_BACKOFF_MAX_MS, DEFAULT_REPLICATION, REACHABILITY_MODES, type ReachabilityMode } from './constants.js';
-import { decodeJoinCode, isJoinCode } from './join-code.js';
+import { decodeJoinCode, soleJoinCode } from './join-code.js';
 import { checkRunId } from './protocols.js';
 
 /** Everything a swarm node is made from. Every field but `runId` (or a join code) is optional. */
@@ -81,8 +81,9 @@ export function resolveSwarmInit(init: SwarmInit): ResolvedSwarmInit {
   let runId = init.runId;
   let psk = init.psk;
   let initialPeers: Multiaddr[];
-  if (peers.length === 1 && isJoinCode(peers[0]!)) {
-    const join = decodeJoinCode(peers[0]!);
+  const code = soleJoinCode(peers);
+  if (code !== undefined) {
+    const join = decodeJoinCode(code);
     if (runId !== undefined && runId !== join.runId) throw new RangeError(`run id "${runId}" differs from the join code's run id "${join.runId}"; omit --run-id to use the join code's`);
     if (psk !== undefined && join.psk !== undefined && Buffer.compare(Buffer.from(psk), Buffer.from(join.psk)) !== 0) throw new RangeError('the pre-shared key differs from the join code’s');
     runId = join.runId;

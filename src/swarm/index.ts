@@ -15,7 +15,7 @@ export { DEFAULT_ENCRYPTION, ENCRYPTIONS, type ReachabilityMode } from './consta
 export type { Reachability } from './reachability/reachability.js';
 export type { BootstrapReport } from './bootstrap.js';
 export type { RecordEntry, RecordNamespace, RecordsStats, StoreResult } from './records/service.js';
-export { encodeJoinCode, decodeJoinCode, isJoinCode, type JoinInfo } from './join-code.js';
+export { encodeJoinCode, decodeJoinCode, isJoinCode, soleJoinCode, type JoinInfo } from './join-code.js';
 export { readToEnd } from './streams.js';
 export { statsMetricPoints, swarmMetrics } from './prometheus.js';
 export { generatePsk } from './private-network.js';

@@ -90,6 +90,11 @@ export function isJoinCode(text: string): boolean {
   return text.trim().startsWith(JOIN_CODE_PREFIX);
 }
 
+/** The join code of an initial-peers list that is one (a single `cohort:…` entry), else undefined: the list is multiaddrs. */
+export function soleJoinCode(initialPeers: readonly string[]): string | undefined {
+  return initialPeers.length === 1 && isJoinCode(initialPeers[0]!) ? initialPeers[0] : undefined;
+}
+
 function checksum(body: Uint8Array): Buffer {
   return createHash('sha256').update(body).digest().subarray(0, CHECKSUM_BYTES);
 }

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { SwarmDescription } from '../shared/api.js';
-import { decodeJoinCode, isJoinCode, resolveSwarmInit } from '../swarm/index.js';
+import { decodeJoinCode, soleJoinCode, resolveSwarmInit } from '../swarm/index.js';
 
 /** Run id of a swarm named by multiaddrs alone (and of a swarm this node founds). */
 export const DEFAULT_RUN_ID = 'cohort-albert';
@@ -29,7 +29,7 @@ const DefaultSwarmFileSchema = z.strictObject({
 
 /** The swarm init fields of a target (a join code carries its run id, so none is added to it). */
 export function swarmInitOf(target: SwarmTarget): { initialPeers: readonly string[]; runId?: string } {
-  const code = target.initialPeers.length === 1 && isJoinCode(target.initialPeers[0]!);
+  const code = soleJoinCode(target.initialPeers) !== undefined;
   return { initialPeers: target.initialPeers, ...(code ? (target.runId ? { runId: target.runId } : {}) : { runId: target.runId ?? DEFAULT_RUN_ID }) };
 }
 

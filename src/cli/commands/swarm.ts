@@ -96,7 +96,7 @@ export function registerSwarm(program: Command): void {
 
 /** Validates the flags into a SwarmInit; every bad value becomes a ConfigError naming its flag (exit 2). */
 async function startInit(opts: StartOptions, initialPeers: readonly string[]): Promise<SwarmInit> {
-  const [{ decodeJoinCode, isJoinCode }, { JoinCodeError }, { generatePsk, parsePskHex }, { resolveSwarmInit }] = await Promise.all([
+  const [{ decodeJoinCode, isJoinCode, soleJoinCode }, { JoinCodeError }, { generatePsk, parsePskHex }, { resolveSwarmInit }] = await Promise.all([
     import('../../swarm/join-code.js'),
     import('../../swarm/errors.js'),
     import('../../swarm/private-network.js'),
@@ -109,16 +109,17 @@ async function startInit(opts: StartOptions, initialPeers: readonly string[]): P
   } catch (err) {
     throw new ConfigError('--psk', (err as Error).message);
   }
-  if (initialPeers.length === 1 && isJoinCode(initialPeers[0]!)) {
+  const code = soleJoinCode(initialPeers);
+  if (code !== undefined) {
     try {
-      decodeJoinCode(initialPeers[0]!);
+      decodeJoinCode(code);
     } catch (err) {
       throw new ConfigError('--initial-peers', (err as Error).message);
     }
   } else if (initialPeers.some(isJoinCode)) {
     throw new ConfigError('--initial-peers', 'a join code must be given alone, not in a list of multiaddrs');
   }
-  if (opts.runId === undefined && !(initialPeers.length === 1 && isJoinCode(initialPeers[0]!))) {
+  if (opts.runId === undefined && code === undefined) {
     throw new ConfigError('--run-id', 'required (unless --initial-peers is a join code); accepted: 1–64 characters of a-z, 0-9, ".", "_", "-"');
   }
   const init: SwarmInit = {
