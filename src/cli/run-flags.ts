@@ -48,7 +48,7 @@ export const RUN_SETTING_FLAGS = {
   outerMomentum: wide('outerMomentum', 'DiLoCo: outer Nesterov momentum (0: none)'),
   outerOverlap: wide('outerOverlap', 'DiLoCo: average a round’s pseudo-gradient in the background while the next round’s inner steps run; its outer step lands when the round ends (one-step-delayed outer update)'),
   batchSizeLead: wide('batchSizeLead', 'begin averaging when the swarm is this many samples short of the target batch (batch_size_lead)'),
-  peakLr: wide('peakLr', 'peak LAMB learning rate', '--lr'),
+  peakLr: wide('peakLr', 'peak learning rate (LAMB; cohort train --optimizer adamw: AdamW)', '--lr'),
   warmupSteps: wide('warmupSteps', 'warmup in swarm epochs'),
   totalSteps: wide('totalSteps', 'swarm epochs at which the learning rate has decayed to 0'),
   seed: wide('seed', 'seed of the initial weights (the same on every peer)'),

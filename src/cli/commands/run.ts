@@ -45,6 +45,7 @@ export function registerRun(program: Command): void {
     const init = await swarmInit(opts, settings.initialPeers);
     const metrics = metricsEndpoint(opts);
     const resumeFrom = await resumeState(opts, founding);
+    if (resumeFrom) log.info(`--resume-from ${opts.resumeFrom}: a state of epoch ${resumeFrom.epoch}`);
     const [{ Coordinator, collabOptionsOf, joinPeerIds, keptRunRecord, runSettingsOf, trainingMetrics }, { DiskFullError, isDiskFull, nodeStoreOptions, openStore }, { createSwarmNode, swarmMetrics }, { runSwarmPeer }, { foundingData }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../store/index.js'),
@@ -75,6 +76,7 @@ export function registerRun(program: Command): void {
         coordinator.start();
         // a signal while it started (its swarm, the run record) has fired already: once() would wait for another
         if (!stop.signal.aborted) await once(stop.signal, 'abort');
+        log.info('stopping');
         await coordinator.stop();
         process.stdout.write(JSON.stringify({ role: 'coordinator', leaderboard: coordinator.leaderboard(), flagged: coordinator.flagged() }) + '\n');
       } else {
