@@ -132,3 +132,22 @@ test('the checkpoint worker ends once idle (its memory is not kept between saves
   }
   assert.deepEqual(store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.epoch), [2, 1]);
 });
+
+test('a checkpoint of another release’s state version is skipped naming both versions, kept in the store; the previous one loads', { timeout: 60_000 }, async (t) => {
+  const store = openStore(tmpDir(t));
+  const saver = new FullStateSaver(store, log);
+  t.after(async () => {
+    await saver.close();
+    store.close();
+  });
+  const live = trained(4);
+  await saver.save(PEER_STATE_CHECKPOINT, { epoch: 1, config, ...live }, { runId: 'r' }, 3)!.written;
+  // what a newer release (state version 2) left in this data directory before a downgrade
+  const newer = store.checkpoints.save({ kind: PEER_STATE_CHECKPOINT, epoch: 2, data: Buffer.from(cborEncode({ v: 2, epoch: 2, config: configToHf(config), params: new Uint8Array(8) })), meta: { runId: 'r' } });
+  const skipped: string[] = [];
+  const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'r', onSkip: (m) => skipped.push(m) });
+  assert.equal(loaded?.state.epoch, 1);
+  assert.equal(skipped.length, 1);
+  assert.match(skipped[0]!, new RegExp(`skipping checkpoint ${newer.id} .*is of version 2, this Cohort reads version 1: another Cohort release wrote it`));
+  assert.deepEqual(store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.id)[0], newer.id, 'the newer checkpoint is kept');
+});
