@@ -5,7 +5,7 @@ import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
 import { circuitRelayServer, circuitRelayTransport, RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2';
 import { identify, identifyPush, type Identify } from '@libp2p/identify';
-import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/interface';
+import { UnsupportedProtocolError, type Connection, type Libp2p, type PeerId, type Stream, type StreamHandler } from '@libp2p/interface';
 import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
@@ -262,15 +262,24 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     handle: (suffix, handler, options = {}) =>
       libp2p.handle(cohortProtocol(cfg.runId, suffix), handler, { maxInboundStreams: options.maxInboundStreams ?? 32, runOnLimitedConnection: options.allowRelayed ?? true }),
     unhandle: (suffix) => libp2p.unhandle(cohortProtocol(cfg.runId, suffix)),
-    dial: (peer, suffix, options = {}) =>
-      libp2p.dialProtocol(dialTarget(peer), cohortProtocol(cfg.runId, suffix), {
-        ...(options.signal ? { signal: options.signal } : {}),
-        runOnLimitedConnection: options.allowRelayed ?? true,
-        force: options.newConnection ?? false,
-        // Without this, multistream-select is finished lazily with the first write: a stream that
-        // only reads would never reach the handler, and an unsupported protocol would fail late.
-        negotiateFully: true,
-      }),
+    dial: (peer, suffix, options = {}) => {
+      const target = dialTarget(peer);
+      const protocol = cohortProtocol(cfg.runId, suffix);
+      return libp2p
+        .dialProtocol(target, protocol, {
+          ...(options.signal ? { signal: options.signal } : {}),
+          runOnLimitedConnection: options.allowRelayed ?? true,
+          force: options.newConnection ?? false,
+          // Without this, multistream-select is finished lazily with the first write: a stream that
+          // only reads would never reach the handler, and an unsupported protocol would fail late.
+          negotiateFully: true,
+        })
+        .catch((err: unknown) => {
+          // multistream-select's "could not negotiate" names neither the peer nor the likely cause
+          if ((err as Error).name !== 'UnsupportedProtocolError') throw err;
+          throw new UnsupportedProtocolError(`${target.toString()} does not speak ${protocol}: it runs another Cohort release, or does not serve it`);
+        });
+    },
     stats: () => ({
       peerId: libp2p.peerId.toString(),
       runId: cfg.runId,
