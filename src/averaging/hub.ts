@@ -1,5 +1,6 @@
 import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
+import { Notices } from '../util/notices.js';
 import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
 import { UploadLimit } from './upload-limit.js';
@@ -45,9 +46,6 @@ const SESSION_WAIT_MS = 5000;
  * they route by the group key, group id or prefix in the first message) and the record namespaces.
  * Several averagers (gradients, optimizer state) can run on one node.
  */
-/** Notices a node remembers (firstNotice): a swarm of thousands of old peers cannot grow it without bound. */
-const MAX_NOTICES = 4096;
-
 export class AveragingHub {
   private static readonly hubs = new WeakMap<SwarmNode, AveragingHub>();
   readonly groups: RecordNamespace<Declaration>;
@@ -65,7 +63,7 @@ export class AveragingHub {
   private readonly offences = new Map<string, { count: number; reason: string }>();
   private ledger: OffenceLedger | undefined;
   /** What this node already told its volunteer about other peers (another schema, another protocol version): told once per node, not per round. */
-  private readonly told = new Set<string>();
+  readonly notices = new Notices();
   /** The node's upload cap for averaging traffic, one bucket for every averager and stream; none by default. */
   private uploadLimit: UploadLimit | undefined;
   private users = 0;
@@ -134,14 +132,6 @@ export class AveragingHub {
   banned(peer: string): string | undefined {
     const o = this.offences.get(peer);
     return o !== undefined && o.count >= BAN_AFTER_OFFENCES ? `banned for this run after ${o.count} poisoned parts (last: ${o.reason})` : undefined;
-  }
-
-  /** Whether `notice` (a peer and what differs about it) is new to this node; remembered for the node's life, at most MAX_NOTICES of them. */
-  firstNotice(notice: string): boolean {
-    if (this.told.has(notice)) return false;
-    if (this.told.size >= MAX_NOTICES) this.told.delete(this.told.values().next().value!);
-    this.told.add(notice);
-    return true;
   }
 
   /** Remembers, until the declarations under `key` expire, that this node already found its group there. */

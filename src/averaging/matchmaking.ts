@@ -304,7 +304,7 @@ export class Matchmaker {
    */
   private schemaMatches(peer: string, schema: string): boolean {
     if (peer === this.self || schema === this.p.schema) return true;
-    if (this.hub.firstNotice(`schema ${peer} ${schema} ${this.p.schema}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it declared tensor schema ${shortHash(schema)} under ${this.p.key}, this peer ${shortHash(this.p.schema)}; ${OTHER_SCHEMA}`);
+    if (this.hub.notices.first(`schema ${peer} ${schema} ${this.p.schema}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it declared tensor schema ${shortHash(schema)} under ${this.p.key}, this peer ${shortHash(this.p.schema)}; ${OTHER_SCHEMA}`);
     this.otherSchema.set(peer, schema);
     return false;
   }
@@ -580,7 +580,7 @@ export class Matchmaker {
   private isOtherRelease(peer: string, err: unknown): boolean {
     if ((err as Error).name !== 'UnsupportedProtocolError') return false;
     const why = `it does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release`;
-    if (this.hub.firstNotice(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
+    if (this.hub.notices.first(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
     this.refusedBy.set(peer, why);
     this.otherRelease.add(peer);
     return true;

@@ -23,7 +23,8 @@ import { SwarmListenError } from './errors.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol, type RoutingTable } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
-import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+import { cohortProtocol, dialbackProtocol, kadProtocol, otherVersions, recordsProtocol } from './protocols.js';
+import { Notices } from '../util/notices.js';
 import { DialbackServer } from './reachability/dialback.js';
 import { ReachabilityService, type Reachability } from './reachability/reachability.js';
 import type { SwarmStats } from './stats.js';
@@ -145,8 +146,17 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   // replicas) and was asked in every lookup.
   const serving = new Map<string, boolean>();
   const table = routingTable(dht);
+  // peers of another Cohort release, by the versions their identify lists: told once per peer and protocol
+  const notices = new Notices();
   libp2p.addEventListener('peer:identify', (event) => {
     const { peerId, listenAddrs, protocols } = event.detail;
+    const other = otherVersions(cfg.runId, protocols, libp2p.getProtocols()).filter((o) => notices.first(`${peerId.toString()} ${o.theirs}`));
+    if (other.length > 0) {
+      log.warn(
+        { peer: peerId.toString() },
+        `peer ${peerId.toString()} speaks ${other.map((o) => o.theirs).join(', ')} where this node speaks ${other.map((o) => o.ours).join(', ')}: it runs another Cohort release, and the two do not exchange these; if this node's release is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`,
+      );
+    }
     const server = protocols.includes(recordsProtocol(cfg.runId));
     serving.set(peerId.toString(), server);
     store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
