@@ -574,12 +574,13 @@ export class Matchmaker {
 
   /**
    * Whether `err` says `peer` does not speak this release's matchmaking protocol: it declared under
-   * the key, so it looks for a group, in another Cohort release. Such a peer is not asked again this
-   * round, and the first time this node meets it, it says so.
+   * the key, so it looks for a group, in another Cohort release (or it stopped averaging since, its
+   * declaration still live). Such a peer is not asked again this round, and the first time this node
+   * meets it, it says so.
    */
   private isOtherRelease(peer: string, err: unknown): boolean {
     if ((err as Error).name !== 'UnsupportedProtocolError') return false;
-    const why = `it does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release`;
+    const why = `it does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release (or stopped averaging since it declared)`;
     if (this.hub.notices.first(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
     this.refusedBy.set(peer, why);
     this.otherRelease.add(peer);
