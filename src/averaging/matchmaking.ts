@@ -163,6 +163,10 @@ export class Matchmaker {
   private readonly refusedBy = new Map<string, string>();
   /** Peers declared under the key with other data than ours: never grouped with (and told why once). */
   private readonly mismatched = new Map<string, DataPins | null>();
+  /** Peers declared under the key with another tensor schema (another model, settings or Cohort release): never grouped with. */
+  private readonly otherSchema = new Map<string, string>();
+  /** Peers declared under the key that do not speak this release's matchmaking protocol. */
+  private readonly otherRelease = new Set<string>();
   /** leaders that said NOT_A_LEADER or failed to answer: skipped until this time (ms) */
   private readonly backoff = new Map<string, number>();
   /** Peers that sent this one on with NOT_A_LEADER since it last chose a leader itself, in order: a hint back among them is a loop. */
@@ -286,13 +290,25 @@ export class Matchmaker {
     clearTimeout(timer);
     if (afterDeclaring) this.readsAfterDeclaring++;
     // a banned peer is neither asked to lead nor waited for: to this node it is not in the swarm; a peer on other data is never grouped with
-    const matching = [...entries.values()].filter((entry) => entry.value.schema === this.p.schema && this.hub.banned(entry.owner) === undefined && this.dataMatches(entry.owner, entry.value.data));
+    const matching = [...entries.values()].filter((entry) => this.hub.banned(entry.owner) === undefined && this.schemaMatches(entry.owner, entry.value.schema) && this.dataMatches(entry.owner, entry.value.data));
     for (const entry of matching) {
       this.seen.add(entry.owner);
       if (!this.firstSeen.has(entry.owner)) this.firstSeen.set(entry.owner, Date.now());
       this.declared.set(entry.owner, entry.value);
     }
     return matching;
+  }
+
+  /**
+   * Whether `peer` declared our tensor schema. A peer that declares another under the same key runs
+   * another model or averaging settings, or another Cohort release (the schema hash carries versions
+   * such as powersgd/2): the first time this node sees that peer with that schema, it says so.
+   */
+  private schemaMatches(peer: string, schema: string): boolean {
+    if (peer === this.self || schema === this.p.schema) return true;
+    if (this.hub.notices.first(`schema ${peer} ${schema} ${this.p.schema}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it declared tensor schema ${shortHash(schema)} under ${this.p.key}, this peer ${shortHash(this.p.schema)}; ${OTHER_SCHEMA}`);
+    this.otherSchema.set(peer, schema);
+    return false;
   }
 
   /** Whether `peer` trains on our data; the first time it does not, says so with both hashes. */
@@ -353,7 +369,7 @@ export class Matchmaker {
       const answer = await framed.expect(joinResponseSchema, signal, 'the answer to a probe');
       if (answer.t === 'refused') this.onRefused(peer, answer.code, answer.message, answer.leader);
     } catch (err) {
-      this.log.debug({ peer, err: (err as Error).message }, 'probing a silent peer failed');
+      if (!this.isOtherRelease(peer, err)) this.log.debug({ peer, err: (err as Error).message }, 'probing a silent peer failed');
     } finally {
       framed?.abort(new Error('probe done'));
     }
@@ -552,11 +568,26 @@ export class Matchmaker {
       // already cost this peer its matchmaking time and is not asked twice (a hostile leader that
       // takes joins and never answers would otherwise keep honest peers from any group)
       if (signal.aborted) this.refusedBy.set(leader, `silent until the deadline: ${(err as Error).message}`);
-      else this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
+      else if (!this.isOtherRelease(leader, err)) this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
       return undefined;
     } finally {
       if (this.role.kind === 'following') this.role = this.idle();
     }
+  }
+
+  /**
+   * Whether `err` says `peer` does not speak this release's matchmaking protocol: it declared under
+   * the key, so it looks for a group, in another Cohort release (or it stopped averaging since, its
+   * declaration still live). Such a peer is not asked again this round, and the first time this node
+   * meets it, it says so.
+   */
+  private isOtherRelease(peer: string, err: unknown): boolean {
+    if ((err as Error).name !== 'UnsupportedProtocolError') return false;
+    const why = `it does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release (or stopped averaging since it declared)`;
+    if (this.hub.notices.first(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
+    this.refusedBy.set(peer, why);
+    this.otherRelease.add(peer);
+    return true;
   }
 
   /** A leader whose dial or stream failed is asked again after a backoff (doubling), and given up after UNREACHABLE_TRIES. */
@@ -597,7 +628,7 @@ export class Matchmaker {
       await framed.write({ t: 'refused', code, message, ...(leader ? { leader } : {}) } satisfies JoinResponse, AbortSignal.timeout(2000));
       await framed.close(AbortSignal.timeout(2000));
     };
-    if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${request.schema.slice(0, 12)}… differs from ours (${this.p.schema.slice(0, 12)}…)`);
+    if (request.schema !== this.p.schema) return refuse('BAD_SCHEMA_HASH', `tensor schema ${shortHash(request.schema)} differs from ours (${shortHash(this.p.schema)})`);
     if (!sameData(request.data, this.p.data)) {
       this.dataMatches(peer, request.data); // logged once, and never chosen as a leader
       return refuse('DATA_MISMATCH', `${peer} trains on ${describeDataPins(request.data)}; ${this.self} on ${describeDataPins(this.p.data)}`);
@@ -685,6 +716,15 @@ export class Matchmaker {
       const what = theirs.length > 0 ? `${this.mismatched.size} peer(s) declared under key ${this.p.key} train on other data (${theirs.join('; ')})` : `a leader refused it (${dataRefusal})`;
       return new MatchmakingError('DATA_MISMATCH', `no group formed: this peer trains on ${describeDataPins(this.p.data)}, but ${what}; peers with other data never average together`);
     }
+    // every other peer averages another schema or speaks another matchmaking version: waiting cannot help, a release or setting must change
+    if (matchingOthers.every((p) => this.otherRelease.has(p)) && this.otherSchema.size + this.otherRelease.size > 0) {
+      const theirs = [...new Set(this.otherSchema.values())].map(shortHash).join(', ');
+      const what = [
+        ...(this.otherSchema.size > 0 ? [`${this.otherSchema.size} declared tensor schema ${theirs}, this peer ${shortHash(this.p.schema)}`] : []),
+        ...(this.otherRelease.size > 0 ? [`${this.otherRelease.size} do not speak ${MATCHMAKING_PROTOCOL}`] : []),
+      ].join(' and ');
+      return new MatchmakingError('BAD_SCHEMA_HASH', `no group formed: of the ${this.otherSchema.size + matchingOthers.length} other peer(s) declared under key ${this.p.key}, ${what}; ${this.otherSchema.size > 0 ? OTHER_SCHEMA : OTHER_RELEASE}`);
+    }
     const seen = [...this.seen];
     const what =
       this.p.late === true && this.groupable().length === 0 && this.leftBehind()
@@ -715,6 +755,15 @@ export class Matchmaker {
       this.changed = done;
     });
   }
+}
+
+/** What a volunteer should do when peers run another Cohort release. */
+const OTHER_RELEASE = "peers average only with the same Cohort release: if this peer's is older than the swarm's, update it (the app updates itself on restart; `cohort --version` shows the CLI's)";
+/** What a volunteer should know about peers declaring another tensor schema. */
+const OTHER_SCHEMA = `the schema covers the model, the averaging settings and protocol versions (such as PowerSGD's), so ${OTHER_RELEASE}`;
+
+function shortHash(hash: string): string {
+  return `${hash.slice(0, 12)}…`;
 }
 
 function short(peer: string): string {

@@ -170,6 +170,16 @@ export function chooseRunParams(entries: Iterable<RecordEntry<RunParams>>, joinP
   return { params: chosen.value, owner: chosen.owner, rule: fromJoinPeer ? 'join-peer' : 'earliest', conflicts };
 }
 
+/**
+ * What a `run` entry this Cohort's schema refuses holds: its version when another (the run was
+ * founded by another Cohort release), else the schema's complaint (a value a newer release allows
+ * within the same version, such as a compression this one does not know).
+ */
+function describeUnreadable(value: unknown, detail: string): string {
+  const v = typeof value === 'object' && value !== null && 'v' in value ? value.v : undefined;
+  return typeof v === 'number' && v !== RUN_PARAMS_VERSION ? `version ${v} (this Cohort reads version ${RUN_PARAMS_VERSION})` : `version ${RUN_PARAMS_VERSION} with ${detail}`;
+}
+
 /** Reads a joiner makes before giving up on finding the record, however long they took. */
 const MIN_READS = 3;
 
@@ -178,13 +188,17 @@ const MIN_READS = 3;
  * peers are given) or any entry appears (when none are), bounded by `waitMs`; at the end, whatever
  * was found decides. Conflicting entries are logged with both owners. Undefined: no record.
  */
-export async function readRunParams(node: SwarmNode, opts: { joinPeers?: readonly string[]; waitMs?: number; log?: Logger; signal?: AbortSignal } = {}): Promise<SwarmRunParams | undefined> {
+export async function readRunParams(
+  node: SwarmNode,
+  opts: { joinPeers?: readonly string[]; waitMs?: number; log?: Logger; signal?: AbortSignal; /** Gets what each entry this Cohort cannot read holds (describeUnreadable). */ unreadable?: Set<string> } = {},
+): Promise<SwarmRunParams | undefined> {
   const joinPeers = opts.joinPeers ?? [];
   const records = runParamsRecords(node);
   const deadline = Date.now() + (opts.waitMs ?? RUN_PARAMS_WAIT_MS);
   let found: SwarmRunParams | undefined;
   for (let attempt = 1; ; attempt++) {
-    found = chooseRunParams((await records.get(RUN_KEY)).values(), joinPeers);
+    const unreadable = opts.unreadable;
+    found = chooseRunParams((await records.get(RUN_KEY, unreadable ? { unreadable: (value, detail) => unreadable.add(describeUnreadable(value, detail)) } : {})).values(), joinPeers);
     const settled = found !== undefined && (joinPeers.length === 0 || found.rule === 'join-peer');
     // a few reads even when the deadline passed: a busy process (a loaded machine, a blocked event
     // loop) can spend the whole wait inside one read that could not make progress
@@ -276,9 +290,17 @@ async function awaitRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<S
   const started = Date.now();
   const deadline = started + (r.recordWaitMs ?? RUN_RECORD_JOIN_WAIT_MS);
   let pause: number = RUN_RECORD_BACKOFF_MS[0];
+  // run records of another release: said once when first seen, and again in the final error
+  const unreadable = new Set<string>();
+  let told = 0;
+  const otherRelease = (): string => `the swarm publishes a run record this Cohort cannot read (${[...unreadable].join('; ')}): the run was founded by another Cohort release; if this peer's is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`;
   for (let look = 1; ; look++) {
-    const found = await readRunParams(node, { joinPeers: r.joinPeers, waitMs: Math.min(RUN_PARAMS_WAIT_MS, Math.max(0, deadline - Date.now())), log: r.log, ...(r.signal ? { signal: r.signal } : {}) });
+    const found = await readRunParams(node, { joinPeers: r.joinPeers, waitMs: Math.min(RUN_PARAMS_WAIT_MS, Math.max(0, deadline - Date.now())), log: r.log, unreadable, ...(r.signal ? { signal: r.signal } : {}) });
     if (found !== undefined || r.stored !== undefined) return found;
+    if (unreadable.size > told) {
+      told = unreadable.size;
+      r.log.warn(otherRelease());
+    }
     r.signal?.throwIfAborted();
     const peers = node.libp2p.getPeers().map(String);
     const left = deadline - Date.now();
@@ -288,7 +310,7 @@ async function awaitRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<S
       throw new RunRecordUnavailableError(
         `could not read the run record (DHT key "${RUN_KEY}") of swarm "${node.runId}" in ${((Date.now() - started) / 1000).toFixed(0)} s (${look} look(s)): ` +
           `connected to ${peers.length} peer(s)${peers.length > 0 ? ` (${peers.map(shortId).join(', ')})` : ''}, ${reached.length} of the ${joinPeers.length} join peer(s) among them; ` +
-          `this peer trains only on the run's settings: check that the swarm's peers are up and run a compatible Cohort, or found a run of your own (without --join or --initial-peers)`,
+          `this peer trains only on the run's settings: ${unreadable.size > 0 ? otherRelease() : "check that the swarm's peers are up and run a compatible Cohort"}, or found a run of your own (without --join or --initial-peers)`,
       );
     }
     const wait = Math.min(pause, left);

@@ -20,9 +20,12 @@ export interface TrainingState {
 
 const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected bytes');
 
+/** The wire form's version: a state of another is another Cohort release's (a checkpoint kept across a downgrade). */
+const STATE_VERSION = 1;
+
 /** The wire form (CBOR map), version 1; see docs/protocol.md ("State download"). */
 const wireSchema = z.strictObject({
-  v: z.literal(1),
+  v: z.literal(STATE_VERSION),
   epoch: z.number().int().min(0),
   config: z.record(z.string(), z.unknown()),
   params: bytes,
@@ -49,7 +52,7 @@ export function encodeTrainingState(s: TrainingState, opts: { fp16?: boolean } =
  */
 export function encodeTrainingStatePieces(s: TrainingState, { fp16 = false } = {}): Uint8Array[] {
   const small: Array<[keyof Wire, unknown]> = [
-    ['v', 1],
+    ['v', STATE_VERSION],
     ['epoch', s.epoch],
     ['config', configToHf(s.config)],
   ];
@@ -83,6 +86,10 @@ export function decodeTrainingState(bytes: Uint8Array, source: string): Training
     raw = cborDecode(bytes);
   } catch (err) {
     throw new TrainingStateError(`training state from ${source} is not CBOR: ${(err as Error).message}`, { cause: err });
+  }
+  const v = typeof raw === 'object' && raw !== null && 'v' in raw ? raw.v : undefined;
+  if (typeof v === 'number' && v !== STATE_VERSION) {
+    throw new TrainingStateError(`training state from ${source} is of version ${v}, this Cohort reads version ${STATE_VERSION}: another Cohort release wrote it (if this one is older, update it to use the state)`);
   }
   const parsed = wireSchema.safeParse(raw);
   if (!parsed.success) throw new TrainingStateError(`training state from ${source} has an unknown layout: ${z.prettifyError(parsed.error)}`);

@@ -167,7 +167,17 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   /** Runs one request on a stream to `peer` (an idle one of this fetch's, or a new one); the stream is kept for the next request only if it succeeds. */
   const call = async <T>(peer: string, body: (framed: FramedStream, stall: () => AbortSignal) => Promise<T>): Promise<T> => {
     const stall = () => deadline(stallMs, options.signal);
-    const framed = streams.take(peer) ?? new FramedStream(await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false }), MAX_SHARD_FRAME_BYTES, `shards from ${peer}`);
+    const framed =
+      streams.take(peer) ??
+      new FramedStream(
+        await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false }).catch((err: Error) => {
+          // a holder of another release never will speak this version: not asked again in this fetch (it was dialed every second)
+          if (err.name === 'UnsupportedProtocolError') penalise(peer, err.message);
+          throw err;
+        }),
+        MAX_SHARD_FRAME_BYTES,
+        `shards from ${peer}`,
+      );
     try {
       const result = await body(framed, stall);
       streams.put(peer, framed);
@@ -584,7 +594,7 @@ export function shardOrder(manifest: Manifest, peerId: string): Uint32Array {
 /** The holders tried for one blob (or the manifest) and why each did not deliver it. */
 function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMap<string, string>): string {
   const others = [...penalised.keys()].filter((peer) => !tried.has(peer)).length;
-  const skipped = others > 0 ? `; ${others} other holder(s) skipped for serving wrong bytes earlier` : '';
+  const skipped = others > 0 ? `; ${others} other holder(s) skipped earlier (serving wrong bytes, or another Cohort release)` : '';
   if (tried.size === 0) return `no peer advertised it in the DHT${skipped}`;
   return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }

@@ -5,7 +5,7 @@ import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
 import { circuitRelayServer, circuitRelayTransport, RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2';
 import { identify, identifyPush, type Identify } from '@libp2p/identify';
-import type { Connection, Libp2p, PeerId, Stream, StreamHandler } from '@libp2p/interface';
+import { UnsupportedProtocolError, type Connection, type Libp2p, type PeerId, type Stream, type StreamHandler } from '@libp2p/interface';
 import { mdns } from '@libp2p/mdns';
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT } from '@libp2p/kad-dht';
 import { peerIdFromString } from '@libp2p/peer-id';
@@ -23,7 +23,8 @@ import { SwarmListenError } from './errors.js';
 import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol, type RoutingTable } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
-import { cohortProtocol, dialbackProtocol, kadProtocol, recordsProtocol } from './protocols.js';
+import { cohortProtocol, dialbackProtocol, kadProtocol, otherVersions, recordsProtocol } from './protocols.js';
+import { Notices } from '../util/notices.js';
 import { DialbackServer } from './reachability/dialback.js';
 import { ReachabilityService, type Reachability } from './reachability/reachability.js';
 import type { SwarmStats } from './stats.js';
@@ -145,8 +146,17 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   // replicas) and was asked in every lookup.
   const serving = new Map<string, boolean>();
   const table = routingTable(dht);
+  // peers of another Cohort release, by the versions their identify lists: told once per peer and protocol
+  const notices = new Notices();
   libp2p.addEventListener('peer:identify', (event) => {
     const { peerId, listenAddrs, protocols } = event.detail;
+    const other = otherVersions(cfg.runId, protocols, libp2p.getProtocols()).filter((o) => notices.first(`${peerId.toString()} ${o.theirs}`));
+    if (other.length > 0) {
+      log.warn(
+        { peer: peerId.toString() },
+        `peer ${peerId.toString()} speaks ${other.map((o) => o.theirs).join(', ')} where this node speaks ${other.map((o) => o.ours).join(', ')}: it runs another Cohort release, and the two do not exchange these; if this node's release is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`,
+      );
+    }
     const server = protocols.includes(recordsProtocol(cfg.runId));
     serving.set(peerId.toString(), server);
     store?.peers.seen(peerId.toString(), listenAddrs.map(String), { runId: cfg.runId, clientMode: !server });
@@ -262,15 +272,24 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     handle: (suffix, handler, options = {}) =>
       libp2p.handle(cohortProtocol(cfg.runId, suffix), handler, { maxInboundStreams: options.maxInboundStreams ?? 32, runOnLimitedConnection: options.allowRelayed ?? true }),
     unhandle: (suffix) => libp2p.unhandle(cohortProtocol(cfg.runId, suffix)),
-    dial: (peer, suffix, options = {}) =>
-      libp2p.dialProtocol(dialTarget(peer), cohortProtocol(cfg.runId, suffix), {
-        ...(options.signal ? { signal: options.signal } : {}),
-        runOnLimitedConnection: options.allowRelayed ?? true,
-        force: options.newConnection ?? false,
-        // Without this, multistream-select is finished lazily with the first write: a stream that
-        // only reads would never reach the handler, and an unsupported protocol would fail late.
-        negotiateFully: true,
-      }),
+    dial: (peer, suffix, options = {}) => {
+      const target = dialTarget(peer);
+      const protocol = cohortProtocol(cfg.runId, suffix);
+      return libp2p
+        .dialProtocol(target, protocol, {
+          ...(options.signal ? { signal: options.signal } : {}),
+          runOnLimitedConnection: options.allowRelayed ?? true,
+          force: options.newConnection ?? false,
+          // Without this, multistream-select is finished lazily with the first write: a stream that
+          // only reads would never reach the handler, and an unsupported protocol would fail late.
+          negotiateFully: true,
+        })
+        .catch((err: unknown) => {
+          // multistream-select's "could not negotiate" names neither the peer nor the likely cause
+          if ((err as Error).name !== 'UnsupportedProtocolError') throw err;
+          throw new UnsupportedProtocolError(`${target.toString()} does not speak ${protocol}: it runs another Cohort release, or does not serve it`);
+        });
+    },
     stats: () => ({
       peerId: libp2p.peerId.toString(),
       runId: cfg.runId,

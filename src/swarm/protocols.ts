@@ -40,3 +40,21 @@ export function checkRunId(runId: string): string {
   }
   return runId;
 }
+
+/**
+ * This run's protocols that a peer lists (identify) in another version than this node serves them,
+ * e.g. `records/2.0.0` where this node serves `records/1.0.0`: it runs another Cohort release, and
+ * the two do not speak these to each other. A peer that also lists this node's version is not one.
+ * Given and returned without the run prefix.
+ */
+export function otherVersions(runId: string, theirs: readonly string[], ours: readonly string[]): Array<{ readonly theirs: string; readonly ours: string }> {
+  const prefix = `${runPrefix(runId)}/`;
+  const suffixes = (list: readonly string[]): string[] => list.filter((p) => p.startsWith(prefix)).map((p) => p.slice(prefix.length));
+  const name = (suffix: string): string => suffix.slice(0, suffix.lastIndexOf('/'));
+  const mine = new Map(suffixes(ours).map((s) => [name(s), s]));
+  const listed = suffixes(theirs);
+  return listed.flatMap((s) => {
+    const own = mine.get(name(s));
+    return own !== undefined && own !== s && !listed.includes(own) ? [{ theirs: s, ours: own }] : [];
+  });
+}

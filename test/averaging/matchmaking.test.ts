@@ -5,8 +5,10 @@ import { test } from 'node:test';
 import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from '../../src/averaging/constants.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { schemaHash } from '../../src/averaging/group.js';
+import { AveragingHub } from '../../src/averaging/hub.js';
 import { joinResponseSchema, type JoinRequest, type JoinResponse } from '../../src/averaging/messages.js';
 import { ROOT } from '../helpers/cli.js';
+import { warningLog } from '../helpers/log.js';
 import { startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
@@ -37,8 +39,38 @@ test('groups never mix epochs or tensor schemas', async (t) => {
   assert.deepEqual(ids(0), [peers[0], peers[1]].sort());
   assert.deepEqual(ids(2), [peers[2], peers[3]].sort());
   assert.ok(results[0]!.ok && results[0]!.group.key === 'averaging/grad:1');
+  // the odd peer is told that the others average another schema, naming both, not that nobody came
   const odd = results[4]!;
-  assert.ok(!odd.ok && /only 1 of min 2 peers/.test(odd.reason), odd.ok ? 'grouped' : odd.reason);
+  assert.ok(!odd.ok && odd.code === 'BAD_SCHEMA_HASH', odd.ok ? 'grouped' : `${odd.code}: ${odd.reason}`);
+  assert.ok(odd.reason.includes(schemaHash(100).slice(0, 12)) && odd.reason.includes(schemaHash(101).slice(0, 12)) && odd.reason.includes('Cohort release'), odd.reason);
+});
+
+test('peers of another Cohort release are named once per node, not every round: another schema fails with BAD_SCHEMA_HASH, a peer without this matchmaking version is not asked again', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'mm-release' });
+  const logs = nodes.map(() => warningLog());
+  const avg = averagers(t, nodes.slice(0, 2), (i) => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 3000, averagingExpirationMs: 5000, log: logs[i]!.log }));
+  // node 1 is a release whose PowerSGD (or model) hashes its layout differently; node 2 one whose
+  // matchmaking protocol has another version: it declares the same schema but answers no matchmaking/5.0.0 dial
+  const oldRelease = nodes[2]!;
+  await oldRelease.handle('matchmaking/4.0.0', (stream) => void stream.close());
+  const oldDeclarations = AveragingHub.of(oldRelease).groups;
+  const peers = nodes.map((n) => n.peerId.toString());
+  for (const epoch of [0, 1]) {
+    const key = `averaging/grad:${epoch}`;
+    await oldDeclarations.store(key, '', { bandwidth: 1e6, clientMode: false, schema: schemaHash(100), data: null }, Date.now() + 5000);
+    await waitFor('the old release’s declaration to be readable', async () => (await oldDeclarations.get(key)).size > 0);
+    const [current, other] = await Promise.all([avg[0]!.step(randomVector(100, 1), { epoch, weight: 1 }), avg[1]!.step(randomVector(100, 2), { epoch, weight: 1, schema: schemaHash(101) })]);
+    assert.ok(!current.ok && current.code === 'BAD_SCHEMA_HASH', current.ok ? 'grouped' : `${current.code}: ${current.reason}`);
+    assert.ok(current.reason.includes(schemaHash(101).slice(0, 12)) && current.reason.includes(`do not speak ${MATCHMAKING_PROTOCOL}`), current.reason);
+    assert.ok(!other.ok && other.code === 'BAD_SCHEMA_HASH' && other.reason.includes(schemaHash(100).slice(0, 12)), other.ok ? 'grouped' : other.reason);
+  }
+  // one line per peer and difference over both rounds, naming the peer and what to do
+  const notices = (i: number, peer: string): string[] => logs[i]!.warnings.filter((w) => w.startsWith(`not averaging with ${peer}`));
+  assert.equal(notices(0, peers[1]!).length, 1, logs[0]!.warnings.join('\n'));
+  assert.match(notices(0, peers[1]!)[0]!, /tensor schema .* update it/);
+  assert.equal(notices(0, peers[2]!).length, 1, logs[0]!.warnings.join('\n'));
+  assert.match(notices(0, peers[2]!)[0]!, new RegExp(`does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release`));
+  assert.equal(notices(1, peers[0]!).length, 1, logs[1]!.warnings.join('\n'));
 });
 
 test('target group size: the leader closes a full group and refuses the rest with GROUP_IS_FULL or ALREADY_RUNNING', async (t) => {

@@ -3,7 +3,7 @@
 // a checkpoint of another run is never resumed from.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import type { Worker } from 'node:worker_threads';
 import { FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, storedRunRecord, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
 import { newRunParams } from '../../src/collab/run-params.js';
@@ -12,11 +12,22 @@ import { encode as cborEncode } from 'cborg';
 import { decodeTrainingState, encodeTrainingState, encodeTrainingStatePieces } from '../../src/collab/state.js';
 import { checkConfig, configToHf, createOptimizer, DynamicLossScaler, encodeOptimizerState, encodeParams, initAlbertParams, PRESETS } from '../../src/engine/index.js';
 import { createLogger } from '../../src/log/logger.js';
-import { openStore } from '../../src/store/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const log = createLogger({ logLevel: 'silent', logFormat: 'json' });
 const config = checkConfig({ ...PRESETS.tiny, vocabSize: 64 });
+
+/** A new store and a checkpoint saver on it, both closed after the test. */
+function storeAndSaver(t: TestContext): { store: Store; saver: FullStateSaver } {
+  const store = openStore(tmpDir(t));
+  const saver = new FullStateSaver(store, log);
+  t.after(async () => {
+    await saver.close();
+    store.close();
+  });
+  return { store, saver };
+}
 
 function trained(seed: number) {
   const params = initAlbertParams(config, seed);
@@ -45,12 +56,7 @@ test('a training state encoded as pieces is cborg’s encoding of the whole map,
 });
 
 test('a full-state checkpoint saved off the event loop loads back exactly, with the run record; another run’s is not resumed', { timeout: 60_000 }, async (t) => {
-  const store = openStore(tmpDir(t));
-  const saver = new FullStateSaver(store, log);
-  t.after(async () => {
-    await saver.close();
-    store.close();
-  });
+  const { store, saver } = storeAndSaver(t);
   const run = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_700_000_000_000);
   const live = trained(1);
   const expected = { params: live.params.data.slice(), moments: live.optimizer.exportState(), scaler: live.scaler.exportState() };
@@ -92,12 +98,7 @@ test('a full-state checkpoint saved off the event loop loads back exactly, with 
 });
 
 test('a damaged newest checkpoint is skipped with its reason; the previous one loads', { timeout: 60_000 }, async (t) => {
-  const store = openStore(tmpDir(t));
-  const saver = new FullStateSaver(store, log);
-  t.after(async () => {
-    await saver.close();
-    store.close();
-  });
+  const { store, saver } = storeAndSaver(t);
   const live = trained(3);
   for (const epoch of [1, 2]) await saver.save(PEER_STATE_CHECKPOINT, { epoch, config, ...live }, { runId: 'r' }, 3)!.written;
   const newest = store.checkpoints.list(PEER_STATE_CHECKPOINT)[0]!;
@@ -151,4 +152,18 @@ test('the checkpoint worker ends once idle (its memory is not kept between saves
     assert.ok(ended, `the worker of save ${epoch} ended once idle`);
   }
   assert.deepEqual(store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.epoch), [2, 1]);
+});
+
+test('a checkpoint of another release’s state version is skipped naming both versions, kept in the store; the previous one loads', { timeout: 60_000 }, async (t) => {
+  const { store, saver } = storeAndSaver(t);
+  const live = trained(4);
+  await saver.save(PEER_STATE_CHECKPOINT, { epoch: 1, config, ...live }, { runId: 'r' }, 3)!.written;
+  // what a newer release (state version 2) left in this data directory before a downgrade
+  const newer = store.checkpoints.save({ kind: PEER_STATE_CHECKPOINT, epoch: 2, data: Buffer.from(cborEncode({ v: 2, epoch: 2, config: configToHf(config), params: new Uint8Array(8) })), meta: { runId: 'r' } });
+  const skipped: string[] = [];
+  const loaded = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: 'r', onSkip: (m) => skipped.push(m) });
+  assert.equal(loaded?.state.epoch, 1);
+  assert.equal(skipped.length, 1);
+  assert.match(skipped[0]!, new RegExp(`skipping checkpoint ${newer.id} .*is of version 2, this Cohort reads version 1: another Cohort release wrote it`));
+  assert.deepEqual(store.checkpoints.list(PEER_STATE_CHECKPOINT).map((c) => c.id)[0], newer.id, 'the newer checkpoint is kept');
 });

@@ -3,8 +3,9 @@
 // saying what it tried when it never does.
 import assert from 'node:assert/strict';
 import test from 'node:test';
+import { z } from 'zod';
 import { RunRecordUnavailableError } from '../../src/collab/errors.js';
-import { joinPeerIds, newRunParams, publishRunParams, resolveRunParams } from '../../src/collab/run-params.js';
+import { joinPeerIds, newRunParams, publishRunParams, resolveRunParams, RUN_KEY, RUN_NAMESPACE } from '../../src/collab/run-params.js';
 import { DEFAULT_RUN_SETTINGS } from '../../src/collab/run-settings.js';
 import { capturingLogger } from '../helpers/log.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
@@ -49,4 +50,22 @@ test('a joiner that never finds the run record stops with an error saying what i
   });
   // one look (10 s) and a pause beyond the 15 s wait are cut to it; a blocked read may add its own timeout
   assert.ok(Date.now() - started < 40_000, `gave up after ${Date.now() - started} ms`);
+});
+
+test('a joiner whose swarm publishes a run record of another version says so once and stops naming it, not only that it found none', { timeout: 120_000 }, async (t) => {
+  const founder = await startNode(t, { runId: 'record-newer' });
+  await waitFor('the founder to serve the DHT', () => !founder.clientMode);
+  // a founder of a newer release: its schema is another version's (here: anything), it holds its own entry
+  const newer = founder.registerNamespace(RUN_NAMESPACE, z.record(z.string(), z.unknown()));
+  await newer.store(RUN_KEY, '', { ...newRunParams(DEFAULT_RUN_SETTINGS, null), v: 3 }, Date.now() + 600_000);
+  const joiner = await startNode(t, { runId: 'record-newer', initialPeers: founder.joinCode() });
+  await joiner.ready;
+  const { log, lines } = capturingLogger();
+  await assert.rejects(resolveRunParams(joiner, { own: OWN, joinPeers: joinPeerIds(founder.joinCode()), recordWaitMs: 5_000, log }), (err: Error) => {
+    assert.ok(err instanceof RunRecordUnavailableError, String(err));
+    assert.match(err.message, /the swarm publishes a run record this Cohort cannot read \(version 3 \(this Cohort reads version 2\)\): the run was founded by another Cohort release; if this peer's is older, update it/);
+    return true;
+  });
+  const told = messages(lines).filter((m) => m.startsWith('the swarm publishes a run record this Cohort cannot read'));
+  assert.equal(told.length, 1, `said once: ${messages(lines).join('\n')}`);
 });

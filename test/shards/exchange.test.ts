@@ -558,3 +558,26 @@ test('a peer cannot make a holder buffer a 4 MiB frame as a request: a shards st
   assert.equal(reply.t === 'refused' && reply.code, 'NOT_FOUND');
   assert.notEqual(hostile.status, 'open', 'the stream was reset, not held open for its frame');
 });
+
+test('a holder of another Cohort release (another shards protocol version) is named once and not dialed again for the fetch', async (t) => {
+  const [old, newcomer] = await peers(t, 2);
+  const info = await found(old!);
+  // it advertises its shards but speaks only the previous version
+  await old!.node.handle('shards/1.3.0', (stream) => void stream.close());
+  await holdingsOf(old!.node).store(holdingKey(info.datasetId!), '', { shards: info.shardCount, have: encodeBits(Array.from({ length: info.shardCount }, () => true)) }, Date.now() + 60_000);
+  const node = newcomer!.node as { dial: SwarmNode['dial'] };
+  const dial = node.dial;
+  let shardDials = 0;
+  node.dial = (peer, suffix, options) => {
+    if (suffix === SHARDS_PROTOCOL) shardDials++;
+    return dial(peer, suffix, options);
+  };
+  const { warnings, log } = warningLog();
+  const started = Date.now();
+  const err = await fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 4000, log }).then(() => undefined, (e: unknown) => e as Error);
+  const oldId = old!.node.peerId.toString();
+  const why = `${oldId} does not speak /cohort/shards-test/${SHARDS_PROTOCOL}: it runs another Cohort release`;
+  assert.ok(err?.message.includes(`no peer serves dataset ${info.datasetId!}`) && err.message.includes(why), String(err));
+  assert.equal(warnings.filter((w) => w.includes(`skipping shard holder ${oldId} for this fetch: ${why}`)).length, 1, warnings.join('\n'));
+  assert.equal(shardDials, 1, `dialed once in ${Date.now() - started} ms, not every second`);
+});

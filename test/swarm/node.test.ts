@@ -8,6 +8,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { openStore } from '../../src/store/index.js';
 import { IdentityError, createSwarmNode, readToEnd, swarmMetrics } from '../../src/swarm/index.js';
 import { prometheusText } from '../../src/util/prometheus.js';
+import { warningLog } from '../helpers/log.js';
 import { echoVia, progressSchema, startNode, startSwarm, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -91,7 +92,8 @@ test('stats report peers, routing table, records and bytes per protocol; Cohort 
   const stream = await b!.dial(a!.peerId, 'hello/1.0.0');
   await stream.close();
   assert.equal(new TextDecoder().decode(await readToEnd(stream, { maxBytes: 1024 })), 'hi');
-  await assert.rejects(b!.dial(a!.peerId, 'absent/1.0.0'));
+  // a protocol the peer does not serve (another Cohort release's version of it) is named with the peer
+  await assert.rejects(b!.dial(a!.peerId, 'absent/1.0.0'), (err: Error) => err.name === 'UnsupportedProtocolError' && err.message === `${a!.peerId.toString()} does not speak /cohort/stats/absent/1.0.0: it runs another Cohort release, or does not serve it`);
 
   const progress = b!.registerNamespace('progress', progressSchema);
   a!.registerNamespace('progress', progressSchema);
@@ -130,4 +132,26 @@ test('standard libp2p (@libp2p/tcp): peers preferring TLS and Noise interoperate
   assert.equal((await ns[0]!.get('progress')).get(tlsPeer.peerId.toString())?.value.samples, 3);
   const native = await startNode(t, { runId: 'crypto', encryption: 'native-tls' });
   await assert.rejects(native.libp2p.dial(multiaddr(tlsPeer.multiaddrs()[0])), /TLS handshake with .* failed: .*older Cohort/);
+});
+
+test('a peer of another Cohort release (identify lists a protocol of ours in another version) is named once per peer, on both sides, not at every connection', async (t) => {
+  const logs = [warningLog(), warningLog()];
+  const [a, b] = await Promise.all(logs.map(({ log }) => startNode(t, { runId: 'versions', log })));
+  // the same protocol in two versions (as state/2.0.0 against a release's state/3.0.0), and one both speak
+  await a!.handle('probe/1.0.0', (stream) => void stream.close());
+  await b!.handle('probe/2.0.0', (stream) => void stream.close());
+  for (const node of [a!, b!]) await node.handle('same/1.0.0', (stream) => void stream.close());
+  const told = (i: number, peer: string): string[] => logs[i]!.warnings.filter((w) => w.startsWith(`peer ${peer} speaks`));
+  const [aId, bId] = [a!.peerId.toString(), b!.peerId.toString()];
+  const identified = [0, 0];
+  a!.libp2p.addEventListener('peer:identify', () => identified[0]!++);
+  b!.libp2p.addEventListener('peer:identify', () => identified[1]!++);
+  for (let connection = 1; connection <= 2; connection++) {
+    await b!.libp2p.dial(multiaddr(a!.multiaddrs()[0]));
+    await waitFor(`both to identify each other on connection ${connection}`, () => identified.every((n) => n >= connection));
+    await b!.libp2p.hangUp(a!.peerId);
+  }
+  assert.deepEqual(told(0, bId), [`peer ${bId} speaks probe/2.0.0 where this node speaks probe/1.0.0: it runs another Cohort release, and the two do not exchange these; if this node's release is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`]);
+  assert.equal(told(1, aId).length, 1, logs[1]!.warnings.join('\n'));
+  assert.match(told(1, aId)[0]!, /speaks probe\/1\.0\.0 where this node speaks probe\/2\.0\.0/);
 });

@@ -3,7 +3,8 @@ import type { RejectReason } from '../errors.js';
 import { wireEntrySchema, type VerifiedEntry, type VerifiedSignatures } from './entry.js';
 import { decodeValue, namespaceOf, namespaceTtlMs, type NamespaceRegistry } from './namespaces.js';
 
-export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason: RejectReason; detail: string };
+/** `value`: for `schema`, the value the namespace's schema refused (decodeValue). */
+export type Admission = { ok: true; entry: VerifiedEntry } | { ok: false; reason: RejectReason; detail: string; value?: unknown };
 
 /**
  * Every entry that arrives from another peer passes here before it is stored or returned:
@@ -28,7 +29,7 @@ export async function admitEntry(runId: string, raw: unknown, registry: Namespac
   if (spec === undefined && requireNamespace) return { ok: false, reason: 'unknown-namespace', detail: `no schema registered for key "${wire.k}"` };
   if (spec !== undefined) {
     const decoded = decodeValue(spec, wire.v);
-    if (!decoded.ok) return { ok: false, reason: decoded.reason, detail: decoded.detail };
+    if (!decoded.ok) return decoded;
   }
   const entry = await signatures.verify(runId, wire);
   if (entry === null) return { ok: false, reason: 'bad-signature', detail: 'signature does not verify with the included public key for this run' };

@@ -46,7 +46,8 @@ export class NamespaceRegistry {
   }
 }
 
-export type DecodeResult<T> = { ok: true; value: T } | { ok: false; reason: 'value-too-large' | 'malformed' | 'schema'; detail: string };
+/** `value`: with `schema`, the decoded CBOR the schema refused (a reader may say what it holds, e.g. another version). */
+export type DecodeResult<T> = { ok: true; value: T } | { ok: false; reason: 'value-too-large' | 'malformed' | 'schema'; detail: string; value?: unknown };
 
 /** Decodes and validates a stored value against its namespace's schema. */
 export function decodeValue<T>(spec: NamespaceSpec<T>, bytes: Uint8Array): DecodeResult<T> {
@@ -58,7 +59,7 @@ export function decodeValue<T>(spec: NamespaceSpec<T>, bytes: Uint8Array): Decod
     return { ok: false, reason: 'malformed', detail: `value is not CBOR (${(err as Error).message})` };
   }
   const parsed = spec.schema.safeParse(raw);
-  if (!parsed.success) return { ok: false, reason: 'schema', detail: parsed.error.issues[0]?.message ?? 'schema mismatch' };
+  if (!parsed.success) return { ok: false, reason: 'schema', detail: parsed.error.issues[0]?.message ?? 'schema mismatch', value: raw };
   return { ok: true, value: parsed.data };
 }
 

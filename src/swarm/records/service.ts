@@ -44,7 +44,16 @@ export interface StoreResult {
 export interface RecordNamespace<T> {
   readonly name: string;
   store(key: string, subkey: string, value: T, expirationMs: number): Promise<StoreResult>;
-  get(key: string): Promise<Map<string, RecordEntry<T>>>;
+  get(key: string, options?: GetOptions): Promise<Map<string, RecordEntry<T>>>;
+}
+
+export interface GetOptions {
+  /**
+   * Called with each value a server returned that the namespace's schema refuses (its signature is
+   * not checked: such an entry is dropped before), and the schema's complaint: a reader may name
+   * what it cannot read, such as a record of another version.
+   */
+  readonly unreadable?: (value: unknown, detail: string) => void;
 }
 
 export interface RecordsStats {
@@ -140,7 +149,7 @@ export class DhtRecords {
     return {
       name,
       store: (key, subkey, value, expirationMs) => this.store(key, subkey, value, expirationMs),
-      get: (key) => this.get(key) as Promise<Map<string, RecordEntry<T>>>,
+      get: (key, options) => this.get(key, options) as Promise<Map<string, RecordEntry<T>>>,
     };
   }
 
@@ -165,7 +174,7 @@ export class DhtRecords {
   }
 
   /** The merged dictionary of unexpired entries under `key`: entry name (owner[/subkey]) → entry. */
-  async get(key: string): Promise<Map<string, RecordEntry<unknown>>> {
+  async get(key: string, options: GetOptions = {}): Promise<Map<string, RecordEntry<unknown>>> {
     const spec = this.namespaces.lookup(key);
     if (spec === undefined) throw new RecordError('unknown-namespace', `records.get("${key}"): no namespace registered for "${key.split('/')[0]}"`);
     const now = this.now();
@@ -185,8 +194,10 @@ export class DhtRecords {
         const admitted = await admitEntry(this.c.runId, raw, this.namespaces, this.signatures, now, true);
         // A peer answering with entries of another key is as wrong as a bad signature.
         if (admitted.ok && admitted.entry.wire.k !== key) this.count('malformed');
-        else if (!admitted.ok) this.count(admitted.reason);
-        else if (admitted.entry.wire.e > now) keep(admitted.entry);
+        else if (!admitted.ok) {
+          this.count(admitted.reason);
+          if (admitted.reason === 'schema') options.unreadable?.(admitted.value, admitted.detail);
+        } else if (admitted.entry.wire.e > now) keep(admitted.entry);
       }
     }
     const out = new Map<string, RecordEntry<unknown>>();
