@@ -14,7 +14,7 @@ import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
 import type { DataPins, Member } from './messages.js';
 import { powerSgdSchema, powerSgdWireFraction, type PowerSgd } from './powersgd.js';
-import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState, type StateProvider } from './state-download.js';
+import { advertisedStateEpoch, loadStateFromPeers, servedState, StateServer, type LoadedState, type StateProvider } from './state-download.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
 export interface AveragerInit {
@@ -163,7 +163,7 @@ export interface ScheduledStep {
 
 export type StepResult =
   | ({ readonly ok: true } & AllreduceResult)
-  | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string }
+  | { readonly ok: false; readonly stage: 'matchmaking'; readonly code: MatchmakingError['code']; readonly reason: string; readonly alone: boolean }
   /** A PowerSGD round whose phase did not average every part (phase Q: nor did its one retry): nothing of it is usable (peers would apply different gradients). */
   | { readonly ok: false; readonly stage: 'allreduce'; readonly code: 'PHASE_INCOMPLETE'; readonly reason: string };
 
@@ -318,7 +318,7 @@ export class Averager {
           this.log.info(`the pre-scheduled group for epoch ${opts.epoch} did not form (${group.message}); looking for a group again`);
           group = await this.match({ ...round, late }, new MemberWeight(w));
         }
-        if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message };
+        if (group instanceof MatchmakingError) return { ok: false, stage: 'matchmaking', code: group.code, reason: group.message, alone: group.alone };
         if (this.init.powerSgd) return await this.reducePowerSgd(this.init.powerSgd, group, vector, signal, opts.weightBound);
         return { ok: true, ...this.report(group, await this.allreduce(group, vector, signal, this.cfg.averagingTimeoutMs, maxRelativeChange, opts.weightBound)) };
       } finally {
@@ -378,7 +378,9 @@ export class Averager {
       return group;
     } catch (err) {
       if (!(err instanceof MatchmakingError)) throw err;
-      this.log.warn(`Averaging ${this.cfg.label} failed: ${err.message}`);
+      // a peer alone in its swarm (a founder before anyone joins) steps on its own every epoch: said, not warned
+      if (err.alone) this.log.info(`Averaging ${this.cfg.label}: no other peer in the swarm (${err.message})`);
+      else this.log.warn(`Averaging ${this.cfg.label} failed: ${err.message}`);
       this.emit({ type: 'failed', stage: 'matchmaking', reason: err.message });
       return err;
     }
@@ -510,6 +512,12 @@ export class Averager {
     await this.ready();
     const { maxStateBytes, stallTimeoutMs, minBytesPerSecond, maxDonors, trusted } = this.cfg.state;
     return loadStateFromPeers(this.node, this.hub, this.cfg.prefix, { maxStateBytes, stallTimeoutMs, minBytesPerSecond, maxDonors, trusted, ...opts }, this.log);
+  }
+
+  /** The state another averager of this node serves for this prefix (a trainer beside a coordinator); undefined when none does. */
+  localState(): StateProvider | undefined {
+    const provider = servedState(this.hub, this.cfg.prefix);
+    return provider === this.server?.provider ? undefined : provider;
   }
 
   /** The newest epoch another peer advertises a state of for this prefix (undefined when none does). */

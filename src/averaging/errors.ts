@@ -29,6 +29,8 @@ export class MatchmakingError extends Error {
   constructor(
     readonly code: JoinRefusal | 'NO_GROUP' | 'TIMEOUT',
     message: string,
+    /** No other peer declared under the key: a peer alone in its swarm, expected rather than a fault. */
+    readonly alone = false,
   ) {
     super(message);
   }

@@ -734,7 +734,7 @@ export class Matchmaker {
         : this.leftBehind()
           ? `all ${seen.length - 1} other peers declared under key ${this.p.key} already closed their groups or moved on (after ${seconds} s)`
           : `${seen.length} peers declared under key ${this.p.key} (min ${this.p.minGroupSize}) but none formed a group with us within ${seconds} s`;
-    return new MatchmakingError('NO_GROUP', `no group formed: ${what} (seen: ${seen.map(short).join(', ')}${refusals ? `; refused by ${refusals}` : ''})`);
+    return new MatchmakingError('NO_GROUP', `no group formed: ${what} (seen: ${seen.map(short).join(', ')}${refusals ? `; refused by ${refusals}` : ''})`, seen.length <= 1);
   }
 
   private notify(): void {

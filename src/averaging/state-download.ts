@@ -5,7 +5,7 @@ import { encode as cborEncode } from 'cborg';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
 import { deadline, FramedStream, minRateDeadline, type MinRateDeadline } from './framing.js';
-import type { AveragingHub } from './hub.js';
+import type { AveragingHub, Handler } from './hub.js';
 import { ServingSlots } from './serving-slots.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
 
@@ -68,6 +68,20 @@ function stateKey(prefix: string): string {
   return `${STATE_NAMESPACE}/${prefix}`;
 }
 
+/** What the state servers of each node serve, by prefix: read by the node's other averagers (a coordinator checkpointing the trainer beside it). */
+const servedOnNode = new WeakMap<AveragingHub, Map<string, StateProvider>>();
+
+function served(hub: AveragingHub): Map<string, StateProvider> {
+  let byPrefix = servedOnNode.get(hub);
+  if (!byPrefix) servedOnNode.set(hub, (byPrefix = new Map<string, StateProvider>()));
+  return byPrefix;
+}
+
+/** The state a server of this node serves under `prefix` (undefined: none). */
+export function servedState(hub: AveragingHub, prefix: string): StateProvider | undefined {
+  return servedOnNode.get(hub)?.get(prefix);
+}
+
 /**
  * Serves this peer's state on `state/2.0.0` for one prefix and advertises its epoch and hash under
  * `state/<prefix>`. At most `maxConcurrentDownloads` at a time, one per peer (a peer cannot hold
@@ -80,12 +94,13 @@ export class StateServer {
   /** The sha256 of the state served at `epoch`, and the hashing under way. */
   private hashed: { epoch: number; sha256: string } | undefined;
   private hashing: Promise<void> | undefined;
+  private readonly handler: Handler<StateRequest> = (framed, peer, request) => this.serve(framed, peer, request);
   served = 0;
 
   constructor(
     private readonly hub: AveragingHub,
     private readonly prefix: string,
-    private readonly provider: StateProvider,
+    readonly provider: StateProvider,
     private readonly opts: StateServerOptions,
     private readonly log: Logger,
   ) {
@@ -94,15 +109,23 @@ export class StateServer {
 
   async start(): Promise<void> {
     if (this.hub.stateServers.has(this.prefix)) throw new RangeError(`state for "${this.prefix}" is already served on this node`);
-    this.hub.stateServers.set(this.prefix, (framed, peer, request) => this.serve(framed, peer, request));
+    this.hub.stateServers.set(this.prefix, this.handler);
+    served(this.hub).set(this.prefix, this.provider);
     await this.advertise();
     this.timer = setInterval(() => void this.advertise(), this.opts.advertiseIntervalMs);
     this.timer.unref();
   }
 
+  private get serving(): boolean {
+    return this.hub.stateServers.get(this.prefix) === this.handler;
+  }
+
   stop(): void {
     clearInterval(this.timer);
+    // only its own: another averager of this node may serve the prefix once this one withdrew
+    if (!this.serving) return;
     this.hub.stateServers.delete(this.prefix);
+    served(this.hub).delete(this.prefix);
   }
 
   /**
@@ -132,11 +155,11 @@ export class StateServer {
       this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not advertise state');
     }
     // hashing needs a snapshot: not while it would force a pending step (the next advertisement hashes)
-    if (sha256 === undefined && this.hashing === undefined && this.hub.stateServers.has(this.prefix) && (this.provider.settled?.() ?? true)) {
+    if (sha256 === undefined && this.hashing === undefined && this.serving && (this.provider.settled?.() ?? true)) {
       this.hashing = this.hash()
         .then((hashed) => {
           this.hashed = hashed;
-          if (hashed.epoch === this.provider.epoch() && this.hub.stateServers.has(this.prefix)) return this.advertise();
+          if (hashed.epoch === this.provider.epoch() && this.serving) return this.advertise();
         })
         .catch((err: unknown) => this.log.warn({ prefix: this.prefix, err: (err as Error).message }, 'could not hash the state to advertise'))
         .finally(() => (this.hashing = undefined));

@@ -4,7 +4,7 @@
  * flagging inflated claims), and checkpoints the swarm's full state (parameters and optimizer) every N
  * epochs by loading state from peers. Credits and throughput baselines live in the store, so a
  * restarted coordinator (same data dir) continues them and never credits a step twice; it serves its
- * last checkpoint as state, so a run whose peers all left resumes there (full-state.ts), and the data
+ * last checkpoint as state (a trainer on its node serves that trainer's instead), so a run whose peers all left resumes there (full-state.ts), and the data
  * its run pins. The dashboard's coordinator switch and `cohort run --coordinator` both run one.
  */
 import fs from 'node:fs';
@@ -41,6 +41,8 @@ export interface CoordinatorInit {
   readonly keepCheckpoints?: number;
   /** The run's signed record, kept in each checkpoint (a restarted coordinator re-publishes it). */
   readonly run?: RunParams | undefined;
+  /** A trainer on this node (the app's Start beside the switch) serves the run's state: the last checkpoint is not served. @default false */
+  readonly trainerBeside?: boolean;
 }
 
 /** Metric series the coordinator writes besides METRIC's. */
@@ -141,7 +143,9 @@ export class Coordinator {
   start(): void {
     const last = this.lastCheckpoint;
     this.lastCheckpoint = undefined;
-    this.served = this.serveLastCheckpoint(last).catch((err: unknown) => {
+    // one state per prefix and node: the trainer's, which resumed from this checkpoint or a newer one of its own
+    if (last && this.init.trainerBeside) this.init.log.info(`not serving the checkpoint of epoch ${last.state.epoch} as state: the trainer on this node serves the run's state`);
+    this.served = this.serveLastCheckpoint(this.init.trainerBeside ? undefined : last).catch((err: unknown) => {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });
@@ -188,15 +192,27 @@ export class Coordinator {
     return { epoch, withdraw };
   }
 
+  /** Stops serving the restart's checkpoint so that a trainer starting on this node serves the run's state (it resumes from that checkpoint, or a newer one of its own). */
+  async yieldState(): Promise<void> {
+    const pending = this.served;
+    const served = await pending;
+    if (served && this.served === pending) await this.withdraw(served, "the trainer on this node serves the run's state");
+  }
+
   /** Stops serving the restart's checkpoint once another peer serves a state at least as new (two servers of different epochs would leave the newer unbacked: state-download.ts). */
   private async withdrawWhenOvertaken(): Promise<void> {
-    const served = await this.served;
+    const pending = this.served;
+    const served = await pending;
     if (!served) return;
     const newest = await this.state.advertisedStateEpoch();
-    if (newest === undefined || newest < served.epoch) return;
+    if (newest === undefined || newest < served.epoch || this.served !== pending) return;
+    await this.withdraw(served, `the swarm serves epoch ${newest}`);
+  }
+
+  private async withdraw(served: { epoch: number; withdraw: () => Promise<void> }, why: string): Promise<void> {
     this.served = Promise.resolve(undefined);
     await served.withdraw();
-    this.init.log.info(`stopped serving the checkpoint of epoch ${served.epoch}: the swarm serves epoch ${newest}`);
+    this.init.log.info(`stopped serving the checkpoint of epoch ${served.epoch}: ${why}`);
   }
 
   /** Contributions credited in this run so far (before a restart too), ranked (display name, else peer id). */
@@ -350,10 +366,23 @@ export class Coordinator {
     }
   }
 
+  /**
+   * The swarm's state at `epoch` or later: that of the trainer on this node (the app's coordinator
+   * switch beside Start) when it has one, with no download (a founder training alone has no other
+   * donor); else a peer's. Undefined while the trainer's snapshot would take its pending step early.
+   */
+  private async swarmState(epoch: number): Promise<{ data: Uint8Array; donor: string } | undefined> {
+    const local = this.state.localState();
+    if (!local || local.epoch() < epoch) return this.state.loadStateFromPeers({ minEpoch: epoch });
+    if (!(local.settled?.() ?? true)) return undefined;
+    return { data: (await local.snapshot()).data, donor: this.init.node.peerId.toString() };
+  }
+
   /** Downloads the swarm's state and keeps it as a full-state checkpoint (store) and a model folder (`cohort model loss` reads it). */
   private async checkpoint(epoch: number): Promise<void> {
     try {
-      const loaded = await this.state.loadStateFromPeers({ minEpoch: epoch });
+      const loaded = await this.swarmState(epoch);
+      if (!loaded) return; // the trainer beside it has a step pending: the next look takes its state
       const s = decodeTrainingState(loaded.data, `peer ${loaded.donor}`);
       // the epoch inside a state is the donor's say-so: one far ahead of the swarm's would become the
       // last checkpoint's and put off every later checkpoint until the swarm got there

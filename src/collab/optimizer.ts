@@ -561,7 +561,9 @@ export class CollaborativeOptimizer {
   /** What a round gave the step, warning when it failed (`what` was averaged). */
   private roundOutcome(s: EndedEpoch, result: Reduced, what: string, preScheduled: boolean): Averaged {
     if (result.ok) return { averagedWith: result.group.members.length, weights: Object.fromEntries(result.group.members.map((m) => [m.peer, m.weight])), ...(preScheduled ? { preScheduled: true } : {}) };
-    this.log.warn(`Averaging ${what} failed at epoch ${s.finished}: ${result.reason}; taking a local step with this peer's ${s.samples} samples`);
+    const local = `taking a local step with this peer's ${s.samples} samples`;
+    if ('alone' in result && result.alone) this.log.info(`no other peer to average ${what} with at epoch ${s.finished}: ${local}`);
+    else this.log.warn(`Averaging ${what} failed at epoch ${s.finished}: ${result.reason}; ${local}`);
     const dataMismatch = 'code' in result && result.code === 'DATA_MISMATCH';
     if (dataMismatch) this.log.error(DATA_MISMATCH_ADVICE);
     return { averagedWith: 1, reason: result.reason, ...(dataMismatch ? { dataMismatch: true as const } : {}) };

@@ -146,7 +146,7 @@ export class NodeController implements CohortCalls {
     this.settings = next;
     if (trainingChanged) this.training?.configure(trainingSettings(next));
     if (changed.length > 0) this.log.info(`settings changed: ${changed.join(', ')}`);
-    if (swarmChanged && this.machine.status.phase === 'running') this.restartTraining();
+    if (swarmChanged && this.machine.status.phase === 'running') this.restartTraining('the join code changed: restarting contribution on the new swarm');
     this.refresh();
     return { ok: true, value: next };
   }
@@ -186,6 +186,8 @@ export class NodeController implements CohortCalls {
         const { joinCode, multiaddrs } = await role.start();
         this.coordinator = { available: true, enabled: true, joinCode, multiaddrs };
         this.log.info(`coordinator mode on; join code ${joinCode}`);
+        // Start found no swarm: the node now has one, the run it coordinates (a trainer in a swarm stays there: the switch joined it)
+        if (this.alone !== undefined && this.machine.status.phase === 'running') this.restartTraining('training moves from this machine alone into the run this node coordinates');
       } else {
         await role.stop();
         this.coordinator = { available: true, enabled: false };
@@ -257,10 +259,10 @@ export class NodeController implements CohortCalls {
   }
 
   /** The swarm changed while training: pause (it checkpoints) and start again on the new one. */
-  private restartTraining(): void {
+  private restartTraining(why: string): void {
     const training = this.training;
     if (!training) return;
-    this.log.info('the join code changed: restarting contribution on the new swarm');
+    this.log.info(why);
     this.alone = undefined;
     training
       .pause()

@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { keepOffences } from '../averaging/index.js';
-import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -252,16 +252,20 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
 }
 
 /**
- * Loads this peer's newest full-state checkpoint of the run into the session (parameters, optimizer,
- * loss scaler) and returns its epoch and outer momentum; undefined when there is none that fits
+ * Loads the newest full-state checkpoint of the run this data directory holds (this peer's, or its
+ * coordinator's) into the session (parameters, optimizer, loss scaler) and returns its epoch and outer momentum; undefined when there is none that fits
  * (another run record, another model), which is logged.
  */
 function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
-  const own = loadFullState(store, PEER_STATE_CHECKPOINT, { runId: node.runId, onSkip: (m) => log.warn(m) });
+  const kept = { runId: node.runId, onSkip: (m: string) => log.warn(m) };
+  // a coordinator on this data directory (the app's switch beside Start) checkpoints the run too: the newer goes on
+  const peers = loadFullState(store, PEER_STATE_CHECKPOINT, kept);
+  const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, kept);
+  const own = coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
   if (!own) return undefined;
   const { state } = own;
-  const where = `this peer's checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
+  const where = `${own === peers ? "this peer's" : "this node's coordinator"} checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
   if (init.run && own.run && !isDeepStrictEqual(own.run, init.run)) {
     log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
     return undefined;

@@ -2,7 +2,7 @@
  * What Start and the coordinator switch do in the app and the headless node: with a join code (or,
  * without one, the node's default run), train with that swarm (adopting its run settings); without
  * either, or when the swarm cannot be reached, train alone and say so. The coordinator switch runs a
- * Coordinator on the same swarm node.
+ * Coordinator on the same swarm node; while it is on, Start trains in the run it coordinates.
  */
 import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, keptRunRecord, resolveRunParams, RunRecordUnavailableError, runSettingsOf, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
@@ -36,6 +36,13 @@ export interface VolunteerOptions extends WatchdogOptions {
   readonly listen?: readonly string[];
 }
 
+/** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer. */
+export interface CoordinatedRun {
+  readonly record: RunParams;
+  readonly joinPeers: string[] | undefined;
+  yieldState(): Promise<void>;
+}
+
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
 const LEADERBOARD_REFRESH_MS = 30_000;
 
@@ -50,6 +57,10 @@ export class SharedSwarm implements SwarmPresence {
   private users = 0;
   private board: FoundLeaderboard | null = null;
   private boardTimer: NodeJS.Timeout | undefined;
+  /** The run the coordinator switch runs on this node while it is on: Start trains in it. */
+  coordinated: CoordinatedRun | undefined;
+  /** Start trains in this node's swarm: the run's state is the trainer's to serve. */
+  training = false;
 
   constructor(private readonly o: VolunteerOptions) {}
 
@@ -146,6 +157,13 @@ export class VolunteerTraining implements TrainingService {
 
   async start(): Promise<void> {
     if (this.mode) return;
+    // the coordinator switch is on: this node is in its run already, which Start trains in (whatever the code)
+    const coordinated = this.swarm.coordinated;
+    if (coordinated) {
+      const node = await this.swarm.acquire(undefined);
+      this.o.log.info(`training in the run "${node.runId}" this node coordinates`);
+      return this.train(node, coordinated.record, coordinated.joinPeers);
+    }
     const target = this.target;
     if (!target) {
       this.o.log.info('no swarm configured (set a join code to train with volunteers): training alone');
@@ -178,13 +196,20 @@ export class VolunteerTraining implements TrainingService {
       this.o.log.warn(`${err.message}; training alone until the next start`);
       return this.startSolo(err.message);
     }
-    const run = runSettingsOf(record);
     this.o.log.info(`training with the swarm "${node.runId}"`);
+    this.train(node, record, joinPeers);
+  }
+
+  /** Trains in the swarm of `node` (acquired for it; released when training ends) on the run `record`. */
+  private train(node: SwarmNode, record: RunParams, joinPeers: string[] | undefined): void {
+    const run = runSettingsOf(record);
     this.mode = 'swarm';
+    this.swarm.training = true;
     const abort = new AbortController();
     this.abort = abort;
     const policies = this.settings?.policies;
-    this.loop = runSwarmPeer({
+    // a coordinator on this node serving its last checkpoint hands the serving over first (a node serves one state per prefix)
+    this.loop = (this.swarm.coordinated?.yieldState() ?? Promise.resolve()).then(() => runSwarmPeer({
       node,
       store: this.o.store,
       dataDir: this.o.dataDir,
@@ -200,7 +225,7 @@ export class VolunteerTraining implements TrainingService {
       run: record,
       collab: { ...this.o.optimizer, ...collabOptionsOf(run), displayName: this.settings?.displayName || undefined, uploadLimit: policies?.bandwidthCapKiBps ? policies.bandwidthCapKiBps * 1024 : undefined, trustedPeers: joinPeers },
       emit: (e) => this.emit(e),
-    })
+    }))
       .then(() => undefined)
       .catch((err: unknown) => {
         if (err instanceof MemoryLimitError) return this.emit({ type: 'halted', cause: 'memory', reason: err.message, at: Date.now() });
@@ -212,6 +237,7 @@ export class VolunteerTraining implements TrainingService {
       .finally(async () => {
         this.mode = undefined;
         this.loop = undefined;
+        this.swarm.training = false;
         await this.swarm.release();
       });
   }
@@ -257,16 +283,21 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     const target = this.target();
     const node = await this.swarm.acquire(target);
     await node.ready;
-    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
-    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
-    this.coordinator.start();
+    const joinPeers = target === undefined ? undefined : joinPeerIds(target.initialPeers);
+    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
+    const coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record, trainerBeside: this.swarm.training });
+    this.coordinator = coordinator;
+    coordinator.start();
+    this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState() };
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
 
+  /** A trainer in the run goes on without it: it holds the node, so the run's join code stays valid while it trains. */
   async stop(): Promise<void> {
     const running = this.coordinator;
     if (!running) return;
     this.coordinator = undefined;
+    this.swarm.coordinated = undefined;
     await running.stop();
     await this.swarm.release();
   }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
-import { StateDownloadError, type StateSnapshot } from '../../src/averaging/index.js';
+import { StateDownloadError, type LoadedState, type StateSnapshot } from '../../src/averaging/index.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { MAX_STATE_CHUNK_BYTES, STATE_PROTOCOL } from '../../src/averaging/constants.js';
 import { FramedStream } from '../../src/averaging/framing.js';
@@ -28,6 +28,26 @@ test('a newcomer loads the newest state bitwise equal to the donor’s', async (
   assert.deepEqual(loaded.failed, []);
   // minEpoch: nobody serves epoch 13 yet
   await assert.rejects(newcomer!.loadStateFromPeers({ minEpoch: 13 }), (err: Error) => err instanceof StateDownloadError && /no peer advertises state/.test(err.message));
+});
+
+test('two averagers of one node: one hands the state serving to the other, which its later stop leaves serving, and each reads the other’s state', async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'state-handover' });
+  // node 0 runs a coordinator's averager and a trainer's (the app's switch beside Start), node 1 is a newcomer
+  const [coordinator, newcomer] = averagers(t, nodes, () => ({ prefix: 'state', state: STATE }));
+  const [trainer] = averagers(t, [nodes[0]!], () => ({ prefix: 'state', state: STATE }));
+  const checkpoint = randomBytes(1000);
+  const served = await coordinator!.serveState({ epoch: () => 4, snapshot: () => ({ epoch: 4, data: checkpoint }) });
+  assert.equal(coordinator!.localState(), undefined, 'its own state is not another’s');
+  assert.equal(trainer!.localState()?.epoch(), 4);
+  await assert.rejects(trainer!.serveState({ epoch: () => 5, snapshot: () => ({ epoch: 5, data: randomBytes(10) }) }), /already served on this node/);
+  await served.withdraw();
+  const live = randomBytes(2000);
+  await trainer!.serveState({ epoch: () => 5, snapshot: () => ({ epoch: 5, data: live }) });
+  await coordinator!.stop(); // stopping again (after the withdrawal) leaves the trainer's server alone
+  assert.equal(trainer!.localState(), undefined);
+  let loaded: LoadedState | undefined;
+  await waitFor('the trainer’s advertisement', async () => (loaded = await newcomer!.loadStateFromPeers({ minEpoch: 5 }).catch(() => undefined)) !== undefined, 30_000);
+  assert.ok(Buffer.from(loaded!.data).equals(live), 'the newcomer downloads the trainer’s state');
 });
 
 test('a busy donor refuses with BUSY and the newcomer falls back to the next one', async (t) => {

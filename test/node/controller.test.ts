@@ -339,6 +339,23 @@ test('a join code is decoded before it is stored: its swarm is described, a bad 
   assert.ok((await c.updateSettings({ joinCode: '' })).ok, 'an empty code is allowed: the default run, or alone');
 });
 
+test('the coordinator switch turned on while Start trains alone moves training into the run it coordinates; training with a swarm stays', async (t) => {
+  const role: CoordinatorRole = { start: async () => ({ joinCode: CODE, multiaddrs: [] }), stop: async () => undefined };
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training, coordinator: role });
+  await c.startContribution();
+  training.emit({ type: 'alone', reason: 'no join code set', at: 1000 });
+  await c.setCoordinator({ enabled: true });
+  for (let i = 0; i < 100 && training.calls.length < 3; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual(training.calls, ['start', 'pause', 'start'], 'restarted: Start now trains in the run');
+  assert.doesNotMatch((await c.getSnapshot()).contribution.detail, /alone/);
+  // off and on again while training in the run: nothing to move
+  await c.setCoordinator({ enabled: false });
+  await c.setCoordinator({ enabled: true });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(training.calls.length, 3, 'no restart');
+});
+
 test('changing the join code while contributing restarts training on the new swarm; while paused it only reconfigures', async (t) => {
   const training = new FakeTraining();
   const c = controller(t, storeIn(t), { training });
