@@ -294,6 +294,36 @@ for (const mutual of [false, true]) {
   });
 }
 
+test('a peer refusing every join with NOT_A_LEADER naming a peer not looking under the key is asked once a round: the honest peers average together', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'byz-redirect-nowhere' });
+  const [hostile, named] = [nodes[0]!, nodes[1]!];
+  const honestNodes = nodes.slice(2);
+  const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+  const n = 2000;
+  const honest = honestNodes.map((_, i) => honestVector(n, 130 + i));
+  const epoch = epochRanking(nodes.filter((x) => x !== named), hostile, true);
+  const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+  // `named` runs the averaging protocol but looks for no group under the key: it answers NOT_LOOKING_FOR_GROUP
+  await AveragingHub.of(named).acquire();
+  const hub = AveragingHub.of(hostile);
+  await hub.acquire();
+  const joins = new Map<string, number>();
+  hub.matchmakers.set(key, async (framed, peer) => {
+    joins.set(peer, (joins.get(peer) ?? 0) + 1);
+    await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: 'follows a leader elsewhere', leader: named.peerId.toString() });
+    await framed.close();
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+  // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+  const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+  for (const r of results) {
+    ok(r);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+  }
+  assert.ok(joins.size >= 1, 'the hostile peer ranked first and was asked');
+  for (const [peer, count] of joins) assert.equal(count, 1, `${peer} asked the hostile peer ${count} times`);
+});
+
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
