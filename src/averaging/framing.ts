@@ -12,6 +12,9 @@ import type { UploadLimit } from './upload-limit.js';
 /** Messages up to this size are copied behind their length prefix (one part on the wire); larger ones go as two parts, uncopied. */
 const SMALL_MESSAGE_BYTES = 16 * 1024;
 
+/** Frames of the stream's cap read ahead before it is paused (at most READ_HIGH_WATER_BYTES). */
+const READ_AHEAD_FRAMES = 4;
+
 /**
  * Varint-length-prefixed frames (CBOR messages, or binary chunk frames) over a libp2p stream, with backpressure both ways: writes wait
  * for `drain`, and a reader that falls behind pauses the stream (yamux then stops granting window
@@ -53,7 +56,7 @@ export class FramedStream {
         this.queued += data.byteLength;
         this.received += data.byteLength;
       }
-      if (this.queued > READ_HIGH_WATER_BYTES && !this.paused && !this.resuming) this.setPaused(true);
+      if (this.queued > this.highWater() && !this.paused && !this.resuming) this.setPaused(true);
       this.notify();
     });
     // not 'remoteCloseWrite': it comes at once, while a paused stream still holds what arrived before it
@@ -176,7 +179,7 @@ export class FramedStream {
     for (;;) {
       const frame = this.takeFrame();
       if (frame !== undefined) {
-        if (this.paused && this.queued < READ_HIGH_WATER_BYTES / 2) this.setPaused(false);
+        if (this.paused && this.queued < this.highWater() / 2) this.setPaused(false);
         return frame;
       }
       // a frame larger than the high-water mark must not wait behind our own pause
@@ -229,6 +232,15 @@ export class FramedStream {
     this.maxFrameBytes = maxFrameBytes;
   }
 
+  /**
+   * Unread bytes past which the stream is paused: a few frames ahead, so a stream of small frames (a
+   * control stream before limitFrames, shard requests) holds no more junk than that past what its reader
+   * took; a data stream's (MB frames) is READ_HIGH_WATER_BYTES.
+   */
+  private highWater(): number {
+    return Math.min(READ_HIGH_WATER_BYTES, READ_AHEAD_FRAMES * this.maxFrameBytes);
+  }
+
   private setPaused(paused: boolean): void {
     if (this.stream.status !== 'open') return;
     this.paused = paused;
@@ -243,7 +255,7 @@ export class FramedStream {
       this.resuming = false;
     }
     // not when the remote's end was dispatched: pause() throws on a closed readable end
-    if (this.queued > READ_HIGH_WATER_BYTES && this.stream.readStatus === 'readable') this.setPaused(true);
+    if (this.queued > this.highWater() && this.stream.readStatus === 'readable') this.setPaused(true);
   }
 
   /** Removes and returns one complete frame's body, or undefined when it has not fully arrived. */

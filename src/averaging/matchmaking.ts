@@ -86,7 +86,7 @@ type Role =
   /** accepting followers until the group is full or time is up */
   | { readonly kind: 'leading' }
   /** asking `leader` to join, or accepted and waiting for the group description */
-  | { readonly kind: 'following'; readonly leader: string }
+  | { readonly kind: 'following'; readonly leader: string; readonly named: boolean }
   /** the group is closed (or matchmaking ended): late joiners are refused */
   | { readonly kind: 'done' };
 
@@ -208,6 +208,8 @@ export class Matchmaker {
     const declared = this.declare();
     try {
       let next = await this.chooseLeader(this.end());
+      /** The peer that named `next` with NOT_A_LEADER, when it did. */
+      let hinter: string | undefined;
       while (Date.now() < this.end()) {
         this.p.signal?.throwIfAborted();
         if (next === this.self) {
@@ -221,17 +223,28 @@ export class Matchmaker {
           continue;
         }
         if (next !== undefined) {
-          this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
-          const outcome = await this.follow(next);
+          // a peer that was only named keeps this one's group (follow leaves it once that peer takes us)
+          if (hinter === undefined) this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
+          const outcome = await this.follow(next, hinter !== undefined);
           if (typeof outcome === 'object') {
             this.hub.markRunning(this.p.key, this.p.expirationMs);
             return outcome;
           }
           // a refusing peer may name the leader it follows: ask that one next without another DHT read
           if (outcome !== undefined) {
+            hinter = next;
             next = outcome;
             continue;
           }
+          // an honest peer names a leader that takes joins: whoever named one that refused this peer for
+          // the round (not looking under the key, closed, …) is not asked again in it; one that named an
+          // unreachable or silent peer counts as unreachable itself (a crashed leader's follower may)
+          if (hinter !== undefined && !this.refusedBy.has(hinter)) {
+            const refused = this.refusedBy.get(next);
+            if (refused !== undefined) this.refusedBy.set(hinter, `NOT_A_LEADER naming ${next}, which refused this peer (${refused})`);
+            else if (this.unreachable.has(next)) this.onUnreachable(hinter, `NOT_A_LEADER naming ${next}, ${this.unreachable.get(next)!.why}`);
+          }
+          hinter = undefined;
         } else {
           if (this.leftBehind()) break;
           await this.sleep(this.p.pollIntervalMs);
@@ -518,9 +531,13 @@ export class Matchmaker {
     }
   }
 
-  /** Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to look again. */
-  private async follow(leader: string): Promise<GroupInfo | string | undefined> {
-    this.role = { kind: 'following', leader };
+  /**
+   * Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to
+   * look again. A `named` leader (a NOT_A_LEADER hint) must answer within DIAL_TIMEOUT_MS, as an honest
+   * leader's `accepted` does: this peer's own followers wait on it until then.
+   */
+  private async follow(leader: string, named = false): Promise<GroupInfo | string | undefined> {
+    this.role = { kind: 'following', leader, named };
     // a leader declared before us closes its group before our own time is up; allow one more period
     // for its reply, and the time a closed group waits for pre-scheduled members
     const signal = deadline(this.end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
@@ -531,8 +548,15 @@ export class Matchmaker {
       const { bandwidth, clientMode } = this.p.self;
       const weight = this.p.weight.value;
       await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, data: this.p.data, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
+      let unverified = named;
       for (;;) {
-        const answer = await framed.expect(joinResponseSchema, signal, 'the group description');
+        const answer = await framed.expect(joinResponseSchema, unverified ? deadline(DIAL_TIMEOUT_MS, signal) : signal, 'the group description');
+        if (answer.t !== 'refused' && unverified) {
+          // it answers as a leader: this peer's group goes to it, and so do later joiners
+          unverified = false;
+          this.disband('NOT_A_LEADER', `${this.self} joins ${leader}`, leader);
+          this.role = { kind: 'following', leader, named: false };
+        }
         if (answer.t === 'accepted') {
           // pre-scheduled: the weight goes to the leader once our caller has it, while we keep listening
           const out = framed;
@@ -608,7 +632,11 @@ export class Matchmaker {
     this.log.debug({ leader, code, message }, 'leader refused us');
     if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
     else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
-    if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self || this.refusedBy.has(hint)) return undefined;
+    if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self) return undefined;
+    if (this.refusedBy.has(hint)) {
+      this.refusedBy.set(leader, `NOT_A_LEADER naming ${hint}, which refused this peer (${this.refusedBy.get(hint)})`);
+      return undefined;
+    }
     this.redirects.push(leader);
     const loop = this.redirects.indexOf(hint);
     if (loop >= 0) {
@@ -633,7 +661,8 @@ export class Matchmaker {
       this.dataMatches(peer, request.data); // logged once, and never chosen as a leader
       return refuse('DATA_MISMATCH', `${peer} trains on ${describeDataPins(request.data)}; ${this.self} on ${describeDataPins(this.p.data)}`);
     }
-    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.leader);
+    // a leader this peer was only named and has not heard from is not passed on: it may lead nowhere
+    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.named ? undefined : this.role.leader);
     if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is in client mode and cannot lead`);
     if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
     if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);

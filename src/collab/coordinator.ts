@@ -387,6 +387,10 @@ export class Coordinator {
       // the epoch inside a state is the donor's say-so: one far ahead of the swarm's would become the
       // last checkpoint's and put off every later checkpoint until the swarm got there
       if (s.epoch > epoch + 1) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch}, but the swarm is at epoch ${epoch}`);
+      // as the optimizer's load: the download checked the header's epoch against the advertisements, an
+      // honest donor's bytes say the same; an older state would be recorded as the run's newest checkpoint
+      // (a restart serves it) or rewrite an earlier epoch's folder
+      if (s.epoch !== loaded.epoch || s.epoch < epoch) throw new Error(`peer ${loaded.donor} sent a state of epoch ${s.epoch} in a download of epoch ${loaded.epoch}, the swarm at epoch ${epoch}`);
       const keep = this.o.keepCheckpoints;
       if (!s.optimizer) throw new Error(`peer ${loaded.donor} sent a state without optimizer state`);
       // the tokenizer goes with the checkpoint, so `cohort model export` makes a directory HF loads whole

@@ -28,10 +28,19 @@ export interface DownloadOptions {
    * download for ever. 0: no floor. @default 16 KiB/s
    */
   readonly minBytesPerSecond?: number;
+  /**
+   * Free space a download leaves on the disk it writes to: a file larger than the rest is refused before
+   * it is written, and a response with no length (chunked) is cut where it would pass it, so a server
+   * cannot fill the disk. @default 1 GiB
+   */
+  readonly reserveBytes?: number;
 }
 
 /** DownloadOptions.minBytesPerSecond's default: a link far slower would take days for a training corpus anyway. */
 const MIN_BYTES_PER_SECOND = 16 * 1024;
+
+/** DownloadOptions.reserveBytes's default: room for the run's checkpoints and prepared shards after the download. */
+const RESERVE_BYTES = 1024 ** 3;
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
 function downloadName(url: string): string {
@@ -135,11 +144,21 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
     let offset = resumed ? have : 0;
     const total = totalSize(res, offset);
     fs.mkdirSync(path.dirname(part), { recursive: true });
+    // what this response may add: a restarted part's bytes are freed when it is rewritten
+    const reserve = options.reserveBytes ?? RESERVE_BYTES;
+    const disk = fs.statfsSync(path.dirname(part));
+    const room = disk.bavail * disk.bsize + (resumed ? 0 : have) - reserve;
+    const bound = `${room} bytes (the disk holding ${path.dirname(part)} has ${disk.bavail * disk.bsize} bytes free, ${reserve} of them kept free)`;
+    if (total !== undefined && total - offset > room) {
+      await res.body?.cancel();
+      throw new DownloadError(`GET ${url}: the file is ${total} bytes, ${total - offset} of them still to download, more than ${bound}`);
+    }
     if (!resumed) keepValidator(part, res);
     const floor = options.minBytesPerSecond ?? MIN_BYTES_PER_SECOND;
     const started = performance.now();
     const from = offset;
     let overrun = false;
+    let full = false;
     const out = fs.openSync(part, resumed ? 'a' : 'w');
     try {
       if (!res.body) throw new DownloadError(`GET ${url}: empty response body`);
@@ -148,6 +167,10 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
         idle = setTimeout(() => controller.abort(new Error(`no data for ${idleMs} ms`)), idleMs);
         if (total !== undefined && offset + (chunk as Uint8Array).length > total) {
           overrun = true;
+          break;
+        }
+        if (offset - from + (chunk as Uint8Array).length > room) {
+          full = true;
           break;
         }
         fs.writeSync(out, chunk as Uint8Array);
@@ -162,9 +185,15 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
           throw new Error(`the server sent ${offset - from} bytes in ${(elapsedMs / 1000).toFixed(1)} s (${((1000 * (offset - from)) / elapsedMs).toFixed(1)} B/s), under the floor of ${floor} B/s`);
         }
       }
-      if (!overrun) fs.fsyncSync(out);
+      if (!overrun && !full) fs.fsyncSync(out);
     } finally {
       fs.closeSync(out);
+    }
+    if (full) {
+      // only a server sending no length gets here (a length is checked above); its file cannot be completed on this disk
+      fs.rmSync(part);
+      fs.rmSync(validatorFile(part), { force: true });
+      throw new DownloadError(`GET ${url}: the server sent more than ${bound}, with no length announced; the partial file was deleted`);
     }
     if (overrun) {
       // the bytes past the announced size are not the file, and the server that sent them cannot say which are

@@ -260,6 +260,29 @@ test('a leader whose group description is malformed (a peer listed twice) is not
   for (const [peer, count] of joins) assert.equal(count, 1, `${peer} asked the leader of a malformed description ${count} times`);
 });
 
+/** Makes `node` declare under `key` and answer every join NOT_A_LEADER naming `named`; counts the joins as `<node> by <joiner>`. */
+async function redirector(node: SwarmNode, key: string, n: number, named: string, joins: Map<string, number>): Promise<void> {
+  const hub = AveragingHub.of(node);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed, peer) => {
+    const asked = `${node.peerId.toString()} by ${peer}`;
+    joins.set(asked, (joins.get(asked) ?? 0) + 1);
+    await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: `follows ${named}`, leader: named });
+    await framed.close();
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+}
+
+/** Every honest peer averaged with the honest peers alone, and asked each redirector once. */
+function averagedAskingOnce(results: readonly StepResult[], honestNodes: readonly SwarmNode[], joins: ReadonlyMap<string, number>): void {
+  for (const r of results) {
+    ok(r);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+  }
+  assert.ok(joins.size >= 1, 'a hostile peer ranked first and was asked');
+  for (const [asked, count] of joins) assert.equal(count, 1, `${asked} ${count} times`);
+}
+
 for (const mutual of [false, true]) {
   test(`peers refusing every join with NOT_A_LEADER naming ${mutual ? 'each other' : 'themselves'} are asked once a round, not in a loop: the honest peers average together`, async (t) => {
     const nodes = await startSwarm(t, 5, { runId: `byz-redirect-${mutual}` });
@@ -272,27 +295,29 @@ for (const mutual of [false, true]) {
     const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
     // a ranks first; each sends every joiner to itself, or to the other
     const joins = new Map<string, number>();
-    for (const [x, y] of [[a, b], [b, a]] as const) {
-      const named = (mutual ? y : x).peerId.toString();
-      const hub = AveragingHub.of(x);
-      await hub.acquire();
-      hub.matchmakers.set(key, async (framed, peer) => {
-        const asked = `${x.peerId.toString()} by ${peer}`;
-        joins.set(asked, (joins.get(asked) ?? 0) + 1);
-        await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: `follows ${named}`, leader: named });
-        await framed.close();
-      });
-      await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
-    }
+    for (const [x, y] of [[a, b], [b, a]] as const) await redirector(x, key, n, (mutual ? y : x).peerId.toString(), joins);
     const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 3 })));
-    for (const r of results) {
-      ok(r);
-      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
-    }
-    assert.ok(joins.size >= 1, 'a hostile peer ranked first and was asked');
-    for (const [asked, count] of joins) assert.equal(count, 1, `${asked} ${count} times`);
+    averagedAskingOnce(results, honestNodes, joins);
   });
 }
+
+test('a peer refusing every join with NOT_A_LEADER naming a peer not looking under the key is asked once a round: the honest peers average together', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'byz-redirect-nowhere' });
+  const [hostile, named] = [nodes[0]!, nodes[1]!];
+  const honestNodes = nodes.slice(2);
+  const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+  const n = 2000;
+  const honest = honestNodes.map((_, i) => honestVector(n, 130 + i));
+  const epoch = epochRanking(nodes.filter((x) => x !== named), hostile, true);
+  const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+  // `named` runs the averaging protocol but looks for no group under the key: it answers NOT_LOOKING_FOR_GROUP
+  await AveragingHub.of(named).acquire();
+  const joins = new Map<string, number>();
+  await redirector(hostile, key, n, named.peerId.toString(), joins);
+  // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+  const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+  averagedAskingOnce(results, honestNodes, joins);
+});
 
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });

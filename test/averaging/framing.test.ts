@@ -148,3 +148,25 @@ test('a reader taking a large transfer over yamux in bursts holds at most one wi
   await writing;
   assert.ok(mostHeld > READ_HIGH_WATER_BYTES, `a resume handed the reader ${mostHeld} bytes, more than the high-water mark`);
 });
+
+test('a stream of small frames whose reader takes nothing (a node serving a join while the peer sends junk) stops the sender a few frames past the read, not at the 4 MiB read-ahead', async (t) => {
+  const [sender, receiver] = await Promise.all([startNode(t, { runId: 'framing-junk' }), startNode(t, { runId: 'framing-junk' })]);
+  let accepted!: (framed: FramedStream) => void;
+  const reader = new Promise<FramedStream>((resolve) => (accepted = resolve));
+  const maxFrameBytes = 64 * 1024;
+  await receiver.handle('junk/1.0.0', (stream: Stream) => accepted(new FramedStream(stream, maxFrameBytes, 'junk in')), { allowRelayed: false });
+  const out = new FramedStream(await sender.dial(receiver.multiaddrs()[0]!, 'junk/1.0.0', { allowRelayed: false }), 1 << 20, 'junk out');
+  let written = false;
+  const writing = (async () => {
+    for (let i = 0; i < 64; i++) await out.writeChunk(i, new Uint8Array(512 * 1024).fill(i)); // 32 MiB
+  })().finally(() => (written = true));
+  writing.catch(() => undefined);
+  const inn = await reader;
+  // the sender stops when it has used up the window yamux granted: what the receiver holds then is all it ever will
+  await waitFor('the sender to use up its window', () => written || (inn.stream as unknown as { recvWindowCapacity: number }).recvWindowCapacity === 0);
+  assert.equal(written, false, 'the sender was stopped');
+  // paused past 4 frames of the cap (256 KiB): that, one message and yamux's first window (256 KiB); paused only past 4 MiB, it took 18 MiB
+  const held = inn.received + inn.stream.readBufferLength;
+  assert.ok(held <= 2 * 1024 * 1024, `the receiver took ${inn.received} bytes and holds ${inn.stream.readBufferLength} more`);
+  inn.abort(new Error('test done'));
+});

@@ -1,6 +1,8 @@
 // The coordinator's view of the swarm epoch, with a peer that publishes a bogus one: real swarm nodes
 // on loopback, an honest peer serving its state, and the coordinator polled in-process.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 import { Coordinator } from '../../src/collab/coordinator.js';
 import { loadFullState, SWARM_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
@@ -50,7 +52,7 @@ test('a progress report no advertised state backs (epoch 1,000,000) does not bec
   assert.match(leftOut[0]!, new RegExp(`1 peer\\(s\\) report epochs up to 1000000 \\(${liar!.peerId.toString()}\\), but the newest state advertised is of epoch 3`));
 });
 
-test('a state whose content claims epoch 10⁹ is not checkpointed and does not put off the next checkpoint', { timeout: 60_000 }, async (t) => {
+test('a state whose content claims epoch 10⁹, or an epoch older than the download\'s, is not checkpointed and does not put off the next checkpoint', { timeout: 60_000 }, async (t) => {
   const [coordinatorNode, donor] = await startSwarm(t, 2, { runId: `${RUN}-ckpt` });
   const dataDir = tmpDir(t);
   const store = openStore(dataDir);
@@ -74,6 +76,12 @@ test('a state whose content claims epoch 10⁹ is not checkpointed and does not 
   await coordinator.poll();
   assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT), []);
   assert.ok(warnings.some((w) => w.includes('sent a state of epoch 1000000000, but the swarm is at epoch 2')), warnings.join('\n'));
+  // a state older than the download's (and the swarm's) epoch is not recorded as the run's checkpoint either
+  claimed = 1;
+  await coordinator.poll();
+  assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT), []);
+  assert.deepEqual(fs.existsSync(path.join(dataDir, 'checkpoints')) ? fs.readdirSync(path.join(dataDir, 'checkpoints')) : [], [], 'no model folder');
+  assert.ok(warnings.some((w) => w.includes('sent a state of epoch 1 in a download of epoch 2, the swarm at epoch 2')), warnings.join('\n'));
   claimed = 2;
   await coordinator.poll();
   assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT).map((c) => c.epoch), [2], 'the next look checkpoints the honest state');
@@ -93,7 +101,8 @@ test('the coordinator checkpoints the full state with the run record; restarted 
   const grads = params.zerosLike();
   grads.data.fill(1e-3);
   optimizer.step(params, grads, 1e-3);
-  const bytes = encodeTrainingState({ epoch: 4, config, params, optimizer: optimizer.exportState() });
+  const stateOf = (epoch: number) => encodeTrainingState({ epoch, config, params, optimizer: optimizer.exportState() });
+  const bytes = stateOf(4);
   const served = createAverager(donor!, { prefix: STATE_PREFIX });
   const { advertise } = await served.serveState({ epoch: () => 4, snapshot: () => ({ epoch: 4, data: bytes }) });
   await advertise();
@@ -126,7 +135,7 @@ test('the coordinator checkpoints the full state with the run record; restarted 
   assert.deepEqual(Buffer.from(loaded.data), Buffer.from(saved.bytes));
 
   // the joiner trained on and serves a newer state: the coordinator stops serving its own at its next look
-  const { advertise: joinerAdvertises } = await loader.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: bytes }) });
+  const { advertise: joinerAdvertises } = await loader.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: stateOf(6) }) });
   await joinerAdvertises();
   await restarted.poll();
   const observer = createAverager(donor!, { prefix: STATE_PREFIX });

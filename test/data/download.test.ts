@@ -254,3 +254,40 @@ test('a server sending more bytes than the size it announced is refused: nothing
   assert.deepEqual(ranges, ['bytes=1000-']);
   assert.deepEqual(fs.readdirSync(path.dirname(part)), []);
 });
+
+test('a server sending a body with no length is cut where the disk would keep less than the reserve free: the part is deleted, no retry', { timeout: 60_000 }, async (t) => {
+  const dir = tmpDir(t);
+  let requests = 0;
+  let sent = 0;
+  // chunked, no length, 256 MiB of it while the client reads
+  const url = await listen(t, (_req, res) => {
+    requests++;
+    res.writeHead(200);
+    const chunk = Buffer.alloc(1 << 16, 0x41);
+    const more = (): void => {
+      while (sent < 256 * 2 ** 20) {
+        sent += chunk.length;
+        if (!res.write(chunk)) return void res.once('drain', more);
+      }
+      res.end();
+    };
+    more();
+  });
+  const disk = fs.statfsSync(dir);
+  // leaves this download about 1 MiB of the disk (less if other processes write meanwhile)
+  const reserveBytes = disk.bavail * disk.bsize - 2 ** 20;
+  await assert.rejects(download(url, dir, { reserveBytes }), new RegExp(`GET ${url}: the server sent more than -?\\d+ bytes \\(the disk holding .* has \\d+ bytes free, ${reserveBytes} of them kept free\\), with no length announced; the partial file was deleted`));
+  assert.equal(requests, 1);
+  assert.deepEqual(fs.readdirSync(path.dirname(downloadPath(url, dir))), []);
+});
+
+test('a file larger than the disk can take with the reserve kept free is refused before any byte is written', async (t) => {
+  const dir = tmpDir(t);
+  const size = 64 * 2 ** 20;
+  const url = await listen(t, (_req, res) => res.writeHead(200, { 'Content-Length': size }).end(Buffer.alloc(size)));
+  const disk = fs.statfsSync(dir);
+  // leaves this download about 1 MiB of the disk
+  const reserveBytes = disk.bavail * disk.bsize - 2 ** 20;
+  await assert.rejects(download(url, dir, { reserveBytes }), new RegExp(`GET ${url}: the file is ${size} bytes, ${size} of them still to download, more than -?\\d+ bytes \\(the disk holding .* has \\d+ bytes free, ${reserveBytes} of them kept free\\)$`));
+  assert.equal(fs.existsSync(`${downloadPath(url, dir)}.part`), false);
+});
