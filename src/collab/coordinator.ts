@@ -369,13 +369,14 @@ export class Coordinator {
   /**
    * The swarm's state at `epoch` or later: that of the trainer on this node (the app's coordinator
    * switch beside Start) when it has one, with no download (a founder training alone has no other
-   * donor); else a peer's. Undefined while the trainer's snapshot would take its pending step early.
+   * donor); else a peer's, with the epoch it was served as. Undefined while the trainer's snapshot would take its pending step early.
    */
-  private async swarmState(epoch: number): Promise<{ data: Uint8Array; donor: string } | undefined> {
+  private async swarmState(epoch: number): Promise<{ data: Uint8Array; epoch: number; donor: string } | undefined> {
     const local = this.state.localState();
     if (!local || local.epoch() < epoch) return this.state.loadStateFromPeers({ minEpoch: epoch });
     if (!(local.settled?.() ?? true)) return undefined;
-    return { data: (await local.snapshot()).data, donor: this.init.node.peerId.toString() };
+    const { data, epoch: at } = await local.snapshot();
+    return { data, epoch: at, donor: this.init.node.peerId.toString() };
   }
 
   /** Downloads the swarm's state and keeps it as a full-state checkpoint (store) and a model folder (`cohort model loss` reads it). */
