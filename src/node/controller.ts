@@ -274,8 +274,8 @@ export class NodeController implements CohortCalls {
       if (this.machine.intent === 'contribute') this.setIntent(false, { cause: event.cause, reason: event.reason });
       return;
     }
-    if (event.type === 'alone') {
-      this.alone = event.reason;
+    if (event.type === 'alone' || event.type === 'joined') {
+      this.alone = event.type === 'alone' ? event.reason : undefined;
       return this.refresh();
     }
     if (event.type === 'data-fetch' || event.type === 'data-mismatch') {

@@ -405,3 +405,15 @@ test('a Start that trains alone says so in the state, with the reason, instead o
   await c.startContribution();
   assert.equal((await c.getSnapshot()).contribution.detail, 'contributing', 'this Start has not said it trains alone');
 });
+
+test('a Start that trains alone and later reaches its swarm (a retry) drops "training on this machine alone" from the state', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  training.emit({ type: 'alone', reason: "could not reach any peer of the join code's swarm: ECONNREFUSED (Cohort tries the swarm again from time to time)", at: Date.now() });
+  assert.match((await c.getSnapshot()).contribution.detail, /^training on this machine alone: /);
+  training.emit({ type: 'joined', runId: 'back-run', at: Date.now() });
+  const s = await c.getSnapshot();
+  assert.equal(s.contribution.phase, 'running');
+  assert.equal(s.contribution.detail, 'contributing');
+});
