@@ -177,11 +177,10 @@ export class VolunteerTraining implements TrainingService {
       return { reason: `could not join the swarm: ${(err as Error).message}` };
     }
     try {
-      const report = await node.ready;
-      // a node that found nobody at first redials its initial peers: a later look counts those too
-      if (report.connected.length === 0 && node.libp2p.getConnections().length === 0) {
+      const reason = await unreachable(node);
+      if (reason !== undefined) {
         await this.swarm.release();
-        return { reason: `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}` };
+        return { reason };
       }
     } catch (err) {
       await this.swarm.release();
@@ -307,10 +306,20 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
   async start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }> {
     const target = this.target();
     const node = await this.swarm.acquire(target);
-    await node.ready;
-    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
-    this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
-    this.coordinator.start();
+    try {
+      if (target === undefined) await node.ready;
+      else {
+        // a coordinator of a swarm nobody answers for would wait minutes for its run record, then fail
+        const reason = await unreachable(node);
+        if (reason !== undefined) throw new Error(`${reason}. A coordinator serves the swarm of the join code in Settings: clear the code there to start a swarm of your own`);
+      }
+      const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers: target === undefined ? undefined : joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
+      this.coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record });
+      this.coordinator.start();
+    } catch (err) {
+      await this.swarm.release();
+      throw err;
+    }
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
 
@@ -321,6 +330,14 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     await running.stop();
     await this.swarm.release();
   }
+}
+
+/** Why no peer of the swarm `node` was started for answers, once its first dials are done; undefined when one does. */
+async function unreachable(node: SwarmNode): Promise<string | undefined> {
+  const report = await node.ready;
+  // a node that found nobody at first redials its initial peers: a later look counts those too
+  if (report.connected.length > 0 || node.libp2p.getConnections().length > 0) return undefined;
+  return `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
 }
 
 /** The run settings this node publishes when it founds the swarm. */

@@ -9,7 +9,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
 import { openStore } from '../../src/store/index.js';
 import type { TrainingEvent } from '../../src/training/events.js';
-import { SharedSwarm, VolunteerTraining } from '../../src/training/volunteer.js';
+import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining } from '../../src/training/volunteer.js';
 import { preparedDataDirs, spawnCli, waitFor } from '../collab/processes.js';
 import { startNode } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -17,7 +17,7 @@ import { tmpDir } from '../helpers/tmp.js';
 const log = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
 const LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 
-test('Start with the join code of a swarm that is gone trains alone and says why', { timeout: 90_000 }, async (t) => {
+test('Start with the join code of a swarm that is gone trains alone and says why; the coordinator switch says at once that it cannot serve that swarm', { timeout: 90_000 }, async (t) => {
   const gone = await startNode(t, { runId: 'gone-run' });
   const code = gone.joinCode();
   await gone.stop();
@@ -25,7 +25,8 @@ test('Start with the join code of a swarm that is gone trains alone and says why
   const [dir] = await preparedDataDirs(path.join(root, 'template'), ['node']);
   const store = openStore(dir!);
   const options = { store, log, dataDir: dir!, listen: LISTEN };
-  const runtime = new VolunteerTraining(options, new SharedSwarm(options));
+  const swarm = new SharedSwarm(options);
+  const runtime = new VolunteerTraining(options, swarm);
   t.after(() => runtime.pause().finally(() => store.close()));
   runtime.configure({ policies: { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1 }, joinCode: code, displayName: '' });
   const events: TrainingEvent[] = [];
@@ -34,6 +35,11 @@ test('Start with the join code of a swarm that is gone trains alone and says why
   const alone = events.filter((e) => e.type === 'alone');
   assert.equal(alone.length, 1);
   assert.match(alone[0]!.type === 'alone' ? alone[0]!.reason : '', /^could not reach any peer of the join code's swarm: \/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\/\S+: .*ECONNREFUSED/);
+
+  // not after minutes of looking for the swarm's run record, and holding no swarm node afterwards
+  const role = new SwarmCoordinatorRole(options, swarm, () => runtime.target);
+  await assert.rejects(role.start(), { message: /^could not reach any peer of the join code's swarm: .*ECONNREFUSED.*\. A coordinator serves the swarm of the join code in Settings: clear the code there to start a swarm of your own$/ });
+  assert.equal(swarm.peerId(), null, 'the swarm node was released');
 });
 
 test('Start with the join code of a coordinator that is down trains alone, then trains with the swarm once the coordinator is back', { timeout: 180_000 }, async (t) => {
