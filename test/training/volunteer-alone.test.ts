@@ -17,7 +17,7 @@ import { tmpDir } from '../helpers/tmp.js';
 const log = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
 const LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 
-test('Start with the join code of a swarm that is gone trains alone and says why; the coordinator switch says at once that it cannot serve that swarm', { timeout: 90_000 }, async (t) => {
+test('Start with the join code of a swarm that is gone trains alone and says why; the coordinator switch says at once that it cannot serve that swarm', { timeout: 180_000 }, async (t) => {
   const gone = await startNode(t, { runId: 'gone-run' });
   const code = gone.joinCode();
   await gone.stop();
