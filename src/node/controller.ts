@@ -5,6 +5,7 @@ import type { Logger } from '../log/logger.js';
 import {
   AppSettingsSchema,
   DEFAULT_SETTINGS,
+  RESTART_POLICIES,
   applySettingsPatch,
   type AppSettings,
   type CohortCalls,
@@ -143,10 +144,13 @@ export class NodeController implements CohortCalls {
     const changed = Object.keys(patch).filter((k) => JSON.stringify(next[k as keyof AppSettings]) !== JSON.stringify(this.settings[k as keyof AppSettings]));
     const trainingChanged = JSON.stringify(trainingSettings(next)) !== JSON.stringify(trainingSettings(this.settings));
     const swarmChanged = next.joinCode !== this.settings.joinCode;
+    const engineChanged = RESTART_POLICIES.filter((k) => next.policies[k] !== this.settings.policies[k]);
     this.settings = next;
     if (trainingChanged) this.training?.configure(trainingSettings(next));
     if (changed.length > 0) this.log.info(`settings changed: ${changed.join(', ')}`);
-    if (swarmChanged && this.machine.status.phase === 'running') this.restartTraining('the join code changed: restarting contribution on the new swarm');
+    if (this.machine.status.phase === 'running' && (swarmChanged || engineChanged.length > 0)) {
+      this.restartTraining(swarmChanged ? 'the join code changed: restarting contribution on the new swarm' : `restarting contribution to apply ${engineChanged.join(', ')}`);
+    }
     this.refresh();
     return { ok: true, value: next };
   }
@@ -258,7 +262,7 @@ export class NodeController implements CohortCalls {
     (running ? this.training.start() : this.training.pause()).catch((err: unknown) => this.log.error(`training could not ${running ? 'start' : 'pause'}: ${(err as Error).message}`));
   }
 
-  /** The swarm changed while training: pause (it checkpoints) and start again on the new one. */
+  /** The swarm or what training reads as it starts changed while training: pause (it checkpoints) and start again; `why` is logged. */
   private restartTraining(why: string): void {
     const training = this.training;
     if (!training) return;
@@ -267,7 +271,7 @@ export class NodeController implements CohortCalls {
     training
       .pause()
       .then(() => (this.machine.status.phase === 'running' ? training.start() : undefined))
-      .catch((err: unknown) => this.log.error(`training could not restart on the new swarm: ${(err as Error).message}`));
+      .catch((err: unknown) => this.log.error(`training could not restart: ${(err as Error).message}`));
   }
 
   private onTrainingEvent(event: TrainingEvent): void {
@@ -276,8 +280,8 @@ export class NodeController implements CohortCalls {
       if (this.machine.intent === 'contribute') this.setIntent(false, { cause: event.cause, reason: event.reason });
       return;
     }
-    if (event.type === 'alone') {
-      this.alone = event.reason;
+    if (event.type === 'alone' || event.type === 'joined') {
+      this.alone = event.type === 'alone' ? event.reason : undefined;
       return this.refresh();
     }
     if (event.type === 'data-fetch' || event.type === 'data-mismatch') {

@@ -45,6 +45,9 @@ export const PoliciesSchema = z
   .strict();
 export type Policies = z.infer<typeof PoliciesSchema>;
 
+/** The policies training reads as it starts (engine, micro-batch, upload limit): changing one while contributing restarts it. */
+export const RESTART_POLICIES = ['maxCpuThreads', 'useGpu', 'maxMemoryMiB', 'bandwidthCapKiBps', 'precision'] as const satisfies readonly (keyof Policies)[];
+
 /**
  * A join code's shape, checked where the swarm layer's decoder cannot run (the page); the node decodes
  * it fully (run id, addresses, checksum) before storing it.

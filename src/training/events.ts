@@ -35,6 +35,8 @@ export type TrainingEvent =
   | { readonly type: 'data-mismatch'; readonly reason: string; readonly advice: string; readonly at: number }
   /** Start trains on this machine alone, not with a swarm: `reason` says why (no join code, no peer of it answered, …). */
   | { readonly type: 'alone'; readonly reason: string; readonly at: number }
+  /** Start (or a later try after it trained alone) trains with the swarm `runId`. */
+  | { readonly type: 'joined'; readonly runId: string; readonly at: number }
   /** Training stopped itself (the memory limit, an error) and stays stopped until the volunteer's next Start. */
   | { readonly type: 'halted'; readonly cause: HaltCause; readonly reason: string; readonly at: number };
 

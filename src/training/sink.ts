@@ -112,6 +112,7 @@ export class TrainingSink {
       case 'data-fetch':
       case 'data-mismatch':
       case 'alone':
+      case 'joined':
         return;
       case 'halted':
         if (e.cause === 'error') this.log.error(e.reason);

@@ -34,6 +34,11 @@ export interface VolunteerOptions extends WatchdogOptions {
   /** This peer's own optimizer options (timeouts, group size, delays). */
   readonly optimizer?: Partial<Pick<CollaborativeOptions, 'matchmakingTime' | 'averagingTimeout' | 'targetGroupSize' | 'delayGradAveraging' | 'delayOptimizerStep'>>;
   readonly listen?: readonly string[];
+  /**
+   * After Start could not reach the swarm it was given (and trains alone meanwhile), it tries again after
+   * this long, doubling up to MAX_SWARM_RETRY_MS. @default 30 000
+   */
+  readonly swarmRetryMs?: number;
 }
 
 /** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer. */
@@ -45,6 +50,9 @@ export interface CoordinatedRun {
 
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
 const LEADERBOARD_REFRESH_MS = 30_000;
+/** The first wait before Start tries an unreachable swarm again, and the longest (BOINC and Folding@home back off the same way). */
+const SWARM_RETRY_MS = 30_000;
+const MAX_SWARM_RETRY_MS = 10 * 60_000;
 
 /**
  * One swarm node per process, shared by Start's training and the coordinator switch; while it
@@ -135,6 +143,9 @@ export class VolunteerTraining implements TrainingService {
   private mode: 'swarm' | 'solo' | undefined;
   private loop: Promise<void> | undefined;
   private abort: AbortController | undefined;
+  /** Counts pauses, so that a start or a swarm retry that a pause overtook does nothing. */
+  private generation = 0;
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly o: VolunteerOptions,
@@ -162,47 +173,77 @@ export class VolunteerTraining implements TrainingService {
     if (coordinated) {
       const node = await this.swarm.acquire(undefined);
       this.o.log.info(`training in the run "${node.runId}" this node coordinates`);
-      return this.train(node, coordinated.record, coordinated.joinPeers);
+      return this.trainWithSwarm(node, coordinated.record, coordinated.joinPeers);
     }
     const target = this.target;
     if (!target) {
       this.o.log.info('no swarm configured (set a join code to train with volunteers): training alone');
       return this.startSolo('no join code set');
     }
+    const generation = this.generation;
+    const joined = await this.reach(target);
+    if (generation !== this.generation) return joined.node ? this.swarm.release() : undefined;
+    if (!joined.node) return this.startSoloAndRetry(target, joined.reason, this.o.swarmRetryMs ?? SWARM_RETRY_MS);
+    return this.trainWithSwarm(joined.node, joined.record, joinPeerIds(target.initialPeers));
+  }
+
+  /** The swarm node of `target`, held, with its run record; or why it cannot be trained with (nothing held). */
+  private async reach(target: SwarmTarget): Promise<{ node: SwarmNode; record: RunParams; reason?: never } | { node?: never; reason: string }> {
     let node: SwarmNode;
     try {
       node = await this.swarm.acquire(target);
-      const report = await node.ready;
-      if (report.connected.length === 0) {
+    } catch (err) {
+      return { reason: `could not join the swarm: ${(err as Error).message}` };
+    }
+    try {
+      const reason = await unreachable(node);
+      if (reason !== undefined) {
         await this.swarm.release();
-        const reason = `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
-        this.o.log.warn(`${reason}; training alone until the next start`);
-        return this.startSolo(reason);
+        return { reason };
       }
     } catch (err) {
-      const reason = `could not join the swarm: ${(err as Error).message}`;
-      this.o.log.warn(`${reason}; training alone until the next start`);
-      return this.startSolo(reason);
+      await this.swarm.release();
+      return { reason: `could not join the swarm: ${(err as Error).message}` };
     }
-    const joinPeers = joinPeerIds(target.initialPeers);
     // the record this data directory keeps: found again when the swarm has lost it, and kept for the next start
-    let record: RunParams;
     try {
-      record = await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
+      return { node, record: await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log }) };
     } catch (err) {
+      await this.swarm.release();
       // never in the swarm on settings that are not the run's
       if (!(err instanceof RunRecordUnavailableError)) throw err;
-      await this.swarm.release();
-      this.o.log.warn(`${err.message}; training alone until the next start`);
-      return this.startSolo(err.message);
+      return { reason: err.message };
     }
-    this.o.log.info(`training with the swarm "${node.runId}"`);
-    this.train(node, record, joinPeers);
   }
 
-  /** Trains in the swarm of `node` (acquired for it; released when training ends) on the run `record`. */
-  private train(node: SwarmNode, record: RunParams, joinPeers: string[] | undefined): void {
+  /** Trains alone and tries the swarm again after `delayMs` (then twice as long, up to MAX_SWARM_RETRY_MS), moving to it once it answers. */
+  private async startSoloAndRetry(target: SwarmTarget, reason: string, delayMs: number): Promise<void> {
+    const generation = this.generation;
+    this.o.log.warn(`${reason}; training alone, trying the swarm again in ${Math.round(delayMs / 1000)} s`);
+    if (this.mode !== 'solo') await this.startSolo(`${reason} (Cohort tries the swarm again from time to time)`);
+    if (generation !== this.generation) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.reach(target)
+        .then(async (joined) => {
+          if (generation !== this.generation) return joined.node ? this.swarm.release() : undefined;
+          if (!joined.node) return this.startSoloAndRetry(target, joined.reason, Math.min(delayMs * 2, MAX_SWARM_RETRY_MS));
+          this.o.log.info(`the swarm "${joined.node.runId}" answers: leaving training alone to train with it`);
+          await this.solo.pause();
+          this.mode = undefined;
+          if (generation !== this.generation) return this.swarm.release();
+          return this.trainWithSwarm(joined.node, joined.record, joinPeerIds(target.initialPeers));
+        })
+        .catch((err: unknown) => this.emit({ type: 'halted', cause: 'error', reason: `could not move to the swarm: ${(err as Error).message}`, at: Date.now() }));
+    }, delayMs);
+    this.retry.unref();
+  }
+
+  /** Trains in the swarm of `node` (held: released when training ends) on the run `record`; `joinPeers`: the peers of the code it joined by (none: this node founded the run). */
+  private trainWithSwarm(node: SwarmNode, record: RunParams, joinPeers: string[] | undefined): void {
     const run = runSettingsOf(record);
+    this.o.log.info(`training with the swarm "${node.runId}"`);
+    this.emit({ type: 'joined', runId: node.runId, at: Date.now() });
     this.mode = 'swarm';
     this.swarm.training = true;
     const abort = new AbortController();
@@ -243,6 +284,10 @@ export class VolunteerTraining implements TrainingService {
   }
 
   async pause(): Promise<void> {
+    // a start or a retry still on its way sees the new generation and stands down
+    this.generation++;
+    clearTimeout(this.retry);
+    this.retry = undefined;
     if (this.mode === 'solo') {
       await this.solo.pause();
       this.mode = undefined;
@@ -282,13 +327,25 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
   async start(): Promise<{ joinCode: string; multiaddrs: readonly string[] }> {
     const target = this.target();
     const node = await this.swarm.acquire(target);
-    await node.ready;
-    const joinPeers = target === undefined ? undefined : joinPeerIds(target.initialPeers);
-    const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
-    const coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record, trainerBeside: this.swarm.training });
-    this.coordinator = coordinator;
-    coordinator.start();
-    this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState() };
+    // the node's own code (the app restarted with it in Settings) names no other peer: it founds, as with none
+    const others = target === undefined ? [] : joinPeerIds(target.initialPeers).filter((p) => p !== node.peerId.toString());
+    const joinPeers = others.length > 0 ? others : undefined;
+    try {
+      if (joinPeers === undefined) await node.ready;
+      else {
+        // a coordinator of a swarm nobody answers for would wait minutes for its run record, then fail
+        const reason = await unreachable(node);
+        if (reason !== undefined) throw new Error(`${reason}. A coordinator serves the swarm of the join code in Settings: clear the code there to start a swarm of your own`);
+      }
+      const record = await resolveRunParams(node, { own: foundingRunSettings(this.o), ownData: ownRunData(this.o.store), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log });
+      const coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record, trainerBeside: this.swarm.training });
+      this.coordinator = coordinator;
+      coordinator.start();
+      this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState() };
+    } catch (err) {
+      await this.swarm.release();
+      throw err;
+    }
     return { joinCode: node.joinCode(), multiaddrs: node.multiaddrs() };
   }
 
@@ -301,6 +358,14 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
     await running.stop();
     await this.swarm.release();
   }
+}
+
+/** Why no peer of the swarm `node` was started for answers, once its first dials are done; undefined when one does. */
+async function unreachable(node: SwarmNode): Promise<string | undefined> {
+  const report = await node.ready;
+  // a node that found nobody at first redials its initial peers: a later look counts those too
+  if (report.connected.length > 0 || node.libp2p.getConnections().length > 0) return undefined;
+  return `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
 }
 
 /** The run settings this node publishes when it founds the swarm. */

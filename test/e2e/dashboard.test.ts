@@ -119,6 +119,35 @@ describe('dashboard in headless Chromium', { skip }, () => {
     assert.equal(await page.getByLabel('Memory limit (MiB)').inputValue(), '4096', 'the unsaved bad value was not stored');
   });
 
+  test('the log panel keeps its newest line in view as lines arrive, unless the volunteer scrolled up to read', async (t) => {
+    const node = await startNode(t);
+    // each saved display name logs one line ("settings changed: displayName")
+    const logLines = async (from: number, n: number): Promise<void> => {
+      for (let i = from; i < from + n; i++) assert.equal((await fetch(`${node.url}/api/updateSettings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ firstRunDone: true, displayName: `v${i}` }) })).status, 200);
+    };
+    await logLines(0, 30);
+    const page = await (await launchBrowser(t)).newPage();
+    await page.goto(node.url);
+    const log = page.getByRole('log');
+    const lines = log.locator('.line');
+    /** Pixels of the log hidden below its visible part. */
+    const below = () => log.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+    await page.waitForFunction(() => document.querySelectorAll('[role=log] .line').length >= 30, undefined, WAIT);
+    assert.ok((await log.evaluate((el) => el.scrollHeight - el.clientHeight)) > 100, 'the lines overflow the panel');
+    assert.ok((await below()) < 2, `the newest line is in view on load (${await below()} px below)`);
+
+    const count = await lines.count();
+    await logLines(30, 5);
+    await page.waitForFunction((n) => document.querySelectorAll('[role=log] .line').length >= n + 5, count, WAIT);
+    assert.ok((await below()) < 2, `the newest line stays in view as lines arrive (${await below()} px below)`);
+
+    // scrolled up to read: new lines do not pull the view away
+    await log.evaluate((el) => (el.scrollTop = 0));
+    await logLines(35, 5);
+    await page.waitForFunction((n) => document.querySelectorAll('[role=log] .line').length >= n + 10, count, WAIT);
+    assert.equal(await log.evaluate((el) => el.scrollTop), 0);
+  });
+
   test('the coordinator toggle says why it is unavailable without the swarm; a lost node is announced (dark mode)', async (t) => {
     const node = await startNode(t);
     await feedMetrics(node.dataDir, 0);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { createLogger } from '../../src/log/logger.js';
-import { DEFAULT_SETTINGS, type AveragingMode, type Snapshot } from '../../src/shared/api.js';
+import { DEFAULT_SETTINGS, type AveragingMode, type SettingsPatch, type Snapshot } from '../../src/shared/api.js';
 import { NodeController, type NodeControllerInit } from '../../src/node/controller.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import type { AllreduceResult } from '../../src/averaging/index.js';
@@ -365,12 +365,31 @@ test('changing the join code while contributing restarts training on the new swa
   for (let i = 0; i < 100 && training.calls.length < 3; i++) await new Promise((r) => setTimeout(r, 5));
   assert.deepEqual(training.calls, ['start', 'pause', 'start'], 'paused, then started on the new swarm');
   assert.equal(training.configured.at(-1)!.joinCode, CODE, 'configured with the new code before the start');
-  await c.updateSettings({ displayName: 'ada' });
+  await c.updateSettings({ displayName: 'ada', policies: { onlyWhenIdle: true, keepAwake: false } });
   assert.equal(training.calls.length, 3, 'other settings do not restart');
   await c.pauseContribution();
-  await c.updateSettings({ joinCode: OTHER_CODE });
+  await c.updateSettings({ joinCode: OTHER_CODE, policies: { maxCpuThreads: 1 } });
   await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(training.calls, ['start', 'pause', 'start', 'pause'], 'paused: no restart');
+});
+
+test('changing what training reads as it starts (CPU threads, GPU, memory, bandwidth, precision) while contributing restarts it with the new value', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  const restarts = async (patch: SettingsPatch, n: number): Promise<void> => {
+    assert.ok((await c.updateSettings(patch)).ok);
+    for (let i = 0; i < 100 && training.calls.length < 1 + 2 * n; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(training.calls.length, 1 + 2 * n, `${JSON.stringify(patch)}: ${training.calls.join(' ')}`);
+  };
+  await restarts({ policies: { maxCpuThreads: 1 } }, 1);
+  assert.equal(training.configured.at(-1)!.policies.maxCpuThreads, 1, 'configured with the new value before the start');
+  await restarts({ policies: { useGpu: false } }, 2);
+  await restarts({ policies: { maxMemoryMiB: 2048 } }, 3);
+  await restarts({ policies: { bandwidthCapKiBps: 512 } }, 4);
+  await restarts({ policies: { precision: 'fp16' } }, 5);
+  await restarts({ policies: { precision: 'fp16' } }, 5);
+  assert.deepEqual(training.calls.slice(-2), ['pause', 'start']);
 });
 
 test('the snapshot names the default run and the About facts', async (t) => {
@@ -421,4 +440,16 @@ test('a Start that trains alone says so in the state, with the reason, instead o
   assert.equal((await c.getSnapshot()).contribution.phase, 'paused');
   await c.startContribution();
   assert.equal((await c.getSnapshot()).contribution.detail, 'contributing', 'this Start has not said it trains alone');
+});
+
+test('a Start that trains alone and later reaches its swarm (a retry) drops "training on this machine alone" from the state', async (t) => {
+  const training = new FakeTraining();
+  const c = controller(t, storeIn(t), { training });
+  await c.startContribution();
+  training.emit({ type: 'alone', reason: "could not reach any peer of the join code's swarm: ECONNREFUSED (Cohort tries the swarm again from time to time)", at: Date.now() });
+  assert.match((await c.getSnapshot()).contribution.detail, /^training on this machine alone: /);
+  training.emit({ type: 'joined', runId: 'back-run', at: Date.now() });
+  const s = await c.getSnapshot();
+  assert.equal(s.contribution.phase, 'running');
+  assert.equal(s.contribution.detail, 'contributing');
 });

@@ -81,3 +81,15 @@ test('a founder training alone in its own run logs no warning, and its coordinat
   assert.deepEqual(warnings(lines), [], 'nothing to warn about after the restart either');
   await founder.close();
 });
+
+test('the switch turned on with the node’s own join code in Settings (the app restarted after founding) founds again, not "could not reach any peer"', { timeout: 120_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['founder']);
+  const founder = appNode(t, dir!, quiet, '');
+  const { joinCode } = await founder.role.start();
+  await founder.role.stop();
+  founder.training.configure({ policies: POLICIES, joinCode, displayName: 'founder' });
+  await founder.role.start(); // rejected with "could not reach any peer of the join code's swarm" when it dialled itself
+  await founder.training.start();
+  assert.deepEqual(founder.events.filter((e) => e.type === 'alone'), [], 'Start trains in the run the switch coordinates');
+});
