@@ -22,7 +22,7 @@ import { preparedDataDirs, spawnCli, waitFor } from '../collab/processes.js';
 const log = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
 const LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 
-test('Start with a join code trains with the swarm; the coordinator switch serves a join code; Pause stops', { timeout: 120_000 }, async (t) => {
+test('Start with a join code trains with the swarm; the coordinator switch serves a join code; Pause stops', { timeout: 210_000 }, async (t) => {
   const root = tmpDir(t);
   const [dir, other] = await preparedDataDirs(path.join(root, 'template'), ['node', 'other']);
   const co = spawnCli(t, ['run', '--coordinator', '--run-id', 'runtime-test', '--data-dir', path.join(root, 'co'), '--listen', LISTEN[0]!, '--refresh', '1', '--target-batch-size', '16']);
