@@ -324,10 +324,10 @@ export class Matchmaker {
     return false;
   }
 
-  /** Whether `peer` trains on our data; the first time it does not, says so with both hashes. */
+  /** Whether `peer` trains on our data; the first time this node sees it on other data, says so with both hashes. */
   private dataMatches(peer: string, data: DataPins | null): boolean {
     if (peer === this.self || sameData(data, this.p.data)) return true;
-    if (!this.mismatched.has(peer)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it trains on ${describeDataPins(data)}, this peer on ${describeDataPins(this.p.data)}`);
+    if (this.hub.notices.first(`data ${peer} ${describeDataPins(data)} ${describeDataPins(this.p.data)}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it trains on ${describeDataPins(data)}, this peer on ${describeDataPins(this.p.data)}`);
     this.mismatched.set(peer, data);
     return false;
   }

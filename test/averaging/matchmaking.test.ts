@@ -73,6 +73,26 @@ test('peers of another Cohort release are named once per node, not every round: 
   assert.equal(notices(1, peers[0]!).length, 1, logs[1]!.warnings.join('\n'));
 });
 
+test('a peer on other data is named once per node, not every round', async (t) => {
+  const nodes = await startSwarm(t, 2, { runId: 'mm-data-once' });
+  const runData = { datasetId: 'a'.repeat(64), tokenizerSha256: 'b'.repeat(64) };
+  const otherTokenizer = { ...runData, tokenizerSha256: 'c'.repeat(64) };
+  const log = warningLog();
+  const [avg] = averagers(t, nodes.slice(0, 1), () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 1500, averagingExpirationMs: 5000, data: runData, log: log.log }));
+  const declarations = AveragingHub.of(nodes[1]!).groups;
+  const other = nodes[1]!.peerId.toString();
+  for (const epoch of [0, 1]) {
+    const key = `averaging/grad:${epoch}`;
+    await declarations.store(key, '', { bandwidth: 1e6, clientMode: false, schema: schemaHash(100), data: otherTokenizer }, Date.now() + 5000);
+    await waitFor('the other peer’s declaration to be readable', async () => (await declarations.get(key)).size > 0);
+    const result = await avg!.step(randomVector(100, 1), { epoch, weight: 1 });
+    assert.ok(!result.ok && result.code === 'DATA_MISMATCH', result.ok ? 'grouped' : `${result.code}: ${result.reason}`);
+  }
+  const notices = log.warnings.filter((w) => w.startsWith(`not averaging with ${other}: it trains on`));
+  assert.equal(notices.length, 1, log.warnings.join('\n'));
+  assert.ok(notices[0]!.includes('b'.repeat(64)) && notices[0]!.includes('c'.repeat(64)), notices[0]);
+});
+
 test('target group size: the leader closes a full group and refuses the rest with GROUP_IS_FULL or ALREADY_RUNNING', async (t) => {
   const nodes = await startSwarm(t, 3, { runId: 'mm-full' });
   const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 2000, targetGroupSize: 2, minGroupSize: 2 }));
