@@ -16,5 +16,5 @@ export { averagingModeOf, COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptio
 export { globalProgress, readyForStep, type GlobalProgress } from './progress.js';
 export { trainingMetrics } from './prometheus.js';
 export { currentProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, type LeaderboardRecord } from './records.js';
-export { collabOptionsOf, describeRunData, describeRunSettings, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type ResolveRunSettings, type RunData, type RunParams } from './run-params.js';
+export { collabOptionsOf, describeRunData, describeRunSettings, describeUnreadableRun, joinPeerIds, readRunParams, resolveRunParams, runSettingsOf, type ResolveRunSettings, type RunData, type RunParams } from './run-params.js';
 export { DEFAULT_RUN_SETTINGS, type RunSettings } from './run-settings.js';

@@ -281,6 +281,11 @@ async function resolve(node: SwarmNode, r: ResolveRunSettings): Promise<RunParam
   return swarm.params;
 }
 
+/** Why the run records `unreadable` (describeUnreadable of each) name no run parameters: said by a joiner and by `cohort status`. */
+export function describeUnreadableRun(unreadable: Iterable<string>): string {
+  return `the swarm publishes a run record this Cohort cannot read (${[...unreadable].join('; ')}): the run was founded by another Cohort release; if this peer's is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`;
+}
+
 /**
  * A joiner's look for the swarm's record: read, and while nothing is found, read again after a
  * doubling pause (logged), for up to `recordWaitMs`. Undefined only when this peer keeps the run's
@@ -293,7 +298,7 @@ async function awaitRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<S
   // run records of another release: said once when first seen, and again in the final error
   const unreadable = new Set<string>();
   let told = 0;
-  const otherRelease = (): string => `the swarm publishes a run record this Cohort cannot read (${[...unreadable].join('; ')}): the run was founded by another Cohort release; if this peer's is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`;
+  const otherRelease = (): string => describeUnreadableRun(unreadable);
   for (let look = 1; ; look++) {
     const found = await readRunParams(node, { joinPeers: r.joinPeers, waitMs: Math.min(RUN_PARAMS_WAIT_MS, Math.max(0, deadline - Date.now())), log: r.log, unreadable, ...(r.signal ? { signal: r.signal } : {}) });
     if (found !== undefined || r.stored !== undefined) return found;

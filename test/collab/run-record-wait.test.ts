@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { RunRecordUnavailableError } from '../../src/collab/errors.js';
 import { joinPeerIds, newRunParams, publishRunParams, resolveRunParams, RUN_KEY, RUN_NAMESPACE } from '../../src/collab/run-params.js';
 import { DEFAULT_RUN_SETTINGS } from '../../src/collab/run-settings.js';
+import { runCli } from '../helpers/cli.js';
 import { capturingLogger } from '../helpers/log.js';
 import { startNode, waitFor } from '../helpers/swarm.js';
 
@@ -68,4 +69,22 @@ test('a joiner whose swarm publishes a run record of another version says so onc
   });
   const told = messages(lines).filter((m) => m.startsWith('the swarm publishes a run record this Cohort cannot read'));
   assert.equal(told.length, 1, `said once: ${messages(lines).join('\n')}`);
+});
+
+test('cohort status on a swarm whose run record is of another version says why it shows no run parameters', { timeout: 120_000 }, async (t) => {
+  const founder = await startNode(t, { runId: 'record-newer-status' });
+  await waitFor('the founder to serve the DHT', () => !founder.clientMode);
+  const newer = founder.registerNamespace(RUN_NAMESPACE, z.record(z.string(), z.unknown()));
+  await newer.store(RUN_KEY, '', { ...newRunParams(DEFAULT_RUN_SETTINGS, null), v: 3 }, Date.now() + 600_000);
+  const why = /the swarm publishes a run record this Cohort cannot read \(version 3 \(this Cohort reads version 2\)\): the run was founded by another Cohort release; if this peer's is older, update it/;
+  const text = await runCli(['status', '--join', founder.joinCode(), '--wait', '5', '--log-level', 'error'], { timeoutMs: 60_000 });
+  assert.equal(text.code, 0, text.stderr);
+  const line = text.stdout.split('\n').find((l) => l.startsWith('run parameters:'));
+  assert.ok(line?.startsWith('run parameters: none readable: '), text.stdout);
+  assert.match(line!, why);
+  const json = await runCli(['status', '--join', founder.joinCode(), '--wait', '5', '--json', '--log-level', 'error'], { timeoutMs: 60_000 });
+  assert.equal(json.code, 0, json.stderr);
+  const view = JSON.parse(json.stdout) as { runParams: unknown; runParamsUnreadable: unknown };
+  assert.equal(view.runParams, null);
+  assert.match(String(view.runParamsUnreadable), why);
 });

@@ -33,7 +33,7 @@ export function registerStatus(program: Command): void {
       throw err;
     }
     const { targetBatchSize: givenTarget, top, wait, json } = parseFlags(cmd, STATUS_FLAGS);
-    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, readyForStep, describeRunData, describeRunSettings, joinPeerIds, readRunParams, runSettingsOf, servedStateEpoch }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
+    const [{ currentProgress, globalProgress, latestLeaderboard, PROGRESS_KEY, progressRecords, readyForStep, describeRunData, describeRunSettings, describeUnreadableRun, joinPeerIds, readRunParams, runSettingsOf, servedStateEpoch }, { holdersPerShard }, { createSwarmNode, SwarmUnreachableError }] = await Promise.all([
       import('../../collab/index.js'),
       import('../../shards/index.js'),
       import('../../swarm/index.js'),
@@ -47,7 +47,10 @@ export function registerStatus(program: Command): void {
       // the DHT may need a moment after bootstrap: retry until records answer or the wait is over
       // the run's published parameters give the ETA's target unless one is given
       const joinPeers = joinPeerIds(join);
-      const run = await readRunParams(node, { joinPeers, waitMs: deadline - Date.now(), log });
+      // run records of another release: no parameters, and the reason why
+      const unreadable = new Set<string>();
+      const run = await readRunParams(node, { joinPeers, waitMs: deadline - Date.now(), log, unreadable });
+      const runUnreadable = run === undefined && unreadable.size > 0 ? describeUnreadableRun(unreadable) : null;
       const targetBatchSize = givenTarget ?? run?.params.targetBatchSize ?? 4096;
       const progress = progressRecords(node);
       let entries = await progress.get(PROGRESS_KEY);
@@ -72,7 +75,7 @@ export function registerStatus(program: Command): void {
             .sort((a, b) => b.samples - a.samples)
             .slice(0, top)
             .map((r, _, all) => ({ ...r, share: r.samples / Math.max(1, all.reduce((s, x) => s + x.samples, 0)), verified: false }));
-      const view = { runId: node.runId, epoch, servedStateEpoch: served ?? null, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.samples, targetBatchSize, readyToStep: readyForStep(g), eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
+      const view = { runId: node.runId, epoch, servedStateEpoch: served ?? null, peers: g.peers, samplesPerSecond: g.samplesPerSecond, samplesAccumulated: g.samples, targetBatchSize, readyToStep: readyForStep(g), eta: Number.isFinite(g.eta) ? g.eta : null, runParams: run ? { ...runSettingsOf(run.params), created: run.params.created, publishedBy: run.owner } : null, runParamsUnreadable: runUnreadable, data: pinned === null ? null : { ...pinned, holdersPerShard: holders }, contributors };
       if (json) process.stdout.write(JSON.stringify(view) + '\n');
       else {
         process.stdout.write(`swarm "${view.runId}": epoch ${view.epoch}, ${view.peers} training peer(s), ${view.samplesPerSecond.toFixed(1)} samples/s\n`);
@@ -80,7 +83,7 @@ export function registerStatus(program: Command): void {
         // the peers' throughput says the target is reached, though their last reports may hold fewer: they are averaging (or about to)
         const next = view.readyToStep ? `ready to step to epoch ${g.epoch + 1} (at the peers' samples/s the target is reached: they average, then step)` : `ETA ${view.eta === null ? 'unknown' : `${view.eta.toFixed(1)} s`}`;
         process.stdout.write(`accumulated ${view.samplesAccumulated} of ${targetBatchSize} samples; ${next}\n`);
-        process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : 'run parameters: none published (peers use their own flags)\n');
+        process.stdout.write(run ? `run parameters (published by ${run.owner}): ${describeRunSettings(runSettingsOf(run.params))}\n` : `run parameters: ${runUnreadable === null ? 'none published (peers use their own flags)' : `none readable: ${runUnreadable}`}\n`);
         if (run) process.stdout.write(`data: ${describeRunData(pinned)}${pinned === null ? '' : `; ${holders.length === 0 ? 'no peer advertises its shards' : `peers holding each of its ${holders.length} shard(s): ${holders.join(' ')}`}`}\n`);
         process.stdout.write(`top contributors${board ? ' (credited by a coordinator)' : ' (claimed by the peers themselves: no coordinator leaderboard found)'}:${contributors.length === 0 ? ' none yet (no samples recorded)' : ''}\n`);
         for (const [i, c] of contributors.entries()) {
