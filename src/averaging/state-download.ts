@@ -68,6 +68,11 @@ function stateKey(prefix: string): string {
   return `${STATE_NAMESPACE}/${prefix}`;
 }
 
+/** The node's notice that `peer` does not speak this STATE_PROTOCOL (another Cohort release): told once, and the peer is not asked again. */
+function otherReleaseNotice(peer: string): string {
+  return `state ${peer} ${STATE_PROTOCOL}`;
+}
+
 /** What the state servers of each node serve, by prefix: read by the node's other averagers (a coordinator checkpointing the trainer beside it). */
 const servedOnNode = new WeakMap<AveragingHub, Map<string, StateProvider>>();
 
@@ -222,12 +227,15 @@ interface Donor {
  * identity can serve nothing nobody else vouches for. A donor alone in the swarm is trusted as it
  * is. When several advertise but no two agree (peers whose last rounds differed), the backed epoch
  * is the second highest advertised, and donors more than one past it are left out, so one peer
- * claiming epoch 10⁹ is never downloaded from, nor followed.
+ * claiming epoch 10⁹ is never downloaded from, nor followed. A donor this node found not to speak
+ * STATE_PROTOCOL (another Cohort release) is left out for the node's life.
  */
-async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number, trusted: readonly string[]): Promise<{ list: Donor[]; unbacked: string[] }> {
+async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch: number, trusted: readonly string[]): Promise<{ list: Donor[]; unbacked: string[]; otherRelease: string[] }> {
   const entries = await hub.donors.get(stateKey(prefix));
   const adverts = [...entries.values()].filter((e) => e.owner !== self && e.subkey === '');
-  const all = adverts.filter((e) => e.value.canServe).map((e) => ({ peer: e.owner, epoch: e.value.epoch, sha256: e.value.sha256, tie: Math.random() }));
+  const serving = adverts.filter((e) => e.value.canServe);
+  const otherRelease = serving.filter((e) => hub.notices.has(otherReleaseNotice(e.owner))).map((e) => e.owner);
+  const all = serving.filter((e) => !otherRelease.includes(e.owner)).map((e) => ({ peer: e.owner, epoch: e.value.epoch, sha256: e.value.sha256, tie: Math.random() }));
   all.sort((a, b) => b.epoch - a.epoch || a.tie - b.tie);
   // a peer that stopped serving still vouches for the state it advertised
   const backers = new Map<string, string[]>();
@@ -238,12 +246,12 @@ async function donors(hub: AveragingHub, self: string, prefix: string, minEpoch:
   const isBacked = (owners: string[] = []): boolean => owners.length >= 2 || owners.some((o) => trusted.includes(o));
   const backed = all.filter((d) => d.sha256 !== undefined && isBacked(backers.get(`${d.epoch}:${d.sha256}`)) && d.epoch >= minEpoch);
   const describe = (d: (typeof all)[number]): string => `${d.peer} (epoch ${d.epoch}${d.sha256 ? `, sha256 ${d.sha256.slice(0, 12)}…` : ''})`;
-  if (backed.length > 0) return { list: backed.map(({ peer, epoch, sha256 }) => ({ peer, epoch, sha256 })), unbacked: all.filter((d) => !backed.includes(d) && d.epoch >= minEpoch).map(describe) };
+  if (backed.length > 0) return { list: backed.map(({ peer, epoch, sha256 }) => ({ peer, epoch, sha256 })), unbacked: all.filter((d) => !backed.includes(d) && d.epoch >= minEpoch).map(describe), otherRelease };
   // a lone donor's hash is only its own word: checked against its header, as any download is
-  if (all.length === 1) return { list: all.filter((d) => d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch, sha256: undefined })), unbacked: [] };
+  if (all.length === 1) return { list: all.filter((d) => d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch, sha256: undefined })), unbacked: [], otherRelease };
   const limit = (all[1]?.epoch ?? 0) + 1;
   const list = all.filter((d) => d.epoch <= limit && d.epoch >= minEpoch).map(({ peer, epoch }) => ({ peer, epoch, sha256: undefined }));
-  return { list, unbacked: all.filter((d) => d.epoch > limit).map(describe) };
+  return { list, unbacked: all.filter((d) => d.epoch > limit).map(describe), otherRelease };
 }
 
 /** The newest epoch any other peer advertises a state of (undefined when none does). */
@@ -257,10 +265,10 @@ export async function advertisedStateEpoch(node: SwarmNode, hub: AveragingHub, p
  */
 export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, prefix: string, opts: LoadStateOptions, log: Logger): Promise<LoadedState> {
   const started = Date.now();
-  const { list: found, unbacked } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0, opts.trusted ?? []);
+  const { list: found, unbacked, otherRelease } = await donors(hub, node.peerId.toString(), prefix, opts.minEpoch ?? 0, opts.trusted ?? []);
   if (unbacked.length > 0) log.warn({ unbacked }, `left out ${unbacked.length} state donor(s) advertising a state no other peer backs: ${unbacked.join(', ')}`);
   if (found.length > 1 && found[0]!.sha256 === undefined) log.warn(`no two peers advertise the same state of "${prefix}": trying donors at the second highest epoch advertised or one past it, unchecked against others`);
-  if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}`, []);
+  if (found.length === 0) throw new StateDownloadError(`no peer advertises state for "${prefix}"${opts.minEpoch ? ` at epoch ≥ ${opts.minEpoch}` : ''} under ${stateKey(prefix)}${unbacked.length > 0 ? ` (left out, unbacked: ${unbacked.join(', ')})` : ''}${otherRelease.length > 0 ? ` (left out, of another Cohort release: ${otherRelease.join(', ')})` : ''}`, []);
   const failed: Array<{ peer: string; error: string }> = [];
   const tried = found.slice(0, opts.maxDonors);
   for (const donor of tried) {
@@ -277,7 +285,8 @@ export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, pre
     } catch (err) {
       opts.signal?.throwIfAborted();
       const error = (err as Error).name === 'TimeoutError' ? `no progress for ${opts.stallTimeoutMs} ms` : (err as Error).message;
-      log.warn({ donor: donor.peer, error }, 'state download failed; trying the next donor');
+      if ((err as Error).name !== 'UnsupportedProtocolError') log.warn({ donor: donor.peer, error }, 'state download failed; trying the next donor');
+      else if (hub.notices.first(otherReleaseNotice(donor.peer))) log.warn({ donor: donor.peer, error }, `not loading state from ${donor.peer}, now or later: ${error}`);
       failed.push({ peer: donor.peer, error });
     }
   }

@@ -8,6 +8,11 @@ export class Notices {
 
   constructor(private readonly max = 4096) {}
 
+  /** Whether `notice` was given (and is still remembered). */
+  has(notice: string): boolean {
+    return this.told.has(notice);
+  }
+
   /** Whether `notice` is new (and from now on remembered). */
   first(notice: string): boolean {
     if (this.told.has(notice)) return false;

@@ -8,6 +8,7 @@ import { MAX_STATE_CHUNK_BYTES, STATE_PROTOCOL } from '../../src/averaging/const
 import { FramedStream } from '../../src/averaging/framing.js';
 import { stateDataSchema, stateHeaderSchema, type StateRequest } from '../../src/averaging/messages.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
+import { warningLog } from '../helpers/log.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers } from './helpers.js';
 
@@ -228,6 +229,29 @@ test('a donor advertising an epoch no other donor backs (10⁹) is skipped; one 
   assert.ok(Buffer.from(loaded.data).equals(truth));
   assert.deepEqual(loaded.failed.map((f) => [f.peer, f.error]), [[nodes[1]!.peerId.toString(), 'sent a state of epoch 1000000000, but advertised epoch 7']], 'the 10⁹ donor was not even tried');
   assert.equal(await newcomer!.advertisedStateEpoch(), 7, 'the newest advertised epoch is the backed one, not 10⁹');
+});
+
+test('a donor of another Cohort release (no state/2.0.0) is named once and not dialed again: later loads and the advertised epoch leave it out', async (t) => {
+  const nodes = await startSwarm(t, 3, { runId: 'state-release' });
+  const log = warningLog();
+  const [honest, newcomer] = averagers(t, nodes.slice(1), (i) => ({ prefix: 'state', state: STATE, ...(i === 1 ? { log: log.log } : {}) }));
+  const truth = randomBytes(10_000);
+  await honest!.serveState({ epoch: () => 5, snapshot: () => ({ epoch: 5, data: truth }) });
+  // a release whose state protocol has another version advertises under the same key, one epoch ahead (within the unbacked limit), and answers no state/2.0.0 dial
+  const old = nodes[0]!.peerId.toString();
+  await AveragingHub.of(nodes[0]!).donors.store('state/state', '', { epoch: 6, canServe: true }, Date.now() + 600_000);
+  await waitFor('both advertisements', async () => (await AveragingHub.of(nodes[2]!).donors.get('state/state')).size >= 2);
+  const first = await newcomer!.loadStateFromPeers();
+  assert.ok(Buffer.from(first.data).equals(truth));
+  assert.deepEqual(first.failed.map((f) => f.peer), [old], 'the old release is tried first (the newest epoch)');
+  assert.match(first.failed[0]!.error, new RegExp(`does not speak .*${STATE_PROTOCOL}: it runs another Cohort release`));
+  const again = await newcomer!.loadStateFromPeers();
+  assert.ok(Buffer.from(again.data).equals(truth));
+  assert.deepEqual(again.failed, [], 'not dialed again');
+  assert.equal(await newcomer!.advertisedStateEpoch(), 5, 'its epoch is not one to catch up with');
+  const told = log.warnings.filter((w) => w.includes(old));
+  assert.equal(told.length, 1, log.warnings.join('\n'));
+  assert.match(told[0]!, /not loading state from .*, now or later: .*another Cohort release/);
 });
 
 /** Waits until `reader` sees `count` donor advertisements carrying a hash (each donor hashes its state in the background). */
