@@ -13,6 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { decodeOptimizerState, encodeOptimizerState, loadModel, saveModel, type DynamicLossScaler, type Optimizer } from '../engine/index.js';
 import { describeConfig } from '../engine/optim/config.js';
@@ -63,15 +64,20 @@ export interface FullStateCheckpoint {
 
 /**
  * The newest full-state checkpoint of `kind` (of run `runId` when given) that verifies and decodes:
- * what resume and exporters read. Damaged ones are skipped and reported through `onSkip`.
+ * what resume and exporters read. Damaged ones are skipped and reported through `onSkip`, and so,
+ * when `run` is given, are those whose run record differs from it (a run founded again under the
+ * same id): an older checkpoint of this very run then loads.
  */
-export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?: string; onSkip?: (message: string) => void } = {}): FullStateCheckpoint | undefined {
+export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?: string; run?: RunParams; onSkip?: (message: string) => void } = {}): FullStateCheckpoint | undefined {
   const { checkpoints } = store;
   function* ofRun(): Generator<CheckpointInfo> {
     for (const info of checkpoints.list(kind)) {
       const meta = metaSchema.safeParse(info.meta);
       if (!meta.success) opts.onSkip?.(`${checkpointName(info)} has no valid run id or run record: ${z.prettifyError(meta.error)}`);
-      else if (opts.runId === undefined || meta.data.runId === opts.runId) yield info;
+      else if (opts.runId !== undefined && meta.data.runId !== opts.runId) continue;
+      else if (opts.run && meta.data.run && !isDeepStrictEqual(meta.data.run, opts.run)) {
+        opts.onSkip?.(`${checkpointName(info)} belongs to another run "${meta.data.runId}" (founded ${new Date(meta.data.run.created).toISOString()}, this one ${new Date(opts.run.created).toISOString()}): not resuming from it`);
+      } else yield info;
     }
   }
   const found = checkpoints.loadNewestReadable(ofRun(), (data, info) => {

@@ -258,7 +258,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
  */
 function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
-  const kept = { runId: node.runId, onSkip: (m: string) => log.warn(m) };
+  // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes
+  const kept = { runId: node.runId, ...(init.run ? { run: init.run } : {}), onSkip: (m: string) => log.warn(m) };
   // a coordinator on this data directory (the app's switch beside Start) checkpoints the run too: the newer goes on
   const peers = loadFullState(store, PEER_STATE_CHECKPOINT, kept);
   const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, kept);
@@ -266,10 +267,6 @@ function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed 
   if (!own) return undefined;
   const { state } = own;
   const where = `${own === peers ? "this peer's" : "this node's coordinator"} checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
-  if (init.run && own.run && !isDeepStrictEqual(own.run, init.run)) {
-    log.warn(`${where} belongs to an earlier run "${node.runId}" (founded ${new Date(own.run.created).toISOString()}, this one ${new Date(init.run.created).toISOString()}): not resuming from it`);
-    return undefined;
-  }
   if (!sameModel(state, session)) {
     log.warn(`${where} holds another model (${JSON.stringify(configToHf(state.config))}): not resuming from it`);
     return undefined;

@@ -130,6 +130,23 @@ test('resume skips, newest first, a checkpoint without a valid run id and one wi
   assert.equal(skipped[1], `skipping checkpoint ${noOptimizer.id} (state, epoch 2): checkpoint ${noOptimizer.id} in ${store.checkpoints.file} holds no optimizer state`);
 });
 
+test('given the run record, resume passes over a newer checkpoint of a run founded before under the same id (with its reason) and loads this run\'s older one', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const { params, optimizer } = trained(5);
+  const full = (epoch: number): Uint8Array => encodeTrainingState({ epoch, config, params, optimizer: optimizer.exportState() });
+  const earlier = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_700_000_000_000);
+  const current = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_800_000_000_000);
+  const mine = store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 2, data: full(2), meta: { runId: 'r', run: current } });
+  const theirs = store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 9, data: full(9), meta: { runId: 'r', run: earlier } });
+  const skipped: string[] = [];
+  const loaded = loadFullState(store, SWARM_STATE_CHECKPOINT, { runId: 'r', run: current, onSkip: (m) => skipped.push(m) });
+  assert.equal(loaded?.info.id, mine.id);
+  assert.equal(loaded.state.epoch, 2);
+  assert.deepEqual(skipped, [`checkpoint ${theirs.id} (swarm-state, epoch 9) belongs to another run "r" (founded 2023-11-14T22:13:20.000Z, this one 2027-01-15T08:00:00.000Z): not resuming from it`]);
+  assert.equal(loadFullState(store, SWARM_STATE_CHECKPOINT, { runId: 'r', run: newRunParams(DEFAULT_RUN_SETTINGS, null, 1_900_000_000_000) }), undefined, 'no checkpoint of that run');
+});
+
 test('the checkpoint worker ends once idle (its memory is not kept between saves) and the next save starts another', { timeout: 60_000 }, async (t) => {
   const store = openStore(tmpDir(t));
   const saver = new FullStateSaver(store, log, { workerIdleMs: 200 });

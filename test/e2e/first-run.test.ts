@@ -24,7 +24,11 @@ describe('the first screen and the default run', { skip }, () => {
 
     await page.goto(alone.url);
     await page.getByRole('heading', { name: 'Welcome to Cohort' }).waitFor(WAIT);
-    assert.match((await page.locator('#first-alone').textContent(WAIT)) ?? '', /Without a join code, Start trains on this machine alone until you enter one .* To get a code, ask the coordinator of a swarm/s);
+    const alonePara = (await page.locator('#first-alone').textContent(WAIT)) ?? '';
+    assert.match(alonePara, /Without a join code, Start trains on this machine alone until you enter one .* To get a code, ask the coordinator of a swarm/s);
+    // the coordinator switch is on the dashboard, not on this screen: the hint says how to get there
+    assert.equal(await page.getByRole('switch').count(), 0);
+    assert.match(alonePara, /start a swarm yourself: press Start, then turn on “Act as coordinator” in the dashboard's Coordinator mode panel/);
     assert.doesNotMatch((await page.locator('.first-run').textContent()) ?? '', /default swarm/);
 
     await page.goto(withDefault.url);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, batchProgress, describeAveraging, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
+import { DASH, batchProgress, describeAveraging, formatFetch, formatDuration, formatFixed, formatInteger, formatPercent, formatStanding, remainingSeconds, shortPeerId } from '../../src/renderer/src/lib/format.js';
 
 test('unknown numbers show a dash; known ones keep a fixed number of decimals', () => {
   assert.equal(formatInteger(null), DASH);
@@ -57,4 +57,13 @@ test("the swarm panel's averaging line: the run's mode and its latest epoch's by
   // an epoch whose rounds all failed (a local step) has bytes but no compression: the panel says so, not the last epoch's ratio
   assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 0 }), 'PowerSGD, nothing averaged in epoch 12');
   assert.equal(describeAveraging({ ...plain, averagingMode: 'powersgd', averagingCompression: null, averagingBytesSent: 200_000 }), 'PowerSGD, 0.20 MB sent in epoch 12, nothing averaged', 'a failed PowerSGD phase sent bytes');
+});
+
+test('share and rank show only with another contributor or a leaderboard: training alone they are not "100.0 %" and "#1 of 1"', () => {
+  assert.equal(formatStanding({ share: 1, rank: 1, contributors: 1, leaderboard: null }), null);
+  assert.equal(formatStanding({ share: null, rank: null, contributors: 0, leaderboard: null }), null);
+  assert.deepEqual(formatStanding({ share: 0.25, rank: 2, contributors: 3, leaderboard: null }), { share: '25.0 %', rank: '#2 of 3' });
+  // a coordinator's leaderboard counts the run even when it lists this node alone
+  assert.deepEqual(formatStanding({ share: 1, rank: 1, contributors: 1, leaderboard: { rows: [], updatedAt: 0 } }), { share: '100.0 %', rank: '#1 of 1' });
+  assert.deepEqual(formatStanding({ share: 0.5, rank: null, contributors: 2, leaderboard: null }), { share: '50.0 %', rank: DASH });
 });

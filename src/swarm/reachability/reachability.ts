@@ -69,9 +69,13 @@ export class ReachabilityService {
       // its join code), each would otherwise stay a client waiting for a server that never comes.
       // Unasked, so the first server met is asked after all.
       this.unconfirmed = initialPeers > 0;
-      const why = initialPeers === 0 ? 'no initial peers' : `none of the ${initialPeers} initial peer(s) answered`;
+      // a node whose initial peers did not answer is no bootstrap: it serves in their stead until one is met
+      const why =
+        initialPeers === 0
+          ? 'no initial peers, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT'
+          : `none of the ${initialPeers} initial peer(s) answered, so nobody can dial us back yet: serving the DHT meanwhile, so that peers joining through this node find each other; the first server met is asked to confirm`;
       // Tracked like a probe, so that stop() waits for the switch to finish.
-      this.probing = this.decide('public', `AutoNAT: ${why}, so nobody can dial us back yet: this node is the bootstrap of the swarm; serving the DHT`).finally(() => {
+      this.probing = this.decide('public', `AutoNAT: ${why}`).finally(() => {
         this.probing = undefined;
       });
       return;

@@ -1,5 +1,5 @@
 // Number formatting for the dashboard: fixed decimals so values do not change width as they update.
-import { AVERAGING_MODE_NAMES, type DataFetchProgress, type NodeReachability, type SwarmState } from '../../../shared/api.js';
+import { AVERAGING_MODE_NAMES, type DataFetchProgress, type MyContribution, type NodeReachability, type SwarmState } from '../../../shared/api.js';
 
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
@@ -15,6 +15,16 @@ export function formatFixed(n: number | null, digits: number): string {
 
 export function formatPercent(fraction: number | null): string {
   return fraction === null ? DASH : `${(fraction * 100).toFixed(1)} %`;
+}
+
+/**
+ * The contribution panel's share of the run and rank; null while this node is the only contributor it
+ * knows of and no coordinator's leaderboard was found (training alone, where "100.0 %" and "#1 of 1"
+ * would say nothing true about a run).
+ */
+export function formatStanding(mine: Pick<MyContribution, 'share' | 'rank' | 'contributors' | 'leaderboard'>): { share: string; rank: string } | null {
+  if (mine.leaderboard === null && mine.contributors <= 1) return null;
+  return { share: formatPercent(mine.share), rank: mine.rank === null ? DASH : `#${mine.rank} of ${mine.contributors}` };
 }
 
 /** 75 → "1 min 15 s", 7260 → "2 h 01 min". */
