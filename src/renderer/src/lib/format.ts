@@ -19,8 +19,8 @@ export function formatPercent(fraction: number | null): string {
 
 /**
  * The contribution panel's share of the run and rank; null while this node is the only contributor it
- * knows of and no coordinator's leaderboard was found (training alone, where "100.0 %" and "#1 of 1"
- * would say nothing true about a run).
+ * knows of and no coordinator's leaderboard was found (training alone, or just joined: "100.0 %" and
+ * "#1 of 1" would say nothing true about a run).
  */
 export function formatStanding(mine: Pick<MyContribution, 'share' | 'rank' | 'contributors' | 'leaderboard'>): { share: string; rank: string } | null {
   if (mine.leaderboard === null && mine.contributors <= 1) return null;
