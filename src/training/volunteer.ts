@@ -184,11 +184,11 @@ export class VolunteerTraining implements TrainingService {
     const joined = await this.reach(target);
     if (generation !== this.generation) return joined.node ? this.swarm.release() : undefined;
     if (!joined.node) return this.startSoloAndRetry(target, joined.reason, this.o.swarmRetryMs ?? SWARM_RETRY_MS);
-    return this.trainWithSwarm(joined.node, joined.record, joinPeerIds(target.initialPeers));
+    return this.trainWithSwarm(joined.node, joined.record, joined.joinPeers);
   }
 
-  /** The swarm node of `target`, held, with its run record; or why it cannot be trained with (nothing held). */
-  private async reach(target: SwarmTarget): Promise<{ node: SwarmNode; record: RunParams; reason?: never } | { node?: never; reason: string }> {
+  /** The swarm node of `target`, held, with its run record and the join code's peers; or why it cannot be trained with (nothing held). */
+  private async reach(target: SwarmTarget): Promise<{ node: SwarmNode; record: RunParams; joinPeers: string[]; reason?: never } | { node?: never; reason: string }> {
     let node: SwarmNode;
     try {
       node = await this.swarm.acquire(target);
@@ -207,7 +207,8 @@ export class VolunteerTraining implements TrainingService {
     }
     // the record this data directory keeps: found again when the swarm has lost it, and kept for the next start
     try {
-      return { node, record: await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers: joinPeerIds(target.initialPeers), ...keptRunRecord(this.o.store, node.runId), log: this.o.log }) };
+      const joinPeers = joinPeerIds(target.initialPeers);
+      return { node, joinPeers, record: await resolveRunParams(node, { own: foundingRunSettings(this.o), joinPeers, ...keptRunRecord(this.o.store, node.runId), log: this.o.log }) };
     } catch (err) {
       await this.swarm.release();
       // never in the swarm on settings that are not the run's
@@ -232,7 +233,7 @@ export class VolunteerTraining implements TrainingService {
           await this.solo.pause();
           this.mode = undefined;
           if (generation !== this.generation) return this.swarm.release();
-          return this.trainWithSwarm(joined.node, joined.record, joinPeerIds(target.initialPeers));
+          return this.trainWithSwarm(joined.node, joined.record, joined.joinPeers);
         })
         .catch((err: unknown) => this.emit({ type: 'halted', cause: 'error', reason: `could not move to the swarm: ${(err as Error).message}`, at: Date.now() }));
     }, delayMs);
