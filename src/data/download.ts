@@ -79,8 +79,7 @@ export async function download(url: string, dir: string, options: DownloadOption
       if (expected !== undefined) {
         const actual = await sha256File(part);
         if (actual !== expected) {
-          fs.rmSync(part);
-          fs.rmSync(validatorFile(part), { force: true });
+          discardPart(part);
           throw new DownloadError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${actual}; the file was deleted`);
         }
       }
@@ -191,14 +190,12 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
     }
     if (full) {
       // only a server sending no length gets here (a length is checked above); its file cannot be completed on this disk
-      fs.rmSync(part);
-      fs.rmSync(validatorFile(part), { force: true });
+      discardPart(part);
       throw new DownloadError(`GET ${url}: the server sent more than ${bound}, with no length announced; the partial file was deleted`);
     }
     if (overrun) {
       // the bytes past the announced size are not the file, and the server that sent them cannot say which are
-      fs.rmSync(part);
-      fs.rmSync(validatorFile(part), { force: true });
+      discardPart(part);
       throw new DownloadError(`GET ${url}: the server sent more than the ${total} bytes it announced (${res.headers.has('content-range') ? 'Content-Range' : 'Content-Length'}); the partial file was deleted`);
     }
     // Without a length the server gave no way to tell a cut connection from the end; a clean end counts.
@@ -210,6 +207,12 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
 
 /** Beside `<name>.part`: the version (ETag or Last-Modified) of the file the part holds the start of. */
 const validatorFile = (part: string) => `${part}.version`;
+
+/** Deletes a part whose bytes are not the file (a checksum mismatch, bytes past the announced size, a body the disk cannot hold) and its validator, so the next try starts afresh. */
+function discardPart(part: string): void {
+  fs.rmSync(part);
+  fs.rmSync(validatorFile(part), { force: true });
+}
 
 /** Keeps what identifies the version a fresh part starts from; a weak ETag cannot go in If-Range, so Last-Modified is kept then. */
 function keepValidator(part: string, res: Response): void {
