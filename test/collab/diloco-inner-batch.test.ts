@@ -102,9 +102,11 @@ test('DiLoCo: a micro-batch near the end of a round does not wait for the progre
   // the ≥ 1.5 s since) the round ends in about as long again, within the matchmaking time
   const p = unstarted(t, nodeA!, 1, { outerOptimizer: 'diloco', innerSteps: 50, targetBatchSize: 12, matchmakingTime: 5 });
   await p.collab.start();
+  await p.collab.step(p.grads, 4, 1, 1);
+  // the peer ahead starts after that first micro-batch: a loaded machine can make the first one's
+  // fetch due too, and a fetch that found it would be acted on at once, before the one this test is about
   const ahead = unstarted(t, nodeB!, 2, { outerOptimizer: 'diloco' });
   await ahead.collab.start({ epoch: 5 });
-  await p.collab.step(p.grads, 4, 1, 1);
   await new Promise((r) => setTimeout(r, 1500)); // past maxRefresh: the next micro-batch makes a fetch due
   const first = await p.collab.step(p.grads, 4, 1, 1);
   assert.equal(first.type, 'accumulated', `the micro-batch returned on the view it had, without waiting for the fetch: ${JSON.stringify(first)}`);
