@@ -16,6 +16,7 @@ import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkFoundingDataFlags, checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
 import { stopOnSignal } from '../stop-signal.js';
+import { diskReserveBytes } from './data.js';
 
 /** How long a stopping `cohort run` waits for its swarm node to stop. */
 const NODE_STOP_MS = 10_000;
@@ -39,7 +40,7 @@ export function registerRun(program: Command): void {
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local, flags.explicit);
-    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
+    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer, opts.diskReserve);
     // written when training ends: a place it cannot go exits here, not after the training
     if (opts.out !== undefined) outputFlag('--out', opts.out, 'folder');
     const init = await swarmInit(opts, settings.initialPeers);
@@ -60,7 +61,7 @@ export function registerRun(program: Command): void {
     const stop = stopOnSignal();
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
-      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, reserveBytes: diskReserveBytes(opts.diskReserve), seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       // a signal while it bootstraps stops it there: dead initial peers would hold it for their retries and the reachability wait
