@@ -20,6 +20,7 @@ import { serveShards, ShardRotation } from '../shards/index.js';
 import { pinsOf, runDataset } from './run-data.js';
 import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
+import { writeFolderWhole } from '../util/output-path.js';
 
 /** The peer's own full-state checkpoints kept (the newest and one before it, should it be damaged). */
 const KEPT_STATES = 2;
@@ -237,7 +238,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     await writing;
     await saveState();
     await writing;
-    if (init.out) saveModel(init.out, session.config, session.params);
+    const out = init.out;
+    if (out) writeFolderWhole(out, (dir) => saveModel(dir, session.config, session.params));
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, computeSeconds: collab.contributed.seconds - computedBefore, trainingSeconds, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
   } finally {
     await writing;

@@ -9,6 +9,7 @@ import type { Logger } from '../../log/logger.js';
 import type { MetricsServer } from '../../node/metrics-server.js';
 import type { SwarmInit, SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
+import { OutputWriteError } from '../../util/output-path.js';
 import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, outputFlag, parseFlags } from '../flag-table.js';
@@ -98,7 +99,8 @@ export function registerRun(program: Command): void {
       }
     } catch (err) {
       // a full disk is the volunteer's to fix: say so in one line instead of SQLite's bare "database or disk is full" and a stack
-      if (isDiskFull(err)) throw new DiskFullError(settings.dataDir, `the disk holding ${settings.dataDir} is full (${(err as Error).message}): free space there and run again; the checkpoints saved before are kept (a save cut short is rolled back)`, { cause: err });
+      // --out's own disk: its error names it
+      if (isDiskFull(err) && !(err instanceof OutputWriteError)) throw new DiskFullError(settings.dataDir, `the disk holding ${settings.dataDir} is full (${(err as Error).message}): free space there and run again; the checkpoints saved before are kept (a save cut short is rolled back)`, { cause: err });
       // a signal before the run began (its data prepared, its record found) stops there: nothing to save yet
       if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
       log.info('stopped while starting: nothing to save yet');
