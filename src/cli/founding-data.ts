@@ -21,6 +21,8 @@ export interface FoundingDataOptions {
   readonly source?: string | undefined;
   /** `--tokenizer`: a Hugging Face tokenizer.json; default: a WordPiece tokenizer trained on the source. */
   readonly tokenizer?: string | undefined;
+  /** `--disk-reserve` in bytes: what a URL source's download leaves free; default: the download's. */
+  readonly reserveBytes?: number | undefined;
   /** The run's sequence length: examples are built for it. */
   readonly seqLen: number;
   /** A stop (SIGINT/SIGTERM) ends the preparation at its next progress step, its partial shards removed. */
@@ -32,7 +34,7 @@ export async function foundingData(o: FoundingDataOptions): Promise<RunData | nu
     o.log.info(`preparing the run's data from ${o.source}`);
     const progress = preparationProgress();
     try {
-      const result = await prepareDatasetInWorker({ store: o.store, dataDir: o.dataDir, source: o.source, maxSeqLen: o.seqLen, ...(o.tokenizer !== undefined ? { tokenizerFile: o.tokenizer } : {}), onProgress: (e) => (o.signal.throwIfAborted(), progress.update(e)), onWarning: (m) => o.log.warn(m) });
+      const result = await prepareDatasetInWorker({ store: o.store, dataDir: o.dataDir, source: o.source, maxSeqLen: o.seqLen, reserveBytes: o.reserveBytes, ...(o.tokenizer !== undefined ? { tokenizerFile: o.tokenizer } : {}), onProgress: (e) => (o.signal.throwIfAborted(), progress.update(e)), onWarning: (m) => o.log.warn(m) });
       progress.done();
       const d = result.info;
       o.log.info(`${result.reused ? 'reused' : 'prepared'} dataset ${d.datasetId}: ${d.examples} examples, ${d.tokens} tokens in ${d.shardCount} shards; tokenizer sha256 ${d.tokenizerHash}`);

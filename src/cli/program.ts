@@ -18,6 +18,7 @@ import { registerSwarm } from './commands/swarm.js';
 import { registerMetrics } from './commands/metrics.js';
 import { GLOBAL_SETTINGS, addSettingOptions, originOf } from './context.js';
 import { CommandExit, CommandFailure } from './failure.js';
+import { OutputWriteError } from '../util/output-path.js';
 
 // The command modules import only their flag tables and the schemas under them; each action loads
 // the runtime it drives (swarm, engine, store) with `await import()` once its flags are read, so
@@ -27,7 +28,7 @@ import { CommandExit, CommandFailure } from './failure.js';
 const EXIT_USAGE = 2;
 
 /** Failures whose message names what went wrong and what to do: printed as that one line, without a stack. */
-const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, SwarmListenError, ListenError, IdentityError, ModelExportError, RunDataError, CommandFailure];
+const EXPECTED_FAILURES = [StoreError, DataError, NonFiniteTrainingError, RunRecordUnavailableError, SwarmUnreachableError, SwarmListenError, ListenError, IdentityError, ModelExportError, RunDataError, OutputWriteError, CommandFailure];
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 

@@ -13,6 +13,7 @@ import { ConfigError } from '../config/load.js';
 import { PRECISIONS } from '../engine/albert/graph.js';
 import { DEFAULT_LOCAL_TRAINER, DEFAULT_SAVE_STATE_MINUTES } from '../training/options.js';
 import { flagOf, flagRow, givenFlags, tagged, type FlagRow, type FlagValues } from './flag-table.js';
+import { DISK_RESERVE_FLAG } from './commands/data.js';
 import { PRECISION_NOTE } from './commands/model.js';
 import { METRICS_FLAGS } from './metrics-endpoint.js';
 import { SWARM_FLAGS } from './reachability.js';
@@ -90,6 +91,7 @@ const PEER_FLAGS = {
   refresh: flagRow({ schema: OPTION.maxRefresh, default: 2, arg: '<s>', description: 'seconds between progress looks: coordinator polls; peers’ longest wait' }),
   dataSource: flagRow({ schema: z.string().min(1), arg: '<path|url>', description: 'founder: prepare this corpus (FILE, DIR, URL; .zip/.tar/.tar.gz/.gz read as they ship) and pin it in the run record; joiners fetch it from the swarm' }),
   tokenizer: flagRow({ schema: z.string().min(1), arg: '<file>', description: 'founder: the Hugging Face tokenizer.json of --data-source (default: a WordPiece tokenizer trained on it)' }),
+  diskReserve: { ...DISK_RESERVE_FLAG, description: `founder: ${DISK_RESERVE_FLAG.description}` },
   cacheQuota: flagRow({ schema: positive, arg: '<MiB>', description: 'joiner: hold at most this much of the run’s shards (MiB, fractions allowed): a random subset that fits, swapping each shard trained on for another; default: all of them' }),
   out: flagRow({ schema: z.string(), arg: '<dir>', description: 'save the final model here (config.json + model.safetensors) when training ends' }),
   saveStateEvery: flagRow({ schema: int.min(0).max(10_080), default: DEFAULT_SAVE_STATE_MINUTES, arg: '<minutes>', description: 'training peer: save its full state (parameters, optimizer, epoch) in its data directory after an epoch ends once this many minutes of training passed since the last save, and on stop; a restart continues from it when the swarm is not ahead (0: after every epoch)' }),
@@ -159,8 +161,9 @@ export function checkRunSettings(s: RunSettings, local: LocalOptions, explicit: 
 }
 
 /** Checks `--data-source`/`--tokenizer` before anything starts (exit 2 naming the flag). */
-export function checkFoundingDataFlags(founding: boolean, source: string | undefined, tokenizer: string | undefined): void {
+export function checkFoundingDataFlags(founding: boolean, source: string | undefined, tokenizer: string | undefined, diskReserve: number | undefined): void {
   if (!founding && source !== undefined) throw new ConfigError('--data-source', 'founds a run on a dataset; a joiner gets the run’s data from the swarm (omit it)');
   if (tokenizer !== undefined && source === undefined) throw new ConfigError('--tokenizer', 'is the tokenizer of --data-source; give both');
+  if (diskReserve !== undefined && source === undefined) throw new ConfigError('--disk-reserve', 'is what the download of --data-source leaves free; give both');
   if (tokenizer !== undefined && !fs.existsSync(tokenizer)) throw new ConfigError('--tokenizer', `invalid value "${tokenizer}"; accepted: an existing tokenizer.json file`);
 }

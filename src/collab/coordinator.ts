@@ -22,7 +22,7 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
-import { FullStateSaver, loadFullState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
+import { FullStateSaver, loadRunState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
 import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
@@ -128,7 +128,7 @@ export class Coordinator {
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
     // counted from the newest checkpoint that verifies: a damaged newer one would put off the next
     // checkpoint (and leave the run with none usable) until the swarm passed its epoch
-    this.lastCheckpoint = loadFullState(init.store, SWARM_STATE_CHECKPOINT, { runId: run, onSkip: (m) => init.log.warn(m) });
+    this.lastCheckpoint = loadRunState(init.store, SWARM_STATE_CHECKPOINT, run, init.run, init.log);
     this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
     // a restart after a kill mid-write: the epoch's folder is back before anyone reads the folders

@@ -91,6 +91,15 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
   return { info: found.info, state: found.decoded, runId, run, bytes: found.data };
 }
 
+/**
+ * What a node resumes its run from (a volunteer its own state, a coordinator the swarm's): the newest
+ * `kind` checkpoint of run `runId` whose record is `run` (when the node knows it: a run founded again
+ * under the same id with another recipe is passed over), skips warned about on `log`.
+ */
+export function loadRunState(store: Store, kind: FullStateKind, runId: string, run: RunParams | undefined, log: Logger): FullStateCheckpoint | undefined {
+  return loadFullState(store, kind, { runId, ...(run ? { run } : {}), onSkip: (m) => log.warn(m) });
+}
+
 /** The settings key under which a data directory keeps the record of run `runId` it founded or joined. */
 function runRecordSetting(runId: string): string {
   return `run.record.${runId}`;

@@ -31,7 +31,7 @@ export interface DownloadOptions {
   /**
    * Free space a download leaves on the disk it writes to: a file larger than the rest is refused before
    * it is written, and a response with no length (chunked) is cut where it would pass it, so a server
-   * cannot fill the disk. @default 1 GiB
+   * cannot fill the disk. @default DEFAULT_RESERVE_BYTES (1 GiB)
    */
   readonly reserveBytes?: number;
 }
@@ -39,8 +39,8 @@ export interface DownloadOptions {
 /** DownloadOptions.minBytesPerSecond's default: a link far slower would take days for a training corpus anyway. */
 const MIN_BYTES_PER_SECOND = 16 * 1024;
 
-/** DownloadOptions.reserveBytes's default: room for the run's checkpoints and prepared shards after the download. */
-const RESERVE_BYTES = 1024 ** 3;
+/** DownloadOptions.reserveBytes's default (`--disk-reserve`'s): room for the run's checkpoints and prepared shards after the download. */
+export const DEFAULT_RESERVE_BYTES = 1024 ** 3;
 
 /** The file name a URL lands under in the downloads folder (last path segment, made safe). */
 function downloadName(url: string): string {
@@ -144,7 +144,7 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
     const total = totalSize(res, offset);
     fs.mkdirSync(path.dirname(part), { recursive: true });
     // what this response may add: a restarted part's bytes are freed when it is rewritten
-    const reserve = options.reserveBytes ?? RESERVE_BYTES;
+    const reserve = options.reserveBytes ?? DEFAULT_RESERVE_BYTES;
     const disk = fs.statfsSync(path.dirname(part));
     const room = disk.bavail * disk.bsize + (resumed ? 0 : have) - reserve;
     const bound = `${room} bytes (the disk holding ${path.dirname(part)} has ${disk.bavail * disk.bsize} bytes free, ${reserve} of them kept free)`;

@@ -35,6 +35,8 @@ export interface PrepareOptions {
   readonly field?: string;
   readonly sha256?: string;
   readonly maxDocuments?: number;
+  /** A URL source's download leaves this many bytes of its disk free (`--disk-reserve`). @default DEFAULT_RESERVE_BYTES */
+  readonly reserveBytes?: number;
   /** A Hugging Face tokenizer.json (kept in the data directory); without it a WordPiece tokenizer is trained on the corpus and saved next to the data. */
   readonly tokenizerFile?: string;
   readonly vocabSize?: number;
@@ -74,7 +76,7 @@ export async function prepareDataset(options: PrepareOptions): Promise<PreparedD
   const warn = options.onWarning ?? (() => {});
   const source = await openSource(options.source ?? 'bundled', {
     downloadDir: path.join(dataDir, 'downloads'),
-    ...pick(options, ['format', 'field', 'sha256', 'maxDocuments']),
+    ...pick(options, ['format', 'field', 'sha256', 'maxDocuments', 'reserveBytes']),
     onDownloadProgress: (progress) => onProgress({ phase: 'download', progress }),
   });
   const params: BuildParams = {

@@ -24,6 +24,8 @@ export interface SourceOptions {
   readonly sha256?: string;
   /** Read at most this many documents (a slice for tests and quick runs). */
   readonly maxDocuments?: number;
+  /** A URL's download leaves this many bytes of its disk free (DownloadOptions.reserveBytes). */
+  readonly reserveBytes?: number;
   readonly onDownloadProgress?: (p: DownloadProgress) => void;
 }
 
@@ -63,7 +65,7 @@ export async function openSource(spec: string, options: SourceOptions): Promise<
     };
   }
   let root = spec;
-  if (/^https?:\/\//i.test(spec)) root = await download(spec, options.downloadDir, { sha256: options.sha256, onProgress: options.onDownloadProgress });
+  if (/^https?:\/\//i.test(spec)) root = await download(spec, options.downloadDir, { sha256: options.sha256, reserveBytes: options.reserveBytes, onProgress: options.onDownloadProgress });
   else if (options.sha256 !== undefined) await checkLocalSha256(spec, options.sha256);
   const files = listFiles(root);
   if (files.length === 0) throw new DataError(`source ${spec}: no text files found (looked for ${[...TEXT_EXTENSIONS, ...ARCHIVE_SUFFIXES].join(' ')})`);

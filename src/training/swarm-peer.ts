@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { keepOffences } from '../averaging/index.js';
-import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadFullState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadRunState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -20,6 +20,7 @@ import { serveShards, ShardRotation } from '../shards/index.js';
 import { pinsOf, runDataset } from './run-data.js';
 import { openTrainingSession, type TrainingSession } from './session.js';
 import { TrainingSink } from './sink.js';
+import { writeFolderWhole } from '../util/output-path.js';
 
 /** The peer's own full-state checkpoints kept (the newest and one before it, should it be damaged). */
 const KEPT_STATES = 2;
@@ -237,7 +238,8 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
     await writing;
     await saveState();
     await writing;
-    if (init.out) saveModel(init.out, session.config, session.params);
+    const out = init.out;
+    if (out) writeFolderWhole(out, (dir) => saveModel(dir, session.config, session.params));
     return { ...summary, epoch: collab.epoch, samples: collab.contributed.samples, computeSeconds: collab.contributed.seconds - computedBefore, trainingSeconds, skippedMicroBatches: session.scaler?.skippedSteps ?? 0 };
   } finally {
     await writing;
@@ -259,10 +261,9 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
 function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
   // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes
-  const kept = { runId: node.runId, ...(init.run ? { run: init.run } : {}), onSkip: (m: string) => log.warn(m) };
   // a coordinator on this data directory (the app's switch beside Start) checkpoints the run too: the newer goes on
-  const peers = loadFullState(store, PEER_STATE_CHECKPOINT, kept);
-  const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, kept);
+  const peers = loadRunState(store, PEER_STATE_CHECKPOINT, node.runId, init.run, log);
+  const coordinators = loadRunState(store, SWARM_STATE_CHECKPOINT, node.runId, init.run, log);
   const own = coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
   if (!own) return undefined;
   const { state } = own;

@@ -42,15 +42,25 @@ export function outputPathProblem(target: string, kind: 'folder' | 'file'): stri
   return undefined;
 }
 
+/** A whole write that failed (a full disk, a folder in the way): its message names the target and the reason, and the target is as it was. */
+export class OutputWriteError extends Error {
+  override readonly name = 'OutputWriteError';
+}
+
+/** Where a whole write to `target` is staged: beside it, on its filesystem, so a rename puts it in place. */
+function stagingOf(target: string): string {
+  return `${path.resolve(target)}.partial-${process.pid}`;
+}
+
 /**
  * Fills folder `dir` all or none: `write` fills a sibling staging folder (same filesystem) whose files
  * are then renamed in (the staging folder itself when `dir` does not exist yet), so a failure midway (a
  * full disk) leaves `dir` as it was: no new config.json beside old weights. Other files in `dir` stay.
- * Throws an Error naming `dir` and the reason.
+ * Throws an OutputWriteError naming `dir` and the reason.
  */
 export function writeFolderWhole(dir: string, write: (staging: string) => void): void {
   const target = path.resolve(dir);
-  const staging = `${target}.partial-${process.pid}`;
+  const staging = stagingOf(dir);
   try {
     fs.mkdirSync(path.dirname(target), { recursive: true });
     write(staging);
@@ -63,14 +73,31 @@ export function writeFolderWhole(dir: string, write: (staging: string) => void):
       for (const f of files) fs.renameSync(path.join(staging, f), path.join(target, f));
     }
   } catch (err) {
-    throw new Error(`could not write ${dir}: ${(err as Error).message}`, { cause: err });
+    throw new OutputWriteError(`could not write ${dir}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    removeLeftover(staging);
+  }
+}
+
+/**
+ * Writes file `file` all or none: `write` writes a sibling staging file, renamed over `file` once
+ * complete, so a failure midway (a full disk, a stream error) leaves the old `file` as it was and no
+ * staging file behind. Throws an OutputWriteError naming `file` and the reason.
+ */
+export async function writeFileWhole(file: string, write: (staging: string) => Promise<void> | void): Promise<void> {
+  const staging = stagingOf(file);
+  try {
+    await write(staging);
+    fs.renameSync(staging, path.resolve(file));
+  } catch (err) {
+    throw new OutputWriteError(`could not write ${file}: ${(err as Error).message}`, { cause: err });
   } finally {
     removeLeftover(staging);
   }
 }
 
 /** Removes what a failed write left at `p`, if anything: with a file on its path (ENOTDIR) nothing was written. */
-export function removeLeftover(p: string): void {
+function removeLeftover(p: string): void {
   try {
     fs.rmSync(p, { recursive: true, force: true });
   } catch (err) {

@@ -91,3 +91,28 @@ test('model export onto a folder whose disk fills midway: exit 1 naming the fold
   assert.equal(loadModel(out).config.vocabSize, 64);
   assert.deepEqual(fs.readdirSync(disk), ['export']);
 });
+
+test('model loss --grads and train --out onto a disk that fills midway: exit 1 naming the path, the old file and folder kept whole, nothing half-written beside them', { timeout: 120_000 }, async (t) => {
+  const disk = smallDisk(t, 1);
+  if (disk === undefined) return t.skip('needs root on Linux to mount a small tmpfs');
+  const { dir, model } = exportable(t);
+  const batch = path.join(dir, 'batch.json');
+  fs.writeFileSync(batch, JSON.stringify({ input_ids: [[2, 10, 4, 12, 3]], token_type_ids: [[0, 0, 0, 1, 1]], attention_mask: [[1, 1, 1, 1, 1]], labels: [[-100, -100, 11, -100, -100]], sentence_order_label: [1] }));
+  // what earlier runs wrote there: a gradients file, a trained model
+  const grads = path.join(disk, 'grads.safetensors');
+  fs.writeFileSync(grads, 'the gradients of an earlier run');
+  const out = path.join(disk, 'trained');
+  modelFolder(out, 32);
+  fill(path.join(disk, 'filler'));
+
+  const loss = await cohortInProcess(['model', 'loss', '--model', model, '--batch', batch, '--grads', grads, '--provider', 'cpu']);
+  assert.equal(loss.code, 1, loss.stderr);
+  assert.match(loss.stderr, new RegExp(`^cohort: could not write ${grads}: ENOSPC[^\\n]*\\n$`, 'm'));
+  assert.equal(fs.readFileSync(grads, 'utf8'), 'the gradients of an earlier run');
+
+  const train = await cohortInProcess(['train', '--preset', 'tiny', '--steps', '1', '--batch-size', '2', '--seq-len', '16', '--data', 'synthetic', '--data-dir', path.join(dir, 'train'), '--out', out, '--provider', 'cpu']);
+  assert.equal(train.code, 1, train.stderr);
+  assert.match(train.stderr, new RegExp(`^cohort: could not write ${out}: ENOSPC[^\\n]*\\n$`, 'm'));
+  assert.equal(loadModel(out).config.vocabSize, 32, 'the earlier model is whole: its config.json and weights go together');
+  assert.deepEqual(fs.readdirSync(disk).sort(), ['filler', 'grads.safetensors', 'trained'], 'no partial file or folder left');
+});

@@ -26,6 +26,8 @@ test('cohort run / status: a bad value exits 2 naming the flag and what is accep
     [['run', '--data-source', 'corpus.zip', '--tokenizer', '/nonexistent/tokenizer.json'], /--tokenizer.*existing tokenizer\.json/],
     [['run', '--coordinator', '--cache-quota', '64'], /--cache-quota.*a coordinator serves the whole dataset/],
     [['run', '--cache-quota', '0'], /--cache-quota/],
+    [['run', '--disk-reserve', '100'], /--disk-reserve.*the download of --data-source leaves free; give both/],
+    [['run', '--data-source', 'corpus.zip', '--disk-reserve', 'lots'], /--disk-reserve/],
     [['status', '--join', 'nope'], /--join/],
     [['status', '--join', 'cohort:zzzz'], /--join: join code is too short; was it copied whole\?\n$/],
   ];

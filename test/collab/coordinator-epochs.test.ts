@@ -16,7 +16,7 @@ import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { createAverager } from '../../src/averaging/index.js';
 import { METRIC } from '../../src/store/metric-series.js';
 import { openStore } from '../../src/store/index.js';
-import { warningLog } from '../helpers/log.js';
+import { capturingLogger, warningLog } from '../helpers/log.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
@@ -173,4 +173,25 @@ test('restarted on a store whose newest checkpoint is damaged, the coordinator c
   assert.deepEqual(store.checkpoints.list(SWARM_STATE_CHECKPOINT).map((c) => c.epoch), [4, 4, 2], warnings.join('\n'));
   assert.equal(loadFullState(store, SWARM_STATE_CHECKPOINT, { runId: run })?.state.epoch, 4);
   assert.match(warnings.join('\n'), new RegExp(`skipping checkpoint ${damaged.id} \\(swarm-state, epoch 4\\): .*fails its checksum`));
+});
+
+test('restarted with another run record under the same run id, the coordinator passes over the checkpoint of the run founded before (warned) and does not serve it', { timeout: 60_000 }, async (t) => {
+  const run = `${RUN}-refounded`;
+  const [coordinatorNode] = await startSwarm(t, 1, { runId: run });
+  const dataDir = tmpDir(t);
+  const store = openStore(dataDir);
+  t.after(() => store.close());
+  const config = PRESETS.tiny;
+  const params = initAlbertParams(config, 4);
+  const optimizer = createOptimizer(params, { kind: 'lamb', lr: 1e-3 }).exportState();
+  const before = newRunParams(DEFAULT_RUN_SETTINGS, null, 1_700_000_000_000);
+  const now = newRunParams({ ...DEFAULT_RUN_SETTINGS, targetBatchSize: DEFAULT_RUN_SETTINGS.targetBatchSize * 2 }, null, 1_800_000_000_000);
+  const theirs = store.checkpoints.save({ kind: SWARM_STATE_CHECKPOINT, epoch: 6, data: encodeTrainingState({ epoch: 6, config, params, optimizer }), meta: { runId: run, run: before } });
+  const { log, lines } = capturingLogger();
+  const coordinator = new Coordinator({ node: coordinatorNode!, store, dataDir, log, targetBatchSize: now.targetBatchSize, refresh: 60, checkpointEvery: 2, run: now });
+  coordinator.start();
+  await coordinator.stop();
+  const messages = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+  assert.ok(messages.includes(`checkpoint ${theirs.id} (swarm-state, epoch 6) belongs to another run "${run}" (founded 2023-11-14T22:13:20.000Z, this one 2027-01-15T08:00:00.000Z): not resuming from it`), messages.join('\n'));
+  assert.ok(!messages.some((m) => m.startsWith('serving the checkpoint')), messages.join('\n'));
 });

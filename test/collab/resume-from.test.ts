@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 import { loadStateDir, saveStateDir, STATE_INFO_FILE } from '../../src/collab/full-state.js';
-import { checkConfig, createOptimizer, initAlbertParams, PRESETS, saveModel } from '../../src/engine/index.js';
+import { checkConfig, createOptimizer, initAlbertParams, loadModel, PRESETS, saveModel } from '../../src/engine/index.js';
 import { openStore } from '../../src/store/index.js';
 import { preparedVocabSize } from '../../src/training/data.js';
 import { runCli } from '../helpers/cli.js';
@@ -53,7 +53,7 @@ test('--resume-from: a missing directory and a joiner’s use exit 2 naming the 
   assert.match(joiner.stderr, /--resume-from: founds a run/);
 });
 
-test('a peer founding a run with --resume-from starts at the directory’s epoch', { timeout: 240_000 }, async (t) => {
+test('a peer founding a run with --resume-from starts at the directory’s epoch; stopped by --max-epochs, it leaves that epoch’s full state in its data directory and its model in --out', { timeout: 240_000 }, async (t) => {
   const root = tmpDir(t);
   const [dataDir] = await preparedDataDirs(path.join(root, 'template'), ['peer']);
   const store = openStore(dataDir!);
@@ -61,11 +61,18 @@ test('a peer founding a run with --resume-from starts at the directory’s epoch
   store.close();
   const dir = path.join(root, 'state');
   saveStateDir(dir, stateOf(vocabSize, 7));
-  const peer = spawnCli(t, ['run', '--resume-from', dir, '--run-id', 'resume-from-test', '--data-dir', dataDir!, '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '8', '--batch-size', '8', '--seq-len', '32', '--threads', '1', '--max-epochs', '8']);
+  const peer = spawnCli(t, ['run', '--resume-from', dir, '--run-id', 'resume-from-test', '--data-dir', dataDir!, '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'info', '--target-batch-size', '8', '--batch-size', '8', '--seq-len', '32', '--threads', '1', '--max-epochs', '8', '--out', path.join(root, 'final')]);
   assert.equal(await peer.exited, 0, peer.stderr.slice(-3000));
   const stepped = [...peer.stderr.matchAll(/Step #(\d+), loss/g)].map((m) => Number(m[1]));
   assert.deepEqual(stepped, [8], 'one step, from the directory’s epoch 7 to 8');
   const summary = JSON.parse(peer.stdout.trim().split('\n').at(-1)!) as { epoch: number; steps: number };
   assert.equal(summary.epoch, 8);
   assert.match(peer.stderr, /stopping: the swarm reached epoch 8, --max-epochs 8\n/, 'the log says why it stopped');
+  // the last epoch is kept whatever a coordinator checkpointed: the peer saved its state as it stopped
+  assert.match(peer.stderr, /saved this peer's state of epoch 8 /);
+  const exported = path.join(root, 'exported');
+  const r = await runCli(['model', 'export', '--state', '--data-dir', dataDir!, '--out', exported, '--log-level', 'error']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(loadStateDir(exported).epoch, 8);
+  assert.deepEqual(loadModel(path.join(root, 'final')).params.data, loadStateDir(exported).params.data, '--out holds the model of that epoch');
 });

@@ -10,6 +10,7 @@ import { downloadPath } from '../../src/data/download.js';
 import { DATABASE_FILE } from '../../src/store/index.js';
 import { MAX_DOCUMENT_CHARS } from '../../src/data/wikitext.js';
 import { CLI, runCli, startProcess, type Proc } from '../helpers/cli.js';
+import { smallDisk } from '../helpers/disk.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -242,6 +243,32 @@ test('cohort data prepare --source <URL> downloads over HTTP, verifies --sha256 
   assert.equal(fs.existsSync(downloadPath(url, path.join(dir, 'downloads'))), false);
 
   const ok = await runCli(['--data-dir', dir, 'data', 'prepare', '--source', url, '--sha256', sha, '--vocab-size', '150', '--max-seq-len', '32']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
+  assert.ok(fs.readFileSync(downloadPath(url, path.join(dir, 'downloads'))).equals(body));
+});
+
+test('cohort data prepare --source <URL> on a 64 MiB disk: refused with the default reserve (1 GiB kept free), prepared with --disk-reserve 8; a bad --disk-reserve exits 2', async (t) => {
+  const disk = smallDisk(t, 64);
+  if (disk === undefined) return t.skip('needs root on Linux to mount a small tmpfs');
+  const dir = path.join(disk, 'data');
+  const body = Buffer.from(Array.from({ length: 40 }, (_, i) => `Paragraph ${i} is about the lighthouse. The keeper slept at noon. Nobody minded.`).join('\n\n'));
+  const server = http.createServer((_req, res) => res.writeHead(200, { 'Content-Length': body.length }).end(body));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/corpus/lighthouse.txt`;
+  const prepare = ['--data-dir', dir, 'data', 'prepare', '--source', url, '--vocab-size', '150', '--max-seq-len', '32'];
+
+  const refused = await runCli(prepare);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, new RegExp(`GET ${url}: the file is ${body.length} bytes, .* of them kept free\\)`));
+  assert.match(refused.stderr, new RegExp(`${1024 ** 3} of them kept free`));
+
+  const bad = await runCli([...prepare, '--disk-reserve', '-1']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--disk-reserve/);
+
+  const ok = await runCli([...prepare, '--disk-reserve', '8']);
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /prepared dataset \w+: 1 documents, 120 sentences/);
   assert.ok(fs.readFileSync(downloadPath(url, path.join(dir, 'downloads'))).equals(body));

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { DatasetInfo, PrepareEvent } from '../../data/index.js';
 import { MASKING_MODES } from '../../data/masking.js';
+import { DEFAULT_RESERVE_BYTES } from '../../data/download.js';
 import { SOURCE_FORMATS } from '../../data/sources.js';
 import { IGNORE_INDEX } from '../../engine/batch.js';
 import { addSettingOptions, commandContext, flagAction } from '../context.js';
@@ -17,6 +18,18 @@ function missingDataDir(dir: string): string {
   return `no prepared dataset: the data directory ${dir} does not exist; run \`cohort data prepare\` (or check --data-dir)`;
 }
 
+/** `--disk-reserve`, of `data prepare` and of a founder's `run --data-source`: free space a URL source's download leaves (MiB, as --cache-quota). */
+export const DISK_RESERVE_FLAG = flagRow({
+  schema: z.number().finite().min(0),
+  arg: '<MiB>',
+  description: `free space a URL source's download leaves on the data directory's disk (MiB, fractions allowed): a file that would pass it is refused before it is written; default: ${DEFAULT_RESERVE_BYTES / 2 ** 20}`,
+});
+
+/** DISK_RESERVE_FLAG's value in bytes (undefined: the download's default). */
+export function diskReserveBytes(mib: number | undefined): number | undefined {
+  return mib === undefined ? undefined : Math.floor(mib * 2 ** 20);
+}
+
 const PREPARE_FLAGS = {
   source: flagRow({ schema: z.string(), default: 'bundled', arg: '<spec>', description: 'corpus: "bundled" (offline State of the Union corpus), a text/WikiText/JSONL file, an archive (.zip .tar .tar.gz .tgz .gz), a folder, or an http(s) URL' }),
   format: flagRow({ schema: z.enum(SOURCE_FORMATS), default: 'auto', arg: '<format>', description: 'how to read files' }),
@@ -29,6 +42,7 @@ const PREPARE_FLAGS = {
   maxDocuments: flagRow({ schema: int.min(1), description: 'read only the first N documents' }),
   seed: flagRow({ schema: int.min(0).max(2 ** 31 - 1), default: 0, description: 'seed for building the examples' }),
   cacheQuota: flagRow({ schema: int.min(1).max(10_000_000), default: 2048, arg: '<mb>', description: 'disk quota for all cached shards in MB: least recently used datasets are evicted as the new one is built, and a dataset that alone passes it is not kept (the prepare stops)' }),
+  diskReserve: DISK_RESERVE_FLAG,
   json: flagRow({ schema: z.boolean(), description: 'print the result as one JSON object' }),
 };
 
@@ -95,7 +109,7 @@ export function registerData(program: Command): void {
     .command('prepare')
     .description('read a corpus, tokenize it and store ALBERT (MLM + SOP) examples as shards in the data directory; a second run with the same inputs reuses them');
   addSettingOptions(prepare, ['moveAside']);
-  flagAction(prepare, PREPARE_FLAGS, async ({ tokenizer, cacheQuota, json, ...opts }, { config, log }) => {
+  flagAction(prepare, PREPARE_FLAGS, async ({ tokenizer, cacheQuota, diskReserve, json, ...opts }, { config, log }) => {
     const [{ loggedStoreOptions, openStore }, { prepareDataset }] = await Promise.all([import('../../store/index.js'), import('../../data/index.js')]);
 
     const store = openStore(config.dataDir, loggedStoreOptions(config.moveAside, log));
@@ -109,6 +123,7 @@ export function registerData(program: Command): void {
         dataDir: config.dataDir,
         tokenizerFile: tokenizer,
         cacheQuotaBytes: cacheQuota * 1024 ** 2,
+        reserveBytes: diskReserveBytes(diskReserve),
         onProgress: (e) => (stop.signal.throwIfAborted(), progress.update(e)),
         onWarning: (m) => log.warn(m),
       }).catch((err: unknown) => {

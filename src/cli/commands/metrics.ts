@@ -7,9 +7,8 @@ import { ConfigError } from '../../config/load.js';
 import { commaList } from '../../config/settings.js';
 import { METRIC } from '../../store/metric-series.js';
 import { flagAction } from '../context.js';
-import { CommandFailure } from '../failure.js';
 import { flagRow, outputFlag } from '../flag-table.js';
-import { removeLeftover } from '../../util/output-path.js';
+import { writeFileWhole } from '../../util/output-path.js';
 
 const EXPORT_FLAGS = {
   format: flagRow({ schema: z.enum(EXPORT_FORMATS), default: 'csv', arg: '<format>', description: 'output format' }),
@@ -46,15 +45,7 @@ export function registerMetrics(program: Command): void {
         }
         return;
       }
-      // written beside the target and renamed, so a failed export never leaves a half file under its name
-      const partial = `${flags.out}.partial-${process.pid}`;
-      try {
-        await pipeline(exportStream(store, options), fs.createWriteStream(partial, { flags: 'wx' }));
-        fs.renameSync(partial, flags.out);
-      } catch (err) {
-        removeLeftover(partial);
-        throw new CommandFailure(`could not write ${flags.out}: ${(err as Error).message}`, { cause: err });
-      }
+      await writeFileWhole(flags.out, (partial) => pipeline(exportStream(store, options), fs.createWriteStream(partial, { flags: 'wx' })));
       log.info(`exported the ${table} table of ${store.file} as ${format} to ${flags.out}`);
     } finally {
       store.close();

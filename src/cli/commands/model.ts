@@ -12,7 +12,7 @@ import type { ExportSource } from '../../training/model-export.js';
 import type { Store } from '../../store/index.js';
 import { commandContext, flagAction } from '../context.js';
 import { flagRow, outputFlag, parseFlagValue, requiredFlag } from '../flag-table.js';
-import { writeFolderWhole } from '../../util/output-path.js';
+import { writeFileWhole, writeFolderWhole } from '../../util/output-path.js';
 
 export const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const satisfies readonly ProviderChoice[];
 /** --provider and --precision together: a provider that cannot train at that precision is a usage error. */
@@ -52,11 +52,7 @@ export function registerModel(program: Command): void {
     const { checkConfig, initAlbertParams, saveModel } = await import('../../engine/index.js');
     const config = checkConfig({ ...PRESETS[preset], ...(vocabSize ? { vocabSize } : {}) });
     const params = initAlbertParams(config, seed);
-    try {
-      writeFolderWhole(out, (dir) => saveModel(dir, config, params));
-    } catch (err) {
-      throw new CommandFailure((err as Error).message, { cause: err });
-    }
+    writeFolderWhole(out, (dir) => saveModel(dir, config, params));
     log.info({ preset, seed, parameters: params.size, out }, 'model written');
     process.stdout.write(JSON.stringify({ out, preset, parameters: params.size }) + '\n');
   });
@@ -112,7 +108,8 @@ export function registerModel(program: Command): void {
         scale = scaler.scale;
         r = await backend.forwardBackward(params, batch, r.grads, { lossScale: scale });
       }
-      if (opts.grads) fs.writeFileSync(opts.grads, encodeParams(r.grads));
+      const grads = opts.grads;
+      if (grads !== undefined) await writeFileWhole(grads, (partial) => fs.writeFileSync(partial, encodeParams(r.grads), { flag: 'wx', flush: true }));
       process.stdout.write(JSON.stringify({ loss: r.loss, mlm_loss: r.mlmLoss, sop_loss: r.sopLoss, mlm_accuracy: r.mlmAccuracy, sop_accuracy: r.sopAccuracy, ...(scale !== undefined ? { loss_scale: scale } : {}) }) + '\n');
     } finally {
       await backend.close();

@@ -9,6 +9,7 @@ import type { Logger } from '../../log/logger.js';
 import type { MetricsServer } from '../../node/metrics-server.js';
 import type { SwarmInit, SwarmNode } from '../../swarm/index.js';
 import { trainerSettings } from '../../training/options.js';
+import { OutputWriteError } from '../../util/output-path.js';
 import { pick } from '../../util/pick.js';
 import { addSettingOptions, commandContext, describeCommandEnv } from '../context.js';
 import { addFlags, flagOf, outputFlag, parseFlags } from '../flag-table.js';
@@ -16,6 +17,7 @@ import { metricsEndpoint, serveNodeMetrics } from '../metrics-endpoint.js';
 import { REACHABILITY_WAIT_MS, swarmFlagsInit, waitForReachability } from '../reachability.js';
 import { checkFoundingDataFlags, checkRunSettings, RUN_FLAGS, RUN_SETTING_FLAGS, runSettingFlags, type RunFlags, type RunSettingFlags } from '../run-flags.js';
 import { stopOnSignal } from '../stop-signal.js';
+import { diskReserveBytes } from './data.js';
 
 /** How long a stopping `cohort run` waits for its swarm node to stop. */
 const NODE_STOP_MS = 10_000;
@@ -39,7 +41,7 @@ export function registerRun(program: Command): void {
     // a founder's flags are the run's parameters; a joiner's are checked against the swarm's once it has read them
     const founding = opts.join === undefined && settings.initialPeers.length === 0;
     if (founding) checkRunSettings(flags.settings, local, flags.explicit);
-    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer);
+    checkFoundingDataFlags(founding, opts.dataSource, opts.tokenizer, opts.diskReserve);
     // written when training ends: a place it cannot go exits here, not after the training
     if (opts.out !== undefined) outputFlag('--out', opts.out, 'folder');
     const init = await swarmInit(opts, settings.initialPeers);
@@ -60,7 +62,7 @@ export function registerRun(program: Command): void {
     const stop = stopOnSignal();
     try {
       // a founder's data is ready before its join code is printed: joiners find the run's record at once
-      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
+      const ownData = founding ? await foundingData({ store, dataDir: settings.dataDir, log, coordinator: opts.coordinator === true, source: opts.dataSource, tokenizer: opts.tokenizer, reserveBytes: diskReserveBytes(opts.diskReserve), seqLen: flags.settings.seqLen, signal: stop.signal }) : null;
       node = await createSwarmNode({ ...init, log }, store);
       if (metrics) metricsServer = await serveNodeMetrics(metrics, [...swarmMetrics(node), ...(opts.coordinator ? trainingMetrics(store) : [])], log);
       // a signal while it bootstraps stops it there: dead initial peers would hold it for their retries and the reachability wait
@@ -97,7 +99,8 @@ export function registerRun(program: Command): void {
       }
     } catch (err) {
       // a full disk is the volunteer's to fix: say so in one line instead of SQLite's bare "database or disk is full" and a stack
-      if (isDiskFull(err)) throw new DiskFullError(settings.dataDir, `the disk holding ${settings.dataDir} is full (${(err as Error).message}): free space there and run again; the checkpoints saved before are kept (a save cut short is rolled back)`, { cause: err });
+      // --out's own disk: its error names it
+      if (isDiskFull(err) && !(err instanceof OutputWriteError)) throw new DiskFullError(settings.dataDir, `the disk holding ${settings.dataDir} is full (${(err as Error).message}): free space there and run again; the checkpoints saved before are kept (a save cut short is rolled back)`, { cause: err });
       // a signal before the run began (its data prepared, its record found) stops there: nothing to save yet
       if (!stop.signal.aborted || err !== stop.signal.reason) throw err;
       log.info('stopped while starting: nothing to save yet');

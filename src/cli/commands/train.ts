@@ -9,6 +9,7 @@ import { addSettingOptions, flagAction } from '../context.js';
 import { flagRow, outputFlag, requiredFlag } from '../flag-table.js';
 import { COMPUTE_FLAGS, RUN_SETTING_FLAGS } from '../run-flags.js';
 import { checkProviderFlags, PROVIDERS } from './model.js';
+import { writeFolderWhole } from '../../util/output-path.js';
 
 const OPTIMIZERS = ['lamb', 'adamw'] as const satisfies readonly OptimizerKind[];
 const int = z.number().int();
@@ -83,7 +84,8 @@ export function registerTrain(program: Command): void {
       store.close();
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
-    if (opts.out !== undefined) saveModel(opts.out, config, params);
+    const out = opts.out;
+    if (out !== undefined) writeFolderWhole(out, (dir) => saveModel(dir, config, params));
     const seconds = (performance.now() - started) / 1000;
     if (!last) throw new Error('no training step was taken');
     process.stdout.write(JSON.stringify({ steps, loss: last.loss, mlm_loss: last.mlmLoss, sop_loss: last.sopLoss, mlm_accuracy: last.mlmAccuracy, sop_accuracy: last.sopAccuracy, seconds, samples_per_s: (steps * batchSize) / seconds, data: data.kind, precision, bad_steps: session.badSteps, ...(session.scaler ? { skipped_steps: session.scaler.skippedSteps, loss_scale: session.scaler.scale } : {}) }) + '\n');
