@@ -27,11 +27,25 @@ function invalidMetric(p: MetricPoint): string | undefined {
   return undefined;
 }
 
+/**
+ * How long a node's metric points are kept as recorded: older ones are thinned to the last point of
+ * each series, peer and `thinnedEveryMs` (a peer records ~15 points a second, ~150 MB a day; thinned,
+ * a day is ~2 MB), so a run of weeks keeps its whole loss curve and every cumulative total's newest value.
+ */
+export const METRICS_RETENTION = { fullResolutionMs: 24 * 3_600_000, thinnedEveryMs: 60_000 } as const;
+/** `record` thins at most this often; one pass thins at most this span of time (whole buckets), so an old store's backlog is thinned over several short passes. */
+const THIN_INTERVAL_MS = 60_000;
+const THIN_SPAN_MS = 6 * 3_600_000;
+
 /** Where skipped points are reported when the store's opener gives nowhere else: Node prints process warnings on stderr. */
 const warnProcess = (message: string): void => process.emitWarning(message, 'CohortMetricWarning');
 
 /** Time series of numbers (loss, samples/s, peers alive, …) for the dashboard and exports. */
 export class MetricsStore {
+  /** Points before this time (ms) are thinned; undefined until the first pass finds the oldest point. */
+  private thinnedTo: number | undefined;
+  private lastThin = -Infinity;
+
   constructor(
     private readonly db: Database,
     /** Told about each point `record` skipped. */
@@ -54,6 +68,32 @@ export class MetricsStore {
     this.db.transaction(() => {
       for (const p of valid) insert.run(p.series, p.ts ?? now, p.value, p.peer ?? '', p.epoch ?? null);
     })();
+    if (now - this.lastThin >= THIN_INTERVAL_MS) {
+      this.lastThin = now;
+      this.thin(now);
+    }
+  }
+
+  /**
+   * Thins the next span of points older than METRICS_RETENTION.fullResolutionMs before `now`: of each
+   * series, peer and METRICS_RETENTION.thinnedEveryMs bucket only the last recorded point stays (the
+   * newest value of a cumulative series, a point of the loss curve). Returns how many were deleted.
+   */
+  thin(now = Date.now()): number {
+    const bucket = METRICS_RETENTION.thinnedEveryMs;
+    const cutoff = Math.floor((now - METRICS_RETENTION.fullResolutionMs) / bucket) * bucket;
+    if (this.thinnedTo === undefined) {
+      const oldest = this.db.prepare('SELECT min(ts) FROM metrics').pluck().get() as number | null;
+      if (oldest === null) return 0;
+      this.thinnedTo = Math.floor(oldest / bucket) * bucket;
+    }
+    const from = this.thinnedTo;
+    const to = Math.min(cutoff, from + THIN_SPAN_MS);
+    if (to <= from) return 0;
+    this.thinnedTo = to;
+    return this.db
+      .prepare('DELETE FROM metrics WHERE ts >= @from AND ts < @to AND rowid NOT IN (SELECT max(rowid) FROM metrics WHERE ts >= @from AND ts < @to GROUP BY series, peer, CAST((ts - @from) / @bucket AS INTEGER))')
+      .run({ from, to, bucket }).changes;
   }
 
   /**
