@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { z } from 'zod';
 import { openStore } from '../../src/store/index.js';
 import { METRICS_RETENTION } from '../../src/store/metrics.js';
+import { PEERS_KEPT } from '../../src/store/peers.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 test('metrics are stored per series and peer, in time order; a non-finite value is reported and skipped, the rest stored', (t) => {
@@ -105,4 +106,18 @@ test('settings are validated on write and on read; peers keep first and last see
   assert.equal(a?.lastSeen, 200);
   assert.deepEqual(a?.addrs, ['/ip4/127.0.0.1/tcp/2']);
   assert.equal(b?.peerId, 'peerB');
+});
+
+test('the peers table keeps the most recently seen PEERS_KEPT, however many identities connect or report', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const count = (): number => store.db.prepare('SELECT count(*) FROM peers').pluck().get() as number;
+  store.peers.seen('early', [], {}, 1);
+  for (let i = 0; i < PEERS_KEPT + 50; i++) store.peers.seen(`id-${i}`, [], {}, 1000 + i);
+  assert.equal(count(), PEERS_KEPT);
+  const ids = new Set(store.peers.list().map((p) => p.peerId));
+  assert.ok(!ids.has('early') && !ids.has('id-49') && ids.has('id-50') && ids.has(`id-${PEERS_KEPT + 49}`), 'the least recently seen are forgotten');
+  store.peers.reported(Array.from({ length: 20 }, (_, i) => ({ peerId: `reporter-${i}`, samplesPerSecond: 1, time: 10_000 + i })));
+  assert.equal(count(), PEERS_KEPT);
+  assert.ok(store.peers.list().some((p) => p.peerId === 'reporter-19'));
 });
