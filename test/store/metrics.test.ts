@@ -42,7 +42,7 @@ test("prunePeers deletes other peers' points older than the cutoff and keeps thi
 test('a run of days keeps every point of the last day and one per series, peer and minute before: the table grows by thinned days, the loss curve and totals stay', (t) => {
   const store = openStore(tmpDir(t));
   t.after(() => store.close());
-  const { fullResolutionMs, thinnedEveryMs } = METRICS_RETENTION;
+  const { fullResolutionMs, thinnedEveryMs, passSpanMs } = METRICS_RETENTION;
   const day = 24 * 3_600_000;
   const every = 10_000;
   // days ahead of the clock, so that recording (which thins by the clock) leaves the thinning to this test
@@ -57,7 +57,7 @@ test('a run of days keeps every point of the last day and one per series, peer a
       points.push({ series: 'loss', value: 10 / (1 + step), epoch: step, ts }, { series: 'samples', value: step, ts }, { series: 'samples', value: step, ts, peer: 'other' });
     }
     store.metrics.record(points);
-    for (let pass = 0; pass < 8; pass++) store.metrics.thin(start + (d + 1) * day);
+    for (let pass = 0; pass <= day / passSpanMs; pass++) store.metrics.thin(start + (d + 1) * day);
     sizes.push(count());
   }
   const now = start + 6 * day;
