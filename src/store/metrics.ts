@@ -43,8 +43,8 @@ const warnProcess = (message: string): void => process.emitWarning(message, 'Coh
 
 /** Time series of numbers (loss, samples/s, peers alive, …) for the dashboard and exports. */
 export class MetricsStore {
-  /** Points before this time (ms) are thinned; undefined until the first pass finds the oldest point. */
-  private thinnedTo: number | undefined;
+  /** Points before this time (ms) are thinned. */
+  private thinnedTo = -Infinity;
   private lastThin = -Infinity;
 
   constructor(
@@ -83,12 +83,11 @@ export class MetricsStore {
   thin(now = Date.now()): number {
     const bucket = METRICS_RETENTION.thinnedEveryMs;
     const cutoff = Math.floor((now - METRICS_RETENTION.fullResolutionMs) / bucket) * bucket;
-    if (this.thinnedTo === undefined) {
-      const oldest = this.db.prepare('SELECT min(ts) FROM metrics').pluck().get() as number | null;
-      if (oldest === null) return 0;
-      this.thinnedTo = Math.floor(oldest / bucket) * bucket;
-    }
-    const from = this.thinnedTo;
+    // from the oldest point not thinned yet: a stretch without points (a node stopped for weeks, a
+    // point stamped by a clock that was years behind) costs no passes
+    const next = this.db.prepare('SELECT min(ts) FROM metrics WHERE ts >= ?').pluck().get(this.thinnedTo) as number | null;
+    if (next === null) return 0;
+    const from = Math.floor(next / bucket) * bucket;
     const to = Math.min(cutoff, from + METRICS_RETENTION.passSpanMs);
     if (to <= from) return 0;
     this.thinnedTo = to;

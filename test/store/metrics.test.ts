@@ -75,6 +75,18 @@ test('a run of days keeps every point of the last day and one per series, peer a
   assert.equal(store.metrics.latest('samples', 'other')?.value, step - 1);
 });
 
+test('a point stamped decades ago (a clock that was behind) does not hold thinning up: the next pass thins the points after it', (t) => {
+  const store = openStore(tmpDir(t));
+  t.after(() => store.close());
+  const minute = METRICS_RETENTION.thinnedEveryMs;
+  const start = Math.floor((Date.now() - 2 * METRICS_RETENTION.fullResolutionMs) / minute) * minute;
+  store.metrics.record([{ series: 'loss', value: -1, ts: 946_684_800_000 }]); // 2000-01-01, a clock reset
+  store.metrics.thin();
+  store.metrics.record(Array.from({ length: 120 }, (_, i) => ({ series: 'loss', value: i, ts: start + i * 1000 })));
+  store.metrics.thin();
+  assert.deepEqual(store.metrics.query('loss').map((p) => p.value), [-1, 59, 119]);
+});
+
 test('recording thins what is older than the full-resolution window', (t) => {
   const store = openStore(tmpDir(t));
   t.after(() => store.close());
