@@ -38,7 +38,7 @@ export class StoreView {
   /**
    * Newest value of a series for every peer. Kept incrementally (only rows added since the last call
    * are read), because a coordinator's table grows by every peer's points and this runs every second.
-   * Metric rows are only ever appended, so rowids only grow.
+   * Rows are appended; thinning and pruning delete only points a day or more older than the newest, so rowids only grow.
    */
   latestPerPeer(series: string): Map<string, number> {
     let cache = this.perPeer.get(series);

@@ -27,11 +27,26 @@ function invalidMetric(p: MetricPoint): string | undefined {
   return undefined;
 }
 
+/**
+ * How long a node's metric points are kept as recorded: older ones are thinned to the last point of
+ * each series, peer and `thinnedEveryMs` (a peer records ~15 points a second, ~150 MB a day; thinned,
+ * a day is ~2 MB), so a run of weeks keeps its whole loss curve and every cumulative total's newest
+ * value. `record` thins at most every `passEveryMs`, at most `passSpanMs` of points a pass (a whole
+ * number of buckets): a pass blocks the thread that records (a training loop), and 10 minutes of a
+ * store that was never thinned took 20–80 ms on a loaded 2-core machine, so such a backlog is thinned an
+ * hour of points a minute.
+ */
+export const METRICS_RETENTION = { fullResolutionMs: 24 * 3_600_000, thinnedEveryMs: 60_000, passEveryMs: 10_000, passSpanMs: 10 * 60_000 } as const;
+
 /** Where skipped points are reported when the store's opener gives nowhere else: Node prints process warnings on stderr. */
 const warnProcess = (message: string): void => process.emitWarning(message, 'CohortMetricWarning');
 
 /** Time series of numbers (loss, samples/s, peers alive, …) for the dashboard and exports. */
 export class MetricsStore {
+  /** Points before this time (ms) are thinned. */
+  private thinnedTo = -Infinity;
+  private lastThin = -Infinity;
+
   constructor(
     private readonly db: Database,
     /** Told about each point `record` skipped. */
@@ -54,6 +69,31 @@ export class MetricsStore {
     this.db.transaction(() => {
       for (const p of valid) insert.run(p.series, p.ts ?? now, p.value, p.peer ?? '', p.epoch ?? null);
     })();
+    if (now - this.lastThin >= METRICS_RETENTION.passEveryMs) {
+      this.lastThin = now;
+      this.thin(now);
+    }
+  }
+
+  /**
+   * Thins the next span of points older than METRICS_RETENTION.fullResolutionMs before `now`: of each
+   * series, peer and METRICS_RETENTION.thinnedEveryMs bucket only the last recorded point stays (the
+   * newest value of a cumulative series, a point of the loss curve). Returns how many were deleted.
+   */
+  thin(now = Date.now()): number {
+    const bucket = METRICS_RETENTION.thinnedEveryMs;
+    const cutoff = Math.floor((now - METRICS_RETENTION.fullResolutionMs) / bucket) * bucket;
+    // from the oldest point not thinned yet: a stretch without points (a node stopped for weeks, a
+    // point stamped by a clock that was years behind) costs no passes
+    const next = this.db.prepare('SELECT min(ts) FROM metrics WHERE ts >= ?').pluck().get(this.thinnedTo) as number | null;
+    if (next === null) return 0;
+    const from = Math.floor(next / bucket) * bucket;
+    const to = Math.min(cutoff, from + METRICS_RETENTION.passSpanMs);
+    if (to <= from) return 0;
+    this.thinnedTo = to;
+    return this.db
+      .prepare('DELETE FROM metrics WHERE ts >= @from AND ts < @to AND rowid NOT IN (SELECT max(rowid) FROM metrics WHERE ts >= @from AND ts < @to GROUP BY series, peer, CAST((ts - @from) / @bucket AS INTEGER))')
+      .run({ from, to, bucket }).changes;
   }
 
   /**

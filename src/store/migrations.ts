@@ -158,6 +158,11 @@ export const MIGRATIONS: readonly Migration[] = [
         );
       `),
   },
+  {
+    version: 8,
+    description: 'metric points by time alone: what thinning old points (MetricsStore.thin), pruning other peers\' points and exports since a time read, without scanning the whole table',
+    up: (db) => db.exec('CREATE INDEX metrics_ts ON metrics (ts);'),
+  },
 ];
 
 /**
