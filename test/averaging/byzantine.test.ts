@@ -47,14 +47,18 @@ function ok(r: StepResult): asserts r is Extract<StepResult, { ok: true }> {
   assert.ok(r.ok, r.ok ? '' : r.reason);
 }
 
-/** The first epoch from `from` whose group key ranks `peer` first (`first`) or last among `nodes` for leadership. */
-function epochRanking(nodes: readonly SwarmNode[], peer: SwarmNode, first: boolean, from = 0): number {
+/** The first epoch from `from` at which `holds(ids of nodes, lowest leaderRank first)`. */
+function epochWhere(nodes: readonly SwarmNode[], holds: (order: readonly string[]) => boolean, from = 0): number {
   for (let epoch = from; epoch < from + 1000; epoch++) {
     const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
-    const ranks = nodes.map((n) => leaderRank(key, n.peerId.toString())).sort();
-    if (leaderRank(key, peer.peerId.toString()) === (first ? ranks[0] : ranks.at(-1))) return epoch;
+    if (holds(nodes.map((n) => n.peerId.toString()).sort((a, b) => (leaderRank(key, a) < leaderRank(key, b) ? -1 : 1)))) return epoch;
   }
-  throw new Error('no epoch in 1000 ranks the attacker as asked');
+  throw new Error('no epoch in 1000 ranks the peers as asked');
+}
+
+/** The first epoch from `from` whose group key ranks `peer` first (`first`) or last among `nodes` for leadership. */
+function epochRanking(nodes: readonly SwarmNode[], peer: SwarmNode, first: boolean, from = 0): number {
+  return epochWhere(nodes, (order) => (first ? order[0] : order.at(-1)) === peer.peerId.toString(), from);
 }
 
 async function weightAttack(t: TestContext, peers: number): Promise<void> {
@@ -318,6 +322,53 @@ test('a peer refusing every join with NOT_A_LEADER naming a peer not looking und
   const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
   averagedAskingOnce(results, honestNodes, joins);
 });
+
+/** Makes `node` declare under `key` as a leader whose group closed: it refuses every join with `code`. */
+async function closedLeader(node: SwarmNode, key: string, n: number, code: 'GROUP_IS_FULL' | 'ALREADY_RUNNING'): Promise<void> {
+  const hub = AveragingHub.of(node);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed) => {
+    await framed.write({ t: 'refused', code, message: `${node.peerId.toString()} closed its group` });
+    await framed.close();
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+}
+
+// An honest peer that followed a leader names it while that leader's group fills: at scale the
+// group is often full or closed by the time the named leader gets this peer's join
+for (const [code, closedFirst] of [['GROUP_IS_FULL', false], ['ALREADY_RUNNING', true]] as const) {
+  test(`a peer whose NOT_A_LEADER named a leader that refuses with ${code} (${closedFirst ? 'refused before' : 'asked next'}) is asked again, not refused for the round: it leads the honest peers`, async (t) => {
+    const nodes = await startSwarm(t, 4, { runId: `redirect-closed-${code.toLowerCase()}` });
+    const [closed, hinter] = [nodes[0]!, nodes[1]!];
+    const [closedId, hinterId] = [closed.peerId.toString(), hinter.peerId.toString()];
+    const honestNodes = nodes.slice(1);
+    const n = 2000;
+    const honest = honestNodes.map((_, i) => honestVector(n, 150 + i));
+    const epoch = epochWhere(nodes, (order) => order.slice(0, 2).join() === (closedFirst ? [closedId, hinterId] : [hinterId, closedId]).join());
+    const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+    await closedLeader(closed, key, n, code);
+    // `hinter` runs an honest averager whose matchmaker answers each peer's first join as it would
+    // while following `closed`: NOT_A_LEADER naming it
+    const redirected = new Set<string>();
+    const matchmakers = AveragingHub.of(hinter).matchmakers;
+    const register = matchmakers.set.bind(matchmakers);
+    matchmakers.set = (k, handler) =>
+      register(k, async (framed, peer, request) => {
+        if (k !== key || redirected.has(peer)) return handler(framed, peer, request);
+        redirected.add(peer);
+        await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: `follows ${closedId}`, leader: closedId });
+        await framed.close();
+      });
+    const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+    const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 3 })));
+    assert.ok(redirected.size >= 1, `${hinterId} named ${closedId} to a joiner`);
+    for (const r of results) {
+      ok(r);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+      assert.equal(r.group.members[0]!.peer, hinterId, 'the peer that named the closed leader leads');
+    }
+  });
+}
 
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
