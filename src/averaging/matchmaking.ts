@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { RecordEntry, SwarmNode } from '../swarm/index.js';
 import type { Compression } from './compression.js';
-import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
+import { FIRST_MESSAGE_TIMEOUT_MS, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
 import { MatchmakingError, ProtocolError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
@@ -533,9 +533,9 @@ export class Matchmaker {
 
   /**
    * Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to
-   * look again. A leader named by `hinter` (a NOT_A_LEADER hint) must answer within DIAL_TIMEOUT_MS, as
-   * an honest leader's `accepted` does: this peer's own followers wait on it until then. One that does
-   * not answer as a leader (see misled) counts against `hinter`.
+   * look again. A leader named by `hinter` (a NOT_A_LEADER hint) must answer within
+   * FIRST_MESSAGE_TIMEOUT_MS, as an honest leader's `accepted` does: this peer's own followers wait on
+   * it until then. One that does not answer as a leader (see misled) counts against `hinter`.
    */
   private async follow(leader: string, hinter?: string): Promise<GroupInfo | string | undefined> {
     let unverified = hinter !== undefined;
@@ -544,6 +544,8 @@ export class Matchmaker {
     // for its reply, and the time a closed group waits for pre-scheduled members
     const signal = deadline(this.end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
+    /** The deadline of the answer awaited: the group's, or a named leader's first answer. */
+    let answerBy: AbortSignal | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
@@ -551,7 +553,8 @@ export class Matchmaker {
       const weight = this.p.weight.value;
       await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, data: this.p.data, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
       for (;;) {
-        const answer = await framed.expect(joinResponseSchema, unverified ? deadline(DIAL_TIMEOUT_MS, signal) : signal, 'the group description');
+        answerBy = unverified ? deadline(FIRST_MESSAGE_TIMEOUT_MS, signal) : signal;
+        const answer = await framed.expect(joinResponseSchema, answerBy, 'the group description');
         if (answer.t !== 'refused' && unverified) {
           // it answers as a leader: this peer's group goes to it, and so do later joiners
           unverified = false;
@@ -595,8 +598,11 @@ export class Matchmaker {
       this.p.signal?.throwIfAborted();
       // a dial or stream that failed may be retried; a leader that stayed silent until the deadline
       // already cost this peer its matchmaking time and is not asked twice (a hostile leader that
-      // takes joins and never answers would otherwise keep honest peers from any group)
+      // takes joins and never answers would otherwise keep honest peers from any group), nor is a
+      // named one silent past its first answer's time: asked again through each hint, it would cost
+      // this peer that time each time (three tries outlast a matchmaking time)
       if (signal.aborted) this.refusedBy.set(leader, `silent until the deadline: ${(err as Error).message}`);
+      else if (answerBy?.aborted === true) this.refusedBy.set(leader, `no answer to the join within ${FIRST_MESSAGE_TIMEOUT_MS / 1000} s (a leader answers at once)`);
       else if (!this.isOtherRelease(leader, err)) this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
       if (unverified) this.misled(hinter!, leader);
       return undefined;

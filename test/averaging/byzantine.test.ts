@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 import { GROUP_NAMESPACE } from '../../src/averaging/constants.js';
 import { groupKey, schemaHash } from '../../src/averaging/group.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { leaderRank } from '../../src/averaging/matchmaking.js';
+import type { JoinRefusal } from '../../src/averaging/errors.js';
 import type { GroupWire, JoinRequest, Member } from '../../src/averaging/messages.js';
 import type { StepResult } from '../../src/averaging/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -323,12 +326,12 @@ test('a peer refusing every join with NOT_A_LEADER naming a peer not looking und
   averagedAskingOnce(results, honestNodes, joins);
 });
 
-/** Makes `node` declare under `key` as a leader whose group closed: it refuses every join with `code`. */
-async function closedLeader(node: SwarmNode, key: string, n: number, code: 'GROUP_IS_FULL' | 'ALREADY_RUNNING'): Promise<void> {
+/** Makes `node` declare under `key` and refuse every join with `code` (GROUP_IS_FULL, ALREADY_RUNNING: a leader whose group closed). */
+async function refusingLeader(node: SwarmNode, key: string, n: number, code: JoinRefusal): Promise<void> {
   const hub = AveragingHub.of(node);
   await hub.acquire();
   hub.matchmakers.set(key, async (framed) => {
-    await framed.write({ t: 'refused', code, message: `${node.peerId.toString()} closed its group` });
+    await framed.write({ t: 'refused', code, message: `${node.peerId.toString()} refuses every join` });
     await framed.close();
   });
   await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
@@ -346,7 +349,7 @@ for (const [code, closedFirst] of [['GROUP_IS_FULL', false], ['ALREADY_RUNNING',
     const honest = honestNodes.map((_, i) => honestVector(n, 150 + i));
     const epoch = epochWhere(nodes, (order) => order.slice(0, 2).join() === (closedFirst ? [closedId, hinterId] : [hinterId, closedId]).join());
     const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
-    await closedLeader(closed, key, n, code);
+    await refusingLeader(closed, key, n, code);
     // `hinter` runs an honest averager whose matchmaker answers each peer's first join as it would
     // while following `closed`: NOT_A_LEADER naming it
     const redirected = new Set<string>();
@@ -367,6 +370,51 @@ for (const [code, closedFirst] of [['GROUP_IS_FULL', false], ['ALREADY_RUNNING',
       assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
       assert.equal(r.group.members[0]!.peer, hinterId, 'the peer that named the closed leader leads');
     }
+  });
+}
+
+// A hint naming a peer that cannot take joins, each way it can fail: a named peer unreachable
+// counts as the naming peer being unreachable (asked again, given up after 3 tries); one silent
+// past its first answer's time, or that refused this peer for the round, makes the naming peer
+// refused at once
+const HINTS = [
+  { names: 'a peer id with no address', counted: 'unreachable' },
+  { names: 'a stopped node', counted: 'unreachable' },
+  { names: 'a node that accepts the stream and never answers', counted: 'refused' },
+  { names: 'a leader that refused this peer before', counted: 'refused' },
+] as const;
+for (const { names, counted } of HINTS) {
+  test(`a peer refusing every join with NOT_A_LEADER naming ${names} is ${counted === 'refused' ? 'refused for the round at once' : 'given up after 3 tries'}: the honest peers average together`, async (t) => {
+    const nodes = await startSwarm(t, 5, { runId: `redirect-${names.replaceAll(' ', '-')}` });
+    const [hostile, other] = [nodes[0]!, nodes[1]!];
+    const honestNodes = nodes.slice(2);
+    const n = 2000;
+    const honest = honestNodes.map((_, i) => honestVector(n, 170 + i));
+    const refusedFirst = names === 'a leader that refused this peer before';
+    // the hostile peer ranks first among the declared peers (the refusing leader above it)
+    const epoch = refusedFirst ? epochWhere(nodes, (order) => order.slice(0, 2).join() === [other, hostile].map((x) => x.peerId.toString()).join()) : epochRanking(nodes.filter((x) => x !== other), hostile, true);
+    const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+    let named = other.peerId.toString();
+    if (names === 'a peer id with no address') named = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString();
+    else if (names === 'a stopped node') await other.stop();
+    else if (refusedFirst) await refusingLeader(other, key, n, 'BAD_REQUEST');
+    else {
+      const hub = AveragingHub.of(other);
+      await hub.acquire();
+      hub.matchmakers.set(key, () => new Promise<void>(() => undefined));
+    }
+    const joins = new Map<string, number>();
+    await redirector(hostile, key, n, named, joins);
+    const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+    // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+    const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+    if (counted === 'refused') return averagedAskingOnce(results, honestNodes, joins);
+    for (const r of results) {
+      ok(r);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+    }
+    for (const [asked, count] of joins) assert.ok(count <= 3, `${asked} ${count} times`);
+    assert.equal(Math.max(0, ...joins.values()), 3, 'the honest leader asked the hostile peer until it gave it up, after 3 tries');
   });
 }
 
