@@ -642,8 +642,8 @@ export class Matchmaker {
   /**
    * `hinter` named `named`, which did not answer as a leader (accepted, a group, or a CLOSED_GROUP
    * refusal): an honest peer names a leader that takes joins, so one naming a peer that refused this one
-   * for the round (not looking under the key, …) is not asked again in it, and one naming an
-   * unreachable or silent peer counts as unreachable itself (a crashed leader's follower may).
+   * for the round (not looking under the key, silent, …) is not asked again in it, and one naming an
+   * unreachable peer counts as unreachable itself (a crashed leader's follower may).
    */
   private misled(hinter: string, named: string): void {
     if (this.refusedBy.has(hinter)) return;
