@@ -58,6 +58,12 @@ export const DEFAULT_MAX_ABS_VALUE = 1e8;
  */
 export const BAN_AFTER_OFFENCES = 3;
 
+/**
+ * How long a stream's first message may take: the opener's (`join`, `begin`, `get`), and a leader's
+ * answer to a `join`, which an honest leader writes as soon as it reads it.
+ */
+export const FIRST_MESSAGE_TIMEOUT_MS = 5 * second;
+
 /** Largest control message (join request, group description with MAX_GROUP_SIZE members). */
 export const MAX_CONTROL_BYTES = 64 * KiB;
 /** Largest data frame: a full chunk of fp32 values plus framing. */

@@ -1,7 +1,7 @@
 import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import { Notices } from '../util/notices.js';
-import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
+import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, FIRST_MESSAGE_TIMEOUT_MS, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
 import { UploadLimit } from './upload-limit.js';
 import {
@@ -33,8 +33,6 @@ export interface OffenceLedger {
   record(offence: Offence): void;
 }
 
-/** How long an inbound stream may take to send its first message. */
-const FIRST_MESSAGE_TIMEOUT_MS = 5000;
 /**
  * A sender may reach a reducer before the reducer has the group description (the leader sends it
  * to followers one after another): its Begin waits this long for the session to appear.

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { RecordEntry, SwarmNode } from '../swarm/index.js';
 import type { Compression } from './compression.js';
-import { MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
+import { FIRST_MESSAGE_TIMEOUT_MS, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
 import { MatchmakingError, ProtocolError, type JoinRefusal } from './errors.js';
 import { deadline, FramedStream } from './framing.js';
 import { groupInfo, type GroupInfo } from './group.js';
@@ -106,6 +106,12 @@ const DIAL_TIMEOUT_MS = 5000;
 const FINAL_REFUSALS: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING', 'BAD_SCHEMA_HASH', 'DATA_MISMATCH', 'EPOCH_MISMATCH', 'NOT_LOOKING_FOR_GROUP', 'NOT_ENOUGH_PEERS', 'NOT_READY', 'BAD_REQUEST']);
 
 /**
+ * Refusals of a peer whose group under the key filled or closed (or that averages in one already): a
+ * peer that followed it named it honestly, the group filling between that hint and this peer's join.
+ */
+const CLOSED_GROUP: ReadonlySet<JoinRefusal> = new Set(['GROUP_IS_FULL', 'ALREADY_RUNNING']);
+
+/**
  * Times a leader's dial or stream may fail (not stay silent until the deadline: see follow) before it
  * is given up for the round. On a loaded machine a live leader misses a 5 s dial now and then, most of all when
  * a whole swarm dials it in the same second; given up at once, it lost every such follower for the
@@ -161,6 +167,8 @@ export class Matchmaker {
   /** Peers probed by probeSilent (once each). */
   private readonly probed = new Set<string>();
   private readonly refusedBy = new Map<string, string>();
+  /** Peers that refused this one with a CLOSED_GROUP code: a NOT_A_LEADER naming one of them was honest. */
+  private readonly closed = new Set<string>();
   /** Peers declared under the key with other data than ours: never grouped with (and told why once). */
   private readonly mismatched = new Map<string, DataPins | null>();
   /** Peers declared under the key with another tensor schema (another model, settings or Cohort release): never grouped with. */
@@ -225,7 +233,7 @@ export class Matchmaker {
         if (next !== undefined) {
           // a peer that was only named keeps this one's group (follow leaves it once that peer takes us)
           if (hinter === undefined) this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
-          const outcome = await this.follow(next, hinter !== undefined);
+          const outcome = await this.follow(next, hinter);
           if (typeof outcome === 'object') {
             this.hub.markRunning(this.p.key, this.p.expirationMs);
             return outcome;
@@ -235,14 +243,6 @@ export class Matchmaker {
             hinter = next;
             next = outcome;
             continue;
-          }
-          // an honest peer names a leader that takes joins: whoever named one that refused this peer for
-          // the round (not looking under the key, closed, …) is not asked again in it; one that named an
-          // unreachable or silent peer counts as unreachable itself (a crashed leader's follower may)
-          if (hinter !== undefined && !this.refusedBy.has(hinter)) {
-            const refused = this.refusedBy.get(next);
-            if (refused !== undefined) this.refusedBy.set(hinter, `NOT_A_LEADER naming ${next}, which refused this peer (${refused})`);
-            else if (this.unreachable.has(next)) this.onUnreachable(hinter, `NOT_A_LEADER naming ${next}, ${this.unreachable.get(next)!.why}`);
           }
           hinter = undefined;
         } else {
@@ -533,24 +533,28 @@ export class Matchmaker {
 
   /**
    * Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to
-   * look again. A `named` leader (a NOT_A_LEADER hint) must answer within DIAL_TIMEOUT_MS, as an honest
-   * leader's `accepted` does: this peer's own followers wait on it until then.
+   * look again. A leader named by `hinter` (a NOT_A_LEADER hint) must answer within
+   * FIRST_MESSAGE_TIMEOUT_MS, as an honest leader's `accepted` does: this peer's own followers wait on
+   * it until then. One that does not answer as a leader (see misled) counts against `hinter`.
    */
-  private async follow(leader: string, named = false): Promise<GroupInfo | string | undefined> {
-    this.role = { kind: 'following', leader, named };
+  private async follow(leader: string, hinter?: string): Promise<GroupInfo | string | undefined> {
+    let unverified = hinter !== undefined;
+    this.role = { kind: 'following', leader, named: unverified };
     // a leader declared before us closes its group before our own time is up; allow one more period
     // for its reply, and the time a closed group waits for pre-scheduled members
     const signal = deadline(this.end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
     let framed: FramedStream | undefined;
+    /** The deadline of the answer awaited: the group's, or a named leader's first answer. */
+    let answerBy: AbortSignal | undefined;
     try {
       const stream = await this.node.dial(leader, MATCHMAKING_PROTOCOL, { signal: deadline(DIAL_TIMEOUT_MS, signal) });
       framed = new FramedStream(stream, MAX_CONTROL_BYTES, `matchmaking answer from ${leader}`);
       const { bandwidth, clientMode } = this.p.self;
       const weight = this.p.weight.value;
       await framed.write({ t: 'join', key: this.p.key, schema: this.p.schema, data: this.p.data, ...(weight === undefined ? {} : { weight }), bandwidth, clientMode } satisfies JoinRequest, signal);
-      let unverified = named;
       for (;;) {
-        const answer = await framed.expect(joinResponseSchema, unverified ? deadline(DIAL_TIMEOUT_MS, signal) : signal, 'the group description');
+        answerBy = unverified ? deadline(FIRST_MESSAGE_TIMEOUT_MS, signal) : signal;
+        const answer = await framed.expect(joinResponseSchema, answerBy, 'the group description');
         if (answer.t !== 'refused' && unverified) {
           // it answers as a leader: this peer's group goes to it, and so do later joiners
           unverified = false;
@@ -563,7 +567,11 @@ export class Matchmaker {
           if (weight === undefined) this.p.weight.onSet(() => void out.write({ t: 'ready', weight: this.p.weight.value! } satisfies Ready, signal).catch((err: Error) => out.abort(err)));
           continue;
         }
-        if (answer.t === 'refused') return this.onRefused(leader, answer.code, answer.message, answer.leader);
+        if (answer.t === 'refused') {
+          const next = this.onRefused(leader, answer.code, answer.message, answer.leader);
+          if (unverified && this.refusedBy.has(leader) && !this.closed.has(leader)) this.misled(hinter!, leader);
+          return next;
+        }
         // a description that lists a peer twice, or nobody who can reduce, is refused as a forged one is:
         // asked again (as an unreachable leader is), such a leader answers the same, and a peer leading
         // its own group leaves it to ask
@@ -590,9 +598,13 @@ export class Matchmaker {
       this.p.signal?.throwIfAborted();
       // a dial or stream that failed may be retried; a leader that stayed silent until the deadline
       // already cost this peer its matchmaking time and is not asked twice (a hostile leader that
-      // takes joins and never answers would otherwise keep honest peers from any group)
+      // takes joins and never answers would otherwise keep honest peers from any group), nor is a
+      // named one silent past its first answer's time: asked again through each hint, it would cost
+      // this peer that time each time (three tries outlast a matchmaking time)
       if (signal.aborted) this.refusedBy.set(leader, `silent until the deadline: ${(err as Error).message}`);
+      else if (answerBy?.aborted === true) this.refusedBy.set(leader, `no answer to the join within ${FIRST_MESSAGE_TIMEOUT_MS / 1000} s (a leader answers at once)`);
       else if (!this.isOtherRelease(leader, err)) this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
+      if (unverified) this.misled(hinter!, leader);
       return undefined;
     } finally {
       if (this.role.kind === 'following') this.role = this.idle();
@@ -627,14 +639,29 @@ export class Matchmaker {
     this.backoff.set(leader, Date.now() + 2 ** tries * this.p.pollIntervalMs);
   }
 
+  /**
+   * `hinter` named `named`, which did not answer as a leader (accepted, a group, or a CLOSED_GROUP
+   * refusal): an honest peer names a leader that takes joins, so one naming a peer that refused this one
+   * for the round (not looking under the key, silent, …) is not asked again in it, and one naming an
+   * unreachable peer counts as unreachable itself (a crashed leader's follower may).
+   */
+  private misled(hinter: string, named: string): void {
+    if (this.refusedBy.has(hinter)) return;
+    const refused = this.refusedBy.get(named);
+    if (refused !== undefined) this.refusedBy.set(hinter, `NOT_A_LEADER naming ${named}, which refused this peer (${refused})`);
+    else if (this.unreachable.has(named)) this.onUnreachable(hinter, `NOT_A_LEADER naming ${named}, ${this.unreachable.get(named)!.why}`);
+  }
+
   /** Records a refusal; returns the leader the refusing peer named, if worth asking. */
   private onRefused(leader: string, code: JoinRefusal, message: string, hint: string | undefined): string | undefined {
     this.log.debug({ leader, code, message }, 'leader refused us');
     if (FINAL_REFUSALS.has(code)) this.refusedBy.set(leader, `${code}: ${message}`);
     else this.backoff.set(leader, Date.now() + 2 * this.p.pollIntervalMs);
+    if (CLOSED_GROUP.has(code)) this.closed.add(leader);
     if (code !== 'NOT_A_LEADER' || hint === undefined || hint === this.self) return undefined;
     if (this.refusedBy.has(hint)) {
-      this.refusedBy.set(leader, `NOT_A_LEADER naming ${hint}, which refused this peer (${this.refusedBy.get(hint)})`);
+      // naming a group that closed since the naming peer joined it is honest: that peer is only backed off
+      if (!this.closed.has(hint)) this.misled(leader, hint);
       return undefined;
     }
     this.redirects.push(leader);

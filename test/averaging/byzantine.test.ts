@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 import { GROUP_NAMESPACE } from '../../src/averaging/constants.js';
 import { groupKey, schemaHash } from '../../src/averaging/group.js';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { leaderRank } from '../../src/averaging/matchmaking.js';
+import type { JoinRefusal } from '../../src/averaging/errors.js';
 import type { GroupWire, JoinRequest, Member } from '../../src/averaging/messages.js';
 import type { StepResult } from '../../src/averaging/index.js';
 import type { SwarmNode } from '../../src/swarm/index.js';
@@ -47,14 +50,18 @@ function ok(r: StepResult): asserts r is Extract<StepResult, { ok: true }> {
   assert.ok(r.ok, r.ok ? '' : r.reason);
 }
 
-/** The first epoch from `from` whose group key ranks `peer` first (`first`) or last among `nodes` for leadership. */
-function epochRanking(nodes: readonly SwarmNode[], peer: SwarmNode, first: boolean, from = 0): number {
+/** The first epoch from `from` at which `holds(ids of nodes, lowest leaderRank first)`. */
+function epochWhere(nodes: readonly SwarmNode[], holds: (order: readonly string[]) => boolean, from = 0): number {
   for (let epoch = from; epoch < from + 1000; epoch++) {
     const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
-    const ranks = nodes.map((n) => leaderRank(key, n.peerId.toString())).sort();
-    if (leaderRank(key, peer.peerId.toString()) === (first ? ranks[0] : ranks.at(-1))) return epoch;
+    if (holds(nodes.map((n) => n.peerId.toString()).sort((a, b) => (leaderRank(key, a) < leaderRank(key, b) ? -1 : 1)))) return epoch;
   }
-  throw new Error('no epoch in 1000 ranks the attacker as asked');
+  throw new Error('no epoch in 1000 ranks the peers as asked');
+}
+
+/** The first epoch from `from` whose group key ranks `peer` first (`first`) or last among `nodes` for leadership. */
+function epochRanking(nodes: readonly SwarmNode[], peer: SwarmNode, first: boolean, from = 0): number {
+  return epochWhere(nodes, (order) => (first ? order[0] : order.at(-1)) === peer.peerId.toString(), from);
 }
 
 async function weightAttack(t: TestContext, peers: number): Promise<void> {
@@ -318,6 +325,98 @@ test('a peer refusing every join with NOT_A_LEADER naming a peer not looking und
   const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
   averagedAskingOnce(results, honestNodes, joins);
 });
+
+/** Makes `node` declare under `key` and refuse every join with `code` (GROUP_IS_FULL, ALREADY_RUNNING: a leader whose group closed). */
+async function refusingLeader(node: SwarmNode, key: string, n: number, code: JoinRefusal): Promise<void> {
+  const hub = AveragingHub.of(node);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed) => {
+    await framed.write({ t: 'refused', code, message: `${node.peerId.toString()} refuses every join` });
+    await framed.close();
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+}
+
+// An honest peer that followed a leader names it while that leader's group fills: at scale the
+// group is often full or closed by the time the named leader gets this peer's join
+for (const [code, closedFirst] of [['GROUP_IS_FULL', false], ['ALREADY_RUNNING', true]] as const) {
+  test(`a peer whose NOT_A_LEADER named a leader that refuses with ${code} (${closedFirst ? 'refused before' : 'asked next'}) is asked again, not refused for the round: it leads the honest peers`, async (t) => {
+    const nodes = await startSwarm(t, 4, { runId: `redirect-closed-${code.toLowerCase()}` });
+    const [closed, hinter] = [nodes[0]!, nodes[1]!];
+    const [closedId, hinterId] = [closed.peerId.toString(), hinter.peerId.toString()];
+    const honestNodes = nodes.slice(1);
+    const n = 2000;
+    const honest = honestNodes.map((_, i) => honestVector(n, 150 + i));
+    const epoch = epochWhere(nodes, (order) => order.slice(0, 2).join() === (closedFirst ? [closedId, hinterId] : [hinterId, closedId]).join());
+    const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+    await refusingLeader(closed, key, n, code);
+    // `hinter` runs an honest averager whose matchmaker answers each peer's first join as it would
+    // while following `closed`: NOT_A_LEADER naming it
+    const redirected = new Set<string>();
+    const matchmakers = AveragingHub.of(hinter).matchmakers;
+    const register = matchmakers.set.bind(matchmakers);
+    matchmakers.set = (k, handler) =>
+      register(k, async (framed, peer, request) => {
+        if (k !== key || redirected.has(peer)) return handler(framed, peer, request);
+        redirected.add(peer);
+        await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: `follows ${closedId}`, leader: closedId });
+        await framed.close();
+      });
+    const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+    const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 3 })));
+    assert.ok(redirected.size >= 1, `${hinterId} named ${closedId} to a joiner`);
+    for (const r of results) {
+      ok(r);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+      assert.equal(r.group.members[0]!.peer, hinterId, 'the peer that named the closed leader leads');
+    }
+  });
+}
+
+// A hint naming a peer that cannot take joins, each way it can fail: a named peer unreachable
+// counts as the naming peer being unreachable (asked again, given up after 3 tries); one silent
+// past its first answer's time, or that refused this peer for the round, makes the naming peer
+// refused at once
+const HINTS = [
+  { names: 'a peer id with no address', counted: 'unreachable' },
+  { names: 'a stopped node', counted: 'unreachable' },
+  { names: 'a node that accepts the stream and never answers', counted: 'refused' },
+  { names: 'a leader that refused this peer before', counted: 'refused' },
+] as const;
+for (const { names, counted } of HINTS) {
+  test(`a peer refusing every join with NOT_A_LEADER naming ${names} is ${counted === 'refused' ? 'refused for the round at once' : 'given up after 3 tries'}: the honest peers average together`, async (t) => {
+    const nodes = await startSwarm(t, 5, { runId: `redirect-${names.replaceAll(' ', '-')}` });
+    const [hostile, other] = [nodes[0]!, nodes[1]!];
+    const honestNodes = nodes.slice(2);
+    const n = 2000;
+    const honest = honestNodes.map((_, i) => honestVector(n, 170 + i));
+    const refusedFirst = names === 'a leader that refused this peer before';
+    // the hostile peer ranks first among the declared peers (the refusing leader above it)
+    const epoch = refusedFirst ? epochWhere(nodes, (order) => order.slice(0, 2).join() === [other, hostile].map((x) => x.peerId.toString()).join()) : epochRanking(nodes.filter((x) => x !== other), hostile, true);
+    const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+    let named = other.peerId.toString();
+    if (names === 'a peer id with no address') named = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString();
+    else if (names === 'a stopped node') await other.stop();
+    else if (refusedFirst) await refusingLeader(other, key, n, 'BAD_REQUEST');
+    else {
+      const hub = AveragingHub.of(other);
+      await hub.acquire();
+      hub.matchmakers.set(key, () => new Promise<void>(() => undefined));
+    }
+    const joins = new Map<string, number>();
+    await redirector(hostile, key, n, named, joins);
+    const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
+    // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, re-reading the key every poll
+    const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 4 })));
+    if (counted === 'refused') return averagedAskingOnce(results, honestNodes, joins);
+    for (const r of results) {
+      ok(r);
+      assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+    }
+    for (const [asked, count] of joins) assert.ok(count <= 3, `${asked} ${count} times`);
+    assert.equal(Math.max(0, ...joins.values()), 3, 'the honest leader asked the hostile peer until it gave it up, after 3 tries');
+  });
+}
 
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
