@@ -1,12 +1,13 @@
 // SIGHUP (the terminal of `cohort run` closed, an SSH session dropped) stops a node as SIGTERM does:
 // a real `cohort run --coordinator` child process, hung up by a signal and by a terminal that closes.
+// Started by `npx`, a SIGTERM to npx stops it too.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { CLI, startProcess } from '../helpers/cli.js';
+import { CLI, ROOT, startProcess } from '../helpers/cli.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
@@ -55,5 +56,36 @@ test('a `cohort run --coordinator` whose terminal closes stops cleanly and exits
   // not killed by the hangup (signal 1), nor by an EIO writing its log (exit 1), nor at exit restoring the terminal (SIGABRT/SIGSEGV)
   assert.deepEqual([exit.code, exit.signal], [0, null], exit.seen);
   // a store closed by its owner leaves no write-ahead log behind; a killed one does
+  assert.ok(!fs.existsSync(path.join(dir, 'cohort.db-wal')), 'cohort.db-wal left: the store was not closed');
+});
+
+/** Pids of processes whose command line names `dir` (a node left running, found to be stopped). */
+function processesNaming(dir: string): number[] {
+  return fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+    } catch {
+      return false; // exited meanwhile
+    }
+  }).map(Number);
+}
+
+test('`npx cohort run --coordinator` sent SIGTERM (to npx: npm and its shell end, the signal never reaches node) stops cleanly too, its store closed', { timeout: 180_000, skip: process.platform === 'linux' ? false : 'reads /proc' }, async (t) => {
+  const dir = tmpDir(t);
+  const npx = spawn('npx', ['cohort', ...COORDINATOR, '--run-id', 'npx-term', '--data-dir', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => processesNaming(dir).forEach((pid) => process.kill(pid, 'SIGKILL')));
+  let stdout = '';
+  let stderr = '';
+  npx.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  npx.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  // every holder of the pipes gone: npx, npm's shell and the node under it
+  const closed = new Promise<void>((resolve) => npx.on('close', () => resolve()));
+  await waitFor('the coordinator to found its run', () => FOUNDED.test(stderr) || npx.exitCode !== null, 90_000);
+  assert.match(stderr, FOUNDED, stderr.slice(-2000));
+  assert.ok(processesNaming(dir).length >= 2, 'npx and a node under it run');
+  npx.kill('SIGTERM');
+  await Promise.race([closed, new Promise((r) => setTimeout(r, 60_000))]);
+  assert.deepEqual(processesNaming(dir), [], `a process outlived npx: ${stderr.slice(-2000)}`);
+  assert.equal((JSON.parse(stdout.trim().split('\n').at(-1)!) as { role: string }).role, 'coordinator', stdout);
   assert.ok(!fs.existsSync(path.join(dir, 'cohort.db-wal')), 'cohort.db-wal left: the store was not closed');
 });
