@@ -91,6 +91,17 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
   return { info: found.info, state: found.decoded, runId, run, bytes: found.data };
 }
 
+/**
+ * The newest full-state checkpoint of a run this data directory holds, of either kind: its training
+ * peer's own or its coordinator's (the app's switch and Start share one directory and checkpoint the
+ * same run). `opts` as loadFullState's.
+ */
+export function loadNewestRunState(store: Store, opts: Parameters<typeof loadFullState>[2] & { runId: string }): FullStateCheckpoint | undefined {
+  const peers = loadFullState(store, PEER_STATE_CHECKPOINT, opts);
+  const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, opts);
+  return coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
+}
+
 /** The settings key under which a data directory keeps the record of run `runId` it founded or joined. */
 function runRecordSetting(runId: string): string {
   return `run.record.${runId}`;

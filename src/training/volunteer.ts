@@ -41,11 +41,12 @@ export interface VolunteerOptions extends WatchdogOptions {
   readonly swarmRetryMs?: number;
 }
 
-/** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer. */
+/** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer and takes it back. */
 export interface CoordinatedRun {
   readonly record: RunParams;
   readonly joinPeers: string[] | undefined;
   yieldState(): Promise<void>;
+  trainerStopped(): Promise<void>;
 }
 
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
@@ -277,9 +278,11 @@ export class VolunteerTraining implements TrainingService {
         this.emit({ type: 'halted', cause: 'error', reason, at: Date.now() });
       })
       .finally(async () => {
+        this.swarm.training = false;
+        // paused with the switch on: its coordinator serves the run's newest state (the one just saved) to newcomers
+        await this.swarm.coordinated?.trainerStopped();
         this.mode = undefined;
         this.loop = undefined;
-        this.swarm.training = false;
         await this.swarm.release();
       });
   }
@@ -342,7 +345,7 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
       const coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record, trainerBeside: this.swarm.training });
       this.coordinator = coordinator;
       coordinator.start();
-      this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState() };
+      this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState(), trainerStopped: () => coordinator.trainerStopped() };
     } catch (err) {
       await this.swarm.release();
       throw err;

@@ -5,6 +5,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
+import { createAverager } from '../../src/averaging/index.js';
+import { loadFullState, PEER_STATE_CHECKPOINT } from '../../src/collab/full-state.js';
+import { STATE_PREFIX } from '../../src/collab/optimizer.js';
 import { createLogger } from '../../src/log/logger.js';
 import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
 import { openStore } from '../../src/store/index.js';
@@ -12,7 +15,7 @@ import type { TrainingEvent } from '../../src/training/events.js';
 import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining, type VolunteerOptions } from '../../src/training/volunteer.js';
 import { preparedDataDirs } from '../collab/processes.js';
 import { capturingLogger } from '../helpers/log.js';
-import { waitFor } from '../helpers/swarm.js';
+import { startNode, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 
 const quiet = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
@@ -92,4 +95,26 @@ test('the switch turned on with the node’s own join code in Settings (the app 
   await founder.role.start(); // rejected with "could not reach any peer of the join code's swarm" when it dialled itself
   await founder.training.start();
   assert.deepEqual(founder.events.filter((e) => e.type === 'alone'), [], 'Start trains in the run the switch coordinates');
+});
+
+test('paused with the switch on, the founder still serves the run’s newest state: a newcomer joining by its code loads the state its trainer saved on Pause', { timeout: 180_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['founder']);
+  const founder = appNode(t, dir!, quiet, '');
+  const { joinCode } = await founder.role.start();
+  await founder.training.start();
+  await waitFor('a step of the founder', () => founder.events.some((e) => e.type === 'stepped' && e.epoch >= 1), 150_000);
+  await founder.training.pause();
+  const saved = loadFullState(founder.store, PEER_STATE_CHECKPOINT, { runId: 'founded-in-app' });
+  assert.ok(saved !== undefined && saved.state.epoch >= 1, 'Pause saved the trainer’s state');
+
+  // nothing trains on the founder's node now; without the coordinator serving, no peer would advertise a state
+  const newcomer = await startNode(t, { initialPeers: [joinCode] });
+  const loader = createAverager(newcomer, { prefix: STATE_PREFIX });
+  t.after(() => loader.stop());
+  let loaded: Awaited<ReturnType<typeof loader.loadStateFromPeers>> | undefined;
+  await waitFor('the newcomer to load the run’s state', async () => (loaded = await loader.loadStateFromPeers({ minEpoch: saved.state.epoch }).catch(() => undefined)) !== undefined, 30_000);
+  assert.equal(loaded!.donor, founder.swarm.peerId(), 'the founder’s coordinator serves it');
+  assert.equal(loaded!.epoch, saved.state.epoch);
+  assert.ok(Buffer.from(loaded!.data).equals(Buffer.from(saved.bytes)), 'the state is the one the trainer saved on Pause');
 });
