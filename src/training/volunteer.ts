@@ -7,7 +7,7 @@
 import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, keptRunRecord, resolveRunParams, RunRecordUnavailableError, runSettingsOf, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
-import type { NodeReachability } from '../shared/api.js';
+import type { NodeReachability, Notice } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import type { TrainingEvent } from './events.js';
@@ -117,6 +117,10 @@ export class SharedSwarm implements SwarmPresence {
     return this.started?.libp2p.getConnections().map((c) => c.remotePeer.toString()) ?? [];
   }
 
+  notices(): readonly Notice[] {
+    return this.started?.notices.shown() ?? [];
+  }
+
   /** `trusted`: the join code's peers, whose board is shown before any other (latestLeaderboard). */
   private watchLeaderboard(node: SwarmNode, trusted: readonly string[]): void {
     clearInterval(this.boardTimer);
@@ -174,6 +178,11 @@ export class VolunteerTraining implements TrainingService {
     if (coordinated) {
       const node = await this.swarm.acquire(undefined);
       this.o.log.info(`training in the run "${node.runId}" this node coordinates`);
+      const named = this.target && runIdOf(this.target);
+      if (named !== undefined && named !== node.runId) {
+        const text = `The coordinator switch is on, so Start trains in the run "${node.runId}" this node coordinates, not in "${named}" of the join code in Settings. To train with that swarm, turn the coordinator switch off, then Pause and Start.`;
+        if (node.notices.first(`coordinated-run ${named}`, { kind: 'coordinated-run', text })) this.o.log.warn(text);
+      }
       return this.trainWithSwarm(node, coordinated.record, coordinated.joinPeers);
     }
     const target = this.target;
@@ -370,6 +379,15 @@ async function unreachable(node: SwarmNode): Promise<string | undefined> {
   // a node that found nobody at first redials its initial peers: a later look counts those too
   if (report.connected.length > 0 || node.libp2p.getConnections().length > 0) return undefined;
   return `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
+}
+
+/** The run id `target` names; undefined when it cannot be read (Settings says what is wrong with the code). */
+function runIdOf(target: SwarmTarget): string | undefined {
+  try {
+    return describeSwarm(target).runId;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The run settings this node publishes when it founds the swarm. */

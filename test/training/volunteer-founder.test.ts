@@ -118,3 +118,19 @@ test('paused with the switch on, the founder still serves the run’s newest sta
   assert.equal(loaded!.epoch, saved.state.epoch);
   assert.ok(Buffer.from(loaded!.data).equals(Buffer.from(saved.bytes)), 'the state is the one the trainer saved on Pause');
 });
+
+test('the switch on and a join code of another swarm in Settings: Start trains in the switch’s run and the dashboard says so, with what to do', { timeout: 120_000 }, async (t) => {
+  const root = tmpDir(t);
+  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['founder']);
+  const founder = appNode(t, dir!, quiet, '');
+  await founder.role.start();
+  const other = await startNode(t, { runId: 'another-swarm' });
+  founder.training.configure({ policies: POLICIES, joinCode: other.joinCode(), displayName: 'founder' });
+  assert.deepEqual(founder.swarm.notices(), [], 'nothing to tell before Start');
+  await founder.training.start();
+  assert.deepEqual(founder.events.filter((e) => e.type === 'joined').map((e) => e.type === 'joined' && e.runId), ['founded-in-app']);
+  const notices = founder.swarm.notices();
+  assert.deepEqual(notices.map((n) => n.kind), ['coordinated-run']);
+  assert.match(notices[0]!.text, /Start trains in the run "founded-in-app" this node coordinates, not in "another-swarm" of the join code in Settings\. To train with that swarm, turn the coordinator switch off/);
+  await founder.close();
+});
