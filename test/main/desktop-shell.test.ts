@@ -206,6 +206,23 @@ test('battery policy ticks hold a running node and release it on mains', async (
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
 });
 
+test('battery, idle, schedule and keep-awake apply as they are saved, not at the next policy tick or Start', async (t) => {
+  const { client, controller } = runtime(t);
+  const platform = new FakePlatform();
+  const shell = new DesktopShell(platform, client);
+  t.after(() => shell.dispose());
+  await shell.start();
+  await client.startContribution();
+  await until(() => platform.keepAwake.at(-1) === true, 'keep-awake while contributing');
+  // it is noon: a schedule of 01:00–02:00 holds contribution as soon as it is saved (no tick runs here)
+  await shell.call('updateSettings', { policies: { scheduleEnabled: true, scheduleFromHour: 1, scheduleToHour: 2 } });
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'waiting', 'the schedule to hold contribution');
+  await shell.call('updateSettings', { policies: { scheduleEnabled: false } });
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
+  await shell.call('updateSettings', { policies: { keepAwake: false } });
+  assert.equal(platform.keepAwake.at(-1), false, 'keep-awake off as saved');
+});
+
 test('a snooze from the tray holds contribution and lifts by itself; Pause or Start ends it early', async (t) => {
   const { client, controller } = runtime(t);
   const platform = new FakePlatform();
