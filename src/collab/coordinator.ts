@@ -192,8 +192,7 @@ export class Coordinator {
    */
   private serveNewestCheckpoint(): void {
     if (this.stopped) return;
-    const run = this.init.node.runId;
-    this.served = this.serveCheckpoint(loadNewestRunState(this.init.store, { runId: run, ...(this.init.run ? { run: this.init.run } : {}), onSkip: (m) => this.init.log.warn(m) })).catch((err: unknown) => {
+    this.served = this.serveCheckpoint(loadNewestRunState(this.init.store, this.init.node.runId, this.init.run, this.init.log)).catch((err: unknown) => {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });

@@ -92,13 +92,15 @@ export function loadFullState(store: Store, kind: FullStateKind, opts: { runId?:
 }
 
 /**
- * The newest full-state checkpoint of a run this data directory holds, of either kind: its training
- * peer's own or its coordinator's (the app's switch and Start share one directory and checkpoint the
- * same run). `opts` as loadFullState's.
+ * The newest full-state checkpoint of run `runId` this data directory holds, of either kind: its
+ * training peer's own or its coordinator's (the app's switch and Start share one directory and
+ * checkpoint the same run). Those of another record than `run` (when known) are passed over, and
+ * skips warned about on `log`.
  */
-export function loadNewestRunState(store: Store, opts: Parameters<typeof loadFullState>[2] & { runId: string }): FullStateCheckpoint | undefined {
-  const peers = loadFullState(store, PEER_STATE_CHECKPOINT, opts);
-  const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, opts);
+export function loadNewestRunState(store: Store, runId: string, run: RunParams | undefined, log: Logger): FullStateCheckpoint | undefined {
+  const kept = { runId, ...(run ? { run } : {}), onSkip: (m: string) => log.warn(m) };
+  const peers = loadFullState(store, PEER_STATE_CHECKPOINT, kept);
+  const coordinators = loadFullState(store, SWARM_STATE_CHECKPOINT, kept);
   return coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
 }
 

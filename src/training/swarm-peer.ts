@@ -258,10 +258,9 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
  */
 function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
-  // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes
-  const kept = { runId: node.runId, ...(init.run ? { run: init.run } : {}), onSkip: (m: string) => log.warn(m) };
+  // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes;
   // a coordinator on this data directory (the app's switch beside Start) checkpoints the run too: the newer goes on
-  const own = loadNewestRunState(store, kept);
+  const own = loadNewestRunState(store, node.runId, init.run, log);
   if (!own) return undefined;
   const { state } = own;
   const where = `${own.info.kind === PEER_STATE_CHECKPOINT ? "this peer's" : "this node's coordinator"} checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
