@@ -1,6 +1,6 @@
 import type { Connection, Stream } from '@libp2p/interface';
 import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
-import { Notices } from '../util/notices.js';
+import type { Notices } from '../util/notices.js';
 import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, FIRST_MESSAGE_TIMEOUT_MS, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
 import { UploadLimit } from './upload-limit.js';
@@ -60,14 +60,15 @@ export class AveragingHub {
   /** Poisoned parts each peer sent this node's reducers, and the last reason (the node lives as long as its run; `keepOffences` keeps them longer). */
   private readonly offences = new Map<string, { count: number; reason: string }>();
   private ledger: OffenceLedger | undefined;
-  /** What this node already told its volunteer about other peers (another schema, another protocol version): told once per node, not per round. */
-  readonly notices = new Notices();
+  /** What this node already told its volunteer about other peers (another schema, another protocol version): the node's own (SwarmNode.notices), told once per node, not per round. */
+  readonly notices: Notices;
   /** The node's upload cap for averaging traffic, one bucket for every averager and stream; none by default. */
   private uploadLimit: UploadLimit | undefined;
   private users = 0;
   private registering: Promise<void> | undefined;
 
   private constructor(private readonly node: SwarmNode) {
+    this.notices = node.notices;
     this.groups = node.registerNamespace(GROUP_NAMESPACE, declarationSchema, { maxValueBytes: 1024 });
     this.donors = node.registerNamespace(STATE_NAMESPACE, stateAdvertSchema, { maxValueBytes: 256 });
   }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { RecordEntry, SwarmNode } from '../swarm/index.js';
+import { OTHER_RELEASE_NOTICE, OTHER_SCHEMA_NOTICE } from '../util/notices.js';
 import type { Compression } from './compression.js';
 import { FIRST_MESSAGE_TIMEOUT_MS, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES } from './constants.js';
 import { MatchmakingError, ProtocolError, type JoinRefusal } from './errors.js';
@@ -319,7 +320,7 @@ export class Matchmaker {
    */
   private schemaMatches(peer: string, schema: string): boolean {
     if (peer === this.self || schema === this.p.schema) return true;
-    if (this.hub.notices.first(`schema ${peer} ${schema} ${this.p.schema}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it declared tensor schema ${shortHash(schema)} under ${this.p.key}, this peer ${shortHash(this.p.schema)}; ${OTHER_SCHEMA}`);
+    if (this.hub.notices.first(`schema ${peer} ${schema} ${this.p.schema}`, OTHER_SCHEMA_NOTICE)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: it declared tensor schema ${shortHash(schema)} under ${this.p.key}, this peer ${shortHash(this.p.schema)}; ${OTHER_SCHEMA}`);
     this.otherSchema.set(peer, schema);
     return false;
   }
@@ -620,7 +621,7 @@ export class Matchmaker {
   private isOtherRelease(peer: string, err: unknown): boolean {
     if ((err as Error).name !== 'UnsupportedProtocolError') return false;
     const why = `it does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release (or stopped averaging since it declared)`;
-    if (this.hub.notices.first(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
+    if (this.hub.notices.first(`protocol ${peer} ${MATCHMAKING_PROTOCOL}`, OTHER_RELEASE_NOTICE)) this.log.warn({ key: this.p.key, peer }, `not averaging with ${peer}: ${why}; ${OTHER_RELEASE}`);
     this.refusedBy.set(peer, why);
     this.otherRelease.add(peer);
     return true;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log/logger.js';
 import type { SwarmNode } from '../swarm/index.js';
+import { OTHER_RELEASE_NOTICE } from '../util/notices.js';
 import { encode as cborEncode } from 'cborg';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_METADATA_BYTES, MIN_STATE_CHUNK_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { ProtocolError, StateDownloadError } from './errors.js';
@@ -286,7 +287,7 @@ export async function loadStateFromPeers(node: SwarmNode, hub: AveragingHub, pre
       opts.signal?.throwIfAborted();
       const error = (err as Error).name === 'TimeoutError' ? `no progress for ${opts.stallTimeoutMs} ms` : (err as Error).message;
       if ((err as Error).name !== 'UnsupportedProtocolError') log.warn({ donor: donor.peer, error }, 'state download failed; trying the next donor');
-      else if (hub.notices.first(otherReleaseNotice(donor.peer))) log.warn({ donor: donor.peer, error }, `not loading state from ${donor.peer}, now or later: ${error}`);
+      else if (hub.notices.first(otherReleaseNotice(donor.peer), OTHER_RELEASE_NOTICE)) log.warn({ donor: donor.peer, error }, `not loading state from ${donor.peer}, now or later: ${error}`);
       failed.push({ peer: donor.peer, error });
     }
   }

@@ -4,7 +4,7 @@
  * flagging inflated claims), and checkpoints the swarm's full state (parameters and optimizer) every N
  * epochs by loading state from peers. Credits and throughput baselines live in the store, so a
  * restarted coordinator (same data dir) continues them and never credits a step twice; it serves its
- * last checkpoint as state (a trainer on its node serves that trainer's instead), so a run whose peers all left resumes there (full-state.ts), and the data
+ * newest checkpoint as state (while a trainer on its node runs, that trainer serves its own instead), so a run whose peers all left resumes there (full-state.ts), and the data
  * its run pins. The dashboard's coordinator switch and `cohort run --coordinator` both run one.
  */
 import fs from 'node:fs';
@@ -22,7 +22,7 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
-import { FullStateSaver, loadRunState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
+import { FullStateSaver, loadNewestRunState, loadRunState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
 import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
@@ -41,7 +41,7 @@ export interface CoordinatorInit {
   readonly keepCheckpoints?: number;
   /** The run's signed record, kept in each checkpoint (a restarted coordinator re-publishes it). */
   readonly run?: RunParams | undefined;
-  /** A trainer on this node (the app's Start beside the switch) serves the run's state: the last checkpoint is not served. @default false */
+  /** A trainer on this node (the app's Start beside the switch) serves the run's state: the last checkpoint is served only once it stops (`trainerStopped`). @default false */
   readonly trainerBeside?: boolean;
 }
 
@@ -92,14 +92,12 @@ export class Coordinator {
   private swarmEpoch = -1;
   private lastPrune = 0;
   private lastCheckpointEpoch = 0;
-  /** The newest checkpoint of the run that verifies, loaded when constructed, until `start` serves it. */
-  private lastCheckpoint: FullStateCheckpoint | undefined;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
   /** The last checkpoint failure warned about: the same one at the next looks (every --refresh seconds while the peers are gone) goes to debug. */
   private lastCheckpointFailure: string | undefined;
   private readonly saver: FullStateSaver;
-  /** The last checkpoint served as state after a restart, until the swarm has a state as new (withdraw). */
+  /** The last checkpoint served as state (after a restart, or once the trainer beside it stopped), until the swarm has a state as new (withdraw). */
   private served: Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> = Promise.resolve(undefined);
   /** The run's data served to its peers while running. */
   private shards: ShardServing | undefined;
@@ -108,6 +106,7 @@ export class Coordinator {
   /** Why the last poll failed (undefined once one succeeds): a failure is logged when it begins or changes. */
   private pollFailure: string | undefined;
   private readonly o: Required<Pick<CoordinatorInit, 'refresh' | 'checkpointEvery' | 'keepCheckpoints'>>;
+  private stopped = false;
 
   constructor(private readonly init: CoordinatorInit) {
     this.o = { refresh: 2, checkpointEvery: 10, keepCheckpoints: 3, ...init };
@@ -128,8 +127,7 @@ export class Coordinator {
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
     // counted from the newest checkpoint that verifies: a damaged newer one would put off the next
     // checkpoint (and leave the run with none usable) until the swarm passed its epoch
-    this.lastCheckpoint = loadRunState(init.store, SWARM_STATE_CHECKPOINT, run, init.run, init.log);
-    this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
+    this.lastCheckpointEpoch = loadRunState(init.store, SWARM_STATE_CHECKPOINT, run, init.run, init.log)?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
     // a restart after a kill mid-write: the epoch's folder is back before anyone reads the folders
     try {
@@ -141,14 +139,9 @@ export class Coordinator {
   }
 
   start(): void {
-    const last = this.lastCheckpoint;
-    this.lastCheckpoint = undefined;
-    // one state per prefix and node: the trainer's, which resumed from this checkpoint or a newer one of its own
-    if (last && this.init.trainerBeside) this.init.log.info(`not serving the checkpoint of epoch ${last.state.epoch} as state: the trainer on this node serves the run's state`);
-    this.served = this.serveLastCheckpoint(this.init.trainerBeside ? undefined : last).catch((err: unknown) => {
-      this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
-      return undefined;
-    });
+    // one state per prefix and node: the trainer's, which resumed from the newest checkpoint or a newer one of its own
+    if (this.init.trainerBeside) this.init.log.info("not serving a checkpoint as state: the trainer on this node serves the run's state");
+    else this.serveNewestCheckpoint();
     // a founding coordinator is the first holder of the data it pins; joining one, it serves what it holds of the run's
     if (this.init.run?.data) {
       this.shards = serveShards(this.init.node, this.init.store, this.init.log);
@@ -171,6 +164,7 @@ export class Coordinator {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.shards?.release();
     this.shards = undefined;
     clearInterval(this.timer);
@@ -181,10 +175,30 @@ export class Coordinator {
   }
 
   /**
-   * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
-   * load it from this coordinator (the optimizer loads a served state ahead of its own).
+   * The trainer beside it (which took the serving over: `yieldState`) stopped, as at the app's Pause:
+   * the coordinator serves the newest checkpoint again (that trainer saved its state as it stopped), so
+   * newcomers still load the run's state while nobody else serves it.
    */
-  private async serveLastCheckpoint(last: FullStateCheckpoint | undefined): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
+  async trainerStopped(): Promise<void> {
+    if (this.stopped || (await this.served) !== undefined) return;
+    this.serveNewestCheckpoint();
+    await this.served;
+  }
+
+  /**
+   * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
+   * load it from this coordinator (the optimizer loads a served state ahead of its own). The newest
+   * of this data directory's, a trainer's beside it included.
+   */
+  private serveNewestCheckpoint(): void {
+    if (this.stopped) return;
+    this.served = this.serveCheckpoint(loadNewestRunState(this.init.store, this.init.node.runId, this.init.run, this.init.log)).catch((err: unknown) => {
+      this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
+      return undefined;
+    });
+  }
+
+  private async serveCheckpoint(last: FullStateCheckpoint | undefined): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {
     if (!last) return undefined;
     const { epoch } = last.state;
     const { withdraw } = await this.state.serveState({ epoch: () => epoch, snapshot: () => ({ epoch, data: last.bytes }) });

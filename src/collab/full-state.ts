@@ -100,6 +100,18 @@ export function loadRunState(store: Store, kind: FullStateKind, runId: string, r
   return loadFullState(store, kind, { runId, ...(run ? { run } : {}), onSkip: (m) => log.warn(m) });
 }
 
+/**
+ * The newest full-state checkpoint of run `runId` this data directory holds, of either kind: its
+ * training peer's own or its coordinator's (the app's switch and Start share one directory and
+ * checkpoint the same run). Those of another record than `run` (when known) are passed over, and
+ * skips warned about on `log`.
+ */
+export function loadNewestRunState(store: Store, runId: string, run: RunParams | undefined, log: Logger): FullStateCheckpoint | undefined {
+  const peers = loadRunState(store, PEER_STATE_CHECKPOINT, runId, run, log);
+  const coordinators = loadRunState(store, SWARM_STATE_CHECKPOINT, runId, run, log);
+  return coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
+}
+
 /** The settings key under which a data directory keeps the record of run `runId` it founded or joined. */
 function runRecordSetting(runId: string): string {
   return `run.record.${runId}`;

@@ -9,7 +9,7 @@ export { Coordinator, CREDITED_SERIES, FLAGGED_SERIES, type CoordinatorInit } fr
 export { BadStepCounter } from './bad-steps.js';
 export { RunRecordUnavailableError, RunSettingsConflictError, TrainingStateError } from './errors.js';
 export { exportStream, type ExportFormat, type ExportOptions, type ExportTable } from './export.js';
-export { FullStateSaver, loadRunState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
+export { FullStateSaver, loadNewestRunState, loadRunState, loadStateDir, PEER_STATE_CHECKPOINT, saveStateDir, keptRunRecord, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 export { decodeTrainingState, type TrainingState } from './state.js';
 export { CollaborativeOptimizer, DATA_MISMATCH_ADVICE, servedStateEpoch, type StepOutcome } from './optimizer.js';
 export { averagingModeOf, COLLABORATIVE_OPTION_FIELDS, resolveCollaborativeOptions, type CollaborativeOptions } from './options.js';

@@ -10,6 +10,7 @@ import { dataPinsSchema, type DataPins } from '../averaging/index.js';
 import type { Logger } from '../log/logger.js';
 import { decodeJoinCode, soleJoinCode, type RecordEntry, type RecordNamespace, type StoreResult, type SwarmNode } from '../swarm/index.js';
 import { parsePeerAddr } from '../swarm/config.js';
+import { OTHER_RELEASE_NOTICE } from '../util/notices.js';
 import { pick } from '../util/pick.js';
 import { RunRecordUnavailableError, RunSettingsConflictError } from './errors.js';
 import { once } from './records.js';
@@ -305,6 +306,7 @@ async function awaitRunParams(node: SwarmNode, r: ResolveRunSettings): Promise<S
     if (unreadable.size > told) {
       told = unreadable.size;
       r.log.warn(otherRelease());
+      node.notices.first(`run record ${otherRelease()}`, OTHER_RELEASE_NOTICE);
     }
     r.signal?.throwIfAborted();
     const peers = node.libp2p.getPeers().map(String);

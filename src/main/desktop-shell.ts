@@ -112,7 +112,11 @@ export class DesktopShell {
     if (method === 'moveDatabaseAside' && this.refused?.remedy === 'upgrade') return { ok: false, error: `${this.refused.problem}: a newer Cohort reads it, so it is not moved aside; upgrade Cohort` };
     if (method === 'moveDatabaseAside' && this.canMoveAside() && this.restartMovingAside) return this.moveDatabaseAside(this.restartMovingAside);
     const value = await this.runtime.call(method, input);
-    if (method === 'updateSettings' && (value as { ok: boolean }).ok) this.applySettings((value as { value: AppSettings }).value);
+    if (method === 'updateSettings' && (value as { ok: boolean }).ok) {
+      this.applySettings((value as { value: AppSettings }).value);
+      // battery, idle and schedule apply on save, not at the next tick
+      this.tickPolicy(this.platform.now());
+    }
     return value;
   }
 

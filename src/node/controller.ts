@@ -318,6 +318,7 @@ export class NodeController implements CohortCalls {
       peers: this.view.peers(Date.now(), this.init.swarm?.connectedPeers() ?? []),
       lastLogSeq: this.logs.lastSeq,
       data: this.data,
+      notices: this.init.swarm?.notices() ?? [],
       firstRunDone: this.settings.firstRunDone,
       defaultSwarm: this.init.defaultSwarm ?? null,
       about: { version: this.init.version, licence: this.init.licence ?? 'Apache-2.0', dataDir: path.dirname(this.store.file), logDir: this.init.logDir ?? null },

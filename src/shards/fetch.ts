@@ -12,6 +12,7 @@ import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { SwarmNode } from '../swarm/index.js';
+import { OTHER_RELEASE_NOTICE } from '../util/notices.js';
 import { ShardExchangeError } from './errors.js';
 import {
   DEFAULT_FETCH_MIN_BYTES_PER_S,
@@ -172,7 +173,10 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
       new FramedStream(
         await node.dial(peer, SHARDS_PROTOCOL, { signal: stall(), allowRelayed: false }).catch((err: Error) => {
           // a holder of another release never will speak this version: not asked again in this fetch (it was dialed every second)
-          if (err.name === 'UnsupportedProtocolError') penalise(peer, err.message);
+          if (err.name === 'UnsupportedProtocolError') {
+            penalise(peer, err.message);
+            node.notices.first(`shards ${peer} ${SHARDS_PROTOCOL}`, OTHER_RELEASE_NOTICE);
+          }
           throw err;
         }),
         MAX_SHARD_FRAME_BYTES,

@@ -167,6 +167,18 @@ export interface DataStatus {
   readonly mismatch: { readonly reason: string; readonly advice: string; readonly at: number } | null;
 }
 
+/**
+ * What the volunteer must know and would otherwise find in the log only: peers of another Cohort
+ * release or tensor schema (this node cannot train with them), or Start training in the run the
+ * coordinator switch runs rather than the join code's. `text` says what it means and what to do.
+ */
+export type NoticeKind = 'other-release' | 'other-schema' | 'coordinated-run';
+export interface Notice {
+  readonly kind: NoticeKind;
+  readonly text: string;
+  readonly at: number;
+}
+
 /** Everything the dashboard shows at a glance, pushed on every change. */
 export interface Snapshot {
   readonly version: string;
@@ -178,6 +190,8 @@ export interface Snapshot {
   /** Sequence number of the newest log line, so the UI knows when to fetch logs. */
   readonly lastLogSeq: number;
   readonly data: DataStatus;
+  /** One per kind, oldest first, for as long as this node is in its swarm. */
+  readonly notices: readonly Notice[];
   readonly firstRunDone: boolean;
   /**
    * The swarm an empty join code joins: the build's default run (assets/default-swarm.json) or the

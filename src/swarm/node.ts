@@ -24,7 +24,7 @@ import { encodeJoinCode } from './join-code.js';
 import { listenOnRelays, routingTable, toggleableProtocol, type RoutingTable } from './libp2p-internals.js';
 import { pskProtector } from './private-network.js';
 import { cohortProtocol, dialbackProtocol, kadProtocol, otherVersions, recordsProtocol } from './protocols.js';
-import { Notices } from '../util/notices.js';
+import { Notices, OTHER_RELEASE_NOTICE } from '../util/notices.js';
 import { DialbackServer } from './reachability/dialback.js';
 import { ReachabilityService, type Reachability } from './reachability/reachability.js';
 import type { SwarmStats } from './stats.js';
@@ -77,6 +77,8 @@ export interface SwarmNode {
   stats(): SwarmStats;
   /** The underlying libp2p node, for what this interface does not cover. */
   readonly libp2p: Libp2p;
+  /** What this node already told its volunteer about other peers (another release, another schema): once per node, and the dashboard's notices. */
+  readonly notices: Notices;
   /** Closes every connection, listener and timer. */
   stop(): Promise<void>;
 }
@@ -150,7 +152,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
   const notices = new Notices();
   libp2p.addEventListener('peer:identify', (event) => {
     const { peerId, listenAddrs, protocols } = event.detail;
-    const other = otherVersions(cfg.runId, protocols, libp2p.getProtocols()).filter((o) => notices.first(`${peerId.toString()} ${o.theirs}`));
+    const other = otherVersions(cfg.runId, protocols, libp2p.getProtocols()).filter((o) => notices.first(`${peerId.toString()} ${o.theirs}`, OTHER_RELEASE_NOTICE));
     if (other.length > 0) {
       log.warn(
         { peer: peerId.toString() },
@@ -255,6 +257,7 @@ export async function createSwarmNode(init: SwarmInit, store?: SwarmStore): Prom
     },
     ready,
     libp2p,
+    notices,
     records,
     multiaddrs: () => libp2p.getMultiaddrs().map(String),
     joinCode: () => {

@@ -4,7 +4,7 @@
  */
 import type { LeaderboardRecord } from '../collab/records.js';
 import type { Logger } from '../log/logger.js';
-import type { AppSettings, NodeReachability, SwarmDescription } from '../shared/api.js';
+import type { AppSettings, NodeReachability, Notice, SwarmDescription } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import type { TrainingEvent } from './events.js';
 
@@ -35,6 +35,8 @@ export interface SwarmPresence {
   leaderboard(): FoundLeaderboard | null;
   /** The peers this node holds a connection to now (none while in no swarm). */
   connectedPeers(): readonly string[];
+  /** What the dashboard tells the volunteer about this node's swarm (peers of another release, …); none while in no swarm. */
+  notices(): readonly Notice[];
 }
 
 /** The coordinator role (bootstraps peers, records metrics, keeps checkpoints). */

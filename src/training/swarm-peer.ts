@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { keepOffences } from '../averaging/index.js';
-import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadRunState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
+import { averagingModeOf, CollaborativeOptimizer, DATA_MISMATCH_ADVICE, describeRunData, FullStateSaver, loadNewestRunState, PEER_STATE_CHECKPOINT, TrainingStateError, type CollaborativeOptions, type RunData, type RunParams, type StepOutcome, type TrainingState } from '../collab/index.js';
 import { configToHf, LOSS_SCALER_DEFAULTS, LossScaleError, saveModel, scaledGradients, type ParameterSet } from '../engine/index.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
@@ -260,14 +260,12 @@ export async function runSwarmPeer(init: SwarmPeerInit): Promise<SwarmPeerSummar
  */
 function resumeOwnState(init: SwarmPeerInit, session: TrainingSession): Resumed | undefined {
   const { store, log, node } = init;
-  // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes
+  // a checkpoint of another run founded under this id is passed over: this run's newest older one resumes;
   // a coordinator on this data directory (the app's switch beside Start) checkpoints the run too: the newer goes on
-  const peers = loadRunState(store, PEER_STATE_CHECKPOINT, node.runId, init.run, log);
-  const coordinators = loadRunState(store, SWARM_STATE_CHECKPOINT, node.runId, init.run, log);
-  const own = coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
+  const own = loadNewestRunState(store, node.runId, init.run, log);
   if (!own) return undefined;
   const { state } = own;
-  const where = `${own === peers ? "this peer's" : "this node's coordinator"} checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
+  const where = `${own.info.kind === PEER_STATE_CHECKPOINT ? "this peer's" : "this node's coordinator"} checkpoint of epoch ${state.epoch} (${store.checkpoints.file})`;
   if (!sameModel(state, session)) {
     log.warn(`${where} holds another model (${JSON.stringify(configToHf(state.config))}): not resuming from it`);
     return undefined;

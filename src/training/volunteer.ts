@@ -7,7 +7,7 @@
 import { Coordinator, DEFAULT_RUN_SETTINGS, collabOptionsOf, joinPeerIds, latestLeaderboard, keptRunRecord, resolveRunParams, RunRecordUnavailableError, runSettingsOf, type CollaborativeOptions, type RunParams, type RunSettings } from '../collab/index.js';
 import type { Config } from '../config/settings.js';
 import type { Logger } from '../log/logger.js';
-import type { NodeReachability } from '../shared/api.js';
+import type { NodeReachability, Notice } from '../shared/api.js';
 import type { Store } from '../store/index.js';
 import { createSwarmNode, type SwarmNode } from '../swarm/index.js';
 import type { TrainingEvent } from './events.js';
@@ -41,11 +41,12 @@ export interface VolunteerOptions extends WatchdogOptions {
   readonly swarmRetryMs?: number;
 }
 
-/** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer. */
+/** The run of the coordinator on this node: its record, the peers of the code it joined by (none: it founded it), and how it hands the state serving to a trainer and takes it back. */
 export interface CoordinatedRun {
   readonly record: RunParams;
   readonly joinPeers: string[] | undefined;
   yieldState(): Promise<void>;
+  trainerStopped(): Promise<void>;
 }
 
 /** How often the dashboard's leaderboard is looked up on the swarm (coordinators publish theirs about as often). */
@@ -116,6 +117,10 @@ export class SharedSwarm implements SwarmPresence {
     return this.started?.libp2p.getConnections().map((c) => c.remotePeer.toString()) ?? [];
   }
 
+  notices(): readonly Notice[] {
+    return this.started?.notices.shown() ?? [];
+  }
+
   /** `trusted`: the join code's peers, whose board is shown before any other (latestLeaderboard). */
   private watchLeaderboard(node: SwarmNode, trusted: readonly string[]): void {
     clearInterval(this.boardTimer);
@@ -173,6 +178,11 @@ export class VolunteerTraining implements TrainingService {
     if (coordinated) {
       const node = await this.swarm.acquire(undefined);
       this.o.log.info(`training in the run "${node.runId}" this node coordinates`);
+      const named = this.target && runIdOf(this.target);
+      if (named !== undefined && named !== node.runId) {
+        const text = `The coordinator switch is on, so Start trains in the run "${node.runId}" this node coordinates, not in "${named}" of the join code in Settings. To train with that swarm, turn the coordinator switch off, then Pause and Start.`;
+        if (node.notices.first(`coordinated-run ${named}`, { kind: 'coordinated-run', text })) this.o.log.warn(text);
+      }
       return this.trainWithSwarm(node, coordinated.record, coordinated.joinPeers);
     }
     const target = this.target;
@@ -277,9 +287,11 @@ export class VolunteerTraining implements TrainingService {
         this.emit({ type: 'halted', cause: 'error', reason, at: Date.now() });
       })
       .finally(async () => {
+        this.swarm.training = false;
+        // paused with the switch on: its coordinator serves the run's newest state (the one just saved) to newcomers
+        await this.swarm.coordinated?.trainerStopped();
         this.mode = undefined;
         this.loop = undefined;
-        this.swarm.training = false;
         await this.swarm.release();
       });
   }
@@ -342,7 +354,7 @@ export class SwarmCoordinatorRole implements CoordinatorRole {
       const coordinator = new Coordinator({ node, store: this.o.store, dataDir: this.o.dataDir, log: this.o.log, targetBatchSize: runSettingsOf(record).targetBatchSize, run: record, trainerBeside: this.swarm.training });
       this.coordinator = coordinator;
       coordinator.start();
-      this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState() };
+      this.swarm.coordinated = { record, joinPeers, yieldState: () => coordinator.yieldState(), trainerStopped: () => coordinator.trainerStopped() };
     } catch (err) {
       await this.swarm.release();
       throw err;
@@ -367,6 +379,15 @@ async function unreachable(node: SwarmNode): Promise<string | undefined> {
   // a node that found nobody at first redials its initial peers: a later look counts those too
   if (report.connected.length > 0 || node.libp2p.getConnections().length > 0) return undefined;
   return `could not reach any peer of the join code's swarm: ${report.failed.map((f) => `${f.addr}: ${f.error}`).join('; ') || 'none answered'}`;
+}
+
+/** The run id `target` names; undefined when it cannot be read (Settings says what is wrong with the code). */
+function runIdOf(target: SwarmTarget): string | undefined {
+  try {
+    return describeSwarm(target).runId;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The run settings this node publishes when it founds the swarm. */

@@ -71,6 +71,9 @@ test('peers of another Cohort release are named once per node, not every round: 
   assert.equal(notices(0, peers[2]!).length, 1, logs[0]!.warnings.join('\n'));
   assert.match(notices(0, peers[2]!)[0]!, new RegExp(`does not speak ${MATCHMAKING_PROTOCOL}: it runs another Cohort release`));
   assert.equal(notices(1, peers[0]!).length, 1, logs[1]!.warnings.join('\n'));
+  // the dashboard's notices: one per kind, not per peer
+  assert.deepEqual(nodes[0]!.notices.shown().map((n) => n.kind).sort(), ['other-release', 'other-schema']);
+  assert.deepEqual(nodes[1]!.notices.shown().map((n) => n.kind), ['other-schema']);
 });
 
 test('a peer on other data is named once per node, not every round', async (t) => {

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { METRIC } from '../../src/store/metric-series.js';
+import { OTHER_RELEASE_NOTICE } from '../../src/util/notices.js';
 import { openStore } from '../../src/store/index.js';
 import { ROOT } from '../helpers/cli.js';
 import { skipWhenMissing } from '../helpers/skip.js';
@@ -199,6 +200,8 @@ describe('dashboard in headless Chromium', { skip }, () => {
     assert.equal(await mine.locator('dt:text-is("Rank") + dd').textContent(), '#2 of 3', 'the rank the coordinator credited');
     assert.equal(await mine.locator('dt:text-is("Share of the run") + dd').textContent(), '36.4 %');
     await mine.screenshot({ path: path.join(ARTEFACTS, 'leaderboard.png') });
+    // the presence met a peer of another release: the dashboard says so, and what to do, not the log alone
+    assert.equal(await page.getByTestId('notice-other-release').textContent(WAIT), OTHER_RELEASE_NOTICE.text);
     await toggle.click();
     await page.locator('[role="switch"][aria-checked="false"]').waitFor(WAIT);
     assert.equal(await page.getByLabel('Join code to share').count(), 0, 'the join code goes away with the role');

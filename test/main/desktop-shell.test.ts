@@ -127,6 +127,17 @@ async function until(predicate: () => boolean | Promise<boolean>, what: string):
   assert.ok(await predicate(), `timed out waiting for ${what}`);
 }
 
+/** A shell over a real runtime controller, contributing. */
+async function contributingShell(t: TestContext): Promise<{ controller: NodeController; platform: FakePlatform; shell: DesktopShell }> {
+  const { client, controller } = runtime(t);
+  const platform = new FakePlatform();
+  const shell = new DesktopShell(platform, client);
+  t.after(() => shell.dispose());
+  await shell.start();
+  await client.startContribution();
+  return { controller, platform, shell };
+}
+
 test('the tray toggles contribution through the runtime and shows the new state', async (t) => {
   const { client } = runtime(t);
   const platform = new FakePlatform();
@@ -189,12 +200,7 @@ test('start at login follows the stored setting, changed through the window', as
 });
 
 test('battery policy ticks hold a running node and release it on mains', async (t) => {
-  const { client, controller } = runtime(t);
-  const platform = new FakePlatform();
-  const shell = new DesktopShell(platform, client);
-  t.after(() => shell.dispose());
-  await shell.start();
-  await client.startContribution();
+  const { controller, platform, shell } = await contributingShell(t);
   platform.machine = { onBattery: true, idleSeconds: 0, localHour: 12 };
   shell.tickPolicy(0);
   shell.tickPolicy(POWER_SETTLE_MS);
@@ -206,13 +212,20 @@ test('battery policy ticks hold a running node and release it on mains', async (
   await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
 });
 
+test('battery, idle, schedule and keep-awake apply as they are saved, not at the next policy tick or Start', async (t) => {
+  const { controller, platform, shell } = await contributingShell(t);
+  await until(() => platform.keepAwake.at(-1) === true, 'keep-awake while contributing');
+  // it is noon: a schedule of 01:00–02:00 holds contribution as soon as it is saved (no tick runs here)
+  await shell.call('updateSettings', { policies: { scheduleEnabled: true, scheduleFromHour: 1, scheduleToHour: 2 } });
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'waiting', 'the schedule to hold contribution');
+  await shell.call('updateSettings', { policies: { scheduleEnabled: false } });
+  await until(async () => (await controller.getSnapshot()).contribution.phase === 'running', 'the release');
+  await shell.call('updateSettings', { policies: { keepAwake: false } });
+  assert.equal(platform.keepAwake.at(-1), false, 'keep-awake off as saved');
+});
+
 test('a snooze from the tray holds contribution and lifts by itself; Pause or Start ends it early', async (t) => {
-  const { client, controller } = runtime(t);
-  const platform = new FakePlatform();
-  const shell = new DesktopShell(platform, client);
-  t.after(() => shell.dispose());
-  await shell.start();
-  await client.startContribution();
+  const { controller, platform, shell } = await contributingShell(t);
   await until(() => platform.trays.at(-1)!.items.some((i) => i.kind === 'action' && typeof i.action === 'object'), 'snooze items while running');
   await shell.onTrayAction({ snooze: 15 });
   await until(async () => (await controller.getSnapshot()).contribution.detail.startsWith('waiting: snoozed until'), 'the snooze hold');

@@ -13,6 +13,7 @@ function snapshot(phase: ContributionPhase, detail = '', samplesPerSecond: numbe
     peers: [],
     lastLogSeq: 0,
     data: { fetch: null, mismatch: null },
+    notices: [],
     firstRunDone: true,
     defaultSwarm: null,
     about: { version: '0', licence: 'Apache-2.0', dataDir: '/data', logDir: '/data/logs' },

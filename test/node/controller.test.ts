@@ -9,6 +9,7 @@ import type { TrainingEvent } from '../../src/training/events.js';
 import { TrainingSink } from '../../src/training/sink.js';
 import type { CoordinatorRole, TrainingService, TrainingSettings } from '../../src/training/service.js';
 import { openStore, type Store } from '../../src/store/index.js';
+import { startNode, waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
 import { multiaddr } from '@multiformats/multiaddr';
 import { encodeJoinCode } from '../../src/swarm/index.js';
@@ -313,7 +314,7 @@ test('the coordinator toggle reports why it is unavailable, and shows the join c
 test('the snapshot carries this node\'s reachability as the swarm presence reports it, null while in no swarm', async (t) => {
   const store = storeIn(t);
   let reachability: 'public' | 'private' | 'unknown' | null = null;
-  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null, connectedPeers: () => [] } });
+  const c = controller(t, store, { swarm: { reachability: () => reachability, peerId: () => null, leaderboard: () => null, connectedPeers: () => [], notices: () => [] } });
   assert.equal((await c.getSnapshot()).swarm.reachability, null);
   reachability = 'unknown';
   c.refresh();
@@ -322,6 +323,24 @@ test('the snapshot carries this node\'s reachability as the swarm presence repor
   c.refresh();
   assert.equal((await c.getSnapshot()).swarm.reachability, 'public');
   assert.equal((await controller(t, store).getSnapshot()).swarm.reachability, null, 'a node without a swarm part is in no swarm');
+});
+
+test('a peer of another Cohort release reaches the dashboard as one notice saying what to do, however often it connects', async (t) => {
+  // two real nodes: b serves a protocol of the run in another version than a (as a newer release's state/3.0.0)
+  const [a, b] = await Promise.all([startNode(t, { runId: 'notices' }), startNode(t, { runId: 'notices' })]);
+  await a.handle('probe/1.0.0', (stream) => void stream.close());
+  await b.handle('probe/2.0.0', (stream) => void stream.close());
+  const c = controller(t, storeIn(t), { swarm: { reachability: () => a.reachability, peerId: () => a.peerId.toString(), leaderboard: () => null, connectedPeers: () => [], notices: () => a.notices.shown() } });
+  assert.deepEqual((await c.getSnapshot()).notices, [], 'nothing to tell before the peer is met');
+  for (let connection = 1; connection <= 2; connection++) {
+    await b.libp2p.dial(a.libp2p.getMultiaddrs()[0]!);
+    await waitFor(`a to identify b on connection ${connection}`, () => a.notices.shown().length > 0);
+    await b.libp2p.hangUp(a.peerId);
+  }
+  c.refresh();
+  const { notices } = await c.getSnapshot();
+  assert.deepEqual(notices.map((n) => n.kind), ['other-release']);
+  assert.match(notices[0]!.text, /another Cohort release.*update it/);
 });
 
 test('a join code is decoded before it is stored: its swarm is described, a bad one is refused with the reason', async (t) => {

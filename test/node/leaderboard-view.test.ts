@@ -29,7 +29,7 @@ test('My contribution shows a coordinator\'s top contributors and takes this vol
   // this node's own records: it alone has contributed, so locally it is #1 with all of the run
   store.metrics.record([{ series: METRIC.samples, value: 400, ts: 1 }]);
   let board: LeaderboardRecord | null = null;
-  const swarm: SwarmPresence = { reachability: () => 'public', peerId: () => ME, leaderboard: () => board, connectedPeers: () => [] };
+  const swarm: SwarmPresence = { reachability: () => 'public', peerId: () => ME, leaderboard: () => board, connectedPeers: () => [], notices: () => [] };
   const c = new NodeController({ store, log, version: '0', swarm, refreshMs: 60_000 });
   t.after(() => c.close());
 

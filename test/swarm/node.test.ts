@@ -154,4 +154,6 @@ test('a peer of another Cohort release (identify lists a protocol of ours in ano
   assert.deepEqual(told(0, bId), [`peer ${bId} speaks probe/2.0.0 where this node speaks probe/1.0.0: it runs another Cohort release, and the two do not exchange these; if this node's release is older, update it (the app updates itself on restart; \`cohort --version\` shows the CLI's)`]);
   assert.equal(told(1, aId).length, 1, logs[1]!.warnings.join('\n'));
   assert.match(told(1, aId)[0]!, /speaks probe\/1\.0\.0 where this node speaks probe\/2\.0\.0/);
+  // and the dashboard says it once, with what to do
+  for (const node of [a!, b!]) assert.deepEqual(node.notices.shown().map((n) => n.kind), ['other-release']);
 });

@@ -5,36 +5,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
-import { createLogger } from '../../src/log/logger.js';
-import { DEFAULT_SETTINGS } from '../../src/shared/settings-schema.js';
-import { openStore } from '../../src/store/index.js';
 import type { TrainingEvent } from '../../src/training/events.js';
-import { SharedSwarm, SwarmCoordinatorRole, VolunteerTraining, type VolunteerOptions } from '../../src/training/volunteer.js';
 import { preparedDataDirs } from '../collab/processes.js';
 import { capturingLogger } from '../helpers/log.js';
 import { waitFor } from '../helpers/swarm.js';
 import { tmpDir } from '../helpers/tmp.js';
-
-const quiet = createLogger({ logLevel: (process.env.TEST_LOG as 'info' | undefined) ?? 'silent', logFormat: 'json' });
-const LISTEN = ['/ip4/127.0.0.1/tcp/0'];
-const POLICIES = { ...DEFAULT_SETTINGS.policies, maxCpuThreads: 1, useGpu: false };
-
-/** A node as the app makes it (volunteerParts): one swarm node shared by Start and the coordinator switch. */
-function appNode(t: test.TestContext, dir: string, log: VolunteerOptions['log'], joinCode: string) {
-  const store = openStore(dir);
-  const options: VolunteerOptions = { store, log, dataDir: dir, runId: 'founded-in-app', run: { targetBatchSize: 16 }, batchSize: 8, optimizer: { matchmakingTime: 1 }, listen: LISTEN };
-  const swarm = new SharedSwarm(options);
-  const training = new VolunteerTraining(options, swarm);
-  const role = new SwarmCoordinatorRole(options, swarm, () => training.target);
-  training.configure({ policies: POLICIES, joinCode, displayName: '' });
-  const events: TrainingEvent[] = [];
-  training.subscribe((e) => events.push(e));
-  let closed: Promise<void> | undefined;
-  // before the test's folders go (after hooks run in order: they were registered first)
-  const close = (): Promise<void> => (closed ??= Promise.all([training.pause(), role.stop()]).then(() => store.close()));
-  t.after(close);
-  return { store, swarm, training, role, events, close };
-}
+import { appNode, founderNode, POLICIES, quiet } from './app-node.js';
 
 const averagedWith = (events: readonly TrainingEvent[]): number[] => events.flatMap((e) => (e.type === 'averaging' && e.event.type === 'averaged' && e.event.result.status === 'complete' ? [e.event.result.group.members.length] : []));
 const warnings = (lines: readonly string[]): string[] => lines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level >= 40).map((l) => l.msg);
@@ -57,15 +33,13 @@ test('coordinator switch on, then Start: the founder trains in its own run and a
 });
 
 test('a founder training alone in its own run logs no warning, and its coordinator checkpoints the trainer beside it', { timeout: 180_000 }, async (t) => {
-  const root = tmpDir(t);
-  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['founder']);
   const { log, lines } = capturingLogger();
-  const founder = appNode(t, dir!, log, '');
+  const founder = await founderNode(t, log);
   await founder.role.start();
   // no join code: Start trains in the run the switch founded
   await founder.training.start();
   assert.deepEqual(founder.events.filter((e) => e.type === 'alone'), [], 'the founder trains in its run, not alone');
-  const checkpoints = path.join(dir!, 'checkpoints');
+  const checkpoints = path.join(founder.dir, 'checkpoints');
   await waitFor('the coordinator to checkpoint the founder’s state', () => fs.existsSync(checkpoints) && fs.readdirSync(checkpoints).some((d) => d.startsWith('epoch-')), 150_000);
   const stepped = founder.events.filter((e): e is Extract<TrainingEvent, { type: 'stepped' }> => e.type === 'stepped');
   assert.ok(stepped.length > 0 && stepped.every((e) => !e.alone), 'its steps are the swarm’s');
@@ -83,9 +57,7 @@ test('a founder training alone in its own run logs no warning, and its coordinat
 });
 
 test('the switch turned on with the node’s own join code in Settings (the app restarted after founding) founds again, not "could not reach any peer"', { timeout: 120_000 }, async (t) => {
-  const root = tmpDir(t);
-  const [dir] = await preparedDataDirs(path.join(root, 'template'), ['founder']);
-  const founder = appNode(t, dir!, quiet, '');
+  const founder = await founderNode(t);
   const { joinCode } = await founder.role.start();
   await founder.role.stop();
   founder.training.configure({ policies: POLICIES, joinCode, displayName: 'founder' });
