@@ -14,7 +14,8 @@ import { AveragingHub } from './hub.js';
 import { Matchmaker, MemberWeight } from './matchmaking.js';
 import type { DataPins, Member } from './messages.js';
 import { powerSgdSchema, powerSgdWireFraction, type PowerSgd } from './powersgd.js';
-import { advertisedStateEpoch, loadStateFromPeers, servedState, StateServer, type LoadedState, type StateProvider } from './state-download.js';
+import { advertisedStateEpoch, loadStateFromPeers, StateServer, type LoadedState } from './state-download.js';
+import type { StateProvider } from './state-provider.js';
 
 /** Everything an averager is made from; every field but `prefix` has a default. */
 export interface AveragerInit {
@@ -516,7 +517,7 @@ export class Averager {
 
   /** The state another averager of this node serves for this prefix (a trainer beside a coordinator); undefined when none does. */
   localState(): StateProvider | undefined {
-    const provider = servedState(this.hub, this.cfg.prefix);
+    const provider = this.hub.stateServers.get(this.cfg.prefix)?.provider;
     return provider === this.server?.provider ? undefined : provider;
   }
 

@@ -4,6 +4,7 @@ import type { Stream } from '@libp2p/interface';
 import { Uint8ArrayList } from 'uint8arraylist';
 import type { z } from 'zod';
 import { checkMessage } from '../swarm/cbor-message.js';
+import { rateFloorMs } from '../util/rate-floor.js';
 import { MAX_STREAM_READ_BUFFER_BYTES, READ_HIGH_WATER_BYTES } from './constants.js';
 import { ProtocolError } from './errors.js';
 import { CHUNK_FRAME_TAG, CHUNK_HEADER_BYTES, chunkHeader, decodeMessage, encodeMessage } from './messages.js';
@@ -406,7 +407,7 @@ export function minRateDeadline(
   tooSlow: (allowedMs: number) => Error,
 ): MinRateDeadline {
   if (floor.minBytesPerSecond <= 0) return { signal: new AbortController().signal, guard: (step) => step, release: () => undefined };
-  const allowedMs = floor.stallMs + (1000 * floor.bytes) / floor.minBytesPerSecond;
+  const allowedMs = rateFloorMs(floor.bytes, floor.stallMs, floor.minBytesPerSecond);
   const timer = floor.reader === undefined ? releasableDeadline(allowedMs) : readerDeadline(floor.reader, allowedMs);
   return {
     signal: timer.signal,

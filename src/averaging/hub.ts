@@ -3,6 +3,7 @@ import type { RecordNamespace, SwarmNode } from '../swarm/index.js';
 import type { Notices } from '../util/notices.js';
 import { ALLREDUCE_PROTOCOL, BAN_AFTER_OFFENCES, FIRST_MESSAGE_TIMEOUT_MS, GROUP_NAMESPACE, MATCHMAKING_PROTOCOL, MAX_CONTROL_BYTES, MAX_DATA_FRAME_BYTES, STATE_NAMESPACE, STATE_PROTOCOL } from './constants.js';
 import { FramedStream } from './framing.js';
+import type { StateProvider } from './state-provider.js';
 import { UploadLimit } from './upload-limit.js';
 import {
   beginSchema,
@@ -52,8 +53,8 @@ export class AveragingHub {
   readonly matchmakers = new Map<string, Handler<JoinRequest>>();
   /** group id → the reducer of this peer's part in that group */
   readonly sessions = new Map<string, Handler<Begin>>();
-  /** averager prefix → the state server */
-  readonly stateServers = new Map<string, Handler<StateRequest>>();
+  /** averager prefix → its state server: the handler of downloads, and the state it serves (read by the node's other averagers: a coordinator checkpointing the trainer beside it) */
+  readonly stateServers = new Map<string, { readonly handler: Handler<StateRequest>; readonly provider: StateProvider }>();
   private readonly sessionWaiters = new Map<string, Set<() => void>>();
   /** group keys under which this node already joined a group (late joiners get ALREADY_RUNNING) */
   private readonly running = new Set<string>();
@@ -199,7 +200,7 @@ export class AveragingHub {
       STATE_PROTOCOL,
       this.inbound(STATE_PROTOCOL, stateRequestSchema, async (framed, peer, request) => {
         const server = this.stateServers.get(request.prefix);
-        if (server !== undefined) return server(framed, peer, request);
+        if (server !== undefined) return server.handler(framed, peer, request);
         await framed.write({ t: 'refused', code: 'NO_STATE', message: `this peer serves no state for "${request.prefix}"` });
         await framed.close();
       }),

@@ -39,6 +39,7 @@ export type { GroupInfo } from './group.js';
 export type { Fault } from './faults.js';
 export type { Aggregation } from './reducer.js';
 export { PowerSgd, powerSgdLayout } from './powersgd.js';
-export type { LoadedState, StateProvider, StateSnapshot } from './state-download.js';
+export type { LoadedState } from './state-download.js';
+export type { StateProvider, StateSnapshot } from './state-provider.js';
 export { dataPinsSchema, type DataPins, type StateMetadata } from './messages.js';
 export { StateDownloadError, type JoinRefusal } from './errors.js';

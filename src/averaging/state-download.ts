@@ -8,26 +8,8 @@ import { ProtocolError, StateDownloadError } from './errors.js';
 import { deadline, FramedStream, minRateDeadline, type MinRateDeadline } from './framing.js';
 import type { AveragingHub, Handler } from './hub.js';
 import { ServingSlots } from './serving-slots.js';
+import type { StateProvider, StateSnapshot } from './state-provider.js';
 import { stateDataSchema, stateHeaderSchema, type StateHeader, type StateMetadata, type StateRequest } from './messages.js';
-
-/** What a donor serves: opaque bytes plus small metadata; the optimizer decides what a state is. */
-export interface StateSnapshot {
-  readonly epoch: number;
-  readonly data: Uint8Array;
-  readonly metadata?: StateMetadata;
-}
-
-export interface StateProvider {
-  /** The epoch this peer would serve now (advertised in the DHT; cheap). */
-  epoch(): number;
-  /** The state to send; called once per download. */
-  snapshot(): Promise<StateSnapshot> | StateSnapshot;
-  /**
-   * Whether a snapshot now costs only its encoding (false while a delayed optimizer step is pending,
-   * which a snapshot would take early): the advertised hash waits for it. @default always
-   */
-  settled?(): boolean;
-}
 
 export interface StateServerOptions {
   /** Downloads served at once, one per peer. */
@@ -74,20 +56,6 @@ function otherReleaseNotice(peer: string): string {
   return `state ${peer} ${STATE_PROTOCOL}`;
 }
 
-/** What the state servers of each node serve, by prefix: read by the node's other averagers (a coordinator checkpointing the trainer beside it). */
-const servedOnNode = new WeakMap<AveragingHub, Map<string, StateProvider>>();
-
-function served(hub: AveragingHub): Map<string, StateProvider> {
-  let byPrefix = servedOnNode.get(hub);
-  if (!byPrefix) servedOnNode.set(hub, (byPrefix = new Map<string, StateProvider>()));
-  return byPrefix;
-}
-
-/** The state a server of this node serves under `prefix` (undefined: none). */
-export function servedState(hub: AveragingHub, prefix: string): StateProvider | undefined {
-  return servedOnNode.get(hub)?.get(prefix);
-}
-
 /**
  * Serves this peer's state on `state/2.0.0` for one prefix and advertises its epoch and hash under
  * `state/<prefix>`. At most `maxConcurrentDownloads` at a time, one per peer (a peer cannot hold
@@ -115,15 +83,14 @@ export class StateServer {
 
   async start(): Promise<void> {
     if (this.hub.stateServers.has(this.prefix)) throw new RangeError(`state for "${this.prefix}" is already served on this node`);
-    this.hub.stateServers.set(this.prefix, this.handler);
-    served(this.hub).set(this.prefix, this.provider);
+    this.hub.stateServers.set(this.prefix, { handler: this.handler, provider: this.provider });
     await this.advertise();
     this.timer = setInterval(() => void this.advertise(), this.opts.advertiseIntervalMs);
     this.timer.unref();
   }
 
   private get serving(): boolean {
-    return this.hub.stateServers.get(this.prefix) === this.handler;
+    return this.hub.stateServers.get(this.prefix)?.handler === this.handler;
   }
 
   stop(): void {
@@ -131,7 +98,6 @@ export class StateServer {
     // only its own: another averager of this node may serve the prefix once this one withdrew
     if (!this.serving) return;
     this.hub.stateServers.delete(this.prefix);
-    served(this.hub).delete(this.prefix);
   }
 
   /**

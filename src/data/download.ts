@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { rateFloorMs } from '../util/rate-floor.js';
 import { DownloadError } from './errors.js';
 
 export interface DownloadProgress {
@@ -180,7 +181,7 @@ async function fetchInto(url: string, part: string, attempt: number, options: Do
           throw new CallbackError(error);
         }
         const elapsedMs = performance.now() - started;
-        if (floor > 0 && offset - from < ((elapsedMs - idleMs) * floor) / 1000) {
+        if (floor > 0 && elapsedMs > rateFloorMs(offset - from, idleMs, floor)) {
           throw new Error(`the server sent ${offset - from} bytes in ${(elapsedMs / 1000).toFixed(1)} s (${((1000 * (offset - from)) / elapsedMs).toFixed(1)} B/s), under the floor of ${floor} B/s`);
         }
       }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { COMPRESSIONS, type Compression } from '../../src/averaging/index.js';
 import { startNode, startSwarm } from '../helpers/swarm.js';
-import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
+import { averagers, CROWDED, CROWDED_START_MS, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 test('3 peers with unequal weights and bandwidths average to the weighted mean; parts follow the load-balancing LP', async (t) => {
   const nodes = await startSwarm(t, 3, { runId: 'avg-basic' });
@@ -79,9 +79,8 @@ test('a client-mode peer only sends and reduces nothing; compressed rounds stay 
 });
 
 test('8 peers average small vectors in one group', async (t) => {
-  const nodes = await startSwarm(t, 8, { runId: 'avg-eight' });
-  // eight nodes in one process make DHT reads slow (seconds): give matchmaking room; the group closes once full
-  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 10_000, averagingExpirationMs: 15_000, targetGroupSize: 8, chunkValues: 256 }));
+  const nodes = await startSwarm(t, 8, { runId: 'avg-eight' }, CROWDED_START_MS);
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...CROWDED, targetGroupSize: 8, chunkValues: 256 }));
   const n = 2000;
   const vectors = nodes.map((_, i) => randomVector(n, 100 + i));
   const weights = nodes.map((_, i) => i + 1);

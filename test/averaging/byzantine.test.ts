@@ -15,7 +15,7 @@ import type { PeerProgress } from '../../src/collab/progress.js';
 import { currentProgress, PROGRESS_KEY, progressRecords } from '../../src/collab/records.js';
 import { publishProgress } from '../helpers/progress.js';
 import { startSwarm, waitFor } from '../helpers/swarm.js';
-import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
+import { averagers, CROWDED, CROWDED_START_MS, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 /**
  * Attacks of issue 23 item 2 on real in-process libp2p nodes: one hostile identity among honest
@@ -65,9 +65,8 @@ function epochRanking(nodes: readonly SwarmNode[], peer: SwarmNode, first: boole
 }
 
 async function weightAttack(t: TestContext, peers: number): Promise<void> {
-  const nodes = await startSwarm(t, peers, { runId: `byz-weight-${peers}` });
-  // eight nodes in one process make DHT reads slow (seconds): give matchmaking room; the group closes once full
-  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 10_000, averagingExpirationMs: 15_000, targetGroupSize: peers, chunkValues: 1000 }));
+  const nodes = await startSwarm(t, peers, { runId: `byz-weight-${peers}` }, CROWDED_START_MS);
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...CROWDED, targetGroupSize: peers, chunkValues: 1000 }));
   const n = 4000;
   const honest = nodes.slice(1).map((_, i) => honestVector(n, 11 + i));
   const expected = weightedMean(honest, honest.map(() => BOUND));

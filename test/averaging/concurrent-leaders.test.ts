@@ -4,7 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { AveragingHub } from '../../src/averaging/hub.js';
 import { leaderRank } from '../../src/averaging/matchmaking.js';
 import { startSwarm } from '../helpers/swarm.js';
-import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
+import { averagers, CROWDED, CROWDED_START_MS, maxAbsDiff, randomVector, weightedMean } from './helpers.js';
 
 // Eight peers that begin matchmaking in the same instant each see a different subset of the others'
 // declarations, so several of them lead at once (the swarm lab's and bench allreduce's "no group
@@ -14,11 +14,9 @@ import { averagers, FAST, maxAbsDiff, randomVector, weightedMean } from './helpe
 // read ("member … never declared") failed the round for all, and then met ALREADY_RUNNING everywhere.
 test('8 peers that start matchmaking together form one group of 8, three rounds running, one with a slow declaration', async (t) => {
   const n = 8;
-  const nodes = await startSwarm(t, n, { runId: 'mm-together' }, 60_000);
-  // min = target = 8, as in bench allreduce: a split into two groups, or one member left out, fails the round;
-  // the all-reduce's timeouts are generous: this is about matchmaking, and on a loaded machine (CI beside
-  // other tests) a reducer dropped a sender after FAST's 3 s, averaging the part over 7
-  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...FAST, matchmakingTimeMs: 30_000, averagingExpirationMs: 40_000, averagingTimeoutMs: 60_000, senderTimeoutMs: 20_000, reducerTimeoutMs: 30_000, targetGroupSize: n, minGroupSize: n }));
+  const nodes = await startSwarm(t, n, { runId: 'mm-together' }, CROWDED_START_MS);
+  // min = target = 8, as in bench allreduce: a split into two groups, or one member left out, fails the round
+  const avg = averagers(t, nodes, () => ({ prefix: 'grad', ...CROWDED, targetGroupSize: n, minGroupSize: n }));
   const peers = nodes.map((node) => node.peerId.toString());
   // the peer that ranks last under round 0's key: a follower whatever the others see
   const slow = nodes[peers.map((p, i) => ({ i, rank: leaderRank('averaging/grad:0', p) })).sort((a, b) => (a.rank < b.rank ? 1 : -1))[0]!.i]!;

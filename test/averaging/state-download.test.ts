@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
 import { StateDownloadError, type LoadedState, type StateSnapshot } from '../../src/averaging/index.js';
-import { AveragingHub } from '../../src/averaging/hub.js';
+import { AveragingHub, type Handler } from '../../src/averaging/hub.js';
 import { MAX_STATE_CHUNK_BYTES, STATE_PROTOCOL } from '../../src/averaging/constants.js';
 import { FramedStream } from '../../src/averaging/framing.js';
 import { stateDataSchema, stateHeaderSchema, type StateRequest } from '../../src/averaging/messages.js';
@@ -13,6 +13,12 @@ import { startSwarm, waitFor } from '../helpers/swarm.js';
 import { averagers } from './helpers.js';
 
 const STATE = { chunkBytes: 64 * 1024, stallTimeoutMs: 3000, advertiseIntervalMs: 5000 };
+
+/** Makes the state server `node` runs under 'state' answer downloads with `handler` (it keeps serving its provider): a lying donor. */
+function answerStateWith(node: SwarmNode, handler: Handler<StateRequest>): void {
+  const servers = AveragingHub.of(node).stateServers;
+  servers.set('state', { provider: servers.get('state')!.provider, handler });
+}
 
 test('a newcomer loads the newest state bitwise equal to the donor’s', async (t) => {
   const nodes = await startSwarm(t, 3, { runId: 'state-basic' });
@@ -196,7 +202,7 @@ test('a donor whose bytes do not match its checksum is skipped for the next one'
   const truth = randomBytes(150_000);
   await liar!.serveState({ epoch: () => 30, snapshot: () => ({ epoch: 30, data: randomBytes(10) }) });
   // the liar announces a checksum of other bytes than it sends
-  AveragingHub.of(nodes[0]!).stateServers.set('state', async (framed) => {
+  answerStateWith(nodes[0]!, async (framed) => {
     const data = randomBytes(100_000);
     await framed.write({ t: 'header', epoch: 30, size: data.byteLength, sha256: new Uint8Array(32), chunkBytes: 65536, metadata: {} });
     for (let at = 0; at < data.byteLength; at += 65536) await framed.write({ t: 'data', d: data.subarray(at, at + 65536) });
@@ -216,7 +222,7 @@ test('a donor advertising an epoch no other donor backs (10⁹) is skipped; one 
   await bogus!.serveState({ epoch: () => 1_000_000_000, snapshot: () => ({ epoch: 1_000_000_000, data: randomBytes(10) }) });
   // advertises epoch 7 like an honest peer one step ahead, but its download says 10⁹
   await claimant!.serveState({ epoch: () => 7, snapshot: () => ({ epoch: 7, data: randomBytes(10) }) });
-  AveragingHub.of(nodes[1]!).stateServers.set('state', async (framed) => {
+  answerStateWith(nodes[1]!, async (framed) => {
     const data = new Uint8Array(4);
     await framed.write({ t: 'header', epoch: 1_000_000_000, size: data.byteLength, sha256: createHash('sha256').update(data).digest(), chunkBytes: 65536, metadata: {} });
     await framed.write({ t: 'data', d: data });
@@ -303,7 +309,7 @@ test('a donor serving other bytes than the backed hash it advertised is skipped 
   await liar!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
   await honest!.serveState({ epoch: () => 6, snapshot: () => ({ epoch: 6, data: truth }) });
   await hashesAdvertised(nodes[2]!, 2);
-  AveragingHub.of(nodes[0]!).stateServers.set('state', async (framed) => {
+  answerStateWith(nodes[0]!, async (framed) => {
     const data = randomBytes(100_000);
     await framed.write({ t: 'header', epoch: 6, size: data.byteLength, sha256: createHash('sha256').update(data).digest(), chunkBytes: 65536, metadata: {} });
     for (let at = 0; at < data.byteLength; at += 65536) await framed.write({ t: 'data', d: data.subarray(at, at + 65536) });

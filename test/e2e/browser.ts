@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { TestContext } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { spawnCli, waitFor } from '../collab/processes.js';
-import { CLI, ROOT } from '../helpers/cli.js';
+import { CLI, ROOT, startProcess } from '../helpers/cli.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
 export const ARTEFACTS = path.join(ROOT, 'test-results');
@@ -50,31 +50,14 @@ export async function startNode(t: TestContext, argv: (dataDir: string) => strin
     fs.rmSync(dataDir, { recursive: true, force: true });
     throw err;
   });
-  const child = spawn(process.execPath, argv(dataDir), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const proc = startProcess(t, argv(dataDir), { env });
+  // after startProcess's own hook (which kills it): the directory goes once the node is gone
   t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await proc.exited;
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`the node printed no dashboard URL in 30 s; stderr: ${stderr}`)), 30_000);
-    child.on('exit', (code) => reject(new Error(`the node exited (${code}); stderr: ${stderr}`)));
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-  });
-  return { url, dataDir, child };
+  const [, url] = await waitFor(proc, /Cohort dashboard: (http:\/\/127\.0\.0\.1:\d+)/, 30_000);
+  return { url: url!, dataDir, child: proc.child };
 }
 
 /** Runs the metrics fixture against a data directory (history, then `liveTicks` live points). */
