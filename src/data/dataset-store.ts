@@ -1,11 +1,10 @@
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { datasetIdOf } from '../store/dataset-id.js';
 import type { SopExample } from './examples.js';
 import { ShardFormatError, decodeShard, encodeShard, type ShardView } from './shard-format.js';
-import { keptTokenizerFile } from './tokenizer.js';
+import { firstFileWithSha256, keptTokenizerFile } from './tokenizer.js';
 
 /** Build parameters that change the examples: part of the cache key. */
 export interface BuildParams {
@@ -74,6 +73,11 @@ export class DatasetStore {
   /** Complete datasets, most recently used first. */
   list(): DatasetInfo[] {
     return (this.db.prepare(`${SELECT_DATASET} WHERE d.complete = 1 ORDER BY d.last_used_at DESC, d.created_at DESC`).all() as DatasetRow[]).map((r) => this.toInfo(r));
+  }
+
+  /** A tokenizer.json with this sha256 (and its bytes) that a dataset here uses or `dataDir` keeps, if any: firstFileWithSha256. */
+  localTokenizer(sha256: string, dataDir: string): ReturnType<typeof firstFileWithSha256> {
+    return firstFileWithSha256([...this.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), keptTokenizerFile(dataDir, sha256)], sha256);
   }
 
   /** Cache keys of prepared datasets whose build has not finished (not fetched ones: those have a manifest). */
@@ -293,12 +297,5 @@ function resolveTokenizerFile(stored: string, sha256: string, dataDir: string): 
   const parts = stored.split(/[\\/]/);
   const at = parts.lastIndexOf('data');
   const inDataDir = at >= 0 && at === parts.length - 3 ? path.resolve(dataDir, ...parts.slice(at)) : keptTokenizerFile(dataDir, sha256);
-  const matches = (file: string) => {
-    try {
-      return createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256;
-    } catch {
-      return false;
-    }
-  };
-  return [inDataDir, keptTokenizerFile(dataDir, sha256)].find(matches) ?? inDataDir;
+  return firstFileWithSha256([inDataDir, keptTokenizerFile(dataDir, sha256)], sha256)?.file ?? inDataDir;
 }

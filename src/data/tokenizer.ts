@@ -151,6 +151,24 @@ export function keptTokenizerFile(dataDir: string, sha256: string): string {
   return path.resolve(dataDir, 'data', 'tokenizers', `${sha256}.json`);
 }
 
+/**
+ * The first of `files` whose bytes have sha256 `sha256`, with those bytes (read once: what was checked
+ * is what the caller uses). A missing or unreadable file is passed over like one of other bytes: it is
+ * not that tokenizer, and the next one may be.
+ */
+export function firstFileWithSha256(files: Iterable<string>, sha256: string): { readonly file: string; readonly bytes: Buffer } | undefined {
+  for (const file of files) {
+    let bytes: Buffer;
+    try {
+      bytes = fs.readFileSync(file);
+    } catch {
+      continue;
+    }
+    if (createHash('sha256').update(bytes).digest('hex') === sha256) return { file, bytes };
+  }
+  return undefined;
+}
+
 /** Keeps a tokenizer.json (given and checked, or fetched and verified) as a file of the data directory (keptTokenizerFile) and returns its path; tokenizer-checkpoint.ts's keepTokenizer keeps one in the checkpoint store. */
 export function keepTokenizerFile(dataDir: string, sha256: string, data: Uint8Array): string {
   const file = keptTokenizerFile(dataDir, sha256);

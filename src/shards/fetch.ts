@@ -3,11 +3,11 @@ import fs from 'node:fs';
 import type { Uint8ArrayList } from 'uint8arraylist';
 import { deadline, FramedStream, minRateDeadline, releasableDeadline } from '../averaging/framing.js';
 import { datasetIdOf } from '../store/dataset-id.js';
-import type { DatasetInfo, DatasetStore } from '../data/dataset-store.js';
+import type { DatasetInfo } from '../data/dataset-store.js';
 import { datasetStore } from '../data/store-datasets.js';
 import { Prng } from '../data/prng.js';
 import { shardHeader } from '../data/shard-format.js';
-import { keepTokenizerFile, keptTokenizerFile, loadTokenizer } from '../data/tokenizer.js';
+import { keepTokenizerFile, loadTokenizer } from '../data/tokenizer.js';
 import type { Logger } from '../log/logger.js';
 import type { DataFetchProgress } from '../shared/api.js';
 import type { Store } from '../store/index.js';
@@ -348,7 +348,7 @@ async function fetchOver(streams: HolderStreams, node: SwarmNode, store: Store, 
   // 2. The tokenizer: one this store already has with that hash, or fetched.
   let { manifest, from: manifestFrom } = await getManifest();
   const tokenizerFile =
-    localTokenizer(datasets, options.dataDir, manifest.tokenizerSha256) ??
+    datasets.localTokenizer(manifest.tokenizerSha256, options.dataDir)?.file ??
     keepTokenizerFile(options.dataDir, manifest.tokenizerSha256, (await fetchBlob('the tokenizer', manifest.tokenizerSha256, manifest.tokenizerBytes, () => true, () => undefined)).data);
   // The dataset id covers the tokenizer's hash and each shard's bytes, not the counts and sizes a
   // manifest gives for them (the model's vocabulary is taken from it, a shard's counts are stored with
@@ -603,9 +603,3 @@ function describeTried(tried: ReadonlyMap<string, string>, penalised: ReadonlyMa
   return `tried ${tried.size} holder(s): ${[...tried].map(([peer, why]) => `${peer} (${why})`).join('; ')}${skipped}`;
 }
 
-
-/** A tokenizer.json with this hash that this store already uses or fetched before, if any. */
-function localTokenizer(datasets: DatasetStore, dataDir: string, sha256: string): string | undefined {
-  const files = [...datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile), keptTokenizerFile(dataDir, sha256)];
-  return files.find((file) => fs.existsSync(file) && createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256);
-}

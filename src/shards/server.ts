@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { deadline, FramedStream, releasableDeadline, type MinRateDeadline } from '../averaging/framing.js';
 import { ServingSlots } from '../averaging/serving-slots.js';
@@ -31,6 +31,8 @@ import {
 } from './messages.js';
 import { readShardOffThread } from './shard-io.js';
 import { ShardExchangeError } from './errors.js';
+
+type Refusal = Extract<BlobHeader, { t: 'refused' }>;
 
 const namespaces = new WeakMap<SwarmNode, RecordNamespace<Holding>>();
 
@@ -119,6 +121,8 @@ export class ShardServer {
   /** Shards served lately, least recent first, up to `recentBlobBytes` in all (content-addressed: never stale). */
   private readonly recent = new Map<string, Uint8Array>();
   private recentBytes = 0;
+  /** Tokenizers asked for whose local file lacks their sha256 (logged once). */
+  private readonly unservable = new Set<string>();
   private readonly recentBlobBytes: number;
   private stopped = true;
   /** Adverts in a row that reached nobody. */
@@ -231,10 +235,10 @@ export class ShardServer {
         return await framed.write(reply, stall.signal);
       }
       const blob = await this.blob(request.sha256);
-      if (blob === undefined || request.offset > blob.byteLength) {
-        const refusal: BlobHeader = blob === undefined
-          ? { t: 'refused', code: 'NOT_FOUND', message: `no shard or tokenizer with sha256 ${request.sha256} here` }
-          : { t: 'refused', code: 'BAD_OFFSET', message: `offset ${request.offset} is past the end (${blob.byteLength} bytes)` };
+      if (!(blob instanceof Uint8Array) || request.offset > blob.byteLength) {
+        const refusal: BlobHeader = blob instanceof Uint8Array
+          ? { t: 'refused', code: 'BAD_OFFSET', message: `offset ${request.offset} is past the end (${blob.byteLength} bytes)` }
+          : blob;
         return await framed.write(refusal, stall.signal);
       }
       await framed.write({ t: 'blob', size: blob.byteLength } satisfies BlobHeader, stall.signal);
@@ -268,8 +272,11 @@ export class ShardServer {
     return manifest;
   }
 
-  /** A shard by its sha256 (read off the event loop), or a tokenizer.json of a held dataset (checked against its hash: the file may have changed). */
-  private async blob(sha256: string): Promise<Uint8Array | undefined> {
+  /**
+   * A shard by its sha256 (read off the event loop), or a tokenizer.json of a held dataset whose bytes
+   * have that sha256 (its file may have changed since it was prepared or fetched); else the refusal.
+   */
+  private async blob(sha256: string): Promise<Uint8Array | Refusal> {
     const kept = this.recent.get(sha256);
     if (kept !== undefined) {
       this.recent.delete(sha256);
@@ -281,14 +288,19 @@ export class ShardServer {
       this.keep(sha256, shard);
       return shard;
     }
-    const info = this.datasets.list().find((d) => d.tokenizerHash === sha256);
-    if (info === undefined) return undefined;
-    try {
-      const bytes = fs.readFileSync(info.tokenizerFile);
-      return createHash('sha256').update(bytes).digest('hex') === sha256 ? bytes : undefined;
-    } catch {
-      return undefined;
+    const files = this.datasets.list().filter((d) => d.tokenizerHash === sha256).map((d) => d.tokenizerFile);
+    if (files.length === 0) return { t: 'refused', code: 'NOT_FOUND', message: `no shard or tokenizer with sha256 ${sha256} here` };
+    const tokenizer = this.datasets.localTokenizer(sha256, path.dirname(this.store.file));
+    if (tokenizer !== undefined) {
+      this.keep(sha256, tokenizer.bytes);
+      return tokenizer.bytes;
     }
+    // said once per server: every fetcher asks for it
+    if (!this.unservable.has(sha256)) {
+      this.unservable.add(sha256);
+      this.log.warn({ sha256, files }, `not serving the tokenizer with sha256 ${sha256}: ${files.join(', ')} is missing, unreadable or altered on disk (restore it, or prepare the dataset again)`);
+    }
+    return { t: 'refused', code: 'NOT_FOUND', message: `this holder's tokenizer with sha256 ${sha256} is missing or altered on disk` };
   }
 
   private keep(sha256: string, shard: Uint8Array): void {

@@ -117,6 +117,30 @@ async function fetchPastLiar(t: TestContext, liar: Peer, honest: Peer, newcomer:
   return fetching;
 }
 
+test('a holder whose tokenizer.json was altered on disk refuses to serve it, naming why, and says once in its log what is wrong', async (t) => {
+  const [holder, newcomer] = await peers(t, 2);
+  const info = await found(holder!);
+  // the same size, so the manifest the holder builds still states the run's tokenizer size
+  const altered = fs.readFileSync(info.tokenizerFile);
+  altered[altered.length >> 1]! ^= 0x01;
+  fs.writeFileSync(info.tokenizerFile, altered);
+  const { warnings, log } = warningLog();
+  const server = new ShardServer(holder!.node, holder!.store, log);
+  await server.start();
+  t.after(() => server.stop());
+  const fetch = () => fetchDataset(newcomer!.node, newcomer!.store, { datasetId: info.datasetId!, dataDir: newcomer!.dataDir, waitForHolderMs: 1000, log: quiet });
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(fetch(), (err: Error) => {
+      assert.match(err.message, new RegExp(`refused ${info.tokenizerHash.slice(0, 12)}…: NOT_FOUND: this holder's tokenizer with sha256 ${info.tokenizerHash} is missing or altered on disk`));
+      assert.doesNotMatch(err.message, /sha256 mismatch|does not match/i);
+      return true;
+    });
+  }
+  assert.equal(server.bytesSent, 0, 'no byte of the altered file went out');
+  const said = warnings.filter((w) => w.startsWith(`not serving the tokenizer with sha256 ${info.tokenizerHash}: ${info.tokenizerFile} is missing, unreadable or altered on disk`));
+  assert.equal(said.length, 1, warnings.join('\n'));
+});
+
 test('a holder serving altered bytes is rejected and penalised; the shards come from another holder', async (t) => {
   const [honest, liar, newcomer] = await peers(t, 3);
   const info = await found(honest!);
