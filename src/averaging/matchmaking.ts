@@ -86,8 +86,8 @@ type Role =
   | { readonly kind: 'looking' }
   /** accepting followers until the group is full or time is up */
   | { readonly kind: 'leading' }
-  /** asking `leader` to join, or accepted and waiting for the group description */
-  | { readonly kind: 'following'; readonly leader: string; readonly named: boolean }
+  /** asking `leader` to join, or accepted and waiting for the group description; `unverified` until it answers as a leader */
+  | { readonly kind: 'following'; readonly leader: string; readonly unverified: boolean }
   /** the group is closed (or matchmaking ended): late joiners are refused */
   | { readonly kind: 'done' };
 
@@ -232,8 +232,6 @@ export class Matchmaker {
           continue;
         }
         if (next !== undefined) {
-          // a peer that was only named keeps this one's group (follow leaves it once that peer takes us)
-          if (hinter === undefined) this.disband('NOT_A_LEADER', `${this.self} joins ${next}`, next);
           const outcome = await this.follow(next, hinter);
           if (typeof outcome === 'object') {
             this.hub.markRunning(this.p.key, this.p.expirationMs);
@@ -534,13 +532,15 @@ export class Matchmaker {
 
   /**
    * Asks `leader` to take us: the group once it closes, or the leader it named instead, or undefined to
-   * look again. A leader named by `hinter` (a NOT_A_LEADER hint) must answer within
-   * FIRST_MESSAGE_TIMEOUT_MS, as an honest leader's `accepted` does: this peer's own followers wait on
-   * it until then. One that does not answer as a leader (see misled) counts against `hinter`.
+   * look again. This peer's own group stays until `leader` answers as a leader (a peer refusing every
+   * join would otherwise break it up at every ask); such an unverified leader, a named one (by
+   * `hinter`, in a NOT_A_LEADER hint) or one chosen while this peer has followers, must answer within
+   * FIRST_MESSAGE_TIMEOUT_MS, as an honest leader's `accepted` does: the followers wait on it until
+   * then. A named one that does not answer as a leader (see misled) counts against `hinter`.
    */
   private async follow(leader: string, hinter?: string): Promise<GroupInfo | string | undefined> {
-    let unverified = hinter !== undefined;
-    this.role = { kind: 'following', leader, named: unverified };
+    let unverified = hinter !== undefined || this.followers.length > 0;
+    this.role = { kind: 'following', leader, unverified };
     // a leader declared before us closes its group before our own time is up; allow one more period
     // for its reply, and the time a closed group waits for pre-scheduled members
     const signal = deadline(this.end() - Date.now() + this.p.matchmakingTimeMs + this.p.readyTimeoutMs, this.p.signal);
@@ -560,7 +560,7 @@ export class Matchmaker {
           // it answers as a leader: this peer's group goes to it, and so do later joiners
           unverified = false;
           this.disband('NOT_A_LEADER', `${this.self} joins ${leader}`, leader);
-          this.role = { kind: 'following', leader, named: false };
+          this.role = { kind: 'following', leader, unverified: false };
         }
         if (answer.t === 'accepted') {
           // pre-scheduled: the weight goes to the leader once our caller has it, while we keep listening
@@ -570,7 +570,7 @@ export class Matchmaker {
         }
         if (answer.t === 'refused') {
           const next = this.onRefused(leader, answer.code, answer.message, answer.leader);
-          if (unverified && this.refusedBy.has(leader) && !this.closed.has(leader)) this.misled(hinter!, leader);
+          if (hinter !== undefined && unverified && this.refusedBy.has(leader) && !this.closed.has(leader)) this.misled(hinter, leader);
           return next;
         }
         // a description that lists a peer twice, or nobody who can reduce, is refused as a forged one is:
@@ -605,7 +605,7 @@ export class Matchmaker {
       if (signal.aborted) this.refusedBy.set(leader, `silent until the deadline: ${(err as Error).message}`);
       else if (answerBy?.aborted === true) this.refusedBy.set(leader, `no answer to the join within ${FIRST_MESSAGE_TIMEOUT_MS / 1000} s (a leader answers at once)`);
       else if (!this.isOtherRelease(leader, err)) this.onUnreachable(leader, `unreachable: ${(err as Error).message}`);
-      if (unverified) this.misled(hinter!, leader);
+      if (hinter !== undefined && unverified) this.misled(hinter, leader);
       return undefined;
     } finally {
       if (this.role.kind === 'following') this.role = this.idle();
@@ -689,8 +689,8 @@ export class Matchmaker {
       this.dataMatches(peer, request.data); // logged once, and never chosen as a leader
       return refuse('DATA_MISMATCH', `${peer} trains on ${describeDataPins(request.data)}; ${this.self} on ${describeDataPins(this.p.data)}`);
     }
-    // a leader this peer was only named and has not heard from is not passed on: it may lead nowhere
-    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.named ? undefined : this.role.leader);
+    // a leader this peer has not heard from is not passed on: it may lead nowhere
+    if (this.role.kind === 'following') return refuse('NOT_A_LEADER', `${this.self} follows ${this.role.leader}`, this.role.unverified ? undefined : this.role.leader);
     if (this.role.kind === 'looking') return refuse('NOT_A_LEADER', `${this.self} is in client mode and cannot lead`);
     if (this.role.kind === 'done') return refuse('ALREADY_RUNNING', `${this.self} already closed its group under ${this.p.key}`);
     if (this.followers.length + 1 >= this.p.targetGroupSize) return refuse('GROUP_IS_FULL', `group of ${this.self} has ${this.p.targetGroupSize} peers`);

@@ -417,6 +417,48 @@ for (const { names, counted } of HINTS) {
   });
 }
 
+test('a peer ranked first refusing every join with NOT_A_LEADER and no hint, asked again every 2 polls, never breaks up the group of the honest leader that asks it: each follower joins that leader once', async (t) => {
+  const nodes = await startSwarm(t, 5, { runId: 'redirect-no-hint' });
+  const hostile = nodes[0]!;
+  const honestNodes = nodes.slice(1);
+  const n = 2000;
+  const honest = honestNodes.map((_, i) => honestVector(n, 190 + i));
+  const epoch = epochRanking(nodes, hostile, true);
+  const key = groupKey(GROUP_NAMESPACE, 'grad', epoch);
+  const asks = new Map<string, number>();
+  const hub = AveragingHub.of(hostile);
+  await hub.acquire();
+  hub.matchmakers.set(key, async (framed, peer) => {
+    asks.set(peer, (asks.get(peer) ?? 0) + 1);
+    await framed.write({ t: 'refused', code: 'NOT_A_LEADER', message: 'follows nobody it names' });
+    await framed.close();
+  });
+  await hub.groups.store(key, '', { weight: 1, bandwidth: 1e6, clientMode: false, schema: schemaHash(n), data: null }, Date.now() + 12_000);
+  // the joins each honest peer's matchmaker takes (a follower sent away joins again)
+  const joined = new Map<string, number>();
+  for (const node of honestNodes) {
+    const matchmakers = AveragingHub.of(node).matchmakers;
+    const register = matchmakers.set.bind(matchmakers);
+    matchmakers.set = (k, handler) =>
+      register(k, (framed, peer, request) => {
+        const at = `${node.peerId.toString()} by ${peer}`;
+        joined.set(at, (joined.get(at) ?? 0) + 1);
+        return handler(framed, peer, request);
+      });
+  }
+  const avg = averagers(t, honestNodes, () => ({ prefix: 'grad', ...FAST, targetGroupSize: 5, chunkValues: 1000 }));
+  // expecting the hostile peer too, the honest leader keeps its group open for the matchmaking time, asking the hostile peer every 2 polls
+  const results = await Promise.all(avg.map((x, i) => x.step(honest[i]!, { epoch, weight: 1, expectedPeers: 5 })));
+  for (const r of results) {
+    ok(r);
+    assert.deepEqual(r.group.members.map((m) => m.peer).sort(), honestNodes.map((x) => x.peerId.toString()).sort());
+  }
+  const leader = (results[0] as Extract<StepResult, { ok: true }>).group.members[0]!.peer;
+  assert.ok((asks.get(leader) ?? 0) >= 3, `the honest leader asked the hostile peer ${asks.get(leader) ?? 0} times while leading`);
+  // a follower that joined while the leader was asking is refused once, and joins again
+  for (const [at, count] of joined) if (at.startsWith(`${leader} by `)) assert.ok(count <= 2, `${at} ${count} times: its group was broken up`);
+});
+
 test('declaring the earliest expiration no longer makes a peer the leader: honest peers follow the hash order and never wait on it', async (t) => {
   const nodes = await startSwarm(t, 4, { runId: 'byz-grab' });
   const avg = averagers(t, nodes.slice(1), () => ({ prefix: 'grad', ...FAST, targetGroupSize: 4, chunkValues: 1000 }));
