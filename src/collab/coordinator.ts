@@ -22,7 +22,7 @@ import { FollowableReports } from './backed-progress.js';
 import { creditContribution, leaderboard } from './contribution.js';
 import { globalProgress, PROGRESS_LIMITS } from './progress.js';
 import { currentProgress, LEADERBOARD_NAMESPACE, leaderboardRecords, PROGRESS_KEY, progressRecords, type LeaderboardRecord, type ProgressRecord } from './records.js';
-import { FullStateSaver, loadNewestRunState, loadRunState, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint } from './full-state.js';
+import { FullStateSaver, loadRunState, newerRunState, PEER_STATE_CHECKPOINT, SWARM_STATE_CHECKPOINT, type FullStateCheckpoint, type FullStateKind } from './full-state.js';
 import { STATE_PREFIX } from './optimizer.js';
 import type { RunParams } from './run-params.js';
 import { decodeTrainingState } from './state.js';
@@ -92,6 +92,8 @@ export class Coordinator {
   private swarmEpoch = -1;
   private lastPrune = 0;
   private lastCheckpointEpoch = 0;
+  /** Its newest checkpoint of the run that verifies, loaded when constructed, until `start` serves it (read once: it may be large). */
+  private lastCheckpoint: FullStateCheckpoint | undefined;
   /** Said once per run: checkpoints go without a tokenizer. */
   private warnedNoTokenizer = false;
   /** The last checkpoint failure warned about: the same one at the next looks (every --refresh seconds while the peers are gone) goes to debug. */
@@ -127,7 +129,8 @@ export class Coordinator {
     this.swarmEpoch = (contributions.lastCreditedEpoch(run) ?? -2) + 1;
     // counted from the newest checkpoint that verifies: a damaged newer one would put off the next
     // checkpoint (and leave the run with none usable) until the swarm passed its epoch
-    this.lastCheckpointEpoch = loadRunState(init.store, SWARM_STATE_CHECKPOINT, run, init.run, init.log)?.info.epoch ?? 0;
+    this.lastCheckpoint = this.loadOwn(SWARM_STATE_CHECKPOINT);
+    this.lastCheckpointEpoch = this.lastCheckpoint?.info.epoch ?? 0;
     this.saver = new FullStateSaver(init.store, init.log);
     // a restart after a kill mid-write: the epoch's folder is back before anyone reads the folders
     try {
@@ -140,8 +143,10 @@ export class Coordinator {
 
   start(): void {
     // one state per prefix and node: the trainer's, which resumed from the newest checkpoint or a newer one of its own
+    const own = this.lastCheckpoint;
+    this.lastCheckpoint = undefined;
     if (this.init.trainerBeside) this.init.log.info("not serving a checkpoint as state: the trainer on this node serves the run's state");
-    else this.serveNewestCheckpoint();
+    else this.serveNewestCheckpoint(own);
     // a founding coordinator is the first holder of the data it pins; joining one, it serves what it holds of the run's
     if (this.init.run?.data) {
       this.shards = serveShards(this.init.node, this.init.store, this.init.log);
@@ -188,14 +193,19 @@ export class Coordinator {
   /**
    * A run whose peers all left resumes at its last checkpoint, not at epoch 0: the first joiners
    * load it from this coordinator (the optimizer loads a served state ahead of its own). The newest
-   * of this data directory's, a trainer's beside it included.
+   * of this data directory's, a trainer's beside it included; `own`: the coordinator's newest, when
+   * already read.
    */
-  private serveNewestCheckpoint(): void {
+  private serveNewestCheckpoint(own = this.loadOwn(SWARM_STATE_CHECKPOINT)): void {
     if (this.stopped) return;
-    this.served = this.serveCheckpoint(loadNewestRunState(this.init.store, this.init.node.runId, this.init.run, this.init.log)).catch((err: unknown) => {
+    this.served = this.serveCheckpoint(newerRunState(this.loadOwn(PEER_STATE_CHECKPOINT), own)).catch((err: unknown) => {
       this.init.log.warn(`could not serve the last checkpoint as state: ${(err as Error).message}`);
       return undefined;
     });
+  }
+
+  private loadOwn(kind: FullStateKind): FullStateCheckpoint | undefined {
+    return loadRunState(this.init.store, kind, this.init.node.runId, this.init.run, this.init.log);
   }
 
   private async serveCheckpoint(last: FullStateCheckpoint | undefined): Promise<{ epoch: number; withdraw: () => Promise<void> } | undefined> {

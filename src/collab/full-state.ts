@@ -107,8 +107,11 @@ export function loadRunState(store: Store, kind: FullStateKind, runId: string, r
  * skips warned about on `log`.
  */
 export function loadNewestRunState(store: Store, runId: string, run: RunParams | undefined, log: Logger): FullStateCheckpoint | undefined {
-  const peers = loadRunState(store, PEER_STATE_CHECKPOINT, runId, run, log);
-  const coordinators = loadRunState(store, SWARM_STATE_CHECKPOINT, runId, run, log);
+  return newerRunState(loadRunState(store, PEER_STATE_CHECKPOINT, runId, run, log), loadRunState(store, SWARM_STATE_CHECKPOINT, runId, run, log));
+}
+
+/** The newer of a training peer's and a coordinator's checkpoint of one run (the peer's at the same epoch). */
+export function newerRunState(peers: FullStateCheckpoint | undefined, coordinators: FullStateCheckpoint | undefined): FullStateCheckpoint | undefined {
   return coordinators && coordinators.state.epoch > (peers?.state.epoch ?? -1) ? coordinators : peers;
 }
 
